@@ -1,0 +1,166 @@
+/*
+ * mf_catalog.h - the SQLite catalog of one store: snapshots, runs and
+ * shards, and the claim that makes materialization single-flight across
+ * processes on a host.
+ *
+ * The database is STORE/catalog.db in WAL mode. Its schema version is in
+ * PRAGMA user_version and migrates forward on open. Every write runs in
+ * BEGIN IMMEDIATE with a busy timeout, so SQLITE_BUSY reaches a caller only
+ * after the timeout, as -EBUSY.
+ *
+ * Not for: the store's files (mf_snapshot.h) or running stages. Never
+ * prints. A handle (one SQLite connection) belongs to one thread at a time;
+ * open one per thread, or serialize calls.
+ *
+ * Errors: 0 or a negative errno: -ENOENT (no such row), -EBUSY (timeout),
+ * -EBADMSG (corrupt database), -ESTALE (the row changed hands), -EIO.
+ */
+#ifndef MF_CATALOG_H
+#define MF_CATALOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "mf_util.h"
+
+#define MF_CATALOG_SCHEMA_VERSION 2
+
+enum mf_shard_state {
+	MF_SHARD_ABSENT = 0,
+	MF_SHARD_RUNNING = 1,
+	MF_SHARD_MATERIALIZED = 2,
+	MF_SHARD_FAILED = 3,
+};
+/* "absent", "running", "materialized", "failed" */
+const char *mf_shard_state_name(enum mf_shard_state s);
+
+struct mf_snapshot_rec {
+	char fp[MF_FP_HEX_LEN + 1];
+	char name[65];
+	uint32_t shards;
+	char *spec_path; /* absolute; owned by the record */
+	char *compression; /* "zstd:3"; owned */
+	char *suffix; /* "" when none; owned */
+	uint64_t chunk_size;
+	int64_t expire_after; /* seconds; -1: never */
+	int64_t pending_expiry;
+	uint32_t keep; /* 0: no limit */
+	int64_t created; /* unix seconds */
+	int64_t last_read; /* unix seconds; 0: never read */
+	/* filled by get/list from the shards table: */
+	uint32_t materialized;
+	uint64_t raw_bytes, stored_bytes;
+};
+void mf_snapshot_rec_release(struct mf_snapshot_rec *r);
+
+struct mf_run_rec {
+	char run_id[MF_RUN_ID_HEX_LEN + 1];
+	char fp[MF_FP_HEX_LEN + 1];
+	char host[256];
+	int32_t pid;
+	uint64_t pid_start; /* mf_proc_start_time(pid) */
+	int64_t started; /* unix seconds */
+	int64_t heartbeat; /* unix seconds */
+	char state[16]; /* "active", "done", "dead" */
+};
+
+struct mf_shard_rec {
+	char fp[MF_FP_HEX_LEN + 1];
+	uint32_t index;
+	enum mf_shard_state state;
+	char run_id[MF_RUN_ID_HEX_LEN + 1]; /* "" when none */
+	uint64_t raw_bytes, stored_bytes;
+	uint32_t chunks;
+	int32_t exit_status; /* wait status of the failing stage; -1: none */
+	char *error; /* one line, or NULL; owned */
+	char *
+	    stderr_tail; /* last 4 KiB of the failing stage's stderr, or NULL */
+	int64_t last_read;
+	uint32_t attempts; /* materializations started */
+};
+void mf_shard_rec_release(struct mf_shard_rec *r);
+
+struct mf_catalog;
+
+/* Opens (creating and migrating) the catalog at path; busy_timeout_ms <= 0
+ * means the default of 10 s. */
+int mf_catalog_open(const char *path, int busy_timeout_ms,
+		    struct mf_catalog **out);
+void mf_catalog_close(struct mf_catalog *c);
+
+/* Inserts or updates a snapshot and creates its missing shard rows (absent).
+ * Keeps created and last_read of an existing row. */
+int mf_catalog_put_snapshot(struct mf_catalog *c,
+			    const struct mf_snapshot_rec *rec);
+/* Fills out (release with mf_snapshot_rec_release); -ENOENT. */
+int mf_catalog_get_snapshot(struct mf_catalog *c, const char *fp,
+			    struct mf_snapshot_rec *out);
+/* The fingerprint most recently registered under name; -ENOENT. */
+int mf_catalog_find_name(struct mf_catalog *c, const char *name,
+			 char fp[MF_FP_HEX_LEN + 1]);
+/* Every snapshot, ordered by name then created. Caller releases each and
+ * frees the array. */
+int mf_catalog_list_snapshots(struct mf_catalog *c,
+			      struct mf_snapshot_rec **out, size_t *n);
+/* Deletes a snapshot with its shards and runs rows. */
+int mf_catalog_delete_snapshot(struct mf_catalog *c, const char *fp);
+
+int mf_catalog_add_run(struct mf_catalog *c, const struct mf_run_rec *run);
+int mf_catalog_get_run(struct mf_catalog *c, const char *run_id,
+		       struct mf_run_rec *out);
+int mf_catalog_list_runs(struct mf_catalog *c, const char *fp,
+			 struct mf_run_rec **out, size_t *n);
+int mf_catalog_heartbeat(struct mf_catalog *c, const char *run_id, int64_t now);
+int mf_catalog_set_run_state(struct mf_catalog *c, const char *run_id,
+			     const char *state);
+int mf_catalog_delete_run(struct mf_catalog *c, const char *run_id);
+
+/* Fills out (release with mf_shard_rec_release); -ENOENT. */
+int mf_catalog_get_shard(struct mf_catalog *c, const char *fp, uint32_t index,
+			 struct mf_shard_rec *out);
+/* All shards of fp in index order; caller releases each, frees array. */
+int mf_catalog_list_shards(struct mf_catalog *c, const char *fp,
+			   struct mf_shard_rec **out, size_t *n);
+
+enum mf_claim {
+	MF_CLAIM_MINE = 0, /* the caller's run now owns the shard: compute it */
+	MF_CLAIM_DONE = 1, /* already materialized: read it */
+	MF_CLAIM_WAIT = 2, /* a live run is computing it: wait and ask again */
+};
+
+/*
+ * In one BEGIN IMMEDIATE transaction: if shard `index` of fp is
+ * materialized, answers DONE; if absent or failed, or running under a dead
+ * run, gives it to run `me` (state running, attempts + 1, error cleared;
+ * the dead run is marked "dead") and answers MINE; otherwise WAIT.
+ * A run on me->host is dead when mf_process_alive(pid, pid_start) is false;
+ * a run on another host when now - heartbeat > pending_expiry of the
+ * snapshot. *cur (may be NULL) receives the row as it is after the call;
+ * release it. -ENOENT if the shard is unknown.
+ */
+int mf_catalog_claim_shard(struct mf_catalog *c, const char *fp, uint32_t index,
+			   const struct mf_run_rec *me, int64_t now,
+			   enum mf_claim *result, struct mf_shard_rec *cur);
+
+/* Marks a shard owned by run_id materialized with its sizes. -ESTALE if the
+ * shard is no longer running under run_id (nothing changes then). */
+int mf_catalog_complete_shard(struct mf_catalog *c, const char *fp,
+			      uint32_t index, const char *run_id,
+			      uint64_t raw_bytes, uint64_t stored_bytes,
+			      uint32_t chunks);
+/* Marks a shard owned by run_id failed with its error. -ESTALE as above. */
+int mf_catalog_fail_shard(struct mf_catalog *c, const char *fp, uint32_t index,
+			  const char *run_id, int32_t exit_status,
+			  const char *error, const char *stderr_tail);
+/* Back to absent (rm of a shard, a corrupt chunk). If run_id is not NULL,
+ * only when the shard is still materialized under that run (-ESTALE
+ * otherwise). */
+int mf_catalog_reset_shard(struct mf_catalog *c, const char *fp, uint32_t index,
+			   const char *run_id);
+/* Sets the last-read time of a shard and its snapshot. */
+int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,
+		     int64_t now);
+
+#endif

@@ -1,0 +1,2 @@
+/* placeholder: being written */
+#include "mf_pipeline.h"

@@ -1,0 +1,149 @@
+/*
+ * mf_pipeline.h - pipeline specs: loading the YAML, expanding inputs into
+ * shards, the fingerprint, and running a shard's stages.
+ *
+ * Not for: storing output (mf_snapshot.h) or deciding who computes
+ * (mf_catalog.h). Never prints: errors come back as text for the caller.
+ */
+#ifndef MF_PIPELINE_H
+#define MF_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "mf_util.h"
+
+#define MF_NAME_MAX 64
+#define MF_STDERR_TAIL 4096
+
+enum mf_identity {
+	MF_IDENTITY_STAT = 0, /* relative path, size, mtime */
+	MF_IDENTITY_CONTENT = 1, /* SHA-256 of the contents */
+};
+
+struct mf_stage {
+	char **argv; /* NULL-terminated, as written in the spec */
+	size_t argc;
+	char **deps; /* absolute paths */
+	char **deps_rel; /* as written, relative to the spec folder */
+	size_t n_deps;
+	int64_t timeout_s; /* 0: none */
+};
+
+struct mf_spec {
+	char *path; /* absolute path of the spec file */
+	char *dir; /* absolute path of its folder: the stages' cwd */
+	char *name;
+	char **input_globs; /* as written */
+	size_t n_globs;
+	char **inputs; /* matched files, absolute, sorted by inputs_rel */
+	char **inputs_rel; /* the same relative to dir */
+	size_t n_inputs;
+	uint32_t shards; /* resolved: never 0 */
+	enum mf_identity identity;
+	struct mf_stage *stages;
+	size_t n_stages;
+	char *suffix; /* "" when none */
+	enum mf_codec codec;
+	int level;
+	uint64_t chunk_size; /* default 4 MiB */
+	int64_t expire_after; /* seconds; -1: never (default) */
+	int64_t pending_expiry; /* seconds; default 86400 */
+	uint32_t keep; /* 0: no limit (default) */
+	char *fingerprint_key; /* NULL unless the spec sets one */
+	uid_t owner_uid; /* owner of the spec file */
+	gid_t owner_gid;
+};
+
+/*
+ * Loads and validates the spec at path: YAML syntax, unknown keys, types,
+ * sizes, durations, codec, name, inputs (glob(3), sorted, at least one
+ * file), deps files that exist, shards <= inputs, at least one stage.
+ * Returns 0 and *out (free with mf_spec_free), or a negative errno and
+ * *err, a malloc'd one-line message "FILE:LINE:COLUMN: what is wrong"
+ * (1-based; FILE as given in path) that the caller frees.
+ */
+int mf_spec_load(const char *path, struct mf_spec **out, char **err);
+void mf_spec_free(struct mf_spec *spec);
+
+/* Input files of shard k: inputs j with j mod shards == k, in order.
+ * *paths is a malloc'd array of borrowed pointers into spec; free it. */
+int mf_spec_shard_inputs(const struct mf_spec *spec, uint32_t shard,
+			 const char ***paths, size_t *n);
+
+/* ---- fingerprint ---- */
+
+#define MF_FINGERPRINT_SCHEME 1
+
+struct mf_fp_part {
+	char *label; /* "scheme", "shards", "stage[0].argv",
+			"stage[0].deps[tokenize.py]", "input[raw/a.jsonl]", "key" */
+	char *detail; /* human text: "size=12 mtime=1700000000.123456789" */
+	char hex[MF_FP_HEX_LEN + 1]; /* SHA-256 of the component */
+};
+
+struct mf_fingerprint {
+	char hex[MF_FP_HEX_LEN + 1];
+	struct mf_fp_part *parts;
+	size_t n_parts;
+};
+
+/*
+ * Computes the fingerprint of spec as docs/spec.md defines it (reads deps
+ * files, and inputs with identity content). Returns 0, or -errno when a file
+ * cannot be read, with *err naming it (caller frees). Release with
+ * mf_fingerprint_release.
+ */
+int mf_fingerprint_compute(const struct mf_spec *spec,
+			   struct mf_fingerprint *out, char **err);
+void mf_fingerprint_release(struct mf_fingerprint *fp);
+
+/* ---- running a shard's stages ---- */
+
+struct mf_job_result {
+	bool ok; /* every stage exited 0 (see docs for SIGPIPE) */
+	int failed_stage; /* index of the stage that failed; -1 none or
+				 the input feeder */
+	int wait_status; /* its waitpid status; -1 none */
+	bool timed_out;
+	char error[512]; /* one line: "stage 1 'python3' exited with
+				 status 3", "timed out after 2s", ... */
+	char stderr_tail[MF_STDERR_TAIL + 1]; /* failing stage's last stderr */
+};
+
+struct mf_job;
+
+/*
+ * Starts the stages of shard `shard` (fork + execve, argv[0] looked up in
+ * PATH before the fork, never a shell), chained by pipes, all in one new
+ * process group, cwd the spec folder, with the caller's environment plus
+ * MATFS_SHARD, MATFS_SHARDS, MATFS_INPUTS (absolute paths, one per line)
+ * and MATFS_FINGERPRINT (fp_hex). A feeder child writes the shard's input
+ * files, concatenated in order, to the first stage's stdin.
+ * Returns 0 or -errno (-ENOENT when a program is not found, with *err).
+ * A job belongs to one thread at a time.
+ */
+int mf_job_start(const struct mf_spec *spec, uint32_t shard, const char *fp_hex,
+		 struct mf_job **out, char **err);
+
+/*
+ * Reads the last stage's stdout as it comes. Returns bytes read, 0 at the
+ * end of output, or -ETIMEDOUT once a stage's timeout passed (the whole
+ * process group has then been killed), or -errno. stderr of every stage is
+ * drained meanwhile so no stage blocks on it.
+ */
+ssize_t mf_job_read(struct mf_job *j, void *buf, size_t len);
+
+/* Kills the whole process group (SIGKILL). The job must still be finished. */
+void mf_job_kill(struct mf_job *j);
+
+/*
+ * Waits for every process of the job (killing what is left of the process
+ * group once the last stage exited), fills *res and frees j. Returns 0 when
+ * res->ok, -EIO otherwise.
+ */
+int mf_job_finish(struct mf_job *j, struct mf_job_result *res);
+
+#endif

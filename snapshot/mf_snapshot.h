@@ -1,0 +1,182 @@
+/*
+ * mf_snapshot.h - the chunk store: the store folder's layout, shard files
+ * cut into checksummed, compressed chunks, their writer and their reader.
+ *
+ * Store layout (docs/format.md has the bytes):
+ *   STORE/snapshots/FP/snapshot.metadata      written by atomic rename
+ *   STORE/snapshots/FP/RUN/shard-NNNNN.mfs    one committed shard
+ *   STORE/snapshots/FP/RUN/shard-NNNNN.tmp    a shard being written
+ * FP is 64 lowercase hex digits, RUN 32. Every path is built from those
+ * alone and opened relative to the store folder with O_NOFOLLOW; a symlink,
+ * FIFO or device planted in the store is refused with -ELOOP or -EBADMSG.
+ *
+ * Not for: the catalog (which run holds which shard is the catalog's
+ * business) or deciding when to compute. This module never prints.
+ *
+ * Errors: 0 or a negative errno. -EBADMSG means corrupt data (a checksum,
+ * magic, size or index that does not add up); it is never retried silently.
+ */
+#ifndef MF_SNAPSHOT_H
+#define MF_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "mf_util.h"
+
+#define MF_SHARD_FORMAT_VERSION 1
+#define MF_CHUNK_SIZE_MIN 4096ULL
+#define MF_CHUNK_SIZE_MAX (1ULL << 30)
+
+struct mf_codec_cfg {
+	enum mf_codec codec;
+	int level; /* zstd level; ignored for the others */
+	uint64_t chunk_size; /* uncompressed bytes per chunk */
+	unsigned
+	    threads; /* compression threads in the writer; 0 or 1: inline */
+};
+
+/* What a committed shard file holds. */
+struct mf_shard_stat {
+	uint64_t raw_bytes; /* uncompressed size of the shard */
+	uint64_t stored_bytes; /* size of the file on disk */
+	uint32_t chunks;
+	enum mf_codec codec;
+	uint64_t chunk_size;
+};
+
+/* ---- the store folder ---- */
+
+struct mf_store;
+
+/*
+ * Opens the store at dir, creating dir (mode 0755) and its snapshots/
+ * folder when create is true. Returns 0, -ENOENT, -ENOTDIR, -EACCES, ...
+ * The handle is thread-safe (it holds only directory descriptors).
+ */
+int mf_store_open(const char *dir, bool create, struct mf_store **out);
+void mf_store_close(struct mf_store *st);
+/* Borrowed for the life of st. */
+const char *mf_store_path(const struct mf_store *st);
+/* The store folder's descriptor; borrowed. */
+int mf_store_dirfd(const struct mf_store *st);
+
+/* Writes STORE/snapshots/FP/snapshot.metadata atomically (temp file, fsync,
+ * rename, fsync of the folder), creating the FP folder if needed. */
+int mf_store_write_metadata(struct mf_store *st, const char *fp,
+			    const void *data, size_t len);
+/* Reads it back; *data is NUL-terminated, caller frees. -ENOENT if absent. */
+int mf_store_read_metadata(struct mf_store *st, const char *fp, char **data,
+			   size_t *len);
+
+/* Creates STORE/snapshots/FP/RUN (and FP) if missing; durable. */
+int mf_store_run_create(struct mf_store *st, const char *fp,
+			const char *run_id);
+/* Removes one run folder with its files; -ENOENT if it was not there. */
+int mf_store_run_remove(struct mf_store *st, const char *fp,
+			const char *run_id);
+/* Removes one committed shard file of a run; -ENOENT if not there. */
+int mf_store_shard_remove(struct mf_store *st, const char *fp,
+			  const char *run_id, uint32_t shard);
+/* Removes the whole FP folder. */
+int mf_store_snapshot_remove(struct mf_store *st, const char *fp);
+
+/* Lists, unsorted, the fingerprints (folders named by 64 hex digits) and
+ * the run ids of one fingerprint. Other names are skipped. Caller frees
+ * with mf_strv_free. */
+int mf_store_list_snapshots(struct mf_store *st, char ***out, size_t *n);
+int mf_store_list_runs(struct mf_store *st, const char *fp, char ***out,
+		       size_t *n);
+/* Lists the committed shard indexes of a run, sorted. Caller frees *idx. */
+int mf_store_list_shards(struct mf_store *st, const char *fp,
+			 const char *run_id, uint32_t **idx, size_t *n);
+void mf_strv_free(char **v, size_t n);
+
+/* ---- writing a shard ---- */
+
+struct mf_shard_writer;
+
+/*
+ * Starts writing shard `shard` of run RUN under FP into a temp file. The run
+ * folder must exist. Bytes given to mf_shard_writer_write are cut into
+ * cfg->chunk_size pieces, compressed (on cfg->threads threads when > 1, in
+ * order) and appended with their checksums. Memory stays bounded by a few
+ * chunks whatever the shard's size.
+ * A writer belongs to one thread at a time.
+ */
+int mf_shard_writer_open(struct mf_store *st, const char *fp,
+			 const char *run_id, uint32_t shard,
+			 const struct mf_codec_cfg *cfg,
+			 struct mf_shard_writer **out);
+int mf_shard_writer_write(struct mf_shard_writer *w, const void *buf,
+			  size_t len);
+/*
+ * Writes the last chunk, the index and the trailer, fsyncs, renames the
+ * temp file to its final name and fsyncs the folder. Frees w in every case;
+ * on failure the temp file is gone and nothing was committed. *stat is
+ * written on success (may be NULL).
+ */
+int mf_shard_writer_commit(struct mf_shard_writer *w,
+			   struct mf_shard_stat *stat);
+/* Drops everything written and frees w. NULL does nothing. */
+void mf_shard_writer_abort(struct mf_shard_writer *w);
+
+/* ---- reading a shard ---- */
+
+struct mf_shard_reader;
+
+/* Opens a committed shard and checks its trailer and index (-EBADMSG). */
+int mf_shard_reader_open(struct mf_store *st, const char *fp,
+			 const char *run_id, uint32_t shard,
+			 struct mf_shard_reader **out);
+/* Same over an open file descriptor, which the reader dups. For tests and
+ * fuzzing. */
+int mf_shard_reader_open_fd(int fd, struct mf_shard_reader **out);
+void mf_shard_reader_close(struct mf_shard_reader *r);
+
+void mf_shard_reader_stat(const struct mf_shard_reader *r,
+			  struct mf_shard_stat *out);
+/* Uncompressed length of chunk i: chunk_size but for the last one. */
+size_t mf_shard_reader_chunk_len(const struct mf_shard_reader *r, uint32_t i);
+
+/*
+ * Decompresses chunk i into dst (cap >= its length), after checking its
+ * checksum. Returns its length, -EBADMSG if corrupt, -EINVAL if cap is too
+ * small, -errno for I/O. Thread-safe: many threads may read one reader.
+ */
+ssize_t mf_shard_reader_read_chunk(struct mf_shard_reader *r, uint32_t i,
+				   void *dst, size_t cap);
+
+/*
+ * Reads up to len bytes at uncompressed offset off, touching only the
+ * chunks that overlap. Returns the bytes read (short only at the end), 0 at
+ * or past the end, or -EBADMSG / -errno. Thread-safe.
+ */
+ssize_t mf_shard_reader_pread(struct mf_shard_reader *r, void *buf, size_t len,
+			      uint64_t off);
+
+/* Checks every chunk's checksum (and that it decompresses to its length).
+ * Returns 0 or -EBADMSG with the first bad chunk in *bad (may be NULL). */
+int mf_shard_reader_verify(struct mf_shard_reader *r, uint32_t *bad);
+
+/*
+ * Writes the whole shard, in order, to out_fd, decompressing on `threads`
+ * threads (0 or 1: this thread only). Returns 0, -EBADMSG or -errno; on
+ * error some bytes may have been written already.
+ */
+int mf_shard_reader_copy(struct mf_shard_reader *r, int out_fd,
+			 unsigned threads);
+
+/*
+ * Decodes one stored chunk: checks the checksum (XXH3-64 of the stored
+ * bytes, seeded with the chunk index) and decompresses into dst, which must
+ * receive exactly raw_len bytes. Returns 0 or -EBADMSG. Pure function,
+ * thread-safe; the fuzz target drives it.
+ */
+int mf_chunk_decode(enum mf_codec codec, uint32_t index, const void *src,
+		    size_t src_len, uint64_t checksum, void *dst,
+		    size_t raw_len);
+
+#endif

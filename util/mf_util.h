@@ -1,0 +1,103 @@
+/*
+ * mf_util.h - small helpers shared by every matfs module: sizes and
+ * durations as users write them, hex, SHA-256 and random ids, full reads and
+ * writes, durable renames.
+ *
+ * Not for: anything that knows about specs, stores or FUSE. Nothing here
+ * prints or exits; every fallible function returns 0 or a negative errno.
+ */
+#ifndef MF_UTIL_H
+#define MF_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define MF_FP_HEX_LEN 64 /* SHA-256 fingerprint, lowercase hex */
+#define MF_RUN_ID_HEX_LEN 32 /* 128-bit random run id, lowercase hex */
+
+/*
+ * Parses a byte size: a decimal number with an optional unit, B, K/KiB,
+ * M/MiB, G/GiB, T/TiB (powers of 1024) or kB, MB, GB, TB (powers of 1000).
+ * "4MiB" -> 4194304. Returns 0, -EINVAL for bad syntax or unit, -ERANGE on
+ * overflow. *out is written only on success.
+ */
+int mf_parse_size(const char *s, uint64_t *out);
+
+/*
+ * Parses a duration into seconds: a decimal number followed by s, m, h, d or
+ * w, or several of them ("1h30m"); a bare number means seconds. Returns 0,
+ * -EINVAL or -ERANGE; *out is written only on success.
+ */
+int mf_parse_duration(const char *s, int64_t *out);
+
+/* Formats n bytes into buf as "1.5 GiB"; always NUL-terminates. */
+void mf_format_size(uint64_t n, char *buf, size_t len);
+
+/* Chunk codecs, shared by the spec parser and the chunk store. */
+enum mf_codec {
+	MF_CODEC_NONE = 0,
+	MF_CODEC_ZSTD = 1,
+	MF_CODEC_SNAPPY = 2,
+};
+#define MF_ZSTD_DEFAULT_LEVEL 3
+
+/*
+ * Parses "zstd", "zstd:LEVEL" (1-19), "snappy" or "none". Returns 0 or
+ * -EINVAL; outputs are written only on success (level is 0 but for zstd).
+ */
+int mf_parse_codec(const char *s, enum mf_codec *codec, int *level);
+
+/* "zstd:3", "snappy", "none" into buf; always NUL-terminates. */
+void mf_format_codec(enum mf_codec codec, int level, char *buf, size_t len);
+
+/* True when the process pid exists and, if start_time is not 0, started at
+ * that time (mf_proc_start_time), so a reused pid is not taken for alive. */
+bool mf_process_alive(pid_t pid, uint64_t start_time);
+
+/* Lowercase hex of n bytes into out, which holds 2n+1 bytes. */
+void mf_hex(const void *in, size_t n, char *out);
+
+/* True when s is exactly len lowercase hex digits. */
+bool mf_is_hex(const char *s, size_t len);
+
+/* Fills out (2*nbytes+1 bytes) with nbytes of OpenSSL randomness as hex.
+ * Returns 0 or -EIO when the generator fails. */
+int mf_random_hex(size_t nbytes, char *out);
+
+/* Incremental SHA-256 (OpenSSL EVP). Init before use, final exactly once;
+ * final frees the context even on failure. */
+struct mf_sha256 {
+	void *ctx; /* EVP_MD_CTX, owned */
+};
+int mf_sha256_init(struct mf_sha256 *h);
+int mf_sha256_update(struct mf_sha256 *h, const void *data, size_t len);
+int mf_sha256_final(struct mf_sha256 *h, uint8_t digest[32]);
+/* Discards a context that will not be finalized; NULL ctx is fine. */
+void mf_sha256_release(struct mf_sha256 *h);
+
+/* write(2) / pread(2) / pwrite(2) until every byte went, retrying EINTR.
+ * Return 0 or -errno; mf_pread_full returns the bytes read (short only at
+ * end of file) or -errno. */
+int mf_write_full(int fd, const void *buf, size_t len);
+int mf_pwrite_full(int fd, const void *buf, size_t len, off_t off);
+ssize_t mf_pread_full(int fd, void *buf, size_t len, off_t off);
+
+/* fsync(2) of a directory descriptor. */
+int mf_fsync_dir(int dirfd);
+
+/* Seconds and nanoseconds since the epoch (CLOCK_REALTIME) and a monotonic
+ * clock in nanoseconds. */
+int64_t mf_now_s(void);
+uint64_t mf_mono_ns(void);
+
+/* This host's name, truncated to len-1 bytes; "unknown" on failure. */
+void mf_hostname(char *buf, size_t len);
+
+/* Start time of process pid in clock ticks since boot (field 22 of
+ * /proc/PID/stat), or 0 when the process does not exist. Together with the
+ * pid it names one process even after the pid is reused. */
+uint64_t mf_proc_start_time(pid_t pid);
+
+#endif

@@ -1,0 +1,368 @@
+/*
+ * util.c - the helpers declared in mf_util.h. Not for: policy; these know
+ * nothing about matfs objects.
+ */
+#include "mf_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct unit {
+	const char *name;
+	uint64_t mult;
+};
+
+static int parse_number_unit(const char *s, const struct unit *units,
+			     uint64_t *value, const char **rest)
+{
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	uint64_t v = 0;
+	while (*s >= '0' && *s <= '9') {
+		uint64_t d = (uint64_t)(*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+		s++;
+	}
+	size_t best = 0;
+	uint64_t mult = 1;
+	for (const struct unit *u = units; u->name; u++) {
+		size_t n = strlen(u->name);
+		if (n > best && strncmp(s, u->name, n) == 0) {
+			best = n;
+			mult = u->mult;
+		}
+	}
+	if (mult && v > UINT64_MAX / mult)
+		return -ERANGE;
+	*value = v * mult;
+	*rest = s + best;
+	return 0;
+}
+
+int mf_parse_size(const char *s, uint64_t *out)
+{
+	static const struct unit units[] = {
+	    {"B", 1},
+	    {"K", 1ULL << 10},
+	    {"KiB", 1ULL << 10},
+	    {"M", 1ULL << 20},
+	    {"MiB", 1ULL << 20},
+	    {"G", 1ULL << 30},
+	    {"GiB", 1ULL << 30},
+	    {"T", 1ULL << 40},
+	    {"TiB", 1ULL << 40},
+	    {"kB", 1000ULL},
+	    {"KB", 1000ULL},
+	    {"MB", 1000ULL * 1000},
+	    {"GB", 1000ULL * 1000 * 1000},
+	    {"TB", 1000ULL * 1000 * 1000 * 1000},
+	    {NULL, 0},
+	};
+	uint64_t v;
+	const char *rest;
+	int rc = parse_number_unit(s, units, &v, &rest);
+	if (rc)
+		return rc;
+	if (*rest)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int mf_parse_duration(const char *s, int64_t *out)
+{
+	static const struct unit units[] = {
+	    {"s", 1},	  {"m", 60},	 {"h", 3600},
+	    {"d", 86400}, {"w", 604800}, {NULL, 0},
+	};
+	static const struct unit none[] = {{NULL, 0}};
+	uint64_t total = 0;
+	if (!s || !*s)
+		return -EINVAL;
+	/* A bare number is seconds. */
+	uint64_t v;
+	const char *rest;
+	if (parse_number_unit(s, none, &v, &rest) == 0 && *rest == '\0') {
+		if (v > INT64_MAX)
+			return -ERANGE;
+		*out = (int64_t)v;
+		return 0;
+	}
+	while (*s) {
+		int rc = parse_number_unit(s, units, &v, &rest);
+		if (rc)
+			return rc;
+		if (rest == s || (rest[-1] >= '0' && rest[-1] <= '9'))
+			return -EINVAL; /* a number without its unit */
+		if (total > INT64_MAX - v)
+			return -ERANGE;
+		total += v;
+		s = rest;
+	}
+	*out = (int64_t)total;
+	return 0;
+}
+
+void mf_format_size(uint64_t n, char *buf, size_t len)
+{
+	static const char *const names[] = {"B",   "KiB", "MiB",
+					    "GiB", "TiB", "PiB"};
+	double v = (double)n;
+	size_t i = 0;
+	while (v >= 1024.0 && i + 1 < sizeof(names) / sizeof(names[0])) {
+		v /= 1024.0;
+		i++;
+	}
+	if (i == 0)
+		snprintf(buf, len, "%" PRIu64 " B", n);
+	else
+		snprintf(buf, len, "%.1f %s", v, names[i]);
+}
+
+void mf_hex(const void *in, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	const uint8_t *p = in;
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[p[i] >> 4];
+		out[2 * i + 1] = digits[p[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+bool mf_is_hex(const char *s, size_t len)
+{
+	if (!s || strlen(s) != len)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return false;
+	}
+	return true;
+}
+
+int mf_random_hex(size_t nbytes, char *out)
+{
+	uint8_t buf[64];
+	if (nbytes > sizeof(buf))
+		return -EINVAL;
+	if (RAND_bytes(buf, (int)nbytes) != 1)
+		return -EIO;
+	mf_hex(buf, nbytes, out);
+	return 0;
+}
+
+int mf_sha256_init(struct mf_sha256 *h)
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!ctx)
+		return -ENOMEM;
+	if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+		EVP_MD_CTX_free(ctx);
+		return -EIO;
+	}
+	h->ctx = ctx;
+	return 0;
+}
+
+int mf_sha256_update(struct mf_sha256 *h, const void *data, size_t len)
+{
+	return EVP_DigestUpdate(h->ctx, data, len) == 1 ? 0 : -EIO;
+}
+
+int mf_sha256_final(struct mf_sha256 *h, uint8_t digest[32])
+{
+	unsigned int n = 0;
+	int ok = EVP_DigestFinal_ex(h->ctx, digest, &n) == 1 && n == 32;
+	mf_sha256_release(h);
+	return ok ? 0 : -EIO;
+}
+
+void mf_sha256_release(struct mf_sha256 *h)
+{
+	EVP_MD_CTX_free(h->ctx);
+	h->ctx = NULL;
+}
+
+int mf_write_full(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int mf_pwrite_full(int fd, const void *buf, size_t len, off_t off)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = pwrite(fd, p, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		off += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+ssize_t mf_pread_full(int fd, void *buf, size_t len, off_t off)
+{
+	char *p = buf;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pread(fd, p + done, len - done, off + (off_t)done);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+int mf_fsync_dir(int dirfd)
+{
+	return fsync(dirfd) == 0 ? 0 : -errno;
+}
+
+int64_t mf_now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec;
+}
+
+uint64_t mf_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void mf_hostname(char *buf, size_t len)
+{
+	if (gethostname(buf, len) != 0 || !buf[0])
+		snprintf(buf, len, "unknown");
+	buf[len - 1] = '\0';
+}
+
+uint64_t mf_proc_start_time(pid_t pid)
+{
+	char path[64], data[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = mf_pread_full(fd, data, sizeof(data) - 1, 0);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	data[n] = '\0';
+	/* comm may hold spaces and parentheses: fields follow the last ')' */
+	char *p = strrchr(data, ')');
+	if (!p)
+		return 0;
+	p++;
+	/* after ')' come fields 3..; starttime is field 22 */
+	for (int field = 3; field < 22 && p; field++) {
+		p = strchr(p + 1, ' ');
+	}
+	if (!p)
+		return 0;
+	return strtoull(p + 1, NULL, 10);
+}
+
+int mf_parse_codec(const char *s, enum mf_codec *codec, int *level)
+{
+	if (!s)
+		return -EINVAL;
+	if (strcmp(s, "none") == 0) {
+		*codec = MF_CODEC_NONE;
+		*level = 0;
+		return 0;
+	}
+	if (strcmp(s, "snappy") == 0) {
+		*codec = MF_CODEC_SNAPPY;
+		*level = 0;
+		return 0;
+	}
+	if (strcmp(s, "zstd") == 0) {
+		*codec = MF_CODEC_ZSTD;
+		*level = MF_ZSTD_DEFAULT_LEVEL;
+		return 0;
+	}
+	if (strncmp(s, "zstd:", 5) == 0) {
+		const char *d = s + 5;
+		int v = 0;
+		if (!*d || strlen(d) > 2)
+			return -EINVAL;
+		for (; *d; d++) {
+			if (*d < '0' || *d > '9')
+				return -EINVAL;
+			v = v * 10 + (*d - '0');
+		}
+		if (v < 1 || v > 19)
+			return -EINVAL;
+		*codec = MF_CODEC_ZSTD;
+		*level = v;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+void mf_format_codec(enum mf_codec codec, int level, char *buf, size_t len)
+{
+	switch (codec) {
+	case MF_CODEC_ZSTD:
+		snprintf(buf, len, "zstd:%d", level);
+		break;
+	case MF_CODEC_SNAPPY:
+		snprintf(buf, len, "snappy");
+		break;
+	default:
+		snprintf(buf, len, "none");
+		break;
+	}
+}
+
+bool mf_process_alive(pid_t pid, uint64_t start_time)
+{
+	if (pid <= 0)
+		return false;
+	if (kill(pid, 0) != 0 && errno != EPERM)
+		return false;
+	if (start_time == 0)
+		return true;
+	return mf_proc_start_time(pid) == start_time;
+}
