@@ -1,2 +1,330 @@
-/* placeholder: being written */
-#include "mf_catalog.h"
+/*
+ * catalog.c - the catalog handle: opening and closing the connection, the
+ * statement cache, transactions, SQLite error translation and the column
+ * helpers the other catalog_*.c files share.
+ *
+ * Not for: the schema and its migrations (catalog_schema.c) or the rows
+ * themselves (catalog_snap.c, catalog_run.c, catalog_shard.c).
+ */
+#include "catalog_i.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CAT_DEFAULT_BUSY_MS 10000
+
+static const char *const state_names[] = {
+    [MF_SHARD_ABSENT] = "absent",
+    [MF_SHARD_RUNNING] = "running",
+    [MF_SHARD_MATERIALIZED] = "materialized",
+    [MF_SHARD_FAILED] = "failed",
+};
+
+const char *mf_shard_state_name(enum mf_shard_state s)
+{
+	if ((unsigned)s >= sizeof(state_names) / sizeof(state_names[0]))
+		return "unknown";
+	return state_names[s];
+}
+
+int cat_state_parse(const char *s, enum mf_shard_state *out)
+{
+	for (size_t i = 0; i < sizeof(state_names) / sizeof(state_names[0]);
+	     i++) {
+		if (s && strcmp(s, state_names[i]) == 0) {
+			*out = (enum mf_shard_state)i;
+			return 0;
+		}
+	}
+	return -EBADMSG;
+}
+
+static int constraint_errno(int rc)
+{
+	switch (rc) {
+	case SQLITE_CONSTRAINT_FOREIGNKEY:
+		return -ENOENT; /* the row refers to a snapshot that is not */
+	case SQLITE_CONSTRAINT_PRIMARYKEY:
+	case SQLITE_CONSTRAINT_UNIQUE:
+		return -EEXIST;
+	default:
+		return -EINVAL; /* CHECK or NOT NULL: a bad value */
+	}
+}
+
+int cat_errno(sqlite3 *db, int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		return -EBADMSG;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_CANTOPEN: {
+		int sys = db ? sqlite3_system_errno(db) : 0;
+		return sys == ENOENT || sys == ENOTDIR ? -ENOENT : -EACCES;
+	}
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		return -EACCES;
+	case SQLITE_READONLY:
+		return -EROFS;
+	case SQLITE_CONSTRAINT:
+		return constraint_errno(rc);
+	default:
+		return -EIO;
+	}
+}
+
+int cat_stmt(struct mf_catalog *c, enum cat_stmt_id id, const char *sql,
+	     sqlite3_stmt **out)
+{
+	assert((unsigned)id < CAT_STMT_COUNT);
+	if (!c->stmt[id]) {
+		int rc = sqlite3_prepare_v3(c->db, sql, -1,
+					    SQLITE_PREPARE_PERSISTENT,
+					    &c->stmt[id], NULL);
+		if (rc != SQLITE_OK)
+			return cat_errno(c->db, rc);
+	}
+	/* one id, one text: a mismatch is a bug in the caller */
+	assert(strcmp(sqlite3_sql(c->stmt[id]), sql) == 0);
+	*out = c->stmt[id];
+	return 0;
+}
+
+void cat_stmt_put(sqlite3_stmt *st)
+{
+	if (!st)
+		return;
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+}
+
+int cat_step_done(struct mf_catalog *c, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		return 0;
+	if (rc == SQLITE_ROW)
+		return -EIO; /* a statement meant to return nothing did */
+	return cat_errno(c->db, rc);
+}
+
+int cat_step_row(struct mf_catalog *c, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	return cat_errno(c->db, rc);
+}
+
+int cat_changes(const struct mf_catalog *c)
+{
+	return sqlite3_changes(c->db);
+}
+
+static int run_simple(struct mf_catalog *c, enum cat_stmt_id id,
+		      const char *sql)
+{
+	sqlite3_stmt *st;
+	int rc = cat_stmt(c, id, sql, &st);
+	if (rc)
+		return rc;
+	rc = cat_step_done(c, st);
+	cat_stmt_put(st);
+	return rc;
+}
+
+int cat_begin(struct mf_catalog *c)
+{
+	return run_simple(c, CAT_BEGIN, "BEGIN IMMEDIATE");
+}
+
+int cat_commit(struct mf_catalog *c)
+{
+	int rc = run_simple(c, CAT_COMMIT, "COMMIT");
+	if (rc)
+		cat_rollback(c);
+	return rc;
+}
+
+void cat_rollback(struct mf_catalog *c)
+{
+	/* SQLite may already have rolled back (some errors do that) */
+	if (sqlite3_get_autocommit(c->db))
+		return;
+	(void)run_simple(c, CAT_ROLLBACK, "ROLLBACK");
+}
+
+int cat_finish(struct mf_catalog *c, int rc)
+{
+	if (rc) {
+		cat_rollback(c);
+		return rc;
+	}
+	return cat_commit(c);
+}
+
+int cat_col_copy(sqlite3_stmt *st, int i, char *buf, size_t size)
+{
+	const unsigned char *s = sqlite3_column_text(st, i);
+	size_t n = s ? (size_t)sqlite3_column_bytes(st, i) : 0;
+	if (n >= size)
+		return -EBADMSG;
+	if (n)
+		memcpy(buf, s, n);
+	buf[n] = '\0';
+	return 0;
+}
+
+int cat_col_dup(sqlite3_stmt *st, int i, char **out)
+{
+	if (sqlite3_column_type(st, i) == SQLITE_NULL) {
+		*out = NULL;
+		return 0;
+	}
+	const unsigned char *s = sqlite3_column_text(st, i);
+	if (!s)
+		return -ENOMEM; /* text of a non-NULL value: only OOM fails */
+	size_t n = (size_t)sqlite3_column_bytes(st, i);
+	char *d = malloc(n + 1);
+	if (!d)
+		return -ENOMEM;
+	memcpy(d, s, n);
+	d[n] = '\0';
+	*out = d;
+	return 0;
+}
+
+int cat_bind_text(struct mf_catalog *c, sqlite3_stmt *st, int i, const char *s)
+{
+	int rc = s ? sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC)
+		   : sqlite3_bind_null(st, i);
+	return rc == SQLITE_OK ? 0 : cat_errno(c->db, rc);
+}
+
+int cat_bind_int64(struct mf_catalog *c, sqlite3_stmt *st, int i, int64_t v)
+{
+	int rc = sqlite3_bind_int64(st, i, v);
+	return rc == SQLITE_OK ? 0 : cat_errno(c->db, rc);
+}
+
+/*
+ * Connection settings. WAL with synchronous=NORMAL: a crashed process loses
+ * nothing and the database never corrupts; a power loss may roll back the
+ * last commits, which leaves an older consistent state (a shard computed
+ * again, a run taken for dead). The store's own durable files are the
+ * truth, and the catalog can be rebuilt from them.
+ */
+static int configure(sqlite3 *db, int busy_timeout_ms)
+{
+	sqlite3_extended_result_codes(db, 1);
+	int rc = sqlite3_busy_timeout(db, busy_timeout_ms);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "PRAGMA foreign_keys = ON", NULL, NULL,
+				  NULL);
+	return rc == SQLITE_OK ? 0 : cat_errno(db, rc);
+}
+
+static int journal_mode_wal(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	int rc =
+	    sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const unsigned char *mode = sqlite3_column_text(st, 0);
+		/* a file system without shared memory leaves another mode */
+		rc = mode && strcmp((const char *)mode, "wal") == 0
+		    ? SQLITE_OK
+		    : SQLITE_IOERR;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/*
+ * Switching a fresh database to WAL answers SQLITE_BUSY at once, without
+ * the busy handler, while another connection holds a lock on it (several
+ * processes opening a new catalog together), so it is retried here until
+ * the busy timeout.
+ */
+static int set_wal(sqlite3 *db, int busy_timeout_ms)
+{
+	uint64_t deadline = mf_mono_ns() + (uint64_t)busy_timeout_ms * 1000000u;
+	int rc;
+	while (((rc = journal_mode_wal(db)) & 0xff) == SQLITE_BUSY &&
+	       mf_mono_ns() < deadline)
+		usleep(2000);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "PRAGMA synchronous = NORMAL", NULL, NULL,
+				  NULL);
+	return rc == SQLITE_OK ? 0 : cat_errno(db, rc);
+}
+
+/* Settings, version check before anything is written, then migrations. */
+static int prepare_db(sqlite3 *db, int busy_timeout_ms)
+{
+	int version;
+	int rc = configure(db, busy_timeout_ms);
+	if (!rc)
+		rc = cat_schema_version(db, &version);
+	if (!rc && version > MF_CATALOG_SCHEMA_VERSION)
+		rc = -EPROTO; /* newer code wrote it: leave it untouched */
+	if (!rc)
+		rc = set_wal(db, busy_timeout_ms);
+	if (!rc)
+		rc = cat_migrate(db);
+	return rc;
+}
+
+int mf_catalog_open(const char *path, int busy_timeout_ms,
+		    struct mf_catalog **out)
+{
+	if (!path || !out)
+		return -EINVAL;
+	if (busy_timeout_ms <= 0)
+		busy_timeout_ms = CAT_DEFAULT_BUSY_MS;
+	struct mf_catalog *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	int flags =
+	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+	int rc = sqlite3_open_v2(path, &c->db, flags, NULL);
+	if (rc != SQLITE_OK) {
+		rc = cat_errno(c->db, rc);
+		goto out_close;
+	}
+	rc = prepare_db(c->db, busy_timeout_ms);
+	if (rc)
+		goto out_close;
+	*out = c;
+	return 0;
+
+out_close:
+	sqlite3_close(c->db); /* NULL is fine */
+	free(c);
+	return rc;
+}
+
+void mf_catalog_close(struct mf_catalog *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < CAT_STMT_COUNT; i++)
+		sqlite3_finalize(c->stmt[i]);
+	sqlite3_close(c->db);
+	free(c);
+}

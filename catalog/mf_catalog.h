@@ -85,7 +85,8 @@ void mf_shard_rec_release(struct mf_shard_rec *r);
 struct mf_catalog;
 
 /* Opens (creating and migrating) the catalog at path; busy_timeout_ms <= 0
- * means the default of 10 s. */
+ * means the default of 10 s. -EPROTO: written by a newer schema (left
+ * untouched); -EBADMSG: not a database; -ENOENT: no such folder. */
 int mf_catalog_open(const char *path, int busy_timeout_ms,
 		    struct mf_catalog **out);
 void mf_catalog_close(struct mf_catalog *c);
@@ -107,6 +108,9 @@ int mf_catalog_list_snapshots(struct mf_catalog *c,
 /* Deletes a snapshot with its shards and runs rows. */
 int mf_catalog_delete_snapshot(struct mf_catalog *c, const char *fp);
 
+/* -EEXIST: run_id is taken; -ENOENT: fp is no snapshot. The others answer
+ * -ENOENT for an unknown run_id; list_runs with fp NULL lists every run
+ * (caller frees the array). */
 int mf_catalog_add_run(struct mf_catalog *c, const struct mf_run_rec *run);
 int mf_catalog_get_run(struct mf_catalog *c, const char *run_id,
 		       struct mf_run_rec *out);
@@ -138,7 +142,9 @@ enum mf_claim {
  * A run on me->host is dead when mf_process_alive(pid, pid_start) is false;
  * a run on another host when now - heartbeat > pending_expiry of the
  * snapshot. *cur (may be NULL) receives the row as it is after the call;
- * release it. -ENOENT if the shard is unknown.
+ * release it. -ENOENT if the shard is unknown. me->fp must be fp (-EINVAL);
+ * me's run row is added when missing, and a run marked dead or done gets
+ * -ESTALE instead of a shard.
  */
 int mf_catalog_claim_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			   const struct mf_run_rec *me, int64_t now,
@@ -150,7 +156,9 @@ int mf_catalog_complete_shard(struct mf_catalog *c, const char *fp,
 			      uint32_t index, const char *run_id,
 			      uint64_t raw_bytes, uint64_t stored_bytes,
 			      uint32_t chunks);
-/* Marks a shard owned by run_id failed with its error. -ESTALE as above. */
+/* Marks a shard owned by run_id failed with its error (error and
+ * stderr_tail may be NULL; only the tail's last 4 KiB are kept). -ESTALE as
+ * above. */
 int mf_catalog_fail_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			  const char *run_id, int32_t exit_status,
 			  const char *error, const char *stderr_tail);

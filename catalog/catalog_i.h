@@ -1,0 +1,123 @@
+/*
+ * catalog_i.h - private to catalog/: the handle, its cache of prepared
+ * statements, transactions, SQLite error translation and column readers
+ * shared by catalog.c, catalog_snap.c, catalog_run.c and catalog_shard.c.
+ *
+ * Not for: anything outside catalog/; the contract is mf_catalog.h.
+ */
+#ifndef MF_CATALOG_I_H
+#define MF_CATALOG_I_H
+
+#include <sqlite3.h>
+
+#include "mf_catalog.h"
+
+/* Every statement the catalog runs after open, prepared once per handle. */
+enum cat_stmt_id {
+	CAT_BEGIN,
+	CAT_COMMIT,
+	CAT_ROLLBACK,
+	CAT_SNAP_UPSERT,
+	CAT_SNAP_TRIM_SHARDS,
+	CAT_SNAP_ADD_SHARDS,
+	CAT_SNAP_GET,
+	CAT_SNAP_LIST,
+	CAT_SNAP_FIND_NAME,
+	CAT_SNAP_DEL_SHARDS,
+	CAT_SNAP_DEL_RUNS,
+	CAT_SNAP_DEL,
+	CAT_SNAP_PENDING_EXPIRY,
+	CAT_SNAP_TOUCH,
+	CAT_RUN_ADD,
+	CAT_RUN_ENSURE,
+	CAT_RUN_GET,
+	CAT_RUN_LIST,
+	CAT_RUN_HEARTBEAT,
+	CAT_RUN_SET_STATE,
+	CAT_RUN_DEL,
+	CAT_SHARD_GET,
+	CAT_SHARD_LIST,
+	CAT_SHARD_EXISTS,
+	CAT_SHARD_TAKE,
+	CAT_SHARD_COMPLETE,
+	CAT_SHARD_FAIL,
+	CAT_SHARD_RESET,
+	CAT_SHARD_RESET_RUN,
+	CAT_SHARD_TOUCH,
+	CAT_STMT_COUNT
+};
+
+/* One SQLite connection. Used by one thread at a time (mf_catalog.h). */
+struct mf_catalog {
+	sqlite3 *db;
+	sqlite3_stmt
+	    *stmt[CAT_STMT_COUNT]; /* lazily prepared, NULL until then */
+};
+
+/* The one place SQLite result codes become negative errnos. rc is a primary
+ * or extended SQLite code that is not SQLITE_OK, SQLITE_ROW or SQLITE_DONE;
+ * db (may be NULL) tells why a file could not be opened. */
+int cat_errno(sqlite3 *db, int rc);
+
+/* The cached statement id with text sql, reset and unbound, in *out.
+ * Give it back with cat_stmt_put whatever happens. */
+int cat_stmt(struct mf_catalog *c, enum cat_stmt_id id, const char *sql,
+	     sqlite3_stmt **out);
+/* Resets st and clears its bindings; NULL does nothing. */
+void cat_stmt_put(sqlite3_stmt *st);
+
+/* Steps a statement that returns no row; 0 or -errno. */
+int cat_step_done(struct mf_catalog *c, sqlite3_stmt *st);
+/* Steps once: 1 when a row came, 0 at the end, or -errno. */
+int cat_step_row(struct mf_catalog *c, sqlite3_stmt *st);
+/* Rows changed by the last INSERT, UPDATE or DELETE of this handle. */
+int cat_changes(const struct mf_catalog *c);
+
+/* BEGIN IMMEDIATE, waiting up to the busy timeout: 0, -EBUSY, -errno. */
+int cat_begin(struct mf_catalog *c);
+/* COMMIT; on failure the transaction is rolled back and -errno returned. */
+int cat_commit(struct mf_catalog *c);
+/* ROLLBACK if a transaction is open; never fails from the caller's view. */
+void cat_rollback(struct mf_catalog *c);
+
+/* Copies text column i into buf (size bytes, NUL-terminated); NULL reads
+ * as "". -EBADMSG when it does not fit. */
+int cat_col_copy(sqlite3_stmt *st, int i, char *buf, size_t size);
+/* A malloc'd copy of text column i in *out, NULL for SQL NULL. 0 or
+ * -ENOMEM. */
+int cat_col_dup(sqlite3_stmt *st, int i, char **out);
+
+/* Binds s as text (static lifetime for the step), NULL as SQL NULL. */
+int cat_bind_text(struct mf_catalog *c, sqlite3_stmt *st, int i, const char *s);
+int cat_bind_int64(struct mf_catalog *c, sqlite3_stmt *st, int i, int64_t v);
+
+/* The state stored as text in shards.state, and back; -EBADMSG for text
+ * that names no state. */
+int cat_state_parse(const char *s, enum mf_shard_state *out);
+
+/* Reads a row of CAT_SHARD_COLS starting at column 0 into *out. */
+#define CAT_SHARD_COLS                                                         \
+	"fp, idx, state, run_id, raw_bytes, stored_bytes, chunks, "            \
+	"exit_status, error, stderr_tail, last_read, attempts"
+int cat_shard_from_row(sqlite3_stmt *st, struct mf_shard_rec *out);
+
+/* Finishes a write transaction: COMMIT when rc is 0, else ROLLBACK and rc. */
+int cat_finish(struct mf_catalog *c, int rc);
+
+/* Runs (catalog_run.c), for use inside a caller's transaction. */
+bool cat_run_state_valid(const char *state);
+/* Inserts run r as "active" unless a row with its id exists. */
+int cat_run_ensure(struct mf_catalog *c, const struct mf_run_rec *r);
+/* The row of run_id in *out (written only on success); -ENOENT. */
+int cat_run_read(struct mf_catalog *c, const char *run_id,
+		 struct mf_run_rec *out);
+/* Sets the state of run_id; -ENOENT when there is no such run. */
+int cat_run_set_state(struct mf_catalog *c, const char *run_id,
+		      const char *state);
+
+/* Opening: schema version check and forward migrations (catalog_schema.c).
+ * cat_schema_version reads PRAGMA user_version. */
+int cat_schema_version(sqlite3 *db, int *version);
+int cat_migrate(sqlite3 *db);
+
+#endif

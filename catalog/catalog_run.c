@@ -1,0 +1,249 @@
+/*
+ * catalog_run.c - run rows: one attempt to materialize (host, pid and its
+ * start time, heartbeat, state "active", "done" or "dead").
+ *
+ * Not for: deciding whether a run is alive (catalog_shard.c does that when
+ * it claims a shard) or the run's files in the store.
+ */
+#include "catalog_i.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RUN_COLS "run_id, fp, host, pid, pid_start, started, heartbeat, state"
+
+static const char sql_add[] = "INSERT INTO runs (" RUN_COLS ")"
+			      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+static const char sql_ensure[] = "INSERT OR IGNORE INTO runs (" RUN_COLS ")"
+				 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+static const char sql_get[] = "SELECT " RUN_COLS " FROM runs WHERE run_id = ?1";
+static const char sql_list[] = "SELECT " RUN_COLS " FROM runs"
+			       " WHERE ?1 IS NULL OR fp = ?1"
+			       " ORDER BY started, run_id";
+static const char sql_heartbeat[] =
+    "UPDATE runs SET heartbeat = ?2 WHERE run_id = ?1";
+static const char sql_set_state[] =
+    "UPDATE runs SET state = ?2 WHERE run_id = ?1";
+static const char sql_del[] = "DELETE FROM runs WHERE run_id = ?1";
+
+bool cat_run_state_valid(const char *state)
+{
+	return state &&
+	    (strcmp(state, "active") == 0 || strcmp(state, "done") == 0 ||
+	     strcmp(state, "dead") == 0);
+}
+
+static bool run_valid(const struct mf_run_rec *r)
+{
+	return r && mf_is_hex(r->run_id, MF_RUN_ID_HEX_LEN) &&
+	    mf_is_hex(r->fp, MF_FP_HEX_LEN) && r->host[0] &&
+	    memchr(r->host, '\0', sizeof(r->host)) &&
+	    memchr(r->state, '\0', sizeof(r->state)) &&
+	    cat_run_state_valid(r->state);
+}
+
+static int run_bind(struct mf_catalog *c, sqlite3_stmt *st,
+		    const struct mf_run_rec *r)
+{
+	int rc = cat_bind_text(c, st, 1, r->run_id);
+	rc = rc ? rc : cat_bind_text(c, st, 2, r->fp);
+	rc = rc ? rc : cat_bind_text(c, st, 3, r->host);
+	rc = rc ? rc : cat_bind_int64(c, st, 4, r->pid);
+	rc = rc ? rc : cat_bind_int64(c, st, 5, (int64_t)r->pid_start);
+	rc = rc ? rc : cat_bind_int64(c, st, 6, r->started);
+	rc = rc ? rc : cat_bind_int64(c, st, 7, r->heartbeat);
+	rc = rc ? rc : cat_bind_text(c, st, 8, r->state);
+	return rc;
+}
+
+static int run_insert(struct mf_catalog *c, enum cat_stmt_id id,
+		      const char *sql, const struct mf_run_rec *r)
+{
+	sqlite3_stmt *st;
+	int rc = cat_stmt(c, id, sql, &st);
+	if (rc)
+		return rc;
+	rc = run_bind(c, st, r);
+	if (!rc)
+		rc = cat_step_done(c, st);
+	cat_stmt_put(st);
+	return rc;
+}
+
+int cat_run_ensure(struct mf_catalog *c, const struct mf_run_rec *r)
+{
+	struct mf_run_rec active = *r;
+	snprintf(active.state, sizeof(active.state), "active");
+	if (!run_valid(&active))
+		return -EINVAL;
+	return run_insert(c, CAT_RUN_ENSURE, sql_ensure, &active);
+}
+
+int mf_catalog_add_run(struct mf_catalog *c, const struct mf_run_rec *run)
+{
+	if (!c || !run_valid(run))
+		return -EINVAL;
+	int rc = cat_begin(c);
+	if (rc)
+		return rc;
+	rc = run_insert(c, CAT_RUN_ADD, sql_add, run);
+	if (rc) {
+		cat_rollback(c);
+		return rc;
+	}
+	return cat_commit(c);
+}
+
+/* A row of RUN_COLS into *out, written only on success. */
+static int run_from_row(sqlite3_stmt *st, struct mf_run_rec *out)
+{
+	struct mf_run_rec r = {0};
+	int rc = cat_col_copy(st, 0, r.run_id, sizeof(r.run_id));
+	rc = rc ? rc : cat_col_copy(st, 1, r.fp, sizeof(r.fp));
+	rc = rc ? rc : cat_col_copy(st, 2, r.host, sizeof(r.host));
+	rc = rc ? rc : cat_col_copy(st, 7, r.state, sizeof(r.state));
+	if (rc)
+		return rc;
+	r.pid = (int32_t)sqlite3_column_int64(st, 3);
+	r.pid_start = (uint64_t)sqlite3_column_int64(st, 4);
+	r.started = sqlite3_column_int64(st, 5);
+	r.heartbeat = sqlite3_column_int64(st, 6);
+	*out = r;
+	return 0;
+}
+
+int cat_run_read(struct mf_catalog *c, const char *run_id,
+		 struct mf_run_rec *out)
+{
+	sqlite3_stmt *st;
+	int rc = cat_stmt(c, CAT_RUN_GET, sql_get, &st);
+	if (rc)
+		return rc;
+	rc = cat_bind_text(c, st, 1, run_id);
+	if (!rc)
+		rc = cat_step_row(c, st);
+	if (rc == 1)
+		rc = run_from_row(st, out);
+	else if (rc == 0)
+		rc = -ENOENT;
+	cat_stmt_put(st);
+	return rc;
+}
+
+int mf_catalog_get_run(struct mf_catalog *c, const char *run_id,
+		       struct mf_run_rec *out)
+{
+	if (!c || !run_id || !out)
+		return -EINVAL;
+	return cat_run_read(c, run_id, out);
+}
+
+int mf_catalog_list_runs(struct mf_catalog *c, const char *fp,
+			 struct mf_run_rec **out, size_t *n)
+{
+	if (!c || !out || !n)
+		return -EINVAL;
+	struct mf_run_rec *a = NULL, *grown;
+	size_t len = 0, cap = 0;
+	sqlite3_stmt *st = NULL;
+	int rc = cat_stmt(c, CAT_RUN_LIST, sql_list, &st);
+	if (!rc)
+		rc = cat_bind_text(c, st, 1, fp);
+	while (!rc && (rc = cat_step_row(c, st)) == 1) {
+		if (len == cap) {
+			cap = cap ? 2 * cap : 16;
+			grown = realloc(a, cap * sizeof(*a));
+			if (!grown) {
+				rc = -ENOMEM;
+				break;
+			}
+			a = grown;
+		}
+		rc = run_from_row(st, &a[len]);
+		len += !rc;
+	}
+	cat_stmt_put(st);
+	if (rc) {
+		free(a);
+		return rc;
+	}
+	*out = a;
+	*n = len;
+	return 0;
+}
+
+int cat_run_set_state(struct mf_catalog *c, const char *run_id,
+		      const char *state)
+{
+	sqlite3_stmt *st;
+	int rc = cat_stmt(c, CAT_RUN_SET_STATE, sql_set_state, &st);
+	if (rc)
+		return rc;
+	rc = cat_bind_text(c, st, 1, run_id);
+	rc = rc ? rc : cat_bind_text(c, st, 2, state);
+	rc = rc ? rc : cat_step_done(c, st);
+	if (!rc && cat_changes(c) == 0)
+		rc = -ENOENT;
+	cat_stmt_put(st);
+	return rc;
+}
+
+/* One UPDATE or DELETE of the row run_id (?1, and ?2 = v2 unless NULL) in
+ * its own transaction; -ENOENT when no row matched. */
+static int run_write(struct mf_catalog *c, enum cat_stmt_id id, const char *sql,
+		     const char *run_id, const int64_t *v2)
+{
+	sqlite3_stmt *st;
+	int rc = cat_begin(c);
+	if (rc)
+		return rc;
+	rc = cat_stmt(c, id, sql, &st);
+	if (rc)
+		goto out_rollback;
+	rc = cat_bind_text(c, st, 1, run_id);
+	if (!rc && v2)
+		rc = cat_bind_int64(c, st, 2, *v2);
+	rc = rc ? rc : cat_step_done(c, st);
+	if (!rc && cat_changes(c) == 0)
+		rc = -ENOENT;
+	cat_stmt_put(st);
+	if (rc)
+		goto out_rollback;
+	return cat_commit(c);
+
+out_rollback:
+	cat_rollback(c);
+	return rc;
+}
+
+int mf_catalog_heartbeat(struct mf_catalog *c, const char *run_id, int64_t now)
+{
+	if (!c || !run_id)
+		return -EINVAL;
+	return run_write(c, CAT_RUN_HEARTBEAT, sql_heartbeat, run_id, &now);
+}
+
+int mf_catalog_set_run_state(struct mf_catalog *c, const char *run_id,
+			     const char *state)
+{
+	if (!c || !run_id || !cat_run_state_valid(state))
+		return -EINVAL;
+	int rc = cat_begin(c);
+	if (rc)
+		return rc;
+	rc = cat_run_set_state(c, run_id, state);
+	if (rc) {
+		cat_rollback(c);
+		return rc;
+	}
+	return cat_commit(c);
+}
+
+int mf_catalog_delete_run(struct mf_catalog *c, const char *run_id)
+{
+	if (!c || !run_id)
+		return -EINVAL;
+	return run_write(c, CAT_RUN_DEL, sql_del, run_id, NULL);
+}

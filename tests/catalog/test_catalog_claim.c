@@ -1,0 +1,498 @@
+/*
+ * test_catalog_claim.c - the single-flight claim and the shard transitions
+ * around it: MINE, WAIT and DONE; taking over runs that died on this host
+ * (process gone) or on another (heartbeat older than pending_expiry);
+ * -ESTALE for a run that lost its shard; reset and touch; and sixteen
+ * processes with their own connections racing for one shard.
+ *
+ * Not for: snapshot and run rows as such (test_catalog_records.c).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "catalog_test.h"
+
+#define OTHER_HOST "other-host.invalid"
+
+/* Fixture plus one snapshot of 4 shards, pending_expiry 3600 s. */
+static int setup(void **state)
+{
+	if (ct_setup_open(state))
+		return -1;
+	struct cat_fixture *f = *state;
+	struct mf_snapshot_rec s;
+	ct_snapshot(&s, 'a', "claims", 4);
+	return mf_catalog_put_snapshot(f->cat, &s) ? -1 : 0;
+}
+
+static const char *fp_a(void)
+{
+	static char fp[MF_FP_HEX_LEN + 1];
+	ct_fp('a', fp);
+	return fp;
+}
+
+/* Claims and checks the answer; returns the row after the call. */
+static struct mf_shard_rec claim(struct mf_catalog *cat, uint32_t idx,
+				 const struct mf_run_rec *me, int64_t now,
+				 enum mf_claim want)
+{
+	enum mf_claim got = (enum mf_claim) - 1;
+	struct mf_shard_rec cur;
+	assert_int_equal(
+	    mf_catalog_claim_shard(cat, fp_a(), idx, me, now, &got, &cur), 0);
+	assert_int_equal(got, want);
+	assert_int_equal(cur.index, idx);
+	assert_string_equal(cur.fp, fp_a());
+	return cur;
+}
+
+static void assert_run_state(struct mf_catalog *cat, const char *run_id,
+			     const char *state)
+{
+	struct mf_run_rec r;
+	assert_int_equal(mf_catalog_get_run(cat, run_id, &r), 0);
+	assert_string_equal(r.state, state);
+}
+
+static void test_claim_mine_wait_done(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_run_rec a, b;
+	ct_run_self(&a, '1', fp_a());
+	ct_run_self(&b, '2', fp_a());
+	int64_t now = mf_now_s();
+	struct mf_shard_rec cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE);
+	assert_int_equal(cur.state, MF_SHARD_RUNNING);
+	assert_string_equal(cur.run_id, a.run_id);
+	assert_int_equal(cur.attempts, 1);
+	mf_shard_rec_release(&cur);
+	assert_run_state(f->cat, a.run_id, "active"); /* claim added it */
+
+	/* a live run (this very process) holds it */
+	cur = claim(f->cat, 0, &b, now, MF_CLAIM_WAIT);
+	assert_string_equal(cur.run_id, a.run_id);
+	mf_shard_rec_release(&cur);
+	cur = claim(f->cat, 0, &a, now, MF_CLAIM_WAIT); /* even for itself */
+	mf_shard_rec_release(&cur);
+
+	assert_int_equal(mf_catalog_complete_shard(f->cat, fp_a(), 0, a.run_id,
+						   1000, 300, 2),
+			 0);
+	cur = claim(f->cat, 0, &b, now, MF_CLAIM_DONE);
+	assert_int_equal(cur.state, MF_SHARD_MATERIALIZED);
+	assert_string_equal(cur.run_id, a.run_id);
+	assert_int_equal(cur.raw_bytes, 1000);
+	assert_int_equal(cur.stored_bytes, 300);
+	assert_int_equal(cur.chunks, 2);
+	assert_int_equal(cur.attempts, 1);
+	mf_shard_rec_release(&cur);
+
+	struct mf_snapshot_rec s;
+	assert_int_equal(mf_catalog_get_snapshot(f->cat, fp_a(), &s), 0);
+	assert_int_equal(s.materialized, 1);
+	assert_int_equal(s.raw_bytes, 1000);
+	assert_int_equal(s.stored_bytes, 300);
+	mf_snapshot_rec_release(&s);
+
+	/* cur may be NULL */
+	enum mf_claim got;
+	assert_int_equal(
+	    mf_catalog_claim_shard(f->cat, fp_a(), 0, &b, now, &got, NULL), 0);
+	assert_int_equal(got, MF_CLAIM_DONE);
+}
+
+static void test_fail_then_retry(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_run_rec a, b;
+	ct_run_self(&a, '1', fp_a());
+	ct_run_self(&b, '2', fp_a());
+	int64_t now = mf_now_s();
+	struct mf_shard_rec cur = claim(f->cat, 1, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	char tail[6000];
+	memset(tail, 'e', sizeof(tail) - 1);
+	tail[sizeof(tail) - 1] = '\0';
+	tail[sizeof(tail) - 2] = '!';
+	assert_int_equal(mf_catalog_fail_shard(f->cat, fp_a(), 1, a.run_id, 256,
+					       "stage 'x' exited 1", tail),
+			 0);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 1, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_FAILED);
+	assert_int_equal(cur.exit_status, 256);
+	assert_string_equal(cur.error, "stage 'x' exited 1");
+	assert_int_equal(strlen(cur.stderr_tail), 4096); /* the last 4 KiB */
+	assert_string_equal(cur.stderr_tail, tail + sizeof(tail) - 1 - 4096);
+	mf_shard_rec_release(&cur);
+
+	/* a failed shard is retried by the next claimer */
+	cur = claim(f->cat, 1, &b, now, MF_CLAIM_MINE);
+	assert_int_equal(cur.state, MF_SHARD_RUNNING);
+	assert_string_equal(cur.run_id, b.run_id);
+	assert_int_equal(cur.attempts, 2);
+	assert_int_equal(cur.exit_status, -1);
+	assert_null(cur.error);
+	assert_null(cur.stderr_tail);
+	mf_shard_rec_release(&cur);
+	/* the loser can neither fail nor complete it any more */
+	assert_int_equal(
+	    mf_catalog_fail_shard(f->cat, fp_a(), 1, a.run_id, 1, NULL, NULL),
+	    -ESTALE);
+	assert_int_equal(
+	    mf_catalog_fail_shard(f->cat, fp_a(), 1, b.run_id, 9, NULL, NULL),
+	    0);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 1, &cur), 0);
+	assert_null(cur.error);
+	assert_int_equal(cur.exit_status, 9);
+	mf_shard_rec_release(&cur);
+}
+
+/* A pid of a process that has exited and been reaped, with the start time
+ * it had. */
+static pid_t dead_pid(uint64_t *start)
+{
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char c;
+		close(p[1]);
+		_exit(read(p[0], &c, 1) == 0 ? 0 : 1);
+	}
+	close(p[0]);
+	*start = mf_proc_start_time(pid);
+	assert_true(*start != 0);
+	assert_true(mf_process_alive(pid, *start));
+	close(p[1]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_false(mf_process_alive(pid, *start));
+	return pid;
+}
+
+static void test_take_over_dead_pid(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_run_rec a, d;
+	char host[256];
+	uint64_t start;
+	mf_hostname(host, sizeof(host));
+	int64_t now = mf_now_s();
+	pid_t pid = dead_pid(&start);
+	ct_run(&d, 'd', fp_a(), host, pid, start, now); /* fresh heartbeat */
+	assert_int_equal(mf_catalog_add_run(f->cat, &d), 0);
+	ct_run_self(&a, '1', fp_a());
+	struct mf_shard_rec cur = claim(f->cat, 2, &d, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+
+	cur = claim(f->cat, 2, &a, now, MF_CLAIM_MINE);
+	assert_string_equal(cur.run_id, a.run_id);
+	assert_int_equal(cur.attempts, 2);
+	mf_shard_rec_release(&cur);
+	assert_run_state(f->cat, d.run_id, "dead");
+	/* the dead run lost the shard */
+	assert_int_equal(
+	    mf_catalog_complete_shard(f->cat, fp_a(), 2, d.run_id, 1, 1, 1),
+	    -ESTALE);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 2, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_RUNNING);
+	assert_string_equal(cur.run_id, a.run_id);
+	mf_shard_rec_release(&cur);
+	/* and may not claim again */
+	enum mf_claim got;
+	assert_int_equal(
+	    mf_catalog_claim_shard(f->cat, fp_a(), 3, &d, now, &got, NULL),
+	    -ESTALE);
+}
+
+static void test_take_over_reused_pid(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_run_rec a, r;
+	char host[256];
+	mf_hostname(host, sizeof(host));
+	int64_t now = mf_now_s();
+	/* this pid is alive, but it is not the process that started then */
+	ct_run(&r, 'c', fp_a(), host, (int32_t)getpid(),
+	       mf_proc_start_time(getpid()) + 1, now);
+	ct_run_self(&a, '1', fp_a());
+	struct mf_shard_rec cur = claim(f->cat, 0, &r, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	assert_run_state(f->cat, r.run_id, "dead");
+}
+
+static void test_other_host(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_run_rec a, old, recent, edge;
+	int64_t now = mf_now_s();
+	ct_run_self(&a, '1', fp_a());
+	/* pid 1 is alive here: only the heartbeat may decide */
+	ct_run(&old, '7', fp_a(), OTHER_HOST, 1, 0, now - 7200);
+	ct_run(&recent, '8', fp_a(), OTHER_HOST, 999999, 0, now - 60);
+	ct_run(&edge, '9', fp_a(), OTHER_HOST, 999999, 0, now - 3600);
+	struct mf_shard_rec cur = claim(f->cat, 0, &old, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	cur = claim(f->cat, 1, &recent, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	cur = claim(f->cat, 2, &edge, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+
+	cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE);
+	assert_string_equal(cur.run_id, a.run_id);
+	mf_shard_rec_release(&cur);
+	assert_run_state(f->cat, old.run_id, "dead");
+	cur = claim(f->cat, 1, &a, now, MF_CLAIM_WAIT);
+	assert_string_equal(cur.run_id, recent.run_id);
+	mf_shard_rec_release(&cur);
+	cur = claim(f->cat, 2, &a, now, MF_CLAIM_WAIT); /* not beyond yet */
+	mf_shard_rec_release(&cur);
+	assert_run_state(f->cat, recent.run_id, "active");
+
+	/* a heartbeat keeps a run alive; silence past the expiry ends it */
+	assert_int_equal(mf_catalog_heartbeat(f->cat, recent.run_id, now), 0);
+	cur = claim(f->cat, 1, &a, now + 3600, MF_CLAIM_WAIT);
+	mf_shard_rec_release(&cur);
+	cur = claim(f->cat, 1, &a, now + 3601, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+}
+
+static void test_missing_run_row(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_run_rec a, h;
+	int64_t now = mf_now_s();
+	ct_run_self(&a, '1', fp_a());
+	ct_run(&h, '7', fp_a(), OTHER_HOST, 1, 0, now);
+	struct mf_shard_rec cur = claim(f->cat, 3, &h, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	cur = claim(f->cat, 3, &a, now, MF_CLAIM_WAIT);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_delete_run(f->cat, h.run_id), 0);
+	cur = claim(f->cat, 3, &a, now, MF_CLAIM_MINE);
+	assert_string_equal(cur.run_id, a.run_id);
+	mf_shard_rec_release(&cur);
+}
+
+static void test_reset(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_run_rec a, b;
+	int64_t now = mf_now_s();
+	ct_run_self(&a, '1', fp_a());
+	ct_run_self(&b, '2', fp_a());
+	struct mf_shard_rec cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	/* only a materialized shard resets under a run id */
+	assert_int_equal(mf_catalog_reset_shard(f->cat, fp_a(), 0, a.run_id),
+			 -ESTALE);
+	assert_int_equal(
+	    mf_catalog_complete_shard(f->cat, fp_a(), 0, a.run_id, 10, 5, 1),
+	    0);
+	assert_int_equal(mf_catalog_reset_shard(f->cat, fp_a(), 0, b.run_id),
+			 -ESTALE);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 0, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_MATERIALIZED);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_reset_shard(f->cat, fp_a(), 0, a.run_id),
+			 0);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 0, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_ABSENT);
+	assert_string_equal(cur.run_id, "");
+	assert_int_equal(cur.raw_bytes, 0);
+	assert_int_equal(cur.stored_bytes, 0);
+	assert_int_equal(cur.chunks, 0);
+	mf_shard_rec_release(&cur);
+
+	cur = claim(f->cat, 0, &b, now, MF_CLAIM_MINE);
+	assert_int_equal(cur.attempts, 2);
+	mf_shard_rec_release(&cur);
+	/* without a run id, whatever the state; the owner then goes stale */
+	assert_int_equal(mf_catalog_reset_shard(f->cat, fp_a(), 0, NULL), 0);
+	assert_int_equal(
+	    mf_catalog_complete_shard(f->cat, fp_a(), 0, b.run_id, 1, 1, 1),
+	    -ESTALE);
+	assert_int_equal(mf_catalog_reset_shard(f->cat, fp_a(), 0, NULL), 0);
+	assert_int_equal(mf_catalog_reset_shard(f->cat, fp_a(), 9, NULL),
+			 -ENOENT);
+}
+
+static void test_unknown_and_invalid(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_run_rec a;
+	enum mf_claim got = (enum mf_claim)77;
+	struct mf_shard_rec cur, copy;
+	memset(&cur, 0x5a, sizeof(cur));
+	copy = cur;
+	ct_run_self(&a, '1', fp_a());
+	assert_int_equal(
+	    mf_catalog_claim_shard(f->cat, fp_a(), 4, &a, 0, &got, &cur),
+	    -ENOENT);
+	assert_int_equal(got, 77);
+	assert_memory_equal(&cur, &copy, sizeof(cur));
+	char other[MF_FP_HEX_LEN + 1];
+	ct_fp('b', other);
+	assert_int_equal(
+	    mf_catalog_claim_shard(f->cat, other, 0, &a, 0, &got, NULL),
+	    -EINVAL);
+	assert_int_equal(
+	    mf_catalog_complete_shard(f->cat, fp_a(), 4, a.run_id, 1, 1, 1),
+	    -ENOENT);
+	assert_int_equal(
+	    mf_catalog_fail_shard(f->cat, fp_a(), 4, a.run_id, 1, NULL, NULL),
+	    -ENOENT);
+	/* never claimed: complete is stale, and nothing changed */
+	assert_int_equal(
+	    mf_catalog_complete_shard(f->cat, fp_a(), 0, a.run_id, 1, 1, 1),
+	    -ESTALE);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 0, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_ABSENT);
+	mf_shard_rec_release(&cur);
+}
+
+static void test_touch(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_shard_rec cur;
+	struct mf_snapshot_rec s;
+	assert_int_equal(mf_catalog_touch(f->cat, fp_a(), 2, 1900000000), 0);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 2, &cur), 0);
+	assert_int_equal(cur.last_read, 1900000000);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 1, &cur), 0);
+	assert_int_equal(cur.last_read, 0);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_get_snapshot(f->cat, fp_a(), &s), 0);
+	assert_int_equal(s.last_read, 1900000000);
+	mf_snapshot_rec_release(&s);
+	assert_int_equal(mf_catalog_touch(f->cat, fp_a(), 4, 1), -ENOENT);
+	assert_int_equal(mf_catalog_get_snapshot(f->cat, fp_a(), &s), 0);
+	assert_int_equal(s.last_read, 1900000000); /* rolled back */
+	mf_snapshot_rec_release(&s);
+}
+
+#define RACERS 16
+
+/* One racer: its own connection on a catalog that may not exist yet; loops
+ * on the claim until DONE, writing 'M' to out when it got MINE. Exit
+ * status 0 when all went well, else the step that failed. */
+static int racer(const char *db, int go, int out, char seed)
+{
+	struct mf_catalog *cat = NULL;
+	struct mf_snapshot_rec s;
+	struct mf_run_rec me;
+	char c;
+	if (read(go, &c, 1) != 0)
+		return 2;
+	if (mf_catalog_open(db, 0, &cat))
+		return 3;
+	ct_snapshot(&s, 'a', "claims", 4);
+	if (mf_catalog_put_snapshot(cat, &s))
+		return 4;
+	ct_run_self(&me, seed, s.fp);
+	for (int spins = 0; spins < 2000; spins++) {
+		enum mf_claim got;
+		if (mf_catalog_claim_shard(cat, s.fp, 1, &me, mf_now_s(), &got,
+					   NULL))
+			return 5;
+		if (got == MF_CLAIM_DONE) {
+			mf_catalog_close(cat);
+			return 0;
+		}
+		if (got == MF_CLAIM_MINE) {
+			if (write(out, "M", 1) != 1)
+				return 6;
+			usleep(200 * 1000);
+			if (mf_catalog_complete_shard(cat, s.fp, 1, me.run_id,
+						      42, 21, 1))
+				return 7;
+		} else {
+			usleep(5 * 1000);
+		}
+	}
+	return 8;
+}
+
+static void test_cross_process(void **state)
+{
+	struct cat_fixture *f = *state;
+	int go[2], out[2];
+	pid_t pids[RACERS];
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(out), 0);
+	for (int i = 0; i < RACERS; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0) {
+			close(go[1]);
+			close(out[0]);
+			_exit(
+			    racer(f->db, go[0], out[1], "0123456789abcdef"[i]));
+		}
+	}
+	close(go[0]);
+	close(out[1]);
+	close(go[1]); /* all start at once */
+	for (int i = 0; i < RACERS; i++) {
+		int status;
+		assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+	char buf[RACERS + 1];
+	ssize_t n = read(out[0], buf, sizeof(buf));
+	close(out[0]);
+	assert_int_equal(n, 1); /* exactly one computed it */
+
+	assert_int_equal(mf_catalog_open(f->db, 0, &f->cat), 0);
+	struct mf_shard_rec cur;
+	char fp[MF_FP_HEX_LEN + 1];
+	ct_fp('a', fp);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp, 1, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_MATERIALIZED);
+	assert_int_equal(cur.attempts, 1);
+	assert_int_equal(cur.raw_bytes, 42);
+	mf_shard_rec_release(&cur);
+	struct mf_run_rec *runs = NULL;
+	size_t nruns = 0;
+	assert_int_equal(mf_catalog_list_runs(f->cat, fp, &runs, &nruns), 0);
+	assert_int_equal(nruns, 1); /* only the winner needed a run row */
+	free(runs);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, ct_teardown)
+	const struct CMUnitTest tests[] = {
+	    T(test_claim_mine_wait_done),
+	    T(test_fail_then_retry),
+	    T(test_take_over_dead_pid),
+	    T(test_take_over_reused_pid),
+	    T(test_other_host),
+	    T(test_missing_run_row),
+	    T(test_reset),
+	    T(test_unknown_and_invalid),
+	    T(test_touch),
+	    cmocka_unit_test_setup_teardown(test_cross_process, ct_setup,
+					    ct_teardown),
+	};
+#undef T
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
