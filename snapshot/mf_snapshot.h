@@ -104,6 +104,9 @@ struct mf_shard_writer;
  * cfg->chunk_size pieces, compressed (on cfg->threads threads when > 1, in
  * order) and appended with their checksums. Memory stays bounded by a few
  * chunks whatever the shard's size.
+ * Returns 0, -EINVAL (bad ids, chunk_size, codec or level; zstd level 0
+ * means MF_ZSTD_DEFAULT_LEVEL), -ENOENT / -ELOOP / -EBADMSG (run folder),
+ * -EEXIST (the shard's temp file exists: another writer holds it), -errno.
  * A writer belongs to one thread at a time.
  */
 int mf_shard_writer_open(struct mf_store *st, const char *fp,
@@ -144,7 +147,8 @@ size_t mf_shard_reader_chunk_len(const struct mf_shard_reader *r, uint32_t i);
 /*
  * Decompresses chunk i into dst (cap >= its length), after checking its
  * checksum. Returns its length, -EBADMSG if corrupt, -EINVAL if cap is too
- * small, -errno for I/O. Thread-safe: many threads may read one reader.
+ * small or i out of range, -errno for I/O. Thread-safe: many threads may
+ * read one reader.
  */
 ssize_t mf_shard_reader_read_chunk(struct mf_shard_reader *r, uint32_t i,
 				   void *dst, size_t cap);
@@ -172,7 +176,8 @@ int mf_shard_reader_copy(struct mf_shard_reader *r, int out_fd,
 /*
  * Decodes one stored chunk: checks the checksum (XXH3-64 of the stored
  * bytes, seeded with the chunk index) and decompresses into dst, which must
- * receive exactly raw_len bytes. Returns 0 or -EBADMSG. Pure function,
+ * receive exactly raw_len bytes. Returns 0, -EBADMSG, or -ENOMEM when the
+ * calling thread's decompression context cannot be made. Pure function,
  * thread-safe; the fuzz target drives it.
  */
 int mf_chunk_decode(enum mf_codec codec, uint32_t index, const void *src,

@@ -1,0 +1,256 @@
+/*
+ * chunk_codec.c - compressing and decoding one chunk: zstd, snappy or none,
+ * the XXH3 chunk checksum, the per-thread state that reading needs (a zstd
+ * decompression context and scratch buffers, freed at thread exit), and
+ * the module's mutex initializer.
+ *
+ * Not for: files, indexes or trailers. mf_chunk_decode is the one entry
+ * point a fuzz target drives; it trusts nothing in its input.
+ */
+#include "snapshot_i.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <snappy-c.h>
+#include <xxhash.h>
+#include <zstd.h>
+#include <zstd_errors.h>
+
+/* ---- levels, bounds, checksums ---- */
+
+bool snap_level_valid(enum mf_codec codec, int level)
+{
+	switch (codec) {
+	case MF_CODEC_ZSTD:
+		return level >= 1 && level <= ZSTD_maxCLevel();
+	case MF_CODEC_SNAPPY:
+	case MF_CODEC_NONE:
+		return level == 0;
+	}
+	return false;
+}
+
+size_t snap_codec_bound(enum mf_codec codec, size_t raw)
+{
+	switch (codec) {
+	case MF_CODEC_ZSTD:
+		return ZSTD_compressBound(raw);
+	case MF_CODEC_SNAPPY:
+		return snappy_max_compressed_length(raw);
+	case MF_CODEC_NONE:
+		return raw;
+	}
+	return 0;
+}
+
+uint64_t snap_chunk_checksum(const void *p, size_t len, uint32_t index)
+{
+	static const uint8_t empty[1];
+	return XXH3_64bits_withSeed(len ? p : empty, len, index);
+}
+
+/* The one place zstd's error space becomes an errno. */
+static int zstd_errno(size_t r)
+{
+	if (!ZSTD_isError(r))
+		return 0;
+	if (ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation)
+		return -ENOMEM;
+	return -EIO;
+}
+
+/* ---- compression ---- */
+
+struct snap_cctx {
+	ZSTD_CCtx *zstd; /* NULL but for MF_CODEC_ZSTD */
+};
+
+int snap_cctx_new(enum mf_codec codec, struct snap_cctx **out)
+{
+	struct snap_cctx *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	if (codec == MF_CODEC_ZSTD) {
+		c->zstd = ZSTD_createCCtx();
+		if (!c->zstd) {
+			free(c);
+			return -ENOMEM;
+		}
+	}
+	*out = c;
+	return 0;
+}
+
+void snap_cctx_free(struct snap_cctx *c)
+{
+	if (!c)
+		return;
+	ZSTD_freeCCtx(c->zstd);
+	free(c);
+}
+
+int snap_compress(struct snap_cctx *c, enum mf_codec codec, int level,
+		  const void *src, size_t len, void *dst, size_t cap,
+		  size_t *out_len)
+{
+	size_t n;
+	switch (codec) {
+	case MF_CODEC_ZSTD:
+		n = ZSTD_compressCCtx(c->zstd, dst, cap, src, len, level);
+		if (ZSTD_isError(n))
+			return zstd_errno(n);
+		break;
+	case MF_CODEC_SNAPPY:
+		n = cap;
+		if (snappy_compress(src, len, dst, &n) != SNAPPY_OK)
+			return -EIO;
+		break;
+	case MF_CODEC_NONE:
+		if (cap < len)
+			return -EIO;
+		memcpy(dst, src, len);
+		n = len;
+		break;
+	default:
+		return -EINVAL;
+	}
+	*out_len = n;
+	return 0;
+}
+
+/* ---- per-thread state ---- */
+
+struct thread_state {
+	ZSTD_DCtx *dctx;
+	void *buf[SNAP_SCRATCH_N];
+	size_t cap[SNAP_SCRATCH_N];
+};
+
+static pthread_key_t state_key;
+static pthread_once_t state_once = PTHREAD_ONCE_INIT;
+static int state_key_rc;
+
+static void state_free(void *p)
+{
+	struct thread_state *s = p;
+	ZSTD_freeDCtx(s->dctx);
+	for (int i = 0; i < SNAP_SCRATCH_N; i++)
+		free(s->buf[i]);
+	free(s);
+}
+
+static void state_key_init(void)
+{
+	state_key_rc = pthread_key_create(&state_key, state_free);
+}
+
+static struct thread_state *thread_state(void)
+{
+	if (pthread_once(&state_once, state_key_init) != 0 || state_key_rc)
+		return NULL;
+	struct thread_state *s = pthread_getspecific(state_key);
+	if (s)
+		return s;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	if (pthread_setspecific(state_key, s) != 0) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void *snap_thread_scratch(enum snap_scratch slot, size_t len)
+{
+	struct thread_state *s = thread_state();
+	if (!s)
+		return NULL;
+	if (s->cap[slot] < len || !s->buf[slot]) {
+		void *p = malloc(len ? len : 1);
+		if (!p)
+			return NULL;
+		free(s->buf[slot]);
+		s->buf[slot] = p;
+		s->cap[slot] = len;
+	}
+	return s->buf[slot];
+}
+
+static ZSTD_DCtx *thread_dctx(void)
+{
+	struct thread_state *s = thread_state();
+	if (!s)
+		return NULL;
+	if (!s->dctx)
+		s->dctx = ZSTD_createDCtx();
+	return s->dctx;
+}
+
+void snap_mutex_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+#ifndef NDEBUG
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+#endif
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+/* ---- decoding ---- */
+
+static int decode_zstd(const void *src, size_t src_len, void *dst,
+		       size_t raw_len)
+{
+	ZSTD_DCtx *d = thread_dctx();
+	if (!d)
+		return -ENOMEM;
+	size_t n = ZSTD_decompressDCtx(d, dst, raw_len, src, src_len);
+	int rc = zstd_errno(n);
+	if (rc == -ENOMEM)
+		return rc;
+	/* any other failure, or a length that differs, is corrupt data */
+	if (rc || n != raw_len)
+		return -EBADMSG;
+	return 0;
+}
+
+static int decode_snappy(const void *src, size_t src_len, void *dst,
+			 size_t raw_len)
+{
+	size_t n;
+	if (snappy_uncompressed_length(src, src_len, &n) != SNAPPY_OK ||
+	    n != raw_len)
+		return -EBADMSG;
+	if (snappy_uncompress(src, src_len, dst, &n) != SNAPPY_OK ||
+	    n != raw_len)
+		return -EBADMSG;
+	return 0;
+}
+
+int mf_chunk_decode(enum mf_codec codec, uint32_t index, const void *src,
+		    size_t src_len, uint64_t checksum, void *dst,
+		    size_t raw_len)
+{
+	if (src_len && !src)
+		return -EBADMSG;
+	if (snap_chunk_checksum(src, src_len, index) != checksum)
+		return -EBADMSG;
+	switch (codec) {
+	case MF_CODEC_ZSTD:
+		return decode_zstd(src, src_len, dst, raw_len);
+	case MF_CODEC_SNAPPY:
+		return decode_snappy(src, src_len, dst, raw_len);
+	case MF_CODEC_NONE:
+		if (src_len != raw_len)
+			return -EBADMSG;
+		if (raw_len && dst != src)
+			memmove(dst, src, raw_len);
+		return 0;
+	}
+	return -EBADMSG;
+}

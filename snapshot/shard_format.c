@@ -1,0 +1,200 @@
+/*
+ * shard_format.c - the bytes of a shard file: little-endian encoding of the
+ * header, the index entries and the trailer, and every consistency check a
+ * reader makes before it trusts them (docs/format.md is the reference).
+ *
+ * Not for: I/O, compression or checksums of chunk data. Pure functions.
+ */
+#include "snapshot_i.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+const uint8_t snap_header_magic[SNAP_MAGIC_LEN] = {'M', 'A', 'T', 'F',
+						   'S', 'H', 'R', 'D'};
+const uint8_t snap_trailer_magic[SNAP_MAGIC_LEN] = {'M', 'A', 'T', 'F',
+						    'S', 'E', 'N', 'D'};
+
+void snap_put_u32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+void snap_put_u64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+uint32_t snap_get_u32(const uint8_t *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+uint64_t snap_get_u64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+void snap_header_encode(uint8_t out[SNAP_HEADER_SIZE])
+{
+	memcpy(out, snap_header_magic, SNAP_MAGIC_LEN);
+	snap_put_u32(out + 8, MF_SHARD_FORMAT_VERSION);
+	snap_put_u32(out + 12, 0);
+}
+
+int snap_header_check(const uint8_t in[SNAP_HEADER_SIZE])
+{
+	if (memcmp(in, snap_header_magic, SNAP_MAGIC_LEN) != 0)
+		return -EBADMSG;
+	if (snap_get_u32(in + 8) != MF_SHARD_FORMAT_VERSION)
+		return -EBADMSG;
+	/* reserved: zero in version 1, so a flipped bit there is caught */
+	if (snap_get_u32(in + 12) != 0)
+		return -EBADMSG;
+	return 0;
+}
+
+static uint64_t trailer_sum(const uint8_t *t)
+{
+	return XXH3_64bits_withSeed(t, SNAP_TRAILER_SUM_OFF, SNAP_TRAILER_SEED);
+}
+
+void snap_trailer_encode(const struct snap_trailer *t,
+			 uint8_t out[SNAP_TRAILER_SIZE])
+{
+	memcpy(out, snap_trailer_magic, SNAP_MAGIC_LEN);
+	snap_put_u32(out + 8, t->version);
+	snap_put_u32(out + 12, (uint32_t)t->codec);
+	snap_put_u32(out + 16, (uint32_t)t->level);
+	snap_put_u32(out + 20, t->chunks);
+	snap_put_u64(out + 24, t->chunk_size);
+	snap_put_u64(out + 32, t->raw_size);
+	snap_put_u64(out + 40, t->index_offset);
+	snap_put_u64(out + 48, t->index_checksum);
+	snap_put_u64(out + SNAP_TRAILER_SUM_OFF, trailer_sum(out));
+}
+
+/* Chunk count that raw_size bytes need at chunk_size; false on overflow. */
+static bool chunks_for(uint64_t raw_size, uint64_t chunk_size, uint32_t *out)
+{
+	uint64_t n = raw_size == 0 ? 0 : (raw_size - 1) / chunk_size + 1;
+	if (n > UINT32_MAX)
+		return false;
+	*out = (uint32_t)n;
+	return true;
+}
+
+static int trailer_fields_check(const struct snap_trailer *t)
+{
+	if (t->version != MF_SHARD_FORMAT_VERSION)
+		return -EBADMSG;
+	if (!snap_level_valid(t->codec, t->level))
+		return -EBADMSG;
+	if (t->chunk_size < MF_CHUNK_SIZE_MIN ||
+	    t->chunk_size > MF_CHUNK_SIZE_MAX)
+		return -EBADMSG;
+	uint32_t n;
+	if (!chunks_for(t->raw_size, t->chunk_size, &n) || n != t->chunks)
+		return -EBADMSG;
+	return 0;
+}
+
+int snap_trailer_decode(const uint8_t in[SNAP_TRAILER_SIZE],
+			struct snap_trailer *out)
+{
+	if (memcmp(in, snap_trailer_magic, SNAP_MAGIC_LEN) != 0)
+		return -EBADMSG;
+	if (snap_get_u64(in + SNAP_TRAILER_SUM_OFF) != trailer_sum(in))
+		return -EBADMSG;
+	struct snap_trailer t = {
+	    .version = snap_get_u32(in + 8),
+	    .codec = (enum mf_codec)snap_get_u32(in + 12),
+	    .level = (int32_t)snap_get_u32(in + 16),
+	    .chunks = snap_get_u32(in + 20),
+	    .chunk_size = snap_get_u64(in + 24),
+	    .raw_size = snap_get_u64(in + 32),
+	    .index_offset = snap_get_u64(in + 40),
+	    .index_checksum = snap_get_u64(in + 48),
+	};
+	int rc = trailer_fields_check(&t);
+	if (rc)
+		return rc;
+	*out = t;
+	return 0;
+}
+
+int snap_trailer_check_size(const struct snap_trailer *t, uint64_t file_size)
+{
+	/* chunks < 2^32, so this cannot overflow */
+	uint64_t tail =
+	    (uint64_t)t->chunks * SNAP_ENTRY_SIZE + SNAP_TRAILER_SIZE;
+	if (file_size < SNAP_HEADER_SIZE || file_size - SNAP_HEADER_SIZE < tail)
+		return -EBADMSG;
+	if (t->index_offset != file_size - tail)
+		return -EBADMSG;
+	return 0;
+}
+
+uint64_t snap_index_checksum(const uint8_t *idx, size_t len)
+{
+	static const uint8_t empty[1];
+	return XXH3_64bits_withSeed(len ? idx : empty, len, SNAP_INDEX_SEED);
+}
+
+void snap_entry_encode(const struct snap_entry *e, uint8_t out[SNAP_ENTRY_SIZE])
+{
+	snap_put_u64(out, e->offset);
+	snap_put_u32(out + 8, e->stored);
+	snap_put_u32(out + 12, e->raw);
+	snap_put_u64(out + 16, e->checksum);
+}
+
+/* The raw length chunk i of a valid file has. */
+static uint64_t expected_raw(const struct snap_trailer *t, uint32_t i)
+{
+	if (i + 1 < t->chunks)
+		return t->chunk_size;
+	return t->raw_size - (uint64_t)i * t->chunk_size;
+}
+
+static bool stored_len_ok(enum mf_codec codec, uint32_t raw, uint32_t stored)
+{
+	if (codec == MF_CODEC_NONE)
+		return stored == raw;
+	return stored >= 1 && stored <= snap_codec_bound(codec, raw);
+}
+
+int snap_index_decode(const struct snap_trailer *t, const uint8_t *idx,
+		      struct snap_entry *out)
+{
+	uint64_t pos = SNAP_HEADER_SIZE;
+	for (uint32_t i = 0; i < t->chunks; i++) {
+		const uint8_t *p = idx + (size_t)i * SNAP_ENTRY_SIZE;
+		struct snap_entry e = {
+		    .offset = snap_get_u64(p),
+		    .stored = snap_get_u32(p + 8),
+		    .raw = snap_get_u32(p + 12),
+		    .checksum = snap_get_u64(p + 16),
+		};
+		/* chunks tile the file in order, with no gap and no overlap */
+		if (e.offset != pos || e.raw != expected_raw(t, i))
+			return -EBADMSG;
+		if (!stored_len_ok(t->codec, e.raw, e.stored))
+			return -EBADMSG;
+		pos += e.stored;
+		if (pos > t->index_offset)
+			return -EBADMSG;
+		out[i] = e;
+	}
+	return pos == t->index_offset ? 0 : -EBADMSG;
+}

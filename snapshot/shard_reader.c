@@ -1,0 +1,257 @@
+/*
+ * shard_reader.c - reading a committed shard file: every check on open
+ * (size, magic, version, checksums of trailer and index, a consistent
+ * index), then chunks decoded on demand with their checksum verified on
+ * every read from disk.
+ *
+ * Not for: streaming a whole shard on several threads (shard_copy.c).
+ * A reader is immutable after open; its calls are thread-safe because they
+ * use pread and per-thread scratch buffers only.
+ */
+#include "snapshot_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* pread of exactly len bytes; a short read means the file lies. */
+static int pread_exact(int fd, void *buf, size_t len, uint64_t off)
+{
+	ssize_t n = mf_pread_full(fd, buf, len, (off_t)off);
+	if (n < 0)
+		return (int)n;
+	return (size_t)n == len ? 0 : -EBADMSG;
+}
+
+static int load_trailer(int fd, uint64_t size, struct snap_trailer *t)
+{
+	uint8_t hdr[SNAP_HEADER_SIZE], tb[SNAP_TRAILER_SIZE];
+	if (size < SNAP_HEADER_SIZE + SNAP_TRAILER_SIZE)
+		return -EBADMSG;
+	int rc = pread_exact(fd, hdr, sizeof(hdr), 0);
+	if (rc == 0)
+		rc = snap_header_check(hdr);
+	if (rc == 0)
+		rc = pread_exact(fd, tb, sizeof(tb), size - SNAP_TRAILER_SIZE);
+	if (rc == 0)
+		rc = snap_trailer_decode(tb, t);
+	if (rc == 0)
+		rc = snap_trailer_check_size(t, size);
+	return rc;
+}
+
+static int load_index(int fd, const struct snap_trailer *t,
+		      struct snap_entry **out)
+{
+	/* check_size bounded the index by the file's size */
+	size_t len = (size_t)t->chunks * SNAP_ENTRY_SIZE;
+	uint8_t *idx = malloc(len ? len : 1);
+	struct snap_entry *ent =
+	    calloc(t->chunks ? t->chunks : 1, sizeof(*ent));
+	int rc = -ENOMEM;
+	if (!idx || !ent)
+		goto fail;
+	rc = pread_exact(fd, idx, len, t->index_offset);
+	if (rc)
+		goto fail;
+	rc = -EBADMSG;
+	if (snap_index_checksum(idx, len) != t->index_checksum)
+		goto fail;
+	rc = snap_index_decode(t, idx, ent);
+	if (rc)
+		goto fail;
+	free(idx);
+	*out = ent;
+	return 0;
+fail:
+	free(ent);
+	free(idx);
+	return rc;
+}
+
+/* Takes fd over, closing it on failure. */
+static int reader_from_fd(int fd, struct mf_shard_reader **out)
+{
+	struct stat sb;
+	struct snap_trailer t;
+	struct snap_entry *ent;
+	int rc = fstat(fd, &sb) == 0 ? 0 : -errno;
+	if (rc == 0 && !S_ISREG(sb.st_mode))
+		rc = -EBADMSG;
+	if (rc == 0)
+		rc = load_trailer(fd, (uint64_t)sb.st_size, &t);
+	if (rc == 0)
+		rc = load_index(fd, &t, &ent);
+	if (rc)
+		goto close_fd;
+	struct mf_shard_reader *r = calloc(1, sizeof(*r));
+	if (!r) {
+		rc = -ENOMEM;
+		free(ent);
+		goto close_fd;
+	}
+	r->fd = fd;
+	r->ent = ent;
+	r->level = t.level;
+	r->st = (struct mf_shard_stat){
+	    .raw_bytes = t.raw_size,
+	    .stored_bytes = (uint64_t)sb.st_size,
+	    .chunks = t.chunks,
+	    .codec = t.codec,
+	    .chunk_size = t.chunk_size,
+	};
+	*out = r;
+	return 0;
+close_fd:
+	close(fd);
+	return rc;
+}
+
+int mf_shard_reader_open(struct mf_store *st, const char *fp,
+			 const char *run_id, uint32_t shard,
+			 struct mf_shard_reader **out)
+{
+	if (!out)
+		return -EINVAL;
+	int dirfd, fd;
+	int rc = snap_open_run(st, fp, run_id, &dirfd);
+	if (rc)
+		return rc;
+	char name[SNAP_NAME_MAX];
+	snap_shard_name(shard, ".mfs", name);
+	rc = snap_open_at(dirfd, name, false, &fd);
+	close(dirfd);
+	if (rc)
+		return rc;
+	return reader_from_fd(fd, out);
+}
+
+int mf_shard_reader_open_fd(int fd, struct mf_shard_reader **out)
+{
+	if (!out)
+		return -EINVAL;
+	int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dup < 0)
+		return -errno;
+	return reader_from_fd(dup, out);
+}
+
+void mf_shard_reader_close(struct mf_shard_reader *r)
+{
+	if (!r)
+		return;
+	close(r->fd);
+	free(r->ent);
+	free(r);
+}
+
+void mf_shard_reader_stat(const struct mf_shard_reader *r,
+			  struct mf_shard_stat *out)
+{
+	*out = r->st;
+}
+
+size_t mf_shard_reader_chunk_len(const struct mf_shard_reader *r, uint32_t i)
+{
+	return i < r->st.chunks ? r->ent[i].raw : 0;
+}
+
+/* ---- chunks ---- */
+
+int snap_load_chunk(struct mf_shard_reader *r, uint32_t i, void *dst)
+{
+	const struct snap_entry *e = &r->ent[i];
+	if (r->st.codec == MF_CODEC_NONE) {
+		/* stored bytes are the raw bytes: land them where they go
+		 * and check them there */
+		int rc = pread_exact(r->fd, dst, e->raw, e->offset);
+		if (rc)
+			return rc;
+		if (snap_chunk_checksum(dst, e->raw, i) != e->checksum)
+			return -EBADMSG;
+		return 0;
+	}
+	void *buf = snap_thread_scratch(SNAP_SCRATCH_STORED, e->stored);
+	if (!buf)
+		return -ENOMEM;
+	int rc = pread_exact(r->fd, buf, e->stored, e->offset);
+	if (rc)
+		return rc;
+	return mf_chunk_decode(r->st.codec, i, buf, e->stored, e->checksum, dst,
+			       e->raw);
+}
+
+ssize_t mf_shard_reader_read_chunk(struct mf_shard_reader *r, uint32_t i,
+				   void *dst, size_t cap)
+{
+	if (!r || i >= r->st.chunks || (!dst && cap))
+		return -EINVAL;
+	if (cap < r->ent[i].raw)
+		return -EINVAL;
+	int rc = snap_load_chunk(r, i, dst);
+	return rc ? rc : (ssize_t)r->ent[i].raw;
+}
+
+/* Copies n bytes at offset in of chunk i to dst. */
+static int read_part(struct mf_shard_reader *r, uint32_t i, size_t in, size_t n,
+		     uint8_t *dst)
+{
+	if (in == 0 && n == r->ent[i].raw)
+		return snap_load_chunk(r, i, dst);
+	uint8_t *tmp = snap_thread_scratch(SNAP_SCRATCH_RAW, r->ent[i].raw);
+	if (!tmp)
+		return -ENOMEM;
+	int rc = snap_load_chunk(r, i, tmp);
+	if (rc == 0)
+		memcpy(dst, tmp + in, n);
+	return rc;
+}
+
+ssize_t mf_shard_reader_pread(struct mf_shard_reader *r, void *buf, size_t len,
+			      uint64_t off)
+{
+	if (!r || (!buf && len))
+		return -EINVAL;
+	if (off >= r->st.raw_bytes)
+		return 0;
+	if (len > r->st.raw_bytes - off)
+		len = (size_t)(r->st.raw_bytes - off);
+	if (len > SSIZE_MAX)
+		len = SSIZE_MAX;
+	size_t done = 0;
+	while (done < len) {
+		uint64_t pos = off + done;
+		uint32_t i = (uint32_t)(pos / r->st.chunk_size);
+		size_t in = (size_t)(pos - (uint64_t)i * r->st.chunk_size);
+		size_t n = r->ent[i].raw - in;
+		n = n < len - done ? n : len - done;
+		int rc = read_part(r, i, in, n, (uint8_t *)buf + done);
+		if (rc)
+			return rc;
+		done += n;
+	}
+	return (ssize_t)done;
+}
+
+int mf_shard_reader_verify(struct mf_shard_reader *r, uint32_t *bad)
+{
+	if (!r)
+		return -EINVAL;
+	uint8_t *buf = malloc(r->st.chunk_size);
+	if (!buf)
+		return -ENOMEM;
+	int rc = 0;
+	for (uint32_t i = 0; i < r->st.chunks; i++) {
+		rc = snap_load_chunk(r, i, buf);
+		if (rc == -EBADMSG && bad)
+			*bad = i;
+		if (rc)
+			break;
+	}
+	free(buf);
+	return rc;
+}

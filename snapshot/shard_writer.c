@@ -1,0 +1,522 @@
+/*
+ * shard_writer.c - writing one shard file: cutting the caller's bytes into
+ * chunks, compressing them (inline, or on a small pool of threads with the
+ * results appended in order), then the index, the trailer and the commit
+ * protocol (fsync, rename, fsync of the folder).
+ *
+ * Not for: reading (shard_reader.c) or the byte layout (shard_format.c).
+ *
+ * Memory: `nslots` chunk buffers (threads + 1, or 1 inline) of chunk_size
+ * raw bytes plus their compression bound, and the index (24 bytes a chunk).
+ */
+#include "snapshot_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define WRITER_THREADS_MAX 64
+
+enum slot_state {
+	SLOT_FREE, /* the caller may fill it */
+	SLOT_QUEUED, /* handed to the pool, not yet compressed */
+	SLOT_DONE, /* compressed, waiting to be appended in order */
+};
+
+struct wslot {
+	uint8_t *raw; /* chunk_size bytes */
+	uint8_t *out; /* the codec's bound; NULL for MF_CODEC_NONE */
+	const uint8_t *src; /* raw, or the caller's bytes when inline */
+	size_t raw_len, out_len;
+	uint64_t checksum;
+	int err;
+	enum slot_state state; /* guarded by lock when the pool runs */
+};
+
+struct worker {
+	struct mf_shard_writer *w;
+	struct snap_cctx *cctx;
+	pthread_t thread;
+};
+
+/*
+ * Only the owning thread touches everything but the fields marked as
+ * guarded by lock, which the pool's workers share. One lock, no order.
+ */
+struct mf_shard_writer {
+	int dirfd, fd;
+	char tmp[SNAP_NAME_MAX], final[SNAP_NAME_MAX];
+	enum mf_codec codec;
+	int level;
+	size_t chunk_size, bound;
+	struct wslot *slots;
+	unsigned nslots;
+	uint64_t head; /* next chunk to append to the file */
+	uint64_t tail; /* chunks submitted so far; guarded by lock */
+	size_t fill; /* bytes in slots[tail % nslots].raw */
+	uint64_t raw_total, file_off;
+	struct snap_entry *idx; /* head entries */
+	size_t idx_cap;
+	int err; /* the first failure; sticky */
+	struct snap_cctx *cctx; /* inline compression */
+	struct worker *workers; /* nalloc of them, nworkers running */
+	unsigned nalloc, nworkers;
+	pthread_mutex_t lock;
+	pthread_cond_t work_cv, done_cv;
+	uint64_t next_job; /* guarded by lock */
+	bool stop; /* guarded by lock */
+};
+
+/* ---- compressing and appending ---- */
+
+static void compress_slot(const struct mf_shard_writer *w,
+			  struct snap_cctx *cctx, struct wslot *s, uint64_t seq)
+{
+	if (w->codec == MF_CODEC_NONE) {
+		s->out_len = s->raw_len;
+		s->checksum =
+		    snap_chunk_checksum(s->src, s->raw_len, (uint32_t)seq);
+		s->err = 0;
+		return;
+	}
+	s->err = snap_compress(cctx, w->codec, w->level, s->src, s->raw_len,
+			       s->out, w->bound, &s->out_len);
+	if (s->err == 0)
+		s->checksum =
+		    snap_chunk_checksum(s->out, s->out_len, (uint32_t)seq);
+}
+
+static int push_entry(struct mf_shard_writer *w, const struct snap_entry *e)
+{
+	if (w->head == w->idx_cap) {
+		size_t cap = w->idx_cap ? 2 * w->idx_cap : 64;
+		void *p = realloc(w->idx, cap * sizeof(*w->idx));
+		if (!p)
+			return -ENOMEM;
+		w->idx = p;
+		w->idx_cap = cap;
+	}
+	w->idx[w->head] = *e;
+	return 0;
+}
+
+/* Appends chunk head, held compressed in s, to the file. */
+static int append(struct mf_shard_writer *w, struct wslot *s)
+{
+	if (s->err)
+		return s->err;
+	const uint8_t *data = w->codec == MF_CODEC_NONE ? s->src : s->out;
+	struct snap_entry e = {
+	    .offset = w->file_off,
+	    .stored = (uint32_t)s->out_len,
+	    .raw = (uint32_t)s->raw_len,
+	    .checksum = s->checksum,
+	};
+	int rc = push_entry(w, &e);
+	if (rc)
+		return rc;
+	rc = mf_write_full(w->fd, data, s->out_len);
+	if (rc)
+		return rc;
+	w->file_off += s->out_len;
+	w->raw_total += s->raw_len;
+	return 0;
+}
+
+/*
+ * Appends the compressed chunks in order, waiting for those below `need`
+ * and stopping at the first one not ready at or after it.
+ */
+static int drain(struct mf_shard_writer *w, uint64_t need)
+{
+	int rc = 0;
+	pthread_mutex_lock(&w->lock);
+	while (w->head < w->tail) {
+		struct wslot *s = &w->slots[w->head % w->nslots];
+		if (s->state != SLOT_DONE) {
+			if (w->head >= need)
+				break;
+			pthread_cond_wait(&w->done_cv, &w->lock);
+			continue;
+		}
+		/* never write while holding the lock */
+		pthread_mutex_unlock(&w->lock);
+		rc = append(w, s);
+		pthread_mutex_lock(&w->lock);
+		if (rc)
+			break;
+		s->state = SLOT_FREE;
+		w->head++;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return rc;
+}
+
+/* Hands the chunk in slot tail (raw_len, src set) on. */
+static int submit(struct mf_shard_writer *w, struct wslot *s)
+{
+	if (w->tail >= UINT32_MAX)
+		return -EFBIG; /* the chunk count is 32 bits */
+	if (w->nworkers == 0) {
+		compress_slot(w, w->cctx, s, w->tail);
+		int rc = append(w, s);
+		if (rc)
+			return rc;
+		w->tail++;
+		w->head++;
+		return 0;
+	}
+	pthread_mutex_lock(&w->lock);
+	s->state = SLOT_QUEUED;
+	w->tail++;
+	pthread_cond_signal(&w->work_cv);
+	pthread_mutex_unlock(&w->lock);
+	return drain(w, 0);
+}
+
+/* ---- the pool ---- */
+
+static void *worker_main(void *arg)
+{
+	struct worker *me = arg;
+	struct mf_shard_writer *w = me->w;
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		while (!w->stop && w->next_job == w->tail)
+			pthread_cond_wait(&w->work_cv, &w->lock);
+		if (w->stop)
+			break;
+		uint64_t seq = w->next_job++;
+		struct wslot *s = &w->slots[seq % w->nslots];
+		pthread_mutex_unlock(&w->lock);
+		compress_slot(w, me->cctx, s, seq);
+		pthread_mutex_lock(&w->lock);
+		s->state = SLOT_DONE;
+		pthread_cond_broadcast(&w->done_cv);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+static void pool_stop(struct mf_shard_writer *w)
+{
+	if (w->nworkers == 0)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stop = true;
+	pthread_cond_broadcast(&w->work_cv);
+	pthread_mutex_unlock(&w->lock);
+	for (unsigned i = 0; i < w->nworkers; i++)
+		pthread_join(w->workers[i].thread, NULL);
+	w->nworkers = 0;
+}
+
+static int pool_start(struct mf_shard_writer *w, unsigned n)
+{
+	w->workers = calloc(n, sizeof(*w->workers));
+	if (!w->workers)
+		return -ENOMEM;
+	w->nalloc = n;
+	for (unsigned i = 0; i < n; i++) {
+		struct worker *k = &w->workers[i];
+		k->w = w;
+		int rc = snap_cctx_new(w->codec, &k->cctx);
+		if (rc == 0)
+			rc = -pthread_create(&k->thread, NULL, worker_main, k);
+		if (rc) {
+			snap_cctx_free(k->cctx);
+			k->cctx = NULL;
+			pool_stop(w);
+			return rc;
+		}
+		w->nworkers = i + 1;
+	}
+	return 0;
+}
+
+/* ---- open, write ---- */
+
+static void writer_free(struct mf_shard_writer *w)
+{
+	pool_stop(w);
+	for (unsigned i = 0; i < w->nalloc; i++)
+		snap_cctx_free(w->workers[i].cctx);
+	free(w->workers);
+	if (w->fd >= 0)
+		close(w->fd);
+	if (w->dirfd >= 0)
+		close(w->dirfd);
+	for (unsigned i = 0; w->slots && i < w->nslots; i++) {
+		free(w->slots[i].raw);
+		free(w->slots[i].out);
+	}
+	free(w->slots);
+	snap_cctx_free(w->cctx);
+	free(w->idx);
+	pthread_cond_destroy(&w->done_cv);
+	pthread_cond_destroy(&w->work_cv);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+}
+
+static int cfg_check(const struct mf_codec_cfg *cfg, int *level)
+{
+	if (cfg->chunk_size < MF_CHUNK_SIZE_MIN ||
+	    cfg->chunk_size > MF_CHUNK_SIZE_MAX)
+		return -EINVAL;
+	int lv = cfg->level;
+	if (cfg->codec == MF_CODEC_ZSTD && lv == 0)
+		lv = MF_ZSTD_DEFAULT_LEVEL;
+	if (cfg->codec != MF_CODEC_ZSTD)
+		lv = 0;
+	if (!snap_level_valid(cfg->codec, lv))
+		return -EINVAL;
+	*level = lv;
+	return 0;
+}
+
+static int slots_alloc(struct mf_shard_writer *w, unsigned n)
+{
+	w->slots = calloc(n, sizeof(*w->slots));
+	if (!w->slots)
+		return -ENOMEM;
+	w->nslots = n;
+	for (unsigned i = 0; i < n; i++) {
+		w->slots[i].raw = malloc(w->chunk_size);
+		if (!w->slots[i].raw)
+			return -ENOMEM;
+		if (w->codec == MF_CODEC_NONE)
+			continue;
+		w->slots[i].out = malloc(w->bound);
+		if (!w->slots[i].out)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int tmp_create(struct mf_shard_writer *w)
+{
+	w->fd =
+	    openat(w->dirfd, w->tmp,
+		   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (w->fd < 0)
+		return -errno;
+	uint8_t hdr[SNAP_HEADER_SIZE];
+	snap_header_encode(hdr);
+	w->file_off = SNAP_HEADER_SIZE;
+	return mf_write_full(w->fd, hdr, sizeof(hdr));
+}
+
+/* Everything but the folder, the file and the pool. */
+static int writer_new(const struct mf_codec_cfg *cfg, int level,
+		      unsigned threads, struct mf_shard_writer **out)
+{
+	struct mf_shard_writer *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->dirfd = -1;
+	w->fd = -1;
+	w->codec = cfg->codec;
+	w->level = level;
+	w->chunk_size = (size_t)cfg->chunk_size;
+	w->bound = snap_codec_bound(cfg->codec, w->chunk_size);
+	snap_mutex_init(&w->lock);
+	pthread_cond_init(&w->work_cv, NULL);
+	pthread_cond_init(&w->done_cv, NULL);
+	int rc = slots_alloc(w, threads > 1 ? threads + 1 : 1);
+	if (rc == 0)
+		rc = snap_cctx_new(w->codec, &w->cctx);
+	if (rc) {
+		writer_free(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+int mf_shard_writer_open(struct mf_store *st, const char *fp,
+			 const char *run_id, uint32_t shard,
+			 const struct mf_codec_cfg *cfg,
+			 struct mf_shard_writer **out)
+{
+	int level;
+	if (!cfg || !out)
+		return -EINVAL;
+	int rc = cfg_check(cfg, &level);
+	if (rc)
+		return rc;
+	/* compressing nothing gains nothing from threads */
+	unsigned threads = cfg->codec == MF_CODEC_NONE ? 1 : cfg->threads;
+	if (threads > WRITER_THREADS_MAX)
+		threads = WRITER_THREADS_MAX;
+	struct mf_shard_writer *w;
+	rc = writer_new(cfg, level, threads, &w);
+	if (rc)
+		return rc;
+	rc = snap_open_run(st, fp, run_id, &w->dirfd);
+	if (rc)
+		goto free_w;
+	snap_shard_name(shard, ".tmp", w->tmp);
+	snap_shard_name(shard, ".mfs", w->final);
+	rc = tmp_create(w);
+	if (rc == 0 && threads > 1)
+		rc = pool_start(w, threads);
+	if (rc)
+		goto abort_w;
+	*out = w;
+	return 0;
+abort_w:
+	mf_shard_writer_abort(w);
+	return rc;
+free_w:
+	writer_free(w);
+	return rc;
+}
+
+/* Copies what fits of buf into the filling slot; submits it when full. */
+static int write_some(struct mf_shard_writer *w, const uint8_t *buf, size_t len,
+		      size_t *used)
+{
+	if (w->fill == 0 && w->nworkers == 0 && len >= w->chunk_size) {
+		/* inline and aligned: compress straight from the caller */
+		struct wslot *s = &w->slots[0];
+		s->src = buf;
+		s->raw_len = w->chunk_size;
+		*used = w->chunk_size;
+		return submit(w, s);
+	}
+	int rc;
+	if (w->fill == 0 && w->tail - w->head == w->nslots &&
+	    (rc = drain(w, w->head + 1)) != 0)
+		return rc;
+	struct wslot *s = &w->slots[w->tail % w->nslots];
+	size_t n = w->chunk_size - w->fill;
+	n = n < len ? n : len;
+	memcpy(s->raw + w->fill, buf, n);
+	w->fill += n;
+	*used = n;
+	if (w->fill < w->chunk_size)
+		return 0;
+	s->src = s->raw;
+	s->raw_len = w->fill;
+	w->fill = 0;
+	return submit(w, s);
+}
+
+int mf_shard_writer_write(struct mf_shard_writer *w, const void *buf,
+			  size_t len)
+{
+	if (!w || (!buf && len))
+		return -EINVAL;
+	const uint8_t *p = buf;
+	while (len > 0 && w->err == 0) {
+		size_t used = 0;
+		w->err = write_some(w, p, len, &used);
+		p += used;
+		len -= used;
+	}
+	return w->err;
+}
+
+/* ---- commit, abort ---- */
+
+/* The last chunk, then every chunk appended, then index and trailer. */
+static int finish(struct mf_shard_writer *w)
+{
+	int rc;
+	if (w->fill) {
+		/* write_some made room for this slot before filling it */
+		struct wslot *s = &w->slots[w->tail % w->nslots];
+		s->src = s->raw;
+		s->raw_len = w->fill;
+		w->fill = 0;
+		if ((rc = submit(w, s)) != 0)
+			return rc;
+	}
+	if ((rc = drain(w, w->tail)) != 0)
+		return rc;
+	pool_stop(w);
+	size_t n = (size_t)w->head;
+	size_t len = n * SNAP_ENTRY_SIZE + SNAP_TRAILER_SIZE;
+	uint8_t *buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		snap_entry_encode(&w->idx[i], buf + i * SNAP_ENTRY_SIZE);
+	struct snap_trailer t = {
+	    .version = MF_SHARD_FORMAT_VERSION,
+	    .codec = w->codec,
+	    .level = w->level,
+	    .chunks = (uint32_t)n,
+	    .chunk_size = w->chunk_size,
+	    .raw_size = w->raw_total,
+	    .index_offset = w->file_off,
+	    .index_checksum = snap_index_checksum(buf, n * SNAP_ENTRY_SIZE),
+	};
+	snap_trailer_encode(&t, buf + n * SNAP_ENTRY_SIZE);
+	rc = mf_write_full(w->fd, buf, len);
+	free(buf);
+	w->file_off += len;
+	return rc;
+}
+
+/* fsync, close, rename, fsync the folder. A failed fsync is final. */
+static int make_durable(struct mf_shard_writer *w)
+{
+	int rc = fsync(w->fd) == 0 ? 0 : -errno;
+	if (close(w->fd) != 0 && rc == 0)
+		rc = -errno;
+	w->fd = -1;
+	if (rc)
+		goto unlink_tmp;
+	if (renameat(w->dirfd, w->tmp, w->dirfd, w->final) != 0) {
+		rc = -errno;
+		goto unlink_tmp;
+	}
+	rc = mf_fsync_dir(w->dirfd);
+	if (rc)
+		unlinkat(w->dirfd, w->final, 0);
+	return rc;
+unlink_tmp:
+	unlinkat(w->dirfd, w->tmp, 0);
+	return rc;
+}
+
+int mf_shard_writer_commit(struct mf_shard_writer *w,
+			   struct mf_shard_stat *stat)
+{
+	if (!w)
+		return -EINVAL;
+	int rc = w->err ? w->err : finish(w);
+	if (rc) {
+		mf_shard_writer_abort(w);
+		return rc;
+	}
+	rc = make_durable(w);
+	if (rc == 0 && stat) {
+		stat->raw_bytes = w->raw_total;
+		stat->stored_bytes = w->file_off;
+		stat->chunks = (uint32_t)w->head;
+		stat->codec = w->codec;
+		stat->chunk_size = w->chunk_size;
+	}
+	writer_free(w);
+	return rc;
+}
+
+void mf_shard_writer_abort(struct mf_shard_writer *w)
+{
+	if (!w)
+		return;
+	pool_stop(w);
+	if (w->fd >= 0) {
+		close(w->fd);
+		w->fd = -1;
+		unlinkat(w->dirfd, w->tmp, 0);
+	}
+	writer_free(w);
+}

@@ -1,0 +1,153 @@
+/*
+ * snapshot_i.h - private details of the chunk store shared by its .c files:
+ * the shard file's byte layout (docs/format.md), per-thread codec state,
+ * and the descriptor-relative open helpers.
+ *
+ * Not for: anything outside snapshot/. Callers use mf_snapshot.h.
+ */
+#ifndef MF_SNAPSHOT_I_H
+#define MF_SNAPSHOT_I_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "mf_snapshot.h"
+
+/* ---- the shard file's layout (docs/format.md) ---- */
+
+#define SNAP_MAGIC_LEN 8
+extern const uint8_t snap_header_magic[SNAP_MAGIC_LEN];
+extern const uint8_t snap_trailer_magic[SNAP_MAGIC_LEN];
+
+#define SNAP_HEADER_SIZE 16 /* magic, version, reserved */
+#define SNAP_ENTRY_SIZE 24 /* offset u64, stored u32, raw u32, xxh3 u64 */
+#define SNAP_TRAILER_SIZE 64
+#define SNAP_TRAILER_SUM_OFF 56 /* the trailer checksum covers [0, 56) */
+#define SNAP_INDEX_SEED 0ULL
+#define SNAP_TRAILER_SEED 0ULL
+
+/* One chunk as the index records it. */
+struct snap_entry {
+	uint64_t offset; /* of its stored bytes in the file */
+	uint32_t stored; /* stored (compressed) length */
+	uint32_t raw; /* uncompressed length */
+	uint64_t checksum; /* XXH3-64 of the stored bytes, seed = index */
+};
+
+/* What the trailer holds, decoded. */
+struct snap_trailer {
+	uint32_t version;
+	enum mf_codec codec;
+	int32_t level;
+	uint32_t chunks;
+	uint64_t chunk_size;
+	uint64_t raw_size;
+	uint64_t index_offset;
+	uint64_t index_checksum;
+};
+
+void snap_put_u32(uint8_t *p, uint32_t v);
+void snap_put_u64(uint8_t *p, uint64_t v);
+uint32_t snap_get_u32(const uint8_t *p);
+uint64_t snap_get_u64(const uint8_t *p);
+
+void snap_header_encode(uint8_t out[SNAP_HEADER_SIZE]);
+/* 0 or -EBADMSG. */
+int snap_header_check(const uint8_t in[SNAP_HEADER_SIZE]);
+
+/* Fills every field, the trailer checksum included. */
+void snap_trailer_encode(const struct snap_trailer *t,
+			 uint8_t out[SNAP_TRAILER_SIZE]);
+/* Checks magic, checksum and every field on its own; 0 or -EBADMSG. */
+int snap_trailer_decode(const uint8_t in[SNAP_TRAILER_SIZE],
+			struct snap_trailer *out);
+/* Checks the trailer against the file size; 0 or -EBADMSG. */
+int snap_trailer_check_size(const struct snap_trailer *t, uint64_t file_size);
+
+/* XXH3-64 of the encoded index, seeded with SNAP_INDEX_SEED. */
+uint64_t snap_index_checksum(const uint8_t *idx, size_t len);
+
+void snap_entry_encode(const struct snap_entry *e,
+		       uint8_t out[SNAP_ENTRY_SIZE]);
+/*
+ * Decodes t->chunks entries from idx (checksum already checked) and checks
+ * that they tile the file from the header to the index, with raw lengths
+ * that add up to t->raw_size. 0 or -EBADMSG.
+ */
+int snap_index_decode(const struct snap_trailer *t, const uint8_t *idx,
+		      struct snap_entry *out);
+
+/* ---- codecs (chunk_codec.c) ---- */
+
+/* True for a level the trailer may record with this codec. */
+bool snap_level_valid(enum mf_codec codec, int level);
+/* Largest stored length a chunk of raw bytes may have; 0 if unknown codec. */
+size_t snap_codec_bound(enum mf_codec codec, size_t raw);
+
+/* One compression context, owned by one thread at a time. */
+struct snap_cctx;
+int snap_cctx_new(enum mf_codec codec, struct snap_cctx **out);
+void snap_cctx_free(struct snap_cctx *c);
+/* Compresses src into dst (cap >= snap_codec_bound). Returns 0 or -EIO. */
+int snap_compress(struct snap_cctx *c, enum mf_codec codec, int level,
+		  const void *src, size_t len, void *dst, size_t cap,
+		  size_t *out_len);
+
+uint64_t snap_chunk_checksum(const void *p, size_t len, uint32_t index);
+
+/*
+ * A scratch buffer of at least len bytes that belongs to the calling thread
+ * until its next call with the same slot; freed when the thread exits.
+ * NULL when out of memory.
+ */
+enum snap_scratch { SNAP_SCRATCH_STORED, SNAP_SCRATCH_RAW, SNAP_SCRATCH_N };
+void *snap_thread_scratch(enum snap_scratch slot, size_t len);
+
+/* pthread_mutex_init, error-checking in debug builds. */
+void snap_mutex_init(pthread_mutex_t *m);
+
+/* ---- the store and descriptors (store.c) ---- */
+
+/* Immutable after mf_store_open, so shared freely between threads. */
+struct mf_store {
+	char *path; /* as given to mf_store_open */
+	int dirfd; /* the store folder */
+	int snapfd; /* STORE/snapshots */
+};
+
+/* -EINVAL unless fp is 64 lowercase hex and run_id (if not NULL) 32. */
+int snap_check_ids(const char *fp, const char *run_id);
+
+/*
+ * Opens name under dirfd without following symlinks and checks that it is
+ * a directory (want_dir) or a regular file. -ELOOP for a symlink, -EBADMSG
+ * for any other wrong type, -ENOENT, -errno. The descriptor is O_CLOEXEC.
+ */
+int snap_open_at(int dirfd, const char *name, bool want_dir, int *out);
+/* Makes folder name under parent (0755) if missing, syncing parent when it
+ * does, then opens it as snap_open_at does. */
+int snap_open_dir_create(int parent, const char *name, int *out);
+/* Opens STORE/snapshots/FP/RUN after checking both names. */
+int snap_open_run(struct mf_store *st, const char *fp, const char *run_id,
+		  int *out);
+/* "shard-NNNNN" + ext into buf (>= SNAP_NAME_MAX). */
+#define SNAP_NAME_MAX 32
+void snap_shard_name(uint32_t shard, const char *ext, char *buf);
+
+/* ---- readers (shard_reader.c) ---- */
+
+struct mf_shard_reader {
+	int fd; /* owned; read with pread only */
+	struct mf_shard_stat st;
+	int level;
+	struct snap_entry *ent; /* st.chunks entries, immutable */
+};
+
+/* Reads chunk i (< chunks) into dst (its raw length), checksum checked.
+ * 0, -EBADMSG, -ENOMEM or -errno. Thread-safe. */
+int snap_load_chunk(struct mf_shard_reader *r, uint32_t i, void *dst);
+
+#endif
