@@ -1,2 +1,422 @@
-/* placeholder: being written */
-#include "mf_pipeline.h"
+/*
+ * fingerprint.c - the fingerprint of a loaded spec (docs/spec.md, "The
+ * fingerprint", has the bytes): one SHA-256 per covered component, then one
+ * SHA-256 over the (label, component hash) pairs in a fixed order.
+ *
+ * Not for: validating the spec (spec*.c) or storing the result anywhere.
+ * Reads deps files, and input files with input_identity: content.
+ */
+#include "spec_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define READ_BUF (1U << 16)
+
+/* The parts gathered so far, with the raw digest of each. */
+struct fp_build {
+	struct mf_fp_part *parts;
+	uint8_t (*digests)[32];
+	size_t n, cap;
+	char *err;
+};
+
+static int put_u64(struct mf_sha256 *h, uint64_t v)
+{
+	uint8_t b[8];
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (56 - 8 * i));
+	return mf_sha256_update(h, b, sizeof(b));
+}
+
+/* A length-prefixed string: u64 length, then the bytes. */
+static int put_str(struct mf_sha256 *h, const char *s)
+{
+	size_t n = strlen(s);
+	int rc = put_u64(h, n);
+	return rc ? rc : mf_sha256_update(h, s, n);
+}
+
+/* Finalizes h into out when rc is 0, else discards it; returns rc. */
+static int finish(struct mf_sha256 *h, int rc, uint8_t out[32])
+{
+	if (rc) {
+		mf_sha256_release(h);
+		return rc;
+	}
+	return mf_sha256_final(h, out);
+}
+
+/* SHA-256 of a file's contents and its length. */
+static int hash_file(struct fp_build *b, const char *path, uint8_t out[32],
+		     uint64_t *size)
+{
+	int rc = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		rc = -errno;
+		goto report;
+	}
+	char *buf = malloc(READ_BUF);
+	struct mf_sha256 h;
+	rc = buf ? mf_sha256_init(&h) : -ENOMEM;
+	if (rc)
+		goto free_buf;
+	uint64_t total = 0;
+	for (;;) {
+		ssize_t n = mf_pread_full(fd, buf, READ_BUF, (off_t)total);
+		if (n <= 0) {
+			rc = (int)n;
+			break;
+		}
+		total += (uint64_t)n;
+		rc = mf_sha256_update(&h, buf, (size_t)n);
+		if (rc)
+			break;
+	}
+	rc = finish(&h, rc, out);
+	if (rc == 0)
+		*size = total;
+free_buf:
+	free(buf);
+	close(fd);
+report:
+	if (rc && rc != -ENOMEM &&
+	    asprintf(&b->err, "cannot read '%s': %s", path, strerror(-rc)) < 0)
+		b->err = NULL;
+	return rc;
+}
+
+/* Takes ownership of label and detail (either may be NULL: -ENOMEM). */
+static int add_part(struct fp_build *b, char *label, char *detail,
+		    const uint8_t digest[32])
+{
+	int rc = label && detail ? 0 : -ENOMEM;
+	if (rc == 0 && b->n == b->cap) {
+		size_t cap = b->cap ? 2 * b->cap : 16;
+		struct mf_fp_part *p = realloc(b->parts, cap * sizeof(*p));
+		if (p)
+			b->parts = p;
+		uint8_t(*d)[32] = p ? realloc(b->digests, cap * 32) : NULL;
+		if (d) {
+			b->digests = d;
+			b->cap = cap;
+		}
+		rc = p && d ? 0 : -ENOMEM;
+	}
+	if (rc) {
+		free(label);
+		free(detail);
+		return rc;
+	}
+	struct mf_fp_part *part = &b->parts[b->n];
+	part->label = label;
+	part->detail = detail;
+	mf_hex(digest, 32, part->hex);
+	memcpy(b->digests[b->n], digest, 32);
+	b->n++;
+	return 0;
+}
+
+static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *dupf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	return s;
+}
+
+/* A number component: u64 big-endian. */
+static int add_number(struct fp_build *b, const char *label, uint64_t v)
+{
+	struct mf_sha256 h;
+	uint8_t d[32];
+	int rc = mf_sha256_init(&h);
+	if (rc)
+		return rc;
+	rc = finish(&h, put_u64(&h, v), d);
+	if (rc)
+		return rc;
+	return add_part(b, strdup(label), dupf("%llu", (unsigned long long)v),
+			d);
+}
+
+/* One shell-like word for people: quoted when it holds anything odd;
+ * control characters are shown as '?'. */
+static void show_word(FILE *f, const char *w)
+{
+	bool plain = *w != '\0';
+	for (const char *p = w; *p && plain; p++)
+		plain =
+		    strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV"
+			   "WXYZ0123456789._/=:,+@%-",
+			   *p) != NULL;
+	if (plain) {
+		fputs(w, f);
+		return;
+	}
+	fputc('\'', f);
+	for (const char *p = w; *p; p++) {
+		if (*p == '\'')
+			fputs("'\\''", f);
+		else
+			fputc((unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p,
+			      f);
+	}
+	fputc('\'', f);
+}
+
+static char *show_words(char *const *words, size_t n)
+{
+	char *s = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&s, &len);
+	if (!f)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			fputc(' ', f);
+		show_word(f, words[i]);
+	}
+	if (fclose(f) != 0) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* stage[i].argv: u64 argc, then each word length-prefixed. */
+static int add_argv(struct fp_build *b, size_t i, const struct mf_stage *st)
+{
+	struct mf_sha256 h;
+	uint8_t d[32];
+	int rc = mf_sha256_init(&h);
+	if (rc)
+		return rc;
+	rc = put_u64(&h, st->argc);
+	for (size_t k = 0; rc == 0 && k < st->argc; k++)
+		rc = put_str(&h, st->argv[k]);
+	rc = finish(&h, rc, d);
+	if (rc)
+		return rc;
+	return add_part(b, dupf("stage[%zu].argv", i),
+			show_words(st->argv, st->argc), d);
+}
+
+/* A file by content: str(rel), then the SHA-256 of the contents. */
+static int add_content(struct fp_build *b, char *label, const char *tag,
+		       const char *rel, const char *abs)
+{
+	uint8_t content[32], d[32];
+	char hex[MF_FP_HEX_LEN + 1];
+	uint64_t size = 0;
+	struct mf_sha256 h;
+	int rc = hash_file(b, abs, content, &size);
+	if (rc == 0)
+		rc = mf_sha256_init(&h);
+	if (rc) {
+		free(label);
+		return rc;
+	}
+	rc = tag ? put_str(&h, tag) : 0;
+	if (rc == 0)
+		rc = put_str(&h, rel);
+	if (rc == 0)
+		rc = mf_sha256_update(&h, content, sizeof(content));
+	rc = finish(&h, rc, d);
+	if (rc) {
+		free(label);
+		return rc;
+	}
+	mf_hex(content, sizeof(content), hex);
+	return add_part(
+	    b, label,
+	    dupf("size=%llu sha256=%s", (unsigned long long)size, hex), d);
+}
+
+/* input[rel] with identity stat: "stat", rel, size, mtime in ns. */
+static int add_input_stat(struct fp_build *b, const char *rel, const char *abs)
+{
+	struct stat st;
+	if (stat(abs, &st) != 0) {
+		int rc = -errno;
+		if (asprintf(&b->err, "cannot stat '%s': %s", abs,
+			     strerror(-rc)) < 0)
+			b->err = NULL;
+		return rc;
+	}
+	uint64_t ns = (uint64_t)st.st_mtim.tv_sec * 1000000000U +
+	    (uint64_t)st.st_mtim.tv_nsec;
+	struct mf_sha256 h;
+	uint8_t d[32];
+	int rc = mf_sha256_init(&h);
+	if (rc)
+		return rc;
+	rc = put_str(&h, "stat");
+	if (rc == 0)
+		rc = put_str(&h, rel);
+	if (rc == 0)
+		rc = put_u64(&h, (uint64_t)st.st_size);
+	if (rc == 0)
+		rc = put_u64(&h, ns);
+	rc = finish(&h, rc, d);
+	if (rc)
+		return rc;
+	return add_part(
+	    b, dupf("input[%s]", rel),
+	    dupf("size=%lld mtime=%lld.%09ld", (long long)st.st_size,
+		 (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec),
+	    d);
+}
+
+struct dep {
+	char *rel; /* clean relative path */
+	const char *abs;
+};
+
+static int cmp_dep(const void *x, const void *y)
+{
+	return strcmp(((const struct dep *)x)->rel,
+		      ((const struct dep *)y)->rel);
+}
+
+/* stage[i].deps[rel] for each distinct dep, sorted by clean path. */
+static int add_deps(struct fp_build *b, size_t i, const struct mf_stage *st)
+{
+	int rc = 0;
+	size_t n = 0;
+	struct dep *deps = calloc(st->n_deps ? st->n_deps : 1, sizeof(*deps));
+	if (!deps)
+		return -ENOMEM;
+	for (; n < st->n_deps; n++) {
+		deps[n].abs = st->deps[n];
+		deps[n].rel = spec_clean_rel(st->deps_rel[n]);
+		if (!deps[n].rel) {
+			rc = -ENOMEM;
+			goto free_deps;
+		}
+	}
+	qsort(deps, n, sizeof(*deps), cmp_dep);
+	for (size_t k = 0; rc == 0 && k < n; k++) {
+		if (k && !strcmp(deps[k - 1].rel, deps[k].rel))
+			continue;
+		char *label = dupf("stage[%zu].deps[%s]", i, deps[k].rel);
+		rc = label
+		    ? add_content(b, label, NULL, deps[k].rel, deps[k].abs)
+		    : -ENOMEM;
+	}
+free_deps:
+	for (size_t k = 0; k < n; k++)
+		free(deps[k].rel);
+	free(deps);
+	return rc;
+}
+
+static int add_key(struct fp_build *b, const char *key)
+{
+	struct mf_sha256 h;
+	uint8_t d[32];
+	int rc = mf_sha256_init(&h);
+	if (rc)
+		return rc;
+	rc = finish(&h, put_str(&h, key), d);
+	if (rc)
+		return rc;
+	char *const words[] = {(char *)key};
+	return add_part(b, strdup("key"), show_words(words, 1), d);
+}
+
+static int add_parts(struct fp_build *b, const struct mf_spec *spec)
+{
+	int rc = add_number(b, "scheme", MF_FINGERPRINT_SCHEME);
+	if (rc == 0 && spec->fingerprint_key)
+		rc = add_key(b, spec->fingerprint_key);
+	if (rc == 0)
+		rc = add_number(b, "shards", spec->shards);
+	if (rc || spec->fingerprint_key)
+		return rc;
+	for (size_t i = 0; rc == 0 && i < spec->n_stages; i++) {
+		rc = add_argv(b, i, &spec->stages[i]);
+		if (rc == 0)
+			rc = add_deps(b, i, &spec->stages[i]);
+	}
+	for (size_t i = 0; rc == 0 && i < spec->n_inputs; i++) {
+		const char *rel = spec->inputs_rel[i];
+		const char *abs = spec->inputs[i];
+		if (spec->identity == MF_IDENTITY_STAT) {
+			rc = add_input_stat(b, rel, abs);
+			continue;
+		}
+		char *label = dupf("input[%s]", rel);
+		rc = label ? add_content(b, label, "content", rel, abs)
+			   : -ENOMEM;
+	}
+	return rc;
+}
+
+/* The fingerprint: SHA-256 over str(label) + digest of every part. */
+static int combine(const struct fp_build *b, char hex[MF_FP_HEX_LEN + 1])
+{
+	struct mf_sha256 h;
+	uint8_t d[32];
+	int rc = mf_sha256_init(&h);
+	if (rc)
+		return rc;
+	for (size_t i = 0; rc == 0 && i < b->n; i++) {
+		rc = put_str(&h, b->parts[i].label);
+		if (rc == 0)
+			rc = mf_sha256_update(&h, b->digests[i], 32);
+	}
+	rc = finish(&h, rc, d);
+	if (rc == 0)
+		mf_hex(d, sizeof(d), hex);
+	return rc;
+}
+
+int mf_fingerprint_compute(const struct mf_spec *spec,
+			   struct mf_fingerprint *out, char **err)
+{
+	struct fp_build b = {0};
+	char hex[MF_FP_HEX_LEN + 1];
+	int rc = add_parts(&b, spec);
+	if (rc == 0)
+		rc = combine(&b, hex);
+	free(b.digests);
+	if (rc) {
+		struct mf_fingerprint tmp = {.parts = b.parts, .n_parts = b.n};
+		mf_fingerprint_release(&tmp);
+		if (err)
+			*err = b.err ? b.err : strdup(strerror(-rc));
+		else
+			free(b.err);
+		return rc;
+	}
+	memcpy(out->hex, hex, sizeof(hex));
+	out->parts = b.parts;
+	out->n_parts = b.n;
+	if (err)
+		*err = NULL;
+	return 0;
+}
+
+void mf_fingerprint_release(struct mf_fingerprint *fp)
+{
+	if (!fp)
+		return;
+	for (size_t i = 0; i < fp->n_parts; i++) {
+		free(fp->parts[i].label);
+		free(fp->parts[i].detail);
+	}
+	free(fp->parts);
+	memset(fp, 0, sizeof(*fp));
+}

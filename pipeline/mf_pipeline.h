@@ -63,7 +63,10 @@ struct mf_spec {
  * file), deps files that exist, shards <= inputs, at least one stage.
  * Returns 0 and *out (free with mf_spec_free), or a negative errno and
  * *err, a malloc'd one-line message "FILE:LINE:COLUMN: what is wrong"
- * (1-based; FILE as given in path) that the caller frees.
+ * (1-based; FILE as given in path) that the caller frees: -EINVAL for a
+ * bad spec; -ENOENT, -EACCES, -EFBIG, ... when the file itself cannot be
+ * read, then without a position ("FILE: cannot open: ..."). err may be
+ * NULL. Thread-safe; docs/spec.md lists every key and message.
  */
 int mf_spec_load(const char *path, struct mf_spec **out, char **err);
 void mf_spec_free(struct mf_spec *spec);
@@ -103,13 +106,16 @@ void mf_fingerprint_release(struct mf_fingerprint *fp);
 /* ---- running a shard's stages ---- */
 
 struct mf_job_result {
-	bool ok; /* every stage exited 0 (see docs for SIGPIPE) */
-	int failed_stage; /* index of the stage that failed; -1 none or
-				 the input feeder */
+	bool ok; /* every stage exited 0 (see mf_job_finish for SIGPIPE) */
+	int failed_stage; /* index of the stage that failed; -1 none, the
+				 input feeder or a failed mf_job_read */
 	int wait_status; /* its waitpid status; -1 none */
 	bool timed_out;
 	char error[512]; /* one line: "stage 1 'python3' exited with
-				 status 3", "timed out after 2s", ... */
+				 status 3", "stage 0 'sh' killed by signal 9
+				 (SIGKILL)", "stage 0 'sh' timed out after
+				 2s", "input 'PATH': No such file or
+				 directory"; "" when ok */
 	char stderr_tail[MF_STDERR_TAIL + 1]; /* failing stage's last stderr */
 };
 
@@ -122,8 +128,17 @@ struct mf_job;
  * MATFS_SHARD, MATFS_SHARDS, MATFS_INPUTS (absolute paths, one per line)
  * and MATFS_FINGERPRINT (fp_hex). A feeder child writes the shard's input
  * files, concatenated in order, to the first stage's stdin.
- * Returns 0 or -errno (-ENOENT when a program is not found, with *err).
- * A job belongs to one thread at a time.
+ * MATFS_INPUTS has no newline after the last path. When the caller runs
+ * as root and spec->owner_uid is not 0, stages and feeder switch to
+ * owner_uid, owner_gid and that user's groups before touching anything.
+ * Returns 0 or -errno with *err, a malloc'd line the caller frees (err may
+ * be NULL): -ENOENT "stage N: 'prog' not found in PATH", -EACCES for a
+ * program that is not executable, -EINVAL for a shard out of range, the
+ * errno of a failed execve or chdir ("stage N: cannot run 'PATH': ..."),
+ * after which no process of the job is left.
+ * A job belongs to one thread at a time; jobs in different threads run at
+ * once (no signal handler, no SIGCHLD, no global state; the caller must not
+ * reap children it did not start, e.g. with waitpid(-1)).
  */
 int mf_job_start(const struct mf_spec *spec, uint32_t shard, const char *fp_hex,
 		 struct mf_job **out, char **err);
@@ -131,18 +146,27 @@ int mf_job_start(const struct mf_spec *spec, uint32_t shard, const char *fp_hex,
 /*
  * Reads the last stage's stdout as it comes. Returns bytes read, 0 at the
  * end of output, or -ETIMEDOUT once a stage's timeout passed (the whole
- * process group has then been killed), or -errno. stderr of every stage is
- * drained meanwhile so no stage blocks on it.
+ * process group has then been killed), -ECANCELED after mf_job_kill, or
+ * -errno (the job then fails). Once every stage exited, what is left in the
+ * pipe is returned and then 0, even while a grandchild still holds it open.
+ * stderr of every stage is drained meanwhile so no stage blocks on it.
  */
 ssize_t mf_job_read(struct mf_job *j, void *buf, size_t len);
 
-/* Kills the whole process group (SIGKILL). The job must still be finished. */
+/* Kills the whole process group (SIGKILL). The job must still be finished;
+ * both work at any point after mf_job_start. */
 void mf_job_kill(struct mf_job *j);
 
 /*
  * Waits for every process of the job (killing what is left of the process
- * group once the last stage exited), fills *res and frees j. Returns 0 when
- * res->ok, -EIO otherwise.
+ * group once the last stage exited), fills *res (may be NULL) and frees j.
+ * Output not read yet is discarded (a stage still writing gets SIGPIPE).
+ * Timeouts still apply while it waits. A stage killed by SIGPIPE is not a
+ * failure when the last stage exited 0 (`head -c N` as the last stage);
+ * otherwise the error names the first stage, by index, that failed for
+ * another reason than SIGPIPE (a SIGPIPE death is the consequence of a
+ * later failure), with stderr_tail that stage's last stderr bytes.
+ * Returns 0 when res->ok, -EIO otherwise.
  */
 int mf_job_finish(struct mf_job *j, struct mf_job_result *res);
 

@@ -1,2 +1,389 @@
-/* placeholder: being written */
-#include "mf_pipeline.h"
+/*
+ * spec.c - loading a pipeline spec: reading the file, parsing it with
+ * libyaml's document API, dispatching each top-level key to its handler,
+ * the checks that span keys (required keys, shards against inputs), error
+ * messages, freeing, and the assignment of input files to shards.
+ *
+ * Not for: the meaning of each key (spec_keys.c), globbing inputs and
+ * checking deps (spec_files.c), or the fingerprint (fingerprint.c).
+ * Never prints: every problem becomes one line in *err.
+ */
+#include "spec_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MSG_MAX 1024 /* longer messages are cut, ending in "..." */
+
+static const struct spec_key top_keys[] = {
+    {"name", spec_parse_name, true},
+    {"inputs", spec_parse_inputs, true},
+    {"shards", spec_parse_shards, false},
+    {"input_identity", spec_parse_identity, false},
+    {"stages", spec_parse_stages, true},
+    {"suffix", spec_parse_suffix, false},
+    {"compression", spec_parse_compression, false},
+    {"chunk_size", spec_parse_chunk_size, false},
+    {"expire_after", spec_parse_expire_after, false},
+    {"pending_expiry", spec_parse_pending_expiry, false},
+    {"keep", spec_parse_keep, false},
+    {"fingerprint", spec_parse_fingerprint, false},
+};
+
+/* Builds "FILE:LINE:COLUMN: msg" (or "FILE: msg" without a mark). */
+static int vfail(struct spec_ctx *c, const yaml_mark_t *mark, const char *fmt,
+		 va_list ap)
+{
+	char msg[MSG_MAX];
+	int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (n >= (int)sizeof(msg))
+		memcpy(msg + sizeof(msg) - 4, "...", 4);
+	char *line = NULL;
+	if (mark)
+		n = asprintf(&line, "%s:%zu:%zu: %s", c->file, mark->line + 1,
+			     mark->column + 1, msg);
+	else
+		n = asprintf(&line, "%s: %s", c->file, msg);
+	if (n < 0)
+		return -ENOMEM;
+	for (char *p = line; *p; p++) {
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	}
+	free(c->err);
+	c->err = line;
+	return -EINVAL;
+}
+
+int spec_fail(struct spec_ctx *c, const yaml_node_t *at, const char *fmt, ...)
+{
+	static const yaml_mark_t start = {0, 0, 0};
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = vfail(c, at ? &at->start_mark : &start, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* A problem with the file itself: no position; rc is kept. */
+__attribute__((format(printf, 3, 4))) static int
+file_fail(struct spec_ctx *c, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int frc = vfail(c, NULL, fmt, ap);
+	va_end(ap);
+	return frc == -ENOMEM ? frc : rc;
+}
+
+__attribute__((format(printf, 3, 4))) static int
+mark_fail(struct spec_ctx *c, yaml_mark_t mark, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = vfail(c, &mark, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int spec_parse_mapping(struct spec_ctx *c, const yaml_node_t *map,
+		       const struct spec_key *keys, size_t n_keys, void *arg)
+{
+	uint32_t seen = 0;
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
+	     p < map->data.mapping.pairs.top; p++) {
+		const yaml_node_t *k = spec_node(c, p->key);
+		const yaml_node_t *v = spec_node(c, p->value);
+		const char *name = spec_scalar(k);
+		if (!name)
+			return spec_fail(c, k, "expected a key name");
+		size_t i = 0;
+		while (i < n_keys && strcmp(keys[i].name, name) != 0)
+			i++;
+		if (i == n_keys)
+			return spec_fail(c, k, "unknown key '%s'", name);
+		if (seen & (1U << i))
+			return spec_fail(c, k, "duplicate key '%s'", name);
+		seen |= 1U << i;
+		int rc = keys[i].parse(c, v, arg);
+		if (rc)
+			return rc;
+	}
+	for (size_t i = 0; i < n_keys; i++) {
+		if (keys[i].required && !(seen & (1U << i)))
+			return spec_fail(c, map, "missing required key '%s'",
+					 keys[i].name);
+	}
+	return 0;
+}
+
+static int resolve_shards(struct spec_ctx *c, const yaml_node_t *root)
+{
+	struct mf_spec *s = c->spec;
+	if (!c->shards_node) {
+		if (s->n_inputs > UINT32_MAX)
+			return spec_fail(c, root, "more than %u input files",
+					 UINT32_MAX);
+		s->shards = (uint32_t)s->n_inputs;
+		return 0;
+	}
+	if (s->shards > s->n_inputs)
+		return spec_fail(c, c->shards_node,
+				 "'shards': %u shards but only %zu input %s",
+				 s->shards, s->n_inputs,
+				 s->n_inputs == 1 ? "file" : "files");
+	return 0;
+}
+
+static int parse_root(struct spec_ctx *c, const yaml_node_t *root)
+{
+	if (root->type != YAML_MAPPING_NODE)
+		return spec_fail(c, root, "expected a mapping of spec keys");
+	int rc = spec_parse_mapping(
+	    c, root, top_keys, sizeof(top_keys) / sizeof(top_keys[0]), NULL);
+	if (rc)
+		return rc;
+	return resolve_shards(c, root);
+}
+
+/* libyaml's reader errors carry a byte offset, not a line and column. */
+static yaml_mark_t mark_at(const char *data, size_t len, size_t offset)
+{
+	yaml_mark_t m = {offset, 0, 0};
+	for (size_t i = 0; i < offset && i < len; i++) {
+		if (data[i] == '\n') {
+			m.line++;
+			m.column = 0;
+		} else if (((unsigned char)data[i] & 0xc0) != 0x80) {
+			m.column++;
+		}
+	}
+	return m;
+}
+
+static int syntax_fail(struct spec_ctx *c, const yaml_parser_t *p,
+		       const char *data, size_t len)
+{
+	if (p->error == YAML_MEMORY_ERROR)
+		return file_fail(c, -ENOMEM, "out of memory");
+	yaml_mark_t m = p->problem_mark;
+	if (p->error == YAML_READER_ERROR)
+		m = mark_at(data, len, p->problem_offset);
+	return mark_fail(c, m, "%s", p->problem ? p->problem : "bad YAML");
+}
+
+/* Loads the first document into doc; a second one is refused. */
+static int load_document(struct spec_ctx *c, yaml_parser_t *p,
+			 yaml_document_t *doc, const char *data, size_t len)
+{
+	if (!yaml_parser_load(p, doc))
+		return syntax_fail(c, p, data, len);
+	yaml_document_t more;
+	int rc = 0;
+	if (!yaml_parser_load(p, &more)) {
+		rc = syntax_fail(c, p, data, len);
+		goto delete_doc;
+	}
+	const yaml_node_t *extra = yaml_document_get_root_node(&more);
+	if (extra)
+		rc = spec_fail(c, extra, "expected a single YAML document");
+	yaml_document_delete(&more);
+	if (rc == 0)
+		return 0;
+delete_doc:
+	yaml_document_delete(doc);
+	return rc;
+}
+
+static int parse_text(struct spec_ctx *c, const char *data, size_t len)
+{
+	yaml_parser_t p;
+	yaml_document_t doc;
+	if (!yaml_parser_initialize(&p))
+		return file_fail(c, -ENOMEM, "out of memory");
+	yaml_parser_set_input_string(&p, (const unsigned char *)data, len);
+	int rc = load_document(c, &p, &doc, data, len);
+	if (rc)
+		goto delete_parser;
+	c->doc = &doc;
+	const yaml_node_t *root = yaml_document_get_root_node(&doc);
+	if (root)
+		rc = parse_root(c, root);
+	else
+		rc = spec_fail(c, NULL, "the spec is empty");
+	c->doc = NULL;
+	yaml_document_delete(&doc);
+delete_parser:
+	yaml_parser_delete(&p);
+	return rc;
+}
+
+/* Reads the whole spec file (at most MF_SPEC_FILE_MAX bytes). */
+static int read_file(struct spec_ctx *c, char **data, size_t *len,
+		     struct stat *st)
+{
+	int rc = 0;
+	int fd = open(c->file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return file_fail(c, -errno, "cannot open: %s", strerror(errno));
+	if (fstat(fd, st) != 0) {
+		rc = file_fail(c, -errno, "cannot stat: %s", strerror(errno));
+		goto close_fd;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		rc = file_fail(c, -EINVAL, "not a regular file");
+		goto close_fd;
+	}
+	char *buf = malloc(MF_SPEC_FILE_MAX + 1);
+	if (!buf) {
+		rc = file_fail(c, -ENOMEM, "out of memory");
+		goto close_fd;
+	}
+	ssize_t n = mf_pread_full(fd, buf, MF_SPEC_FILE_MAX + 1, 0);
+	if (n < 0)
+		rc = file_fail(c, (int)n, "cannot read: %s", strerror((int)-n));
+	else if (n > MF_SPEC_FILE_MAX)
+		rc = file_fail(c, -EFBIG, "larger than %u bytes",
+			       MF_SPEC_FILE_MAX);
+	if (rc) {
+		free(buf);
+		goto close_fd;
+	}
+	*data = buf;
+	*len = (size_t)n;
+close_fd:
+	close(fd);
+	return rc;
+}
+
+/* spec->dir: realpath of the file's folder; spec->path: dir + file name. */
+static int set_paths(struct spec_ctx *c, struct mf_spec *s)
+{
+	const char *slash = strrchr(c->file, '/');
+	const char *base = slash ? slash + 1 : c->file;
+	char *folder =
+	    slash ? strndup(c->file, (size_t)(slash - c->file)) : strdup(".");
+	if (!folder)
+		return file_fail(c, -ENOMEM, "out of memory");
+	s->dir = realpath(folder[0] ? folder : "/", NULL);
+	int rc = s->dir ? 0 : -errno;
+	free(folder);
+	if (rc)
+		return file_fail(c, rc, "cannot resolve its folder: %s",
+				 strerror(-rc));
+	s->path = spec_join(s->dir, base);
+	if (!s->path)
+		return file_fail(c, -ENOMEM, "out of memory");
+	return 0;
+}
+
+static int set_defaults(struct mf_spec *s, const struct stat *st)
+{
+	s->identity = MF_IDENTITY_STAT;
+	s->codec = MF_CODEC_ZSTD;
+	s->level = MF_ZSTD_DEFAULT_LEVEL;
+	s->chunk_size = MF_SPEC_CHUNK_DEFAULT;
+	s->expire_after = -1;
+	s->pending_expiry = MF_SPEC_PENDING_DEFAULT;
+	s->keep = 0;
+	s->owner_uid = st->st_uid;
+	s->owner_gid = st->st_gid;
+	s->suffix = strdup("");
+	return s->suffix ? 0 : -ENOMEM;
+}
+
+int mf_spec_load(const char *path, struct mf_spec **out, char **err)
+{
+	struct spec_ctx c = {.file = path};
+	char *data = NULL;
+	size_t len = 0;
+	struct stat st;
+	int rc = -ENOMEM;
+	struct mf_spec *s = calloc(1, sizeof(*s));
+	if (!s) {
+		rc = file_fail(&c, -ENOMEM, "out of memory");
+		goto report;
+	}
+	c.spec = s;
+	rc = read_file(&c, &data, &len, &st);
+	if (rc)
+		goto free_spec;
+	rc = set_defaults(s, &st);
+	if (rc == 0)
+		rc = set_paths(&c, s);
+	if (rc == 0)
+		rc = parse_text(&c, data, len);
+	free(data);
+	if (rc)
+		goto free_spec;
+	*out = s;
+	if (err)
+		*err = NULL;
+	return 0;
+free_spec:
+	mf_spec_free(s);
+report:
+	if (rc == -ENOMEM && !c.err)
+		file_fail(&c, rc, "out of memory");
+	if (err)
+		*err = c.err;
+	else
+		free(c.err);
+	return rc;
+}
+
+void spec_free_strv(char **v, size_t n)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void mf_spec_free(struct mf_spec *spec)
+{
+	if (!spec)
+		return;
+	for (size_t i = 0; i < spec->n_stages; i++) {
+		struct mf_stage *st = &spec->stages[i];
+		spec_free_strv(st->argv, st->argc);
+		spec_free_strv(st->deps, st->n_deps);
+		spec_free_strv(st->deps_rel, st->n_deps);
+	}
+	free(spec->stages);
+	free(spec->path);
+	free(spec->dir);
+	free(spec->name);
+	spec_free_strv(spec->input_globs, spec->n_globs);
+	spec_free_strv(spec->inputs, spec->n_inputs);
+	spec_free_strv(spec->inputs_rel, spec->n_inputs);
+	free(spec->suffix);
+	free(spec->fingerprint_key);
+	free(spec);
+}
+
+int mf_spec_shard_inputs(const struct mf_spec *spec, uint32_t shard,
+			 const char ***paths, size_t *n)
+{
+	if (!spec || spec->shards == 0 || shard >= spec->shards)
+		return -EINVAL;
+	size_t count = 0;
+	if (shard < spec->n_inputs)
+		count = (spec->n_inputs - shard - 1) / spec->shards + 1;
+	const char **v = calloc(count ? count : 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	size_t k = 0;
+	for (size_t j = shard; j < spec->n_inputs; j += spec->shards)
+		v[k++] = spec->inputs[j];
+	*paths = v;
+	*n = k;
+	return 0;
+}

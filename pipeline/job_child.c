@@ -1,0 +1,233 @@
+/*
+ * job_child.c - what a job's children do between fork and execve (stages)
+ * or exit (the input feeder).
+ *
+ * Everything here runs in a child forked from a possibly multithreaded
+ * process: only async-signal-safe calls, no malloc, no stdio, no locks.
+ * The parent prepared every string and array beforehand (job_plan.c).
+ * Failures are written as one struct job_report on a pipe the parent reads.
+ *
+ * Not for: the parent's side of the job (job.c, job_io.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "job_i.h"
+
+/* Handlers installed by the parent must not run here, and what it ignored
+ * must not stay ignored in the stage (SIGPIPE above all). The signal mask
+ * is still the full one the parent set around fork. */
+static void reset_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			(void)sigaction(sig, &sa, NULL);
+}
+
+static void unblock_signals(void)
+{
+	sigset_t none;
+
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* Closes [lo, hi]; without close_range, one by one below max_fd. */
+static void close_span(unsigned int lo, unsigned int hi, int max_fd)
+{
+	if (lo > hi)
+		return;
+	if (close_range(lo, hi, 0) == 0)
+		return;
+	for (unsigned int fd = lo; fd <= hi && fd < (unsigned int)max_fd; fd++)
+		(void)close((int)fd);
+}
+
+/* Closes every descriptor but a and b. */
+static void close_all_but(int a, int b, int max_fd)
+{
+	unsigned int lo = (unsigned int)(a < b ? a : b);
+	unsigned int hi = (unsigned int)(a < b ? b : a);
+
+	if (lo > 0)
+		close_span(0, lo - 1, max_fd);
+	close_span(lo + 1, hi - 1, max_fd);
+	close_span(hi + 1, ~0U, max_fd);
+}
+
+/* Raw system calls: they change this thread only, and the child has only
+ * this thread; glibc's wrappers would try to reach the parent's others. */
+static int drop_creds(const struct job_creds *c)
+{
+	if (!c->drop)
+		return 0;
+	if (syscall(SYS_setgroups, c->n_groups, c->groups) < 0)
+		return -1;
+	if (syscall(SYS_setresgid, c->gid, c->gid, c->gid) < 0)
+		return -1;
+	return syscall(SYS_setresuid, c->uid, c->uid, c->uid) < 0 ? -1 : 0;
+}
+
+static _Noreturn void give_up(int fd, enum job_report_kind kind, int index,
+			      int err, int status)
+{
+	struct job_report rep;
+
+	memset(&rep, 0, sizeof rep);
+	rep.kind = kind;
+	rep.index = index;
+	rep.err = err;
+	if (fd >= 0)
+		(void)!write(fd, &rep, sizeof rep);
+	_exit(status);
+}
+
+/*
+ * A stage: joins the job's process group, takes its pipes as 0, 1 and 2,
+ * closes everything else, becomes the spec owner if asked, enters the spec
+ * folder and execs. The pipes are first moved above 2 so that none of them
+ * is overwritten by another's dup2 (the parent may run with 0-2 closed).
+ */
+_Noreturn void job_child_exec(const struct job_exec *x)
+{
+	int rep, fds[3];
+
+	(void)setpgid(0, x->pgid);
+	reset_signals();
+	rep = fcntl(x->report_fd, F_DUPFD_CLOEXEC, 3);
+	fds[0] = fcntl(x->in_fd, F_DUPFD_CLOEXEC, 3);
+	fds[1] = fcntl(x->out_fd, F_DUPFD_CLOEXEC, 3);
+	fds[2] = fcntl(x->err_fd, F_DUPFD_CLOEXEC, 3);
+	if (rep < 0)
+		give_up(x->report_fd, JOB_REPORT_SETUP, x->index, errno,
+			JOB_EXEC_EXIT);
+	for (int k = 0; k < 3; k++)
+		if (fds[k] < 0 || dup2(fds[k], k) < 0)
+			give_up(rep, JOB_REPORT_SETUP, x->index, errno,
+				JOB_EXEC_EXIT);
+	close_span(3, (unsigned int)rep - 1, x->max_fd);
+	close_span((unsigned int)rep + 1, ~0U, x->max_fd);
+	if (drop_creds(x->creds) < 0)
+		give_up(rep, JOB_REPORT_CREDS, x->index, errno, JOB_EXEC_EXIT);
+	if (chdir(x->dir) < 0)
+		give_up(rep, JOB_REPORT_CHDIR, x->index, errno, JOB_EXEC_EXIT);
+	unblock_signals();
+	execve(x->path, x->argv, x->envp);
+	give_up(rep, JOB_REPORT_EXEC, x->index, errno, JOB_EXEC_EXIT);
+}
+
+enum feed_outcome {
+	FEED_DONE, /* the whole file went */
+	FEED_STOPPED, /* stage 0 stopped reading (EPIPE): not an error */
+	FEED_FAILED, /* *kind and *err say why */
+};
+
+/* The copy loop for files splice cannot take. */
+static enum feed_outcome copy_rest(int in, int out, int *kind, int *err)
+{
+	char buf[8192];
+
+	for (;;) {
+		ssize_t n = read(in, buf, sizeof buf), off = 0;
+
+		if (n == 0)
+			return FEED_DONE;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			*kind = JOB_REPORT_INPUT;
+			*err = errno;
+			return FEED_FAILED;
+		}
+		while (off < n) {
+			ssize_t w = write(out, buf + off, (size_t)(n - off));
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0 && errno == EPIPE)
+				return FEED_STOPPED;
+			if (w < 0) {
+				*kind = JOB_REPORT_WRITE;
+				*err = errno;
+				return FEED_FAILED;
+			}
+			off += w;
+		}
+	}
+}
+
+static enum feed_outcome feed_file(const char *path, int out, int *kind,
+				   int *err)
+{
+	enum feed_outcome res = FEED_DONE;
+	int in = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	*kind = JOB_REPORT_INPUT;
+	if (in < 0) {
+		*err = errno;
+		return FEED_FAILED;
+	}
+	for (;;) {
+		ssize_t n = splice(in, NULL, out, NULL, 1 << 20, 0);
+
+		if (n > 0)
+			continue;
+		if (n == 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno == EPIPE) {
+			res = FEED_STOPPED;
+		} else if (errno == EINVAL || errno == ENOSYS) {
+			res = copy_rest(in, out, kind, err);
+		} else {
+			/* the pipe side fails only with EPIPE */
+			*err = errno;
+			res = FEED_FAILED;
+		}
+		break;
+	}
+	(void)close(in);
+	return res;
+}
+
+/*
+ * The feeder: writes the shard's inputs, in order, to stage 0's stdin and
+ * exits 0, also when stage 0 stops reading early. It ignores SIGPIPE so
+ * that it sees EPIPE. An input it cannot open or read makes it report the
+ * input's index and errno and exit JOB_FEED_EXIT.
+ */
+_Noreturn void job_child_feed(const struct job_feed *f)
+{
+	struct sigaction ign;
+	int kind = JOB_REPORT_NONE, err = 0;
+
+	(void)setpgid(0, f->pgid);
+	reset_signals();
+	memset(&ign, 0, sizeof ign);
+	ign.sa_handler = SIG_IGN;
+	(void)sigaction(SIGPIPE, &ign, NULL);
+	close_all_but(f->out_fd, f->report_fd, f->max_fd);
+	if (drop_creds(f->creds) < 0)
+		give_up(f->report_fd, JOB_REPORT_CREDS, -1, errno,
+			JOB_FEED_EXIT);
+	unblock_signals();
+	for (size_t k = 0; k < f->n_inputs; k++) {
+		enum feed_outcome res =
+		    feed_file(f->inputs[k], f->out_fd, &kind, &err);
+
+		if (res == FEED_STOPPED)
+			break;
+		if (res == FEED_FAILED)
+			give_up(f->report_fd, kind, (int)k, err, JOB_FEED_EXIT);
+	}
+	_exit(0);
+}

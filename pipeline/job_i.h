@@ -1,0 +1,154 @@
+/*
+ * job_i.h - private parts of the stage runner shared by job.c (starting),
+ * job_plan.c (what to start), job_child.c (code run after fork),
+ * job_io.c (reading, polling, timeouts, reaping) and job_finish.c (the
+ * result).
+ *
+ * Not for: anything outside pipeline/job*.c; the contract is the job part
+ * of mf_pipeline.h.
+ */
+#ifndef MF_JOB_I_H
+#define MF_JOB_I_H
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "mf_pipeline.h"
+
+/* Exit status of a stage child that could not set itself up or exec, as a
+ * shell's; the report pipe says why. */
+#define JOB_EXEC_EXIT 127
+/* Exit status of the feeder when it failed (EX_NOINPUT); its report pipe
+ * says why. EPIPE from stage 0 is not a failure: the feeder exits 0. */
+#define JOB_FEED_EXIT 66
+
+/* What a child writes on its report pipe before it gives up. */
+enum job_report_kind {
+	JOB_REPORT_NONE = 0,
+	JOB_REPORT_SETUP, /* stage: dup of its pipes */
+	JOB_REPORT_CREDS, /* stage or feeder: switching to the spec owner */
+	JOB_REPORT_CHDIR, /* stage: entering the spec folder */
+	JOB_REPORT_EXEC, /* stage: execve */
+	JOB_REPORT_INPUT, /* feeder: opening or reading input `index` */
+	JOB_REPORT_WRITE, /* feeder: writing stage 0's stdin, not EPIPE */
+};
+
+/* One record, written with a single write(2) (< PIPE_BUF: atomic). */
+struct job_report {
+	int32_t kind; /* enum job_report_kind */
+	int32_t index; /* stage index, or input index for the feeder */
+	int32_t err; /* errno */
+};
+
+/* Who the children become before exec when the daemon runs as root. */
+struct job_creds {
+	bool drop;
+	uid_t uid;
+	gid_t gid;
+	gid_t *groups; /* supplementary groups, owned */
+	size_t n_groups;
+};
+
+/* Everything mf_job_start computes before forking; children read it from
+ * their copy of memory, so they never allocate. */
+struct job_plan {
+	char **paths; /* resolved program of each stage, owned */
+	char **envp; /* entries [0, JOB_ENV_OWN) owned, others borrowed */
+	const char **inputs; /* this shard's input files, borrowed */
+	size_t n_inputs;
+	struct job_creds creds;
+	int max_fd; /* bound for closing fds when close_range is missing */
+};
+#define JOB_ENV_OWN 4
+
+/* What a stage child needs between fork and execve. */
+struct job_exec {
+	pid_t pgid; /* 0: make a new group */
+	int in_fd, out_fd, err_fd, report_fd;
+	int index;
+	const char *dir;
+	const char *path;
+	char *const *argv;
+	char *const *envp;
+	const struct job_creds *creds;
+	int max_fd;
+};
+
+/* What the feeder child needs. */
+struct job_feed {
+	pid_t pgid;
+	int out_fd, report_fd;
+	const char *const *inputs;
+	size_t n_inputs;
+	const struct job_creds *creds;
+	int max_fd;
+};
+
+/* Last MF_STDERR_TAIL bytes of a stream. */
+struct job_ring {
+	char buf[MF_STDERR_TAIL];
+	size_t pos; /* where the next byte goes */
+	size_t fill; /* bytes held, at most MF_STDERR_TAIL */
+};
+
+struct job_proc {
+	char *name; /* argv[0] as written, owned */
+	int64_t timeout_s; /* 0: none */
+	pid_t pid; /* 0 before fork */
+	int pidfd; /* wakes poll when it exits; -1 when unavailable */
+	int err_fd; /* read end of its stderr pipe; -1 once closed */
+	bool exited; /* exit seen (still unreaped until finish) */
+	bool reaped;
+	int status; /* wait status once exited; -1 unknown */
+	struct job_ring tail;
+};
+
+/*
+ * A running job. Owned by one thread at a time; nothing here is shared
+ * between jobs. Children are never reaped before mf_job_finish, so the
+ * process group id (stage 0's pid) cannot be reused while kill(-pgid) may
+ * still be called.
+ */
+struct mf_job {
+	size_t n; /* stages */
+	struct job_proc *st;
+	pid_t pgid; /* 0 until stage 0 is forked */
+	pid_t feeder; /* 0 until forked */
+	int feeder_status; /* -1 until reaped */
+	int report_fd; /* read end of the feeder's report pipe, or -1 */
+	char **inputs; /* the shard's input paths, owned, for messages */
+	size_t n_inputs;
+	int out_fd; /* read end of the last stage's stdout, or -1 */
+	uint64_t start_ns; /* mf_mono_ns at start: timeouts count from it */
+	size_t n_running; /* stages not seen exiting */
+	bool killed; /* mf_job_kill was called */
+	bool timed_out;
+	int read_err; /* errno of a failed mf_job_read: the output is cut */
+	int timeout_stage; /* stage whose timeout passed, when timed_out */
+	uint64_t reads; /* mf_job_read calls that went to read(2) */
+	bool draining; /* every stage exited: drain_left bytes are left */
+	size_t drain_left;
+	struct pollfd *pfd; /* scratch for poll: 2n + 1 entries */
+};
+
+/* job_plan.c */
+int job_plan_init(struct job_plan *plan, const struct mf_spec *spec,
+		  uint32_t shard, const char *fp_hex, char **err);
+void job_plan_release(struct job_plan *plan, const struct mf_spec *spec);
+
+/* job_child.c: never return, async-signal-safe only */
+_Noreturn void job_child_exec(const struct job_exec *x);
+_Noreturn void job_child_feed(const struct job_feed *f);
+
+/* job_io.c */
+int job_wait_events(struct mf_job *j, bool with_out, bool wait);
+void job_drain_stderr(struct mf_job *j);
+void job_reap_all(struct mf_job *j);
+void job_free(struct mf_job *j);
+
+/* job_finish.c */
+const char *job_strerror(int err);
+
+#endif

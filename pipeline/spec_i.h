@@ -1,0 +1,110 @@
+/*
+ * spec_i.h - private to the spec loader (spec.c, spec_keys.c,
+ * spec_files.c) and the fingerprint (fingerprint.c): the parse context, the
+ * error helper, typed readers of YAML nodes, the handlers of each key and
+ * the path helpers.
+ *
+ * Not for: anything outside pipeline/; the public contract is
+ * mf_pipeline.h.
+ */
+#ifndef MF_SPEC_I_H
+#define MF_SPEC_I_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <yaml.h>
+
+#include "mf_pipeline.h"
+
+/* Mirrors MF_CHUNK_SIZE_MIN / MF_CHUNK_SIZE_MAX of mf_snapshot.h, which this
+ * module may not include (pipeline depends on util only); the tests check
+ * that the two agree. */
+#define MF_SPEC_CHUNK_MIN 4096ULL
+#define MF_SPEC_CHUNK_MAX (1ULL << 30)
+#define MF_SPEC_CHUNK_DEFAULT (4ULL << 20)
+#define MF_SPEC_PENDING_DEFAULT 86400
+#define MF_SPEC_SUFFIX_MAX 32
+#define MF_SPEC_FILE_MAX (1U << 20) /* larger spec files are refused */
+
+/* One load. Owns nothing but err; spec is filled as keys are parsed. */
+struct spec_ctx {
+	const char *file; /* the path as the caller gave it */
+	yaml_document_t *doc;
+	struct mf_spec *spec;
+	const yaml_node_t *shards_node; /* the 'shards' value, if given */
+	char *err; /* the one-line message, once something failed */
+};
+
+/*
+ * Records "FILE:LINE:COLUMN: message" for node at (or 1:1 when at is NULL)
+ * in c->err and returns -EINVAL (-ENOMEM when the message cannot be built).
+ * Control characters in the message are shown as '?', so it stays one line.
+ */
+int spec_fail(struct spec_ctx *c, const yaml_node_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The node at a document index (items and pairs hold indexes). */
+const yaml_node_t *spec_node(const struct spec_ctx *c, int index);
+
+/* True for a plain scalar that YAML reads as null: "", ~, null. */
+bool spec_is_null(const yaml_node_t *n);
+
+/* A scalar that is not null and holds no NUL byte, as a C string; or NULL
+ * (without failing) when n is anything else. Borrowed from the document. */
+const char *spec_scalar(const yaml_node_t *n);
+
+/* Typed readers: each fails with "'KEY': expected ..." on the wrong type. */
+int spec_get_string(struct spec_ctx *c, const char *key, const yaml_node_t *n,
+		    char **out);
+int spec_get_uint(struct spec_ctx *c, const char *key, const yaml_node_t *n,
+		  bool positive, uint64_t max, uint64_t *out);
+int spec_get_duration(struct spec_ctx *c, const char *key, const yaml_node_t *n,
+		      int64_t *out);
+
+/* One key of a mapping: its handler gets the value and the caller's arg. */
+struct spec_key {
+	const char *name;
+	int (*parse)(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+	bool required;
+};
+
+/*
+ * Runs the handler of every pair of map (a mapping node) in document order.
+ * Fails at the key with "unknown key 'K'" or "duplicate key 'K'", and at the
+ * mapping's start with "missing required key 'K'" (at most 32 keys).
+ */
+int spec_parse_mapping(struct spec_ctx *c, const yaml_node_t *map,
+		       const struct spec_key *keys, size_t n_keys, void *arg);
+
+/* Top-level key handlers (spec_keys.c); arg is unused. */
+int spec_parse_name(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_shards(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_identity(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_stages(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_suffix(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_compression(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_chunk_size(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_expire_after(struct spec_ctx *c, const yaml_node_t *v,
+			    void *arg);
+int spec_parse_pending_expiry(struct spec_ctx *c, const yaml_node_t *v,
+			      void *arg);
+int spec_parse_keep(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_fingerprint(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+
+/* Files (spec_files.c): inputs expanded with glob(3) (arg unused); the
+ * deps of the stage arg (a struct mf_stage *). */
+int spec_parse_inputs(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_deps(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+
+/* dir + "/" + rel, malloc'd (dir "/" gives "/rel"); NULL when out of
+ * memory. */
+char *spec_join(const char *dir, const char *rel);
+
+/* rel without "." components and repeated or trailing slashes ("./raw//a"
+ * -> "raw/a"; ".." is kept), malloc'd; NULL when out of memory. */
+char *spec_clean_rel(const char *rel);
+
+/* Frees the n strings of v (NULL ones too) and v itself. */
+void spec_free_strv(char **v, size_t n);
+
+#endif

@@ -1,0 +1,524 @@
+/*
+ * test_fingerprint.c - the fingerprint of a spec: what changes it (argv,
+ * deps contents, input size and mtime or contents, shards, the fixed key)
+ * and what does not (layout, name, storage settings, the project's
+ * location); the --explain parts and the byte layout of docs/spec.md,
+ * recomputed here from the document; golden values of scheme 1.
+ *
+ * Not for: spec validation (test_spec.c).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "mf_pipeline.h"
+#include "pipeline_fixture.h"
+
+#define SPEC                                                                   \
+	"name: wiki-tokens\n"                                                  \
+	"inputs: raw/*.jsonl\n"                                                \
+	"shards: 3\n"                                                          \
+	"stages:\n"                                                            \
+	"  - exec: [python3, tokenize.py, --max-len, \"512\"]\n"               \
+	"    deps: [tokenize.py, vocab.json]\n"                                \
+	"    timeout: 1h\n"                                                    \
+	"suffix: .bin\n"                                                       \
+	"compression: zstd\n"                                                  \
+	"chunk_size: 4MiB\n"
+
+#define T0 1700000000
+
+/* proj/ with three inputs, two deps and spec.yaml = SPEC; fixed mtimes. */
+static void project(void)
+{
+	fx_write("proj/raw/a.jsonl", "aaaa\n");
+	fx_write("proj/raw/b.jsonl", "bbbbbb\n");
+	fx_write("proj/raw/c.jsonl", "c\n");
+	fx_write("proj/tokenize.py", "print(1)\n");
+	fx_write("proj/vocab.json", "{\"v\": 1}\n");
+	fx_write("proj/spec.yaml", SPEC);
+	fx_mtime("proj/raw/a.jsonl", T0, 123456789);
+	fx_mtime("proj/raw/b.jsonl", T0 + 1, 0);
+	fx_mtime("proj/raw/c.jsonl", T0 + 2, 999999999);
+}
+
+/* text with the first `from` replaced by `to`, into out. */
+static void replace(const char *text, const char *from, const char *to,
+		    char *out, size_t len)
+{
+	const char *at = strstr(text, from);
+	assert_non_null(at);
+	int n = snprintf(out, len, "%.*s%s%s", (int)(at - text), text, to,
+			 at + strlen(from));
+	assert_true(n > 0 && (size_t)n < len);
+}
+
+/* SPEC with the first `from` replaced by `to`, written to path. */
+static void spec_edit(const char *path, const char *from, const char *to)
+{
+	char text[2048];
+	replace(SPEC, from, to, text, sizeof(text));
+	fx_write(path, text);
+}
+
+/* SPEC with two replacements, written to path. */
+static void spec_edit2(const char *path, const char *from1, const char *to1,
+		       const char *from2, const char *to2)
+{
+	char one[2048], two[2048];
+	replace(SPEC, from1, to1, one, sizeof(one));
+	replace(one, from2, to2, two, sizeof(two));
+	fx_write(path, two);
+}
+
+static void fp_of(const char *path, char hex[MF_FP_HEX_LEN + 1])
+{
+	struct mf_spec *s = fx_load(path);
+	struct mf_fingerprint fp;
+	char *err = NULL;
+	int rc = mf_fingerprint_compute(s, &fp, &err);
+	if (rc)
+		print_error("fingerprint: %s\n", err ? err : "?");
+	assert_int_equal(rc, 0);
+	assert_null(err);
+	assert_true(mf_is_hex(fp.hex, MF_FP_HEX_LEN));
+	memcpy(hex, fp.hex, MF_FP_HEX_LEN + 1);
+	mf_fingerprint_release(&fp);
+	mf_spec_free(s);
+}
+
+/* The fingerprint of proj/spec.yaml. */
+static void fp_proj(char hex[MF_FP_HEX_LEN + 1])
+{
+	fp_of("proj/spec.yaml", hex);
+}
+
+/* Scheme 1 of the project above. A change here changes every user's
+ * fingerprints: it needs a new MF_FINGERPRINT_SCHEME. */
+#define GOLDEN_STAT                                                            \
+	"dec25c55473ec3f278bcf96ce2a4d45245f00b587eccb5c67c94a5e4a27930a7"
+#define GOLDEN_KEY                                                             \
+	"3f3106d5efe8c8db0d3aa6a82dbd71224326e186829f0c5fcc173929adb06841"
+
+static void test_golden(void **state)
+{
+	char a[65];
+	project();
+	fp_proj(a);
+	assert_string_equal(a, GOLDEN_STAT);
+	spec_edit("proj/spec.yaml", "stages:",
+		  "fingerprint: my-fixed-key\n"
+		  "stages:");
+	fp_proj(a);
+	assert_string_equal(a, GOLDEN_KEY);
+}
+
+static void test_layout_ignored(void **state)
+{
+	char a[65], b[65], c[65];
+	project();
+	fp_proj(a);
+	fx_write("proj/other.yaml",
+		 "# wiki tokens, second take\n"
+		 "stages:\n"
+		 "    -   deps:\n"
+		 "          - ./tokenize.py   # the script\n"
+		 "          - vocab.json\n"
+		 "        exec:\n"
+		 "          - python3\n"
+		 "          - 'tokenize.py'\n"
+		 "          - --max-len\n"
+		 "          - 512\n"
+		 "\n"
+		 "shards:   3\n"
+		 "inputs: [ raw/*.jsonl ]\n"
+		 "name: wiki-tokens\n");
+	fp_of("proj/other.yaml", b);
+	assert_string_equal(a, b);
+	/* deps are a set: order and repeats do not matter */
+	spec_edit("proj/third.yaml", "[tokenize.py, vocab.json]",
+		  "[vocab.json, tokenize.py, vocab.json]");
+	fp_of("proj/third.yaml", c);
+	assert_string_equal(a, c);
+}
+
+static void test_project_move(void **state)
+{
+	char a[65], b[65];
+	project();
+	fp_proj(a);
+	fx_mkdirs("elsewhere/deeper");
+	assert_int_equal(rename("proj", "elsewhere/deeper/moved"), 0);
+	struct mf_spec *s = fx_load("elsewhere/deeper/moved/spec.yaml");
+	assert_non_null(strstr(s->dir, "/elsewhere/deeper/moved"));
+	mf_spec_free(s);
+	fp_of("elsewhere/deeper/moved/spec.yaml", b);
+	assert_string_equal(a, b);
+}
+
+static void test_deps_byte(void **state)
+{
+	char a[65], b[65], c[65];
+	project();
+	fp_proj(a);
+	fx_write("proj/vocab.json", "{\"v\": 2}\n"); /* same size */
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+	fx_write("proj/vocab.json", "{\"v\": 1}\n");
+	fx_mtime("proj/vocab.json", T0 + 50, 0); /* only contents count */
+	fp_proj(c);
+	assert_string_equal(a, c);
+}
+
+static void test_argv_word(void **state)
+{
+	char a[65], b[65], c[65], d[65];
+	project();
+	fp_proj(a);
+	spec_edit("proj/spec.yaml", "\"512\"", "\"1024\"");
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+	/* words are length-prefixed: ["a b"], ["a", "b"], ["ab"] differ */
+	spec_edit("proj/spec.yaml", "python3, tokenize.py",
+		  "'python3 tokenize.py'");
+	fp_proj(b);
+	spec_edit("proj/spec.yaml", "python3, tokenize.py",
+		  "python3tokenize.py");
+	fp_proj(c);
+	spec_edit("proj/spec.yaml", "python3, tokenize.py",
+		  "python3, tokenize.py, ''");
+	fp_proj(d);
+	assert_string_not_equal(a, b);
+	assert_string_not_equal(a, c);
+	assert_string_not_equal(b, c);
+	assert_string_not_equal(a, d);
+}
+
+static void test_shards_covered(void **state)
+{
+	char a[65], b[65];
+	project();
+	fp_proj(a);
+	spec_edit("proj/spec.yaml", "shards: 3", "shards: 2");
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+}
+
+static void test_input_size(void **state)
+{
+	char a[65], b[65];
+	project();
+	fp_proj(a);
+	fx_write("proj/raw/b.jsonl", "bbbbbbb\n");
+	fx_mtime("proj/raw/b.jsonl", T0 + 1, 0); /* the same mtime */
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+}
+
+static void test_input_mtime(void **state)
+{
+	char a[65], b[65], c[65];
+	project();
+	fp_proj(a);
+	struct stat st;
+	assert_int_equal(stat("proj/raw/a.jsonl", &st), 0);
+	if (st.st_mtim.tv_nsec != 123456789)
+		skip(); /* this filesystem keeps no nanoseconds */
+	/* one nanosecond later, within the same second */
+	fx_mtime("proj/raw/a.jsonl", T0, 123456790);
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+	fx_mtime("proj/raw/a.jsonl", T0, 123456789);
+	fp_proj(c);
+	assert_string_equal(a, c);
+	/* one nanosecond later, into the next second */
+	fx_mtime("proj/raw/c.jsonl", T0 + 3, 0);
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+}
+
+static void test_input_set(void **state)
+{
+	char a[65], b[65];
+	project();
+	fp_proj(a);
+	fx_write("proj/raw/d.jsonl", "d\n");
+	fx_mtime("proj/raw/d.jsonl", T0, 0);
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+}
+
+static void test_not_covered(void **state)
+{
+	static const char *const edits[][2] = {
+	    {"name: wiki-tokens", "name: another-name"},
+	    {"compression: zstd", "compression: snappy"},
+	    {"chunk_size: 4MiB", "chunk_size: 64KiB"},
+	    {"suffix: .bin", "suffix: .tokens"},
+	    {"timeout: 1h", "timeout: 5s"},
+	    {"suffix: .bin", "expire_after: 7d\npending_expiry: 1h\nkeep: 3"},
+	};
+	char a[65], b[65];
+	project();
+	fp_proj(a);
+	for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+		spec_edit("proj/spec.yaml", edits[i][0], edits[i][1]);
+		fp_proj(b);
+		assert_string_equal(a, b);
+	}
+}
+
+static void test_content_identity(void **state)
+{
+	char a[65], b[65], c[65], st[65];
+	project();
+	fp_proj(st);
+	spec_edit("proj/spec.yaml", "shards: 3",
+		  "shards: 3\ninput_identity: content");
+	fp_proj(a);
+	assert_string_not_equal(a, st);
+	fx_mtime("proj/raw/a.jsonl", T0 + 100, 5);
+	fp_proj(b);
+	assert_string_equal(a, b);
+	fx_write("proj/raw/a.jsonl", "aaab\n");
+	fp_proj(c);
+	assert_string_not_equal(a, c);
+}
+
+static void test_fixed_key(void **state)
+{
+	char a[65], b[65];
+	project();
+	spec_edit("proj/spec.yaml", "stages:", "fingerprint: k1\nstages:");
+	fp_proj(a);
+	/* inputs, deps and argv do not enter */
+	fx_write("proj/raw/a.jsonl", "zz\n");
+	fx_write("proj/vocab.json", "{}\n");
+	spec_edit("proj/spec.yaml", "stages:",
+		  "fingerprint: k1\ninput_identity: content\nstages:");
+	fp_proj(b);
+	assert_string_equal(a, b);
+	spec_edit2("proj/spec.yaml", "\"512\"", "\"1\"",
+		   "stages:", "fingerprint: k1\nstages:");
+	fp_proj(b);
+	assert_string_equal(a, b);
+	spec_edit("proj/spec.yaml", "stages:", "fingerprint: k2\nstages:");
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+	spec_edit2("proj/spec.yaml", "shards: 3", "shards: 2",
+		   "stages:", "fingerprint: k1\nstages:");
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+
+	struct mf_spec *s = fx_load("proj/spec.yaml");
+	struct mf_fingerprint fp;
+	assert_int_equal(mf_fingerprint_compute(s, &fp, NULL), 0);
+	assert_int_equal(fp.n_parts, 3);
+	assert_string_equal(fp.parts[0].label, "scheme");
+	assert_string_equal(fp.parts[1].label, "key");
+	assert_string_equal(fp.parts[1].detail, "k1");
+	assert_string_equal(fp.parts[2].label, "shards");
+	assert_string_equal(fp.parts[2].detail, "2");
+	mf_fingerprint_release(&fp);
+	mf_spec_free(s);
+}
+
+/* ---- the byte layout, written from docs/spec.md ---- */
+
+static void put_u64(struct mf_sha256 *h, uint64_t v)
+{
+	uint8_t b[8];
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (56 - 8 * i));
+	assert_int_equal(mf_sha256_update(h, b, 8), 0);
+}
+
+static void put_str(struct mf_sha256 *h, const char *s)
+{
+	put_u64(h, strlen(s));
+	assert_int_equal(mf_sha256_update(h, s, strlen(s)), 0);
+}
+
+static void put_raw(struct mf_sha256 *h, const uint8_t d[32])
+{
+	assert_int_equal(mf_sha256_update(h, d, 32), 0);
+}
+
+static void sha_of_text(const char *text, uint8_t d[32])
+{
+	struct mf_sha256 h;
+	assert_int_equal(mf_sha256_init(&h), 0);
+	assert_int_equal(mf_sha256_update(&h, text, strlen(text)), 0);
+	assert_int_equal(mf_sha256_final(&h, d), 0);
+}
+
+struct want_part {
+	const char *label;
+	const char *detail; /* NULL: not checked */
+	uint8_t d[32];
+};
+
+static void want_number(struct want_part *w, const char *label, uint64_t v)
+{
+	struct mf_sha256 h;
+	assert_int_equal(mf_sha256_init(&h), 0);
+	put_u64(&h, v);
+	assert_int_equal(mf_sha256_final(&h, w->d), 0);
+	w->label = label;
+}
+
+static void want_dep(struct want_part *w, const char *label, const char *rel,
+		     const char *text)
+{
+	uint8_t content[32];
+	struct mf_sha256 h;
+	sha_of_text(text, content);
+	assert_int_equal(mf_sha256_init(&h), 0);
+	put_str(&h, rel);
+	put_raw(&h, content);
+	assert_int_equal(mf_sha256_final(&h, w->d), 0);
+	w->label = label;
+}
+
+static void want_input(struct want_part *w, const char *label, const char *rel,
+		       uint64_t size, uint64_t mtime_ns)
+{
+	struct mf_sha256 h;
+	assert_int_equal(mf_sha256_init(&h), 0);
+	put_str(&h, "stat");
+	put_str(&h, rel);
+	put_u64(&h, size);
+	put_u64(&h, mtime_ns);
+	assert_int_equal(mf_sha256_final(&h, w->d), 0);
+	w->label = label;
+}
+
+static void want_argv(struct want_part *w)
+{
+	static const char *const argv[] = {"python3", "tokenize.py",
+					   "--max-len", "512"};
+	struct mf_sha256 h;
+	assert_int_equal(mf_sha256_init(&h), 0);
+	put_u64(&h, 4);
+	for (int i = 0; i < 4; i++)
+		put_str(&h, argv[i]);
+	assert_int_equal(mf_sha256_final(&h, w->d), 0);
+	w->label = "stage[0].argv";
+	w->detail = "python3 tokenize.py --max-len 512";
+}
+
+static void test_explain_layout(void **state)
+{
+	struct want_part w[8] = {{0}};
+	char hex[65];
+	project();
+	want_number(&w[0], "scheme", MF_FINGERPRINT_SCHEME);
+	w[0].detail = "1";
+	want_number(&w[1], "shards", 3);
+	w[1].detail = "3";
+	want_argv(&w[2]);
+	want_dep(&w[3], "stage[0].deps[tokenize.py]", "tokenize.py",
+		 "print(1)\n");
+	want_dep(&w[4], "stage[0].deps[vocab.json]", "vocab.json",
+		 "{\"v\": 1}\n");
+	want_input(&w[5], "input[raw/a.jsonl]", "raw/a.jsonl", 5,
+		   T0 * 1000000000ULL + 123456789);
+	w[5].detail = "size=5 mtime=1700000000.123456789";
+	want_input(&w[6], "input[raw/b.jsonl]", "raw/b.jsonl", 7,
+		   (T0 + 1) * 1000000000ULL);
+	w[6].detail = "size=7 mtime=1700000001.000000000";
+	want_input(&w[7], "input[raw/c.jsonl]", "raw/c.jsonl", 2,
+		   (T0 + 2) * 1000000000ULL + 999999999);
+
+	struct mf_spec *s = fx_load("proj/spec.yaml");
+	struct mf_fingerprint fp;
+	assert_int_equal(mf_fingerprint_compute(s, &fp, NULL), 0);
+	assert_int_equal(fp.n_parts, 8);
+	struct mf_sha256 all;
+	assert_int_equal(mf_sha256_init(&all), 0);
+	for (size_t i = 0; i < 8; i++) {
+		assert_string_equal(fp.parts[i].label, w[i].label);
+		if (w[i].detail)
+			assert_string_equal(fp.parts[i].detail, w[i].detail);
+		mf_hex(w[i].d, 32, hex);
+		assert_string_equal(fp.parts[i].hex, hex);
+		put_str(&all, w[i].label);
+		put_raw(&all, w[i].d);
+	}
+	uint8_t d[32];
+	sha_of_text("print(1)\n", d);
+	mf_hex(d, 32, hex);
+	assert_non_null(strstr(fp.parts[3].detail, hex));
+	assert_int_equal(mf_sha256_final(&all, d), 0);
+	mf_hex(d, 32, hex);
+	assert_string_equal(fp.hex, hex);
+	mf_fingerprint_release(&fp);
+	assert_null(fp.parts);
+	mf_fingerprint_release(NULL);
+	mf_spec_free(s);
+}
+
+static void test_quoted_detail(void **state)
+{
+	project();
+	spec_edit("proj/spec.yaml", "--max-len", "'a b', \"it's\", ''");
+	struct mf_spec *s = fx_load("proj/spec.yaml");
+	struct mf_fingerprint fp;
+	assert_int_equal(mf_fingerprint_compute(s, &fp, NULL), 0);
+	assert_string_equal(fp.parts[2].detail,
+			    "python3 tokenize.py 'a b' 'it'\\''s' '' 512");
+	mf_fingerprint_release(&fp);
+	mf_spec_free(s);
+}
+
+static void test_unreadable_file(void **state)
+{
+	project();
+	struct mf_spec *s = fx_load("proj/spec.yaml");
+	assert_int_equal(unlink("proj/vocab.json"), 0);
+	struct mf_fingerprint fp = {.n_parts = 77};
+	char *err = NULL;
+	assert_int_equal(mf_fingerprint_compute(s, &fp, &err), -ENOENT);
+	assert_int_equal(fp.n_parts, 77); /* untouched */
+	char want[256];
+	snprintf(want, sizeof(want),
+		 "cannot read '%s/vocab.json': No such file or directory",
+		 s->dir);
+	assert_string_equal(err, want);
+	free(err);
+	assert_int_equal(unlink("proj/raw/b.jsonl"), 0);
+	fx_write("proj/vocab.json", "{}\n");
+	assert_int_equal(mf_fingerprint_compute(s, &fp, &err), -ENOENT);
+	snprintf(want, sizeof(want),
+		 "cannot stat '%s/raw/b.jsonl': No such file or directory",
+		 s->dir);
+	assert_string_equal(err, want);
+	free(err);
+	mf_spec_free(s);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    T(test_golden),	      T(test_layout_ignored),
+	    T(test_project_move),     T(test_deps_byte),
+	    T(test_argv_word),	      T(test_shards_covered),
+	    T(test_input_size),	      T(test_input_mtime),
+	    T(test_input_set),	      T(test_not_covered),
+	    T(test_content_identity), T(test_fixed_key),
+	    T(test_explain_layout),   T(test_quoted_detail),
+	    T(test_unreadable_file),
+	};
+	return cmocka_run_group_tests_name("fingerprint", tests, NULL, NULL);
+}

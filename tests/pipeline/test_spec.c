@@ -1,0 +1,538 @@
+/*
+ * test_spec.c - loading pipeline specs: one test per class of bad input,
+ * each asserting the exact "FILE:LINE:COLUMN: message"; defaults; a spec
+ * with every key; glob expansion, sorting and shard assignment.
+ *
+ * Not for: the fingerprint (test_fingerprint.c) or running stages.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "mf_pipeline.h"
+#include "mf_snapshot.h"
+#include "pipeline_fixture.h"
+
+/* Five lines; a test appends its own from line 6 on. */
+#define BASE                                                                   \
+	"name: wiki-tokens\n"                                                  \
+	"inputs: raw/*.jsonl\n"                                                \
+	"stages:\n"                                                            \
+	"  - exec: [python3, tokenize.py]\n"                                   \
+	"    deps: [tokenize.py, vocab.json]\n"
+
+static void project(void)
+{
+	fx_write("raw/a.jsonl", "{\"a\":1}\n");
+	fx_write("raw/b.jsonl", "{\"b\":2}\n");
+	fx_write("raw/c.jsonl", "{\"c\":3}\n");
+	fx_write("raw/d.jsonl", "{\"d\":4}\n");
+	fx_write("tokenize.py", "print('hi')\n");
+	fx_write("vocab.json", "{}\n");
+}
+
+/* Writes a.yaml as text and expects loading it to fail with want. */
+static void expect(const char *text, const char *want)
+{
+	fx_write("a.yaml", text);
+	fx_load_fails("a.yaml", want);
+}
+
+static void test_syntax_error(void **state)
+{
+	project();
+	expect("name: x\n"
+	       "  inputs: raw/*.jsonl\n",
+	       "a.yaml:2:9: mapping values are not allowed in this context");
+	expect(BASE "suffix: \"abc\n",
+	       "a.yaml:7:1: found unexpected end of stream");
+	expect(BASE "keep: *nothing\n", "a.yaml:6:7: found undefined alias");
+	expect(BASE "---\nname: other\n",
+	       "a.yaml:7:1: expected a single YAML document");
+	expect("", "a.yaml:1:1: the spec is empty");
+	expect("# only a comment\n", "a.yaml:1:1: the spec is empty");
+	expect("name: \xff\n", "a.yaml:1:7: invalid leading UTF-8 octet");
+}
+
+static void test_unknown_key(void **state)
+{
+	project();
+	fx_write("pipes/a.yaml",
+		 "name: wiki\n"
+		 "inputs: ../raw/*.jsonl\n"
+		 "shard: 2\n"
+		 "stages:\n"
+		 "  - exec: [cat]\n");
+	fx_load_fails("pipes/a.yaml", "pipes/a.yaml:3:1: unknown key 'shard'");
+	expect(BASE "    dep: [x]\n", "a.yaml:6:5: unknown key 'dep'");
+	expect(BASE "? [a, b]\n: c\n", "a.yaml:6:3: expected a key name");
+}
+
+static void test_wrong_type(void **state)
+{
+	project();
+	expect("name: [a, b]\n", "a.yaml:1:7: 'name': expected a string");
+	expect("name: ~\n", "a.yaml:1:7: 'name': expected a string");
+	expect("- name\n", "a.yaml:1:1: expected a mapping of spec keys");
+	expect("name: x\ninputs: {a: b}\n",
+	       "a.yaml:2:9: 'inputs': expected a string or a list of strings");
+	expect("name: x\ninputs: [raw/*.jsonl, [b]]\n",
+	       "a.yaml:2:23: 'inputs': expected a string");
+	expect(BASE "shards: [1]\n",
+	       "a.yaml:6:9: 'shards': expected a positive integer");
+	expect(BASE "keep: {n: 1}\n",
+	       "a.yaml:6:7: 'keep': expected a non-negative integer");
+	expect(BASE "chunk_size: [4MiB]\n",
+	       "a.yaml:6:13: 'chunk_size': expected a size");
+	expect(BASE "suffix: \"a\\0b\"\n",
+	       "a.yaml:6:9: 'suffix': must not contain a NUL byte");
+	expect("name: x\ninputs: raw/*.jsonl\nstages: cat\n",
+	       "a.yaml:3:9: 'stages': expected a list of stages");
+	expect("name: x\ninputs: raw/*.jsonl\nstages:\n  - cat\n",
+	       "a.yaml:4:5: 'stages': expected a mapping with 'exec'");
+	expect("name: x\ninputs: raw/*.jsonl\nstages:\n  - exec: {p: cat}\n",
+	       "a.yaml:4:11: 'exec': expected a list of strings");
+	expect("name: x\ninputs: raw/*.jsonl\nstages:\n  - exec: cat\n",
+	       "a.yaml:4:11: 'exec': expected a list of strings");
+	expect("name: x\ninputs: raw/*.jsonl\nstages:\n  - exec: [a, [b]]\n",
+	       "a.yaml:4:15: 'exec': expected a string");
+	expect("name: x\ninputs: raw/*.jsonl\nstages:\n  - exec: []\n",
+	       "a.yaml:4:11: 'exec': at least one word is required");
+	expect("name: x\ninputs: raw/*.jsonl\nstages:\n  - exec: ['', b]\n",
+	       "a.yaml:4:12: 'exec': the program name is empty");
+	expect(BASE "    timeout: [1h]\n",
+	       "a.yaml:6:14: 'timeout': expected a duration");
+	expect(BASE "input_identity: mtime\n",
+	       "a.yaml:6:17: 'input_identity': bad value 'mtime' (expected "
+	       "'stat' or 'content')");
+	expect("name: x\ninputs: raw/*.jsonl\nstages:\n"
+	       "  - exec: [cat]\n    deps: tokenize.py\n",
+	       "a.yaml:5:11: 'deps': expected a list of paths");
+}
+
+static void test_bad_integer(void **state)
+{
+	project();
+	expect(BASE "shards: 0\n",
+	       "a.yaml:6:9: 'shards': expected a positive integer, not '0'");
+	expect(BASE "shards: 2.5\n",
+	       "a.yaml:6:9: 'shards': expected a positive integer, not '2.5'");
+	expect(BASE "keep: -1\n",
+	       "a.yaml:6:7: 'keep': expected a non-negative integer, not '-1'");
+	expect(BASE "keep: 99999999999999999999999\n",
+	       "a.yaml:6:7: 'keep': 99999999999999999999999 is too large (at "
+	       "most 4294967295)");
+}
+
+static void test_bad_size(void **state)
+{
+	project();
+	expect(BASE "chunk_size: 4XB\n",
+	       "a.yaml:6:13: 'chunk_size': bad size '4XB'");
+	expect(BASE "chunk_size: 1KiB\n",
+	       "a.yaml:6:13: 'chunk_size': '1KiB' is out of range (4KiB to "
+	       "1GiB)");
+	expect(BASE "chunk_size: 99999999999TiB\n",
+	       "a.yaml:6:13: 'chunk_size': '99999999999TiB' is out of range "
+	       "(4KiB to 1GiB)");
+}
+
+/* The limits are the chunk store's own (mf_snapshot.h). */
+static void test_chunk_size_limits(void **state)
+{
+	char text[512];
+	project();
+	snprintf(text, sizeof(text), BASE "chunk_size: %llu\n",
+		 MF_CHUNK_SIZE_MIN - 1);
+	fx_write("a.yaml", text);
+	fx_load_fails("a.yaml",
+		      "a.yaml:6:13: 'chunk_size': '4095' is out of "
+		      "range (4KiB to 1GiB)");
+	snprintf(text, sizeof(text), BASE "chunk_size: %llu\n",
+		 MF_CHUNK_SIZE_MAX + 1);
+	fx_write("a.yaml", text);
+	fx_load_fails("a.yaml",
+		      "a.yaml:6:13: 'chunk_size': '1073741825' is "
+		      "out of range (4KiB to 1GiB)");
+	unsigned long long ok[] = {MF_CHUNK_SIZE_MIN, MF_CHUNK_SIZE_MAX};
+	for (int i = 0; i < 2; i++) {
+		snprintf(text, sizeof(text), BASE "chunk_size: %llu\n", ok[i]);
+		fx_write("a.yaml", text);
+		struct mf_spec *s = fx_load("a.yaml");
+		assert_int_equal(s->chunk_size, ok[i]);
+		mf_spec_free(s);
+	}
+}
+
+static void test_bad_duration(void **state)
+{
+	project();
+	expect(BASE "expire_after: 7x\n",
+	       "a.yaml:6:15: 'expire_after': bad duration '7x'");
+	expect(BASE "pending_expiry: 1h30\n",
+	       "a.yaml:6:17: 'pending_expiry': bad duration '1h30'");
+	expect(BASE "pending_expiry: 0s\n",
+	       "a.yaml:6:17: 'pending_expiry': must be longer than 0s");
+	expect(BASE "    timeout: soon\n",
+	       "a.yaml:6:14: 'timeout': bad duration 'soon'");
+}
+
+static void test_bad_codec(void **state)
+{
+	project();
+	expect(BASE "compression: lz4\n",
+	       "a.yaml:6:14: 'compression': bad codec 'lz4' (zstd, zstd:1-19, "
+	       "snappy or none)");
+	expect(BASE "compression: zstd:20\n",
+	       "a.yaml:6:14: 'compression': bad codec 'zstd:20' (zstd, "
+	       "zstd:1-19, snappy or none)");
+}
+
+static void test_no_matching_inputs(void **state)
+{
+	project();
+	expect("name: x\ninputs: data/*.jsonl\n",
+	       "a.yaml:2:9: 'inputs': no file matches 'data/*.jsonl'");
+	expect("name: x\ninputs:\n  - raw/*.jsonl\n  - raw/*.csv\n",
+	       "a.yaml:4:5: 'inputs': no file matches 'raw/*.csv'");
+	/* a folder matched by the glob is not an input file */
+	fx_mkdirs("raw/sub.jsonl.d");
+	expect("name: x\ninputs: raw/*.d\n",
+	       "a.yaml:2:9: 'inputs': no file matches 'raw/*.d'");
+	expect("name: x\ninputs: []\n",
+	       "a.yaml:2:9: 'inputs': at least one glob is required");
+	char text[256];
+	snprintf(text, sizeof(text), "name: x\ninputs: %s/raw/*.jsonl\n",
+		 ((struct fx *)*state)->root);
+	fx_write("a.yaml", text);
+	char want[256];
+	snprintf(want, sizeof(want),
+		 "a.yaml:2:9: 'inputs': '%s/raw/*.jsonl' is not relative to "
+		 "the spec folder",
+		 ((struct fx *)*state)->root);
+	fx_load_fails("a.yaml", want);
+}
+
+static void test_missing_deps(void **state)
+{
+	project();
+	assert_int_equal(unlink("vocab.json"), 0);
+	expect(BASE, "a.yaml:5:25: 'deps': no such file 'vocab.json'");
+	fx_mkdirs("vocab.json");
+	expect(BASE, "a.yaml:5:25: 'deps': not a regular file 'vocab.json'");
+	expect("name: x\ninputs: raw/*.jsonl\nstages:\n"
+	       "  - exec: [cat]\n    deps: [/etc/passwd]\n",
+	       "a.yaml:5:12: 'deps': '/etc/passwd' is not relative to the spec "
+	       "folder");
+}
+
+static void test_too_many_shards(void **state)
+{
+	project();
+	expect(BASE "shards: 9\n",
+	       "a.yaml:6:9: 'shards': 9 shards but only 4 input files");
+	expect("shards: 2\nname: x\ninputs: raw/a.jsonl\n"
+	       "stages: [{exec: [cat]}]\n",
+	       "a.yaml:1:9: 'shards': 2 shards but only 1 input file");
+}
+
+static void test_no_stages(void **state)
+{
+	project();
+	expect("name: x\ninputs: raw/*.jsonl\nstages: []\n",
+	       "a.yaml:3:9: 'stages': at least one stage is required");
+	expect("name: x\ninputs: raw/*.jsonl\nstages:\nkeep: 1\n",
+	       "a.yaml:3:8: 'stages': at least one stage is required");
+}
+
+static void test_bad_name(void **state)
+{
+	const char *want = "a.yaml:1:7: 'name': must be 1-64 characters of "
+			   "A-Z a-z 0-9 . _ -";
+	project();
+	expect("name: wiki tokens\n", want);
+	expect("name: wiki/tokens\n", want);
+	expect("name: ''\n", want);
+	expect(
+	    "name: "
+	    "a123456789b123456789c123456789d123456789e123456789f123456789g1234"
+	    "\n",
+	    want);
+	expect("name: ..\n", "a.yaml:1:7: 'name': must not be '.' or '..'");
+	expect("name: .\n", "a.yaml:1:7: 'name': must not be '.' or '..'");
+}
+
+static void test_missing_required_key(void **state)
+{
+	project();
+	expect("# a comment first\n"
+	       "name: x\ninputs: raw/*.jsonl\n",
+	       "a.yaml:2:1: missing required key 'stages'");
+	expect("inputs: raw/*.jsonl\nstages: [{exec: [cat]}]\n",
+	       "a.yaml:1:1: missing required key 'name'");
+	expect("name: x\nstages: [{exec: [cat]}]\n",
+	       "a.yaml:1:1: missing required key 'inputs'");
+	expect("name: x\ninputs: raw/*.jsonl\nstages:\n  - deps: []\n",
+	       "a.yaml:4:5: missing required key 'exec'");
+}
+
+static void test_duplicate_key(void **state)
+{
+	project();
+	expect(BASE "name: again\n", "a.yaml:6:1: duplicate key 'name'");
+	expect(BASE "    deps: []\n", "a.yaml:6:5: duplicate key 'deps'");
+}
+
+static void test_bad_suffix(void **state)
+{
+	project();
+	expect(BASE "suffix: a/b\n",
+	       "a.yaml:6:9: 'suffix': must not contain '/'");
+	expect(BASE "suffix: .12345678901234567890123456789012\n",
+	       "a.yaml:6:9: 'suffix': longer than 32 bytes");
+	expect(BASE "suffix: [a]\n", "a.yaml:6:9: 'suffix': expected a string");
+	/* 32 bytes is fine */
+	fx_write("a.yaml", BASE "suffix: .1234567890123456789012345678901\n");
+	struct mf_spec *s = fx_load("a.yaml");
+	assert_string_equal(s->suffix, ".1234567890123456789012345678901");
+	mf_spec_free(s);
+}
+
+static void test_file_errors(void **state)
+{
+	struct mf_spec *s = NULL;
+	char *err = NULL;
+	assert_int_equal(mf_spec_load("nope.yaml", &s, &err), -ENOENT);
+	assert_null(s);
+	assert_string_equal(
+	    err, "nope.yaml: cannot open: No such file or directory");
+	free(err);
+	fx_mkdirs("dir.yaml");
+	assert_int_equal(mf_spec_load("dir.yaml", &s, &err), -EINVAL);
+	assert_string_equal(err, "dir.yaml: not a regular file");
+	free(err);
+	/* err may be NULL when the caller does not want the text */
+	assert_int_equal(mf_spec_load("nope.yaml", &s, NULL), -ENOENT);
+	assert_null(s);
+}
+
+static void test_defaults(void **state)
+{
+	struct fx *f = *state;
+	project();
+	fx_write("a.yaml",
+		 "name: wiki\ninputs: raw/*.jsonl\n"
+		 "stages: [{exec: [cat]}]\n");
+	struct mf_spec *s = fx_load("a.yaml");
+	char want[128];
+	snprintf(want, sizeof(want), "%s/a.yaml", f->root);
+	assert_string_equal(s->path, want);
+	assert_string_equal(s->dir, f->root);
+	assert_string_equal(s->name, "wiki");
+	assert_int_equal(s->n_inputs, 4);
+	assert_int_equal(s->shards, 4);
+	assert_int_equal(s->identity, MF_IDENTITY_STAT);
+	assert_int_equal(s->n_stages, 1);
+	assert_int_equal(s->stages[0].argc, 1);
+	assert_string_equal(s->stages[0].argv[0], "cat");
+	assert_null(s->stages[0].argv[1]);
+	assert_int_equal(s->stages[0].n_deps, 0);
+	assert_int_equal(s->stages[0].timeout_s, 0);
+	assert_string_equal(s->suffix, "");
+	assert_int_equal(s->codec, MF_CODEC_ZSTD);
+	assert_int_equal(s->level, 3);
+	assert_int_equal(s->chunk_size, 4 << 20);
+	assert_int_equal(s->expire_after, -1);
+	assert_int_equal(s->pending_expiry, 86400);
+	assert_int_equal(s->keep, 0);
+	assert_null(s->fingerprint_key);
+	assert_int_equal(s->owner_uid, getuid());
+	assert_int_equal(s->owner_gid, getgid());
+	mf_spec_free(s);
+	mf_spec_free(NULL);
+}
+
+static void test_full_spec(void **state)
+{
+	struct fx *f = *state;
+	project();
+	fx_write("pipes/wiki.yaml",
+		 "name: wiki-tokens.v2_x\n"
+		 "inputs: ../raw/*.jsonl\n"
+		 "shards: 2\n"
+		 "input_identity: content\n"
+		 "stages:\n"
+		 "  - exec: [python3, ../tokenize.py, --max-len, \"512\"]\n"
+		 "    deps: [../tokenize.py, ../vocab.json]\n"
+		 "    timeout: 1h30m\n"
+		 "  - exec: ['zstd', '-c']\n"
+		 "    timeout: 90\n"
+		 "suffix: .bin\n"
+		 "compression: zstd:7\n"
+		 "chunk_size: 8MiB\n"
+		 "expire_after: 7d\n"
+		 "pending_expiry: 1h\n"
+		 "keep: 3\n"
+		 "fingerprint: my-fixed-key\n");
+	struct mf_spec *s = fx_load("pipes/wiki.yaml");
+	char want[128];
+	snprintf(want, sizeof(want), "%s/pipes", f->root);
+	assert_string_equal(s->dir, want);
+	assert_string_equal(s->name, "wiki-tokens.v2_x");
+	assert_int_equal(s->n_globs, 1);
+	assert_string_equal(s->input_globs[0], "../raw/*.jsonl");
+	assert_int_equal(s->n_inputs, 4);
+	assert_string_equal(s->inputs_rel[3], "../raw/d.jsonl");
+	snprintf(want, sizeof(want), "%s/pipes/../raw/d.jsonl", f->root);
+	assert_string_equal(s->inputs[3], want);
+	assert_int_equal(s->shards, 2);
+	assert_int_equal(s->identity, MF_IDENTITY_CONTENT);
+	assert_int_equal(s->n_stages, 2);
+	const struct mf_stage *st = &s->stages[0];
+	assert_int_equal(st->argc, 4);
+	assert_string_equal(st->argv[2], "--max-len");
+	assert_string_equal(st->argv[3], "512");
+	assert_null(st->argv[4]);
+	assert_int_equal(st->n_deps, 2);
+	assert_string_equal(st->deps_rel[1], "../vocab.json");
+	snprintf(want, sizeof(want), "%s/pipes/../vocab.json", f->root);
+	assert_string_equal(st->deps[1], want);
+	assert_int_equal(st->timeout_s, 5400);
+	assert_int_equal(s->stages[1].argc, 2);
+	assert_string_equal(s->stages[1].argv[0], "zstd");
+	assert_int_equal(s->stages[1].timeout_s, 90);
+	assert_string_equal(s->suffix, ".bin");
+	assert_int_equal(s->codec, MF_CODEC_ZSTD);
+	assert_int_equal(s->level, 7);
+	assert_int_equal(s->chunk_size, 8 << 20);
+	assert_int_equal(s->expire_after, 7 * 86400);
+	assert_int_equal(s->pending_expiry, 3600);
+	assert_int_equal(s->keep, 3);
+	assert_string_equal(s->fingerprint_key, "my-fixed-key");
+	mf_spec_free(s);
+}
+
+static void test_plain_integers(void **state)
+{
+	project();
+	fx_write("a.yaml",
+		 BASE "chunk_size: 65536\nexpire_after: 60\n"
+		      "pending_expiry: 120\ncompression: none\n"
+		      "keep: 0\nexpire_after: never\n");
+	fx_load_fails("a.yaml", "a.yaml:11:1: duplicate key 'expire_after'");
+	fx_write("a.yaml",
+		 BASE "chunk_size: 65536\nexpire_after: 60\n"
+		      "pending_expiry: 120\ncompression: snappy\n"
+		      "shards: \"2\"\n");
+	struct mf_spec *s = fx_load("a.yaml");
+	assert_int_equal(s->chunk_size, 65536);
+	assert_int_equal(s->expire_after, 60);
+	assert_int_equal(s->pending_expiry, 120);
+	assert_int_equal(s->codec, MF_CODEC_SNAPPY);
+	assert_int_equal(s->shards, 2);
+	mf_spec_free(s);
+	fx_write("a.yaml", BASE "expire_after: never\n");
+	s = fx_load("a.yaml");
+	assert_int_equal(s->expire_after, -1);
+	mf_spec_free(s);
+}
+
+static void test_globs_sorted_and_sharded(void **state)
+{
+	project();
+	fx_write("raw/b/x.jsonl", "x");
+	fx_write("raw/b/a.jsonl", "a");
+	fx_write("raw/.hidden.jsonl", "h");
+	fx_mkdirs("raw/e.jsonl");
+	assert_int_equal(symlink("a.jsonl", "raw/link.jsonl"), 0);
+	fx_write("a.yaml",
+		 "name: g\n"
+		 "inputs: [raw/b/*.jsonl, raw/*.jsonl, ./raw//a.jsonl,"
+		 " raw/b/a.jsonl]\n"
+		 "shards: 3\n"
+		 "stages: [{exec: [cat]}]\n");
+	struct mf_spec *s = fx_load("a.yaml");
+	static const char *const want[] = {
+	    "raw/a.jsonl", "raw/b.jsonl", "raw/b/a.jsonl",  "raw/b/x.jsonl",
+	    "raw/c.jsonl", "raw/d.jsonl", "raw/link.jsonl",
+	};
+	assert_int_equal(s->n_globs, 4);
+	assert_string_equal(s->input_globs[2], "./raw//a.jsonl");
+	assert_int_equal(s->n_inputs, 7);
+	for (size_t i = 0; i < 7; i++) {
+		assert_string_equal(s->inputs_rel[i], want[i]);
+		char abs[256];
+		snprintf(abs, sizeof(abs), "%s/%s", s->dir, want[i]);
+		assert_string_equal(s->inputs[i], abs);
+	}
+	/* input k goes to shard k mod 3 */
+	for (uint32_t k = 0; k < 3; k++) {
+		const char **paths = NULL;
+		size_t n = 0;
+		assert_int_equal(mf_spec_shard_inputs(s, k, &paths, &n), 0);
+		assert_int_equal(n, k == 0 ? 3 : 2);
+		for (size_t j = 0; j < n; j++)
+			assert_ptr_equal(paths[j], s->inputs[k + 3 * j]);
+		free(paths);
+	}
+	const char **paths = NULL;
+	size_t n = 99;
+	assert_int_equal(mf_spec_shard_inputs(s, 3, &paths, &n), -EINVAL);
+	assert_null(paths);
+	assert_int_equal(n, 99);
+	mf_spec_free(s);
+}
+
+static void test_glob_special_folder(void **state)
+{
+	/* the spec folder's own name is not a pattern */
+	project();
+	fx_write("p[1]*/x.jsonl", "x");
+	fx_write("p[1]*/a.yaml",
+		 "name: p\ninputs: '*.jsonl'\nstages: [{exec: [cat]}]\n");
+	fx_write("p1x/y.jsonl", "y");
+	struct mf_spec *s = fx_load("p[1]*/a.yaml");
+	assert_int_equal(s->n_inputs, 1);
+	assert_string_equal(s->inputs_rel[0], "x.jsonl");
+	mf_spec_free(s);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    T(test_syntax_error),
+	    T(test_unknown_key),
+	    T(test_wrong_type),
+	    T(test_bad_integer),
+	    T(test_bad_size),
+	    T(test_chunk_size_limits),
+	    T(test_bad_duration),
+	    T(test_bad_codec),
+	    T(test_no_matching_inputs),
+	    T(test_missing_deps),
+	    T(test_too_many_shards),
+	    T(test_no_stages),
+	    T(test_bad_name),
+	    T(test_missing_required_key),
+	    T(test_duplicate_key),
+	    T(test_bad_suffix),
+	    T(test_file_errors),
+	    T(test_defaults),
+	    T(test_full_spec),
+	    T(test_plain_integers),
+	    T(test_globs_sorted_and_sharded),
+	    T(test_glob_special_folder),
+	};
+	return cmocka_run_group_tests_name("spec", tests, NULL, NULL);
+}
