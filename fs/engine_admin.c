@@ -1,0 +1,255 @@
+/*
+ * engine_admin.c - taking data away: expiring shards and snapshots,
+ * reacting to corruption, verifying checksums and collecting garbage.
+ *
+ * Files are removed only after the catalog stopped pointing at them, so a
+ * crash in between leaves garbage for gc, never a catalog entry without
+ * its data. Open readers keep their descriptors: unlinked files stay
+ * readable until closed.
+ *
+ * Not for: deciding when to expire (the daemon's policy, matctl's user).
+ */
+#include "engine_i.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Sends a materialized shard back to absent and removes its file. */
+static int expire_one(struct mf_engine *e, struct mf_catalog *c,
+		      const struct mf_shard_rec *rec)
+{
+	if (rec->state != MF_SHARD_MATERIALIZED &&
+	    rec->state != MF_SHARD_FAILED)
+		return 0; /* absent, or running: its writer commits later */
+	int rc = mf_catalog_reset_shard(
+	    c, rec->fp, rec->index,
+	    rec->state == MF_SHARD_MATERIALIZED ? rec->run_id : NULL);
+	if (rc == -ESTALE)
+		return 0;
+	if (rc)
+		return rc;
+	if (rec->state == MF_SHARD_MATERIALIZED) {
+		rc = mf_store_shard_remove(e->store, rec->fp, rec->run_id,
+					   rec->index);
+		if (rc == -ENOENT)
+			rc = 0;
+	}
+	return rc;
+}
+
+int mf_engine_expire_shard(struct mf_engine *e, const char *fp, uint32_t shard)
+{
+	struct mf_catalog *c;
+	int rc = eng_catalog_get(e, &c);
+	if (rc)
+		return rc;
+	struct mf_shard_rec rec;
+	rc = mf_catalog_get_shard(c, fp, shard, &rec);
+	if (rc == 0) {
+		rc = expire_one(e, c, &rec);
+		mf_shard_rec_release(&rec);
+	}
+	eng_catalog_put(e, c);
+	return rc;
+}
+
+int mf_engine_report_corrupt(struct mf_engine *e, const char *fp,
+			     uint32_t shard)
+{
+	return mf_engine_expire_shard(e, fp, shard);
+}
+
+static int expire_all(struct mf_engine *e, struct mf_catalog *c, const char *fp,
+		      bool *running)
+{
+	struct mf_shard_rec *recs;
+	size_t n;
+	int rc = mf_catalog_list_shards(c, fp, &recs, &n);
+	if (rc)
+		return rc;
+	*running = false;
+	for (size_t i = 0; i < n; i++) {
+		if (recs[i].state == MF_SHARD_RUNNING)
+			*running = true;
+		int r = expire_one(e, c, &recs[i]);
+		if (r && !rc)
+			rc = r;
+		mf_shard_rec_release(&recs[i]);
+	}
+	free(recs);
+	return rc;
+}
+
+int mf_engine_expire_snapshot(struct mf_engine *e, const char *fp)
+{
+	if (!mf_is_hex(fp, MF_FP_HEX_LEN))
+		return -EINVAL;
+	struct mf_catalog *c;
+	int rc = eng_catalog_get(e, &c);
+	if (rc)
+		return rc;
+	bool running = false;
+	rc = expire_all(e, c, fp, &running);
+	/* A snapshot nobody serves and nobody writes leaves the catalog and
+	 * the store; one still registered stays listed, every shard absent. */
+	if (rc == 0 && !running && !eng_is_registered(e, fp)) {
+		rc = mf_catalog_delete_snapshot(c, fp);
+		if (rc == 0) {
+			rc = mf_store_snapshot_remove(e->store, fp);
+			if (rc == -ENOENT)
+				rc = 0;
+		}
+	}
+	eng_catalog_put(e, c);
+	return rc;
+}
+
+/* ---- gc ---- */
+
+static bool run_in_use(const struct mf_shard_rec *recs, size_t n,
+		       const char *run_id)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((recs[i].state == MF_SHARD_MATERIALIZED ||
+		     recs[i].state == MF_SHARD_RUNNING) &&
+		    strcmp(recs[i].run_id, run_id) == 0)
+			return true;
+	return false;
+}
+
+static bool run_alive(struct mf_engine *e, struct mf_catalog *c,
+		      const char *run_id)
+{
+	struct mf_run_rec run;
+	if (mf_catalog_get_run(c, run_id, &run) != 0)
+		return false;
+	if (strcmp(run.host, e->host) == 0)
+		return mf_process_alive(run.pid, run.pid_start);
+	return true; /* another host's run: only its heartbeat can tell, and
+			the shards it holds already keep it (run_in_use) */
+}
+
+/* Removes shard files of a run that no catalog row points at. */
+static void gc_files(struct mf_engine *e, const char *fp, const char *run_id,
+		     const struct mf_shard_rec *recs, size_t n,
+		     struct mf_gc_stats *st)
+{
+	uint32_t *idx;
+	size_t k;
+	if (mf_store_list_shards(e->store, fp, run_id, &idx, &k) != 0)
+		return;
+	for (size_t i = 0; i < k; i++) {
+		bool used = idx[i] < n &&
+		    recs[idx[i]].state == MF_SHARD_MATERIALIZED &&
+		    strcmp(recs[idx[i]].run_id, run_id) == 0;
+		if (!used &&
+		    mf_store_shard_remove(e->store, fp, run_id, idx[i]) == 0)
+			st->files_removed++;
+	}
+	free(idx);
+}
+
+static int gc_snapshot(struct mf_engine *e, struct mf_catalog *c,
+		       const char *fp, struct mf_gc_stats *st)
+{
+	struct mf_snapshot_rec snap;
+	int rc = mf_catalog_get_snapshot(c, fp, &snap);
+	if (rc == -ENOENT) {
+		if (mf_store_snapshot_remove(e->store, fp) == 0)
+			st->snapshots_removed++;
+		return 0;
+	}
+	if (rc)
+		return rc;
+	mf_snapshot_rec_release(&snap);
+	struct mf_shard_rec *recs;
+	size_t n;
+	char **runs;
+	size_t nr;
+	rc = mf_catalog_list_shards(c, fp, &recs, &n);
+	if (rc)
+		return rc;
+	rc = mf_store_list_runs(e->store, fp, &runs, &nr);
+	for (size_t i = 0; rc == 0 && i < nr; i++) {
+		if (run_in_use(recs, n, runs[i]) || run_alive(e, c, runs[i]))
+			gc_files(e, fp, runs[i], recs, n, st);
+		else if (mf_store_run_remove(e->store, fp, runs[i]) == 0)
+			st->runs_removed++;
+	}
+	if (rc == 0)
+		mf_strv_free(runs, nr);
+	for (size_t i = 0; i < n; i++)
+		mf_shard_rec_release(&recs[i]);
+	free(recs);
+	return rc;
+}
+
+int mf_engine_gc(struct mf_engine *e, struct mf_gc_stats *stats)
+{
+	struct mf_gc_stats st = {0};
+	char **fps;
+	size_t n;
+	int rc = mf_store_list_snapshots(e->store, &fps, &n);
+	if (rc)
+		return rc;
+	struct mf_catalog *c = NULL;
+	rc = eng_catalog_get(e, &c);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = gc_snapshot(e, c, fps[i], &st);
+	eng_catalog_put(e, c);
+	mf_strv_free(fps, n);
+	if (rc == 0 && stats)
+		*stats = st;
+	return rc;
+}
+
+/* ---- verify ---- */
+
+static int verify_one(struct mf_engine *e, struct mf_catalog *c,
+		      const struct mf_shard_rec *rec)
+{
+	struct mf_shard_reader *r;
+	int rc = mf_shard_reader_open(e->store, rec->fp, rec->run_id,
+				      rec->index, &r);
+	if (rc == 0) {
+		rc = mf_shard_reader_verify(r, NULL);
+		mf_shard_reader_close(r);
+	}
+	if (rc == -EBADMSG || rc == -ENOENT || rc == -ELOOP) {
+		(void)expire_one(e, c, rec);
+		rc = -EBADMSG;
+	}
+	return rc;
+}
+
+int mf_engine_verify(struct mf_engine *e, const char *fp,
+		     void (*report)(void *arg, uint32_t shard, int rc),
+		     void *arg)
+{
+	struct mf_catalog *c;
+	int rc = eng_catalog_get(e, &c);
+	if (rc)
+		return rc;
+	struct mf_shard_rec *recs;
+	size_t n;
+	rc = mf_catalog_list_shards(c, fp, &recs, &n);
+	if (rc) {
+		eng_catalog_put(e, c);
+		return rc;
+	}
+	int worst = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (recs[i].state == MF_SHARD_MATERIALIZED) {
+			int r = verify_one(e, c, &recs[i]);
+			if (report)
+				report(arg, recs[i].index, r);
+			if (r && worst != -EBADMSG)
+				worst = r;
+		}
+		mf_shard_rec_release(&recs[i]);
+	}
+	free(recs);
+	eng_catalog_put(e, c);
+	return worst;
+}

@@ -1,0 +1,85 @@
+/*
+ * engine_i.h - the engine's private state, shared by engine.c (single
+ * flight, registry, runs), engine_run.c (materializing one shard) and
+ * engine_admin.c (expiry, gc, verify).
+ */
+#ifndef MF_ENGINE_I_H
+#define MF_ENGINE_I_H
+
+#include <pthread.h>
+
+#include "mf_engine.h"
+
+/* A spec known to this engine, by fingerprint. Never freed before the
+ * engine: jobs borrow spec and fpr without holding the lock. */
+struct spec_entry {
+	struct spec_entry *next;
+	struct mf_spec *spec;
+	struct mf_fingerprint fpr;
+};
+
+/* This process's run for one fingerprint, created on first claim. */
+struct run_entry {
+	struct run_entry *next;
+	char fp[MF_FP_HEX_LEN + 1];
+	char run_id[MF_RUN_ID_HEX_LEN + 1];
+	unsigned active; /* materializations in flight under this run */
+};
+
+/* One attempt at a shard that callers of this process share. */
+struct flight {
+	struct flight *next;
+	char fp[MF_FP_HEX_LEN + 1];
+	uint32_t shard;
+	unsigned waiters; /* followers still to read rc/err */
+	bool done;
+	int rc;
+	char *err;
+};
+
+struct mf_engine {
+	struct mf_engine_opts opts;
+	char *catalog_path;
+	struct mf_store *store;
+	char host[256];
+	pid_t pid;
+	uint64_t pid_start;
+
+	/* lock guards everything below; never held across I/O that can
+	 * block for long (stages, SQLite busy waits). */
+	pthread_mutex_t lock;
+	pthread_cond_t flight_cv; /* a flight finished */
+	struct spec_entry *specs;
+	struct run_entry *runs;
+	struct flight *flights;
+	struct mf_catalog **pool; /* idle catalog connections */
+	size_t n_pool, cap_pool;
+
+	pthread_t hb_thread;
+	pthread_cond_t hb_cv;
+	bool hb_started;
+	bool stopping;
+};
+
+/* Catalog connections: take one (opening a new one when none is idle) and
+ * give it back. */
+int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out);
+void eng_catalog_put(struct mf_engine *e, struct mf_catalog *c);
+
+/* The spec for fp: from the registry, else loaded from the catalog's
+ * spec_path and checked against fp. Borrowed until the engine closes. */
+int eng_spec_for(struct mf_engine *e, struct mf_catalog *c, const char *fp,
+		 struct spec_entry **out, char **err);
+bool eng_is_registered(struct mf_engine *e, const char *fp);
+
+/* Runs the stages of a claimed shard into the store under run_id and
+ * records the outcome in the catalog. 0, -EIO or -ESTALE with *err. */
+int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
+		    struct spec_entry *se, uint32_t shard, const char *run_id,
+		    char **err);
+
+/* Sets *err to a malloc'd formatted message (keeps the first one). */
+void eng_errf(char **err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,174 @@
+/*
+ * engine_run.c - materializing one claimed shard: check that the spec still
+ * yields the fingerprint, run its stages, stream their output into a shard
+ * writer as it comes, commit, and record the outcome in the catalog.
+ *
+ * Not for: deciding who computes (engine.c holds the claim).
+ */
+#include "engine_i.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define READ_BUF (1u << 20)
+
+/* The bytes of fp can only be computed from a spec whose inputs and deps
+ * still hash to fp: anything else would store wrong data under it. */
+static int check_fingerprint(struct spec_entry *se, char **err)
+{
+	struct mf_fingerprint now;
+	int rc = mf_fingerprint_compute(se->spec, &now, err);
+	if (rc)
+		return -ESTALE;
+	if (strcmp(now.hex, se->fpr.hex) != 0) {
+		eng_errf(err,
+			 "spec '%s': inputs or deps changed since it was "
+			 "registered (fingerprint now %s): snapshot %s can no "
+			 "longer be computed",
+			 se->spec->path, now.hex, se->fpr.hex);
+		rc = -ESTALE;
+	}
+	mf_fingerprint_release(&now);
+	return rc;
+}
+
+struct pump {
+	struct mf_engine *e;
+	struct mf_catalog *c;
+	const char *fp;
+	const char *run_id;
+	uint32_t shard;
+	uint64_t bytes;
+	uint64_t next_beat_ns;
+};
+
+static void pump_progress(struct pump *p, bool done)
+{
+	if (p->e->opts.progress)
+		p->e->opts.progress(p->e->opts.progress_arg, p->fp, p->shard,
+				    p->bytes, done);
+	uint64_t now = mf_mono_ns();
+	if (now >= p->next_beat_ns) {
+		(void)mf_catalog_heartbeat(p->c, p->run_id, mf_now_s());
+		p->next_beat_ns =
+		    now + (uint64_t)p->e->opts.heartbeat_s * 1000000000ULL;
+	}
+}
+
+/* Moves the job's output into the writer. Returns 0 at the end of output,
+ * the job's read error (-ETIMEDOUT, ...) or the writer's error as
+ * *store_rc. */
+static int pump_output(struct pump *p, struct mf_job *job,
+		       struct mf_shard_writer *w, int *store_rc)
+{
+	char *buf = malloc(READ_BUF);
+	if (!buf) {
+		*store_rc = -ENOMEM;
+		return 0;
+	}
+	int rc = 0;
+	for (;;) {
+		ssize_t n = mf_job_read(job, buf, READ_BUF);
+		if (n <= 0) {
+			rc = (int)n;
+			break;
+		}
+		*store_rc = mf_shard_writer_write(w, buf, (size_t)n);
+		if (*store_rc)
+			break;
+		p->bytes += (uint64_t)n;
+		pump_progress(p, false);
+	}
+	free(buf);
+	return rc;
+}
+
+static int record_failure(struct pump *p, int32_t status, const char *error,
+			  const char *tail)
+{
+	int rc = mf_catalog_fail_shard(p->c, p->fp, p->shard, p->run_id, status,
+				       error, tail);
+	return rc == -ESTALE ? 0 : rc;
+}
+
+static int run_stages(struct pump *p, struct spec_entry *se,
+		      struct mf_shard_writer *w, char **err)
+{
+	struct mf_job *job;
+	char *jerr = NULL;
+	int rc = mf_job_start(se->spec, p->shard, p->fp, &job, &jerr);
+	if (rc) {
+		eng_errf(err, "%s", jerr ? jerr : strerror(-rc));
+		free(jerr);
+		mf_shard_writer_abort(w);
+		(void)record_failure(p, -1, *err, NULL);
+		return -EIO;
+	}
+	int store_rc = 0;
+	(void)pump_output(p, job, w, &store_rc);
+	if (store_rc)
+		mf_job_kill(job);
+	struct mf_job_result res;
+	rc = mf_job_finish(job, &res);
+	if (store_rc) {
+		mf_shard_writer_abort(w);
+		eng_errf(err, "store: writing shard %u: %s", p->shard,
+			 strerror(-store_rc));
+		(void)record_failure(p, -1, *err, NULL);
+		return -EIO;
+	}
+	if (rc || !res.ok) {
+		mf_shard_writer_abort(w);
+		eng_errf(err, "%s", res.error);
+		(void)record_failure(p, res.wait_status, res.error,
+				     res.stderr_tail[0] ? res.stderr_tail
+							: NULL);
+		return -EIO;
+	}
+	return 0;
+}
+
+int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
+		    struct spec_entry *se, uint32_t shard, const char *run_id,
+		    char **err)
+{
+	struct pump p = {e, c, se->fpr.hex, run_id, shard, 0, 0};
+	int rc = check_fingerprint(se, err);
+	if (rc) {
+		(void)record_failure(&p, -1, *err, NULL);
+		return rc;
+	}
+	struct mf_codec_cfg cfg = {se->spec->codec, se->spec->level,
+				   se->spec->chunk_size,
+				   e->opts.compress_threads};
+	struct mf_shard_writer *w;
+	rc = mf_shard_writer_open(e->store, p.fp, run_id, shard, &cfg, &w);
+	if (rc) {
+		eng_errf(err, "store: creating shard %u: %s", shard,
+			 strerror(-rc));
+		(void)record_failure(&p, -1, *err, NULL);
+		return -EIO;
+	}
+	rc = run_stages(&p, se, w, err);
+	if (rc)
+		return rc;
+	struct mf_shard_stat st;
+	rc = mf_shard_writer_commit(w, &st);
+	if (rc) {
+		eng_errf(err, "store: committing shard %u: %s", shard,
+			 strerror(-rc));
+		(void)record_failure(&p, -1, *err, NULL);
+		return -EIO;
+	}
+	pump_progress(&p, true);
+	rc = mf_catalog_complete_shard(c, p.fp, shard, run_id, st.raw_bytes,
+				       st.stored_bytes, st.chunks);
+	if (rc == -ESTALE) /* expired meanwhile: the caller looks again */
+		return 0;
+	if (rc)
+		eng_errf(err, "catalog: recording shard %u: %s", shard,
+			 strerror(-rc));
+	return rc ? -EIO : 0;
+}

@@ -1,0 +1,251 @@
+/*
+ * engine_spec.c - the engine's registry of specs: registering a spec file
+ * (catalog row and snapshot.metadata), finding the spec of a fingerprint,
+ * and resolving what a user typed into a fingerprint.
+ *
+ * Not for: parsing specs (pipeline/) or computing shards (engine_run.c).
+ */
+#include "engine_i.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/*
+ * snapshot.metadata: a small text document, one "key value" per line, then
+ * the spec file verbatim after a line "spec:". It lets a catalog be rebuilt
+ * from the store and tells a person what a folder holds.
+ */
+static int metadata_text(const struct mf_spec *s,
+			 const struct mf_fingerprint *fpr, char **out,
+			 size_t *len)
+{
+	char codec[32];
+	mf_format_codec(s->codec, s->level, codec, sizeof(codec));
+	FILE *f = open_memstream(out, len);
+	if (!f)
+		return -ENOMEM;
+	fprintf(f, "matfs-snapshot 1\nfingerprint %s\nname %s\n", fpr->hex,
+		s->name);
+	fprintf(f, "spec_path %s\nshards %u\ncompression %s\n", s->path,
+		s->shards, codec);
+	fprintf(f, "chunk_size %llu\nsuffix %s\n",
+		(unsigned long long)s->chunk_size, s->suffix);
+	fprintf(f, "expire_after %lld\npending_expiry %lld\nkeep %u\n",
+		(long long)s->expire_after, (long long)s->pending_expiry,
+		s->keep);
+	for (size_t i = 0; i < fpr->n_parts; i++)
+		fprintf(f, "component %s %s\n", fpr->parts[i].hex,
+			fpr->parts[i].label);
+	fputs("spec:\n", f);
+	FILE *in = fopen(s->path, "r");
+	if (in) {
+		char buf[4096];
+		size_t n;
+		while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+			fwrite(buf, 1, n, f);
+		fclose(in);
+	}
+	if (fclose(f) != 0) {
+		free(*out);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int write_metadata(struct mf_engine *e, const struct mf_spec *s,
+			  const struct mf_fingerprint *fpr)
+{
+	char *text = NULL, *old = NULL;
+	size_t len = 0, old_len = 0;
+	int rc = metadata_text(s, fpr, &text, &len);
+	if (rc)
+		return rc;
+	if (mf_store_read_metadata(e->store, fpr->hex, &old, &old_len) == 0 &&
+	    old_len == len && memcmp(old, text, len) == 0)
+		rc = 0;
+	else
+		rc = mf_store_write_metadata(e->store, fpr->hex, text, len);
+	free(old);
+	free(text);
+	return rc;
+}
+
+static int put_snapshot(struct mf_catalog *c, const struct mf_spec *s,
+			const char *fp)
+{
+	char codec[32];
+	mf_format_codec(s->codec, s->level, codec, sizeof(codec));
+	struct mf_snapshot_rec rec;
+	memset(&rec, 0, sizeof(rec));
+	snprintf(rec.fp, sizeof(rec.fp), "%s", fp);
+	snprintf(rec.name, sizeof(rec.name), "%s", s->name);
+	rec.shards = s->shards;
+	rec.spec_path = s->path;
+	rec.compression = codec;
+	rec.suffix = s->suffix;
+	rec.chunk_size = s->chunk_size;
+	rec.expire_after = s->expire_after;
+	rec.pending_expiry = s->pending_expiry;
+	rec.keep = s->keep;
+	rec.created = mf_now_s();
+	return mf_catalog_put_snapshot(c, &rec);
+}
+
+static struct spec_entry *find_spec(struct mf_engine *e, const char *fp)
+{
+	for (struct spec_entry *s = e->specs; s; s = s->next)
+		if (strcmp(s->fpr.hex, fp) == 0)
+			return s;
+	return NULL;
+}
+
+bool eng_is_registered(struct mf_engine *e, const char *fp)
+{
+	pthread_mutex_lock(&e->lock);
+	bool found = find_spec(e, fp) != NULL;
+	pthread_mutex_unlock(&e->lock);
+	return found;
+}
+
+/* Loads and fingerprints a spec file into a new registry entry. */
+static int load_entry(const char *path, struct spec_entry **out, char **err)
+{
+	struct spec_entry *se = calloc(1, sizeof(*se));
+	if (!se)
+		return -ENOMEM;
+	int rc = mf_spec_load(path, &se->spec, err);
+	if (rc)
+		goto fail;
+	rc = mf_fingerprint_compute(se->spec, &se->fpr, err);
+	if (rc)
+		goto fail_spec;
+	*out = se;
+	return 0;
+fail_spec:
+	mf_spec_free(se->spec);
+fail:
+	free(se);
+	return rc;
+}
+
+static void free_entry(struct spec_entry *se)
+{
+	mf_fingerprint_release(&se->fpr);
+	mf_spec_free(se->spec);
+	free(se);
+}
+
+/* Records se in the catalog and the store, then in the registry (newest
+ * first, so the latest settings of a fingerprint win). */
+static int add_entry(struct mf_engine *e, struct mf_catalog *c,
+		     struct spec_entry *se, char **err)
+{
+	int rc = put_snapshot(c, se->spec, se->fpr.hex);
+	if (rc) {
+		eng_errf(err, "catalog: recording '%s': %s", se->spec->path,
+			 strerror(-rc));
+		return rc;
+	}
+	rc = write_metadata(e, se->spec, &se->fpr);
+	if (rc) {
+		eng_errf(err, "store: writing metadata of %s: %s", se->fpr.hex,
+			 strerror(-rc));
+		return rc;
+	}
+	pthread_mutex_lock(&e->lock);
+	se->next = e->specs;
+	e->specs = se;
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+int mf_engine_register(struct mf_engine *e, const char *spec_path,
+		       char fp[MF_FP_HEX_LEN + 1], char **err)
+{
+	struct spec_entry *se;
+	int rc = load_entry(spec_path, &se, err);
+	if (rc)
+		return rc;
+	struct mf_catalog *c;
+	rc = eng_catalog_get(e, &c);
+	if (rc == 0) {
+		rc = add_entry(e, c, se, err);
+		eng_catalog_put(e, c);
+	}
+	if (rc) {
+		free_entry(se);
+		return rc;
+	}
+	memcpy(fp, se->fpr.hex, MF_FP_HEX_LEN + 1);
+	return 0;
+}
+
+int eng_spec_for(struct mf_engine *e, struct mf_catalog *c, const char *fp,
+		 struct spec_entry **out, char **err)
+{
+	pthread_mutex_lock(&e->lock);
+	struct spec_entry *se = find_spec(e, fp);
+	pthread_mutex_unlock(&e->lock);
+	if (se) {
+		*out = se;
+		return 0;
+	}
+	struct mf_snapshot_rec rec;
+	int rc = mf_catalog_get_snapshot(c, fp, &rec);
+	if (rc) {
+		eng_errf(err, "no snapshot %s in the catalog", fp);
+		return rc;
+	}
+	rc = load_entry(rec.spec_path, &se, err);
+	if (rc == 0 && strcmp(se->fpr.hex, fp) != 0) {
+		eng_errf(err,
+			 "spec '%s' now has fingerprint %s: snapshot %s can no "
+			 "longer be computed",
+			 rec.spec_path, se->fpr.hex, fp);
+		free_entry(se);
+		rc = -ESTALE;
+	}
+	mf_snapshot_rec_release(&rec);
+	if (rc)
+		return rc;
+	rc = add_entry(e, c, se, err);
+	if (rc) {
+		free_entry(se);
+		return rc;
+	}
+	*out = se;
+	return 0;
+}
+
+int mf_engine_resolve(struct mf_engine *e, const char *what,
+		      char fp[MF_FP_HEX_LEN + 1], char **err)
+{
+	struct stat st;
+	if (mf_is_hex(what, MF_FP_HEX_LEN)) {
+		memcpy(fp, what, MF_FP_HEX_LEN + 1);
+		if (eng_is_registered(e, what))
+			return 0;
+	} else if (strchr(what, '/') || stat(what, &st) == 0) {
+		return mf_engine_register(e, what, fp, err);
+	}
+	struct mf_catalog *c;
+	int rc = eng_catalog_get(e, &c);
+	if (rc)
+		return rc;
+	struct mf_snapshot_rec rec;
+	if (mf_is_hex(what, MF_FP_HEX_LEN)) {
+		rc = mf_catalog_get_snapshot(c, what, &rec);
+		if (rc == 0)
+			mf_snapshot_rec_release(&rec);
+	} else {
+		rc = mf_catalog_find_name(c, what, fp);
+	}
+	eng_catalog_put(e, c);
+	if (rc == -ENOENT)
+		eng_errf(err, "no snapshot, spec file or pipeline named '%s'",
+			 what);
+	return rc;
+}

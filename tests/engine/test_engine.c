@@ -1,0 +1,479 @@
+/*
+ * test_engine.c - the materialization engine end to end, without a mount:
+ * single flight across threads and processes, failures that leave nothing
+ * materialized, recomputation after corruption and expiry, specs whose
+ * inputs changed, gc, and 1 GiB streamed in bounded memory.
+ *
+ * Stages are small /bin/sh scripts that count their own calls by appending
+ * to a file, so each test asserts how many times the stages really ran.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "mf_engine.h"
+
+struct fx {
+	char dir[64]; /* project folder: spec, inputs, call log */
+	char store[96]; /* store folder */
+	char spec[128];
+	struct mf_engine *e;
+	char fp[65];
+};
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void fx_path(const struct fx *fx, const char *name, char *buf,
+		    size_t len)
+{
+	snprintf(buf, len, "%s/%s", fx->dir, name);
+}
+
+/* Writes a spec with inputs in/a.txt .. in/d.txt and the given stage. */
+static void fx_spec(struct fx *fx, const char *stage_yaml, unsigned shards)
+{
+	char path[256], text[4096];
+	snprintf(path, sizeof(path), "%s/in", fx->dir);
+	mkdir(path, 0755);
+	const char *names[] = {"a", "b", "c", "d"};
+	for (int i = 0; i < 4; i++) {
+		char body[64];
+		snprintf(path, sizeof(path), "%s/in/%s.txt", fx->dir, names[i]);
+		snprintf(body, sizeof(body), "input %s line\n", names[i]);
+		write_file(path, body);
+	}
+	snprintf(text, sizeof(text),
+		 "name: t\ninputs: in/*.txt\nshards: %u\nstages:\n%s"
+		 "compression: zstd:1\nchunk_size: 4KiB\n",
+		 shards, stage_yaml);
+	write_file(fx->spec, text);
+}
+
+static int setup(void **state)
+{
+	struct fx *fx = calloc(1, sizeof(*fx));
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/mf-engine-XXXXXX");
+	if (!fx || !mkdtemp(fx->dir))
+		return -1;
+	snprintf(fx->store, sizeof(fx->store), "%s/store", fx->dir);
+	snprintf(fx->spec, sizeof(fx->spec), "%s/spec.yaml", fx->dir);
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *fx = *state;
+	mf_engine_close(fx->e);
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	int rc = system(cmd);
+	free(fx);
+	return rc == 0 ? 0 : -1;
+}
+
+static void fx_open(struct fx *fx)
+{
+	struct mf_engine_opts o = {.store_dir = fx->store};
+	char *err = NULL;
+	int rc = mf_engine_open(&o, &fx->e, &err);
+	if (rc)
+		fail_msg("engine: %s", err ? err : strerror(-rc));
+	rc = mf_engine_register(fx->e, fx->spec, fx->fp, &err);
+	if (rc)
+		fail_msg("register: %s", err ? err : strerror(-rc));
+}
+
+static int count_calls(const struct fx *fx)
+{
+	char path[256], line[256];
+	fx_path(fx, "calls", path, sizeof(path));
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	int n = 0;
+	while (fgets(line, sizeof(line), f))
+		n++;
+	fclose(f);
+	return n;
+}
+
+/* Reads a whole shard through the engine into a malloc'd buffer. */
+static int read_shard(struct mf_engine *e, const char *fp, uint32_t shard,
+		      char **data, size_t *len, char **err)
+{
+	struct mf_shard_reader *r;
+	int rc = mf_engine_open_shard(e, fp, shard, &r, err);
+	if (rc)
+		return rc;
+	struct mf_shard_stat st;
+	mf_shard_reader_stat(r, &st);
+	*data = malloc(st.raw_bytes + 1);
+	ssize_t n = mf_shard_reader_pread(r, *data, st.raw_bytes, 0);
+	mf_shard_reader_close(r);
+	if (n < 0 || (uint64_t)n != st.raw_bytes) {
+		free(*data);
+		return n < 0 ? (int)n : -EIO;
+	}
+	*len = (size_t)n;
+	return 0;
+}
+
+/* A stage that logs its call, waits a little, and upper-cases its input. */
+#define COUNTING_STAGE                                                         \
+	"  - exec: [/bin/sh, -c, 'echo $MATFS_SHARD >> calls; sleep 0.3; "     \
+	"tr a-z A-Z']\n"
+
+static void test_bytes_and_reuse(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 2);
+	fx_open(fx);
+	char *data, *err = NULL;
+	size_t len;
+	assert_int_equal(read_shard(fx->e, fx->fp, 1, &data, &len, &err), 0);
+	const char want[] = "INPUT B LINE\nINPUT D LINE\n";
+	assert_int_equal(len, strlen(want));
+	assert_memory_equal(data, want, len);
+	free(data);
+	assert_int_equal(count_calls(fx), 1);
+
+	/* a second engine (a new process's view) reads it from the store */
+	mf_engine_close(fx->e);
+	fx->e = NULL;
+	fx_open(fx);
+	assert_int_equal(read_shard(fx->e, fx->fp, 1, &data, &len, &err), 0);
+	assert_memory_equal(data, want, len);
+	free(data);
+	assert_int_equal(count_calls(fx), 1);
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 2, NULL, &err),
+			 -ENOENT);
+	free(err);
+}
+
+struct thr {
+	struct fx *fx;
+	int rc;
+	char *data;
+	size_t len;
+};
+
+static void *reader_thread(void *arg)
+{
+	struct thr *t = arg;
+	char *err = NULL;
+	t->rc = read_shard(t->fx->e, t->fx->fp, 0, &t->data, &t->len, &err);
+	free(err);
+	return NULL;
+}
+
+static void test_single_flight_threads(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 1);
+	fx_open(fx);
+	pthread_t tids[16];
+	struct thr t[16];
+	for (int i = 0; i < 16; i++) {
+		t[i] = (struct thr){fx, -1, NULL, 0};
+		assert_int_equal(
+		    pthread_create(&tids[i], NULL, reader_thread, &t[i]), 0);
+	}
+	for (int i = 0; i < 16; i++)
+		pthread_join(tids[i], NULL);
+	const char want[] =
+	    "INPUT A LINE\nINPUT B LINE\nINPUT C LINE\nINPUT D LINE\n";
+	for (int i = 0; i < 16; i++) {
+		assert_int_equal(t[i].rc, 0);
+		assert_int_equal(t[i].len, strlen(want));
+		assert_memory_equal(t[i].data, want, t[i].len);
+		free(t[i].data);
+	}
+	assert_int_equal(count_calls(fx), 1);
+}
+
+/* 16 processes, each with its own engine on the same store. Each child
+ * writes its bytes to a file; the parent compares them. */
+static void test_single_flight_processes(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 1);
+	fx_open(fx);
+	mf_engine_close(fx->e);
+	fx->e = NULL;
+	pid_t pids[16];
+	for (int i = 0; i < 16; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0) {
+			struct mf_engine *e;
+			struct mf_engine_opts o = {.store_dir = fx->store};
+			char *data, *err = NULL, out[256];
+			size_t len;
+			if (mf_engine_open(&o, &e, &err) ||
+			    read_shard(e, fx->fp, 0, &data, &len, &err))
+				_exit(1);
+			snprintf(out, sizeof(out), "%s/out%d", fx->dir, i);
+			FILE *f = fopen(out, "w");
+			if (!f || fwrite(data, 1, len, f) != len || fclose(f))
+				_exit(2);
+			mf_engine_close(e);
+			_exit(0);
+		}
+	}
+	for (int i = 0; i < 16; i++) {
+		int st;
+		assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	const char want[] =
+	    "INPUT A LINE\nINPUT B LINE\nINPUT C LINE\nINPUT D LINE\n";
+	for (int i = 0; i < 16; i++) {
+		char path[256], buf[256] = {0};
+		snprintf(path, sizeof(path), "%s/out%d", fx->dir, i);
+		FILE *f = fopen(path, "r");
+		assert_non_null(f);
+		size_t n = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+		assert_int_equal(n, strlen(want));
+		assert_memory_equal(buf, want, n);
+	}
+	assert_int_equal(count_calls(fx), 1);
+}
+
+static void assert_state(struct fx *fx, uint32_t shard,
+			 enum mf_shard_state want)
+{
+	struct mf_catalog *c;
+	struct mf_shard_rec rec;
+	assert_int_equal(mf_engine_catalog_open(fx->e, &c), 0);
+	assert_int_equal(mf_catalog_get_shard(c, fx->fp, shard, &rec), 0);
+	assert_int_equal(rec.state, want);
+	mf_shard_rec_release(&rec);
+	mf_catalog_close(c);
+}
+
+/* The stage writes output, then kills itself, unless the file "ok"
+ * exists. Nothing may be materialized; the retry succeeds. */
+static void test_killed_stage_then_retry(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx,
+		"  - exec: [/bin/sh, -c, 'echo x >> calls; cat; "
+		"[ -e ok ] || { echo dying >&2; kill -9 $$; }']\n",
+		1);
+	fx_open(fx);
+	struct mf_shard_reader *r = NULL;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err),
+			 -EIO);
+	assert_non_null(err);
+	assert_non_null(strstr(err, "signal 9"));
+	free(err);
+	err = NULL;
+	assert_state(fx, 0, MF_SHARD_FAILED);
+
+	struct mf_catalog *c;
+	struct mf_shard_rec rec;
+	assert_int_equal(mf_engine_catalog_open(fx->e, &c), 0);
+	assert_int_equal(mf_catalog_get_shard(c, fx->fp, 0, &rec), 0);
+	assert_non_null(rec.stderr_tail);
+	assert_non_null(strstr(rec.stderr_tail, "dying"));
+	mf_shard_rec_release(&rec);
+	mf_catalog_close(c);
+
+	char ok[256];
+	fx_path(fx, "ok", ok, sizeof(ok));
+	write_file(ok, "");
+	char *data;
+	size_t len;
+	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
+	assert_int_equal(len, 4 * strlen("input a line\n"));
+	free(data);
+	assert_int_equal(count_calls(fx), 2);
+	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
+}
+
+/* Flips one byte of the committed shard file: the read fails, never with
+ * wrong bytes; after the report the next open recomputes. */
+static void test_corrupt_recomputes(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 1);
+	fx_open(fx);
+	char *data, *err = NULL;
+	size_t len;
+	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
+	free(data);
+
+	struct mf_catalog *c;
+	struct mf_shard_rec rec;
+	assert_int_equal(mf_engine_catalog_open(fx->e, &c), 0);
+	assert_int_equal(mf_catalog_get_shard(c, fx->fp, 0, &rec), 0);
+	mf_catalog_close(c);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/snapshots/%s/%s/shard-00000.mfs",
+		 fx->store, fx->fp, rec.run_id);
+	mf_shard_rec_release(&rec);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	char b;
+	/* a byte in the first half of the file: a header or chunk byte */
+	struct stat sb;
+	assert_int_equal(fstat(fd, &sb), 0);
+	off_t at = sb.st_size / 3;
+	assert_int_equal(pread(fd, &b, 1, at), 1);
+	b ^= 0x40;
+	assert_int_equal(pwrite(fd, &b, 1, at), 1);
+	close(fd);
+
+	/* Either the read reports the corruption (and the caller reports it
+	 * back), or the open already noticed and recomputed: never wrong
+	 * bytes, and in the end exactly one recomputation. */
+	int rc = read_shard(fx->e, fx->fp, 0, &data, &len, &err);
+	if (rc == 0) {
+		assert_int_equal(len, 4 * 13);
+		assert_memory_equal(data, "INPUT A LINE\n", 13);
+		free(data);
+	} else {
+		assert_int_equal(rc, -EBADMSG);
+		assert_int_equal(mf_engine_report_corrupt(fx->e, fx->fp, 0), 0);
+	}
+	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
+	assert_int_equal(len, 4 * 13);
+	assert_memory_equal(data, "INPUT A LINE\n", 13);
+	free(data);
+	assert_int_equal(count_calls(fx), 2);
+}
+
+static void test_expire_and_gc(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 2);
+	fx_open(fx);
+	char *data, *err = NULL;
+	size_t len;
+	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
+	free(data);
+	assert_int_equal(mf_engine_expire_shard(fx->e, fx->fp, 0), 0);
+	assert_state(fx, 0, MF_SHARD_ABSENT);
+	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
+	free(data);
+	assert_int_equal(count_calls(fx), 2);
+
+	/* still registered: the snapshot stays, every shard absent */
+	assert_int_equal(mf_engine_expire_snapshot(fx->e, fx->fp), 0);
+	assert_state(fx, 0, MF_SHARD_ABSENT);
+	struct mf_gc_stats st;
+	assert_int_equal(mf_engine_gc(fx->e, &st), 0);
+
+	/* an engine that does not serve it removes it entirely */
+	mf_engine_close(fx->e);
+	struct mf_engine_opts o = {.store_dir = fx->store};
+	assert_int_equal(mf_engine_open(&o, &fx->e, &err), 0);
+	assert_int_equal(mf_engine_expire_snapshot(fx->e, fx->fp), 0);
+	char path[512];
+	struct stat sb;
+	snprintf(path, sizeof(path), "%s/snapshots/%s", fx->store, fx->fp);
+	assert_int_equal(stat(path, &sb), -1);
+	assert_int_equal(errno, ENOENT);
+
+	/* a folder the catalog does not know is garbage */
+	snprintf(path, sizeof(path), "%s/snapshots/%064d", fx->store, 0);
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_int_equal(mf_engine_gc(fx->e, &st), 0);
+	assert_int_equal(st.snapshots_removed, 1);
+	assert_int_equal(stat(path, &sb), -1);
+}
+
+static void test_changed_input_is_stale(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 2);
+	fx_open(fx);
+	char path[256];
+	fx_path(fx, "in/b.txt", path, sizeof(path));
+	write_file(path, "changed after registration, longer\n");
+	struct mf_shard_reader *r = NULL;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 1, &r, &err),
+			 -ESTALE);
+	assert_non_null(err);
+	assert_non_null(strstr(err, "changed"));
+	free(err);
+	assert_int_equal(count_calls(fx), 0);
+}
+
+static void test_gib_bounded_memory(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, "  - exec: [cat]\n", 1); /* makes the inputs */
+	char text[512];
+	snprintf(text, sizeof(text),
+		 "name: big\ninputs: in/*.txt\nshards: 1\nstages:\n"
+		 "  - exec: [head, -c, '1073741824', /dev/zero]\n"
+		 "compression: zstd:1\n");
+	write_file(fx->spec, text);
+	fx_open(fx);
+	struct mf_shard_reader *r = NULL;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	struct mf_shard_stat st;
+	mf_shard_reader_stat(r, &st);
+	assert_int_equal(st.raw_bytes, 1073741824ULL);
+	char buf[4096];
+	assert_int_equal(mf_shard_reader_pread(r, buf, sizeof(buf),
+					       st.raw_bytes - sizeof(buf)),
+			 (ssize_t)sizeof(buf));
+	for (size_t i = 0; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], 0);
+	mf_shard_reader_close(r);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	print_message("peak RSS streaming 1 GiB: %ld KiB\n", ru.ru_maxrss);
+#if !defined(__SANITIZE_ADDRESS__)
+	assert_true(ru.ru_maxrss < 64 * 1024);
+#endif
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_gib_bounded_memory, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_bytes_and_reuse, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_single_flight_threads, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_single_flight_processes, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_killed_stage_then_retry, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_corrupt_recomputes, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_expire_and_gc, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_changed_input_is_stale, setup,
+					    teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

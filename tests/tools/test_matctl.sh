@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# test_matctl.sh - matctl end to end with ordinary programs: the bundled
+# example against its stages run by hand, 16 concurrent readers, ls/stat
+# (tables and JSON), verify after corruption, rm, gc, fingerprint, errors
+# and exit codes.
+set -uo pipefail
+src=${MF_SOURCE_ROOT:?} build=${MF_BUILD_ROOT:?}
+matctl=$build/tools/matctl
+tmp=$(mktemp -d /tmp/mf-matctl.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+store=$tmp/store
+m() { "$matctl" --store "$store" "$@"; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok - $*"; }
+
+# --- the bundled example, byte for byte against the stages by hand ---
+cp -r "$src/examples" "$tmp/ex"
+spec=$tmp/ex/pipelines/tokens.yaml
+m warm "$spec" -j 2 >"$tmp/warm.out" || fail "warm exited $?"
+grep -q "2/2 shards materialized" "$tmp/warm.out" || fail "warm output: $(cat "$tmp/warm.out")"
+for k in 0 1; do
+  m cat tokens $k >"$tmp/got$k" || fail "cat $k"
+  ( cd "$tmp/ex/pipelines"
+    cat $(ls ../data/*.txt | awk -v k=$k '(NR - 1) % 2 == k') \
+      | tr A-Z a-z | python3 tokenize.py --vocab 65536 ) >"$tmp/want$k"
+  [ -s "$tmp/want$k" ] || fail "reference output $k is empty"
+  cmp "$tmp/got$k" "$tmp/want$k" || fail "shard $k differs from the stages by hand"
+done
+pass "example matches its stages run by hand"
+
+m ls | grep -E '^tokens +[0-9a-f]{12} +2/2 ' >/dev/null || fail "ls: $(m ls)"
+m ls --json | /usr/bin/python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+assert len(v) == 1 and v[0]["name"] == "tokens", v
+assert v[0]["materialized"] == 2 and v[0]["shards"] == 2, v
+assert v[0]["raw_bytes"] > 0 and v[0]["stored_bytes"] > 0, v
+' || fail "ls --json"
+m stat tokens --json | /usr/bin/python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+assert [s["state"] for s in v["shards"]] == ["materialized"] * 2, v
+assert all(len(s["run_id"]) == 32 for s in v["shards"]), v
+' || fail "stat --json"
+pass "ls and stat, tables and JSON"
+
+# --- fingerprint ---
+fp=$(m fingerprint "$spec") || fail "fingerprint"
+[[ $fp =~ ^[0-9a-f]{64}$ ]] || fail "fingerprint '$fp'"
+m fingerprint "$spec" --explain | grep -q 'stage\[1\]' || fail "--explain lists no stage"
+m ls --json | grep -q "$fp" || fail "warm registered another fingerprint than 'fingerprint' prints"
+pass "fingerprint and --explain"
+
+# --- 16 concurrent readers, one computation ---
+mkdir -p "$tmp/p/in"
+printf 'hello\n' >"$tmp/p/in/a.txt"
+cat >"$tmp/p/count.yaml" <<'YAML'
+name: count
+inputs: in/*.txt
+stages:
+  - exec: [/bin/sh, -c, 'echo call >> calls; sleep 0.5; cat; head -c 300000 /dev/zero | tr "\0" x']
+YAML
+pids=()   # each reader names the spec file, so each registers it too
+for i in $(seq 1 16); do m cat "$tmp/p/count.yaml" 0 >"$tmp/c$i" & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p" || fail "a concurrent reader failed"; done
+[ "$(wc -l <"$tmp/p/calls")" -eq 1 ] || fail "stages ran $(wc -l <"$tmp/p/calls") times"
+for i in $(seq 2 16); do cmp -s "$tmp/c1" "$tmp/c$i" || fail "reader $i got other bytes"; done
+[ "$(stat -c %s "$tmp/c1")" -eq 300006 ] || fail "size $(stat -c %s "$tmp/c1")"
+pass "16 concurrent readers, one stage run"
+
+# --- verify finds corruption, the next read recomputes ---
+run=$(m stat count --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["shards"][0]["run_id"])')
+cfp=$(m fingerprint "$tmp/p/count.yaml")
+file=$store/snapshots/$cfp/$run/shard-00000.mfs
+[ -f "$file" ] || fail "no shard file at $file"
+size=$(stat -c %s "$file")
+printf '\x55' | dd of="$file" bs=1 seek=$((size / 3)) conv=notrunc status=none
+m verify count >"$tmp/verify.out"; rc=$?
+[ $rc -eq 1 ] || fail "verify exited $rc on a corrupt shard"
+grep -q 'shard 0: corrupt' "$tmp/verify.out" || fail "verify said: $(cat "$tmp/verify.out")"
+m cat count 0 >"$tmp/again" || fail "cat after verify"
+cmp -s "$tmp/again" "$tmp/c1" || fail "recomputed bytes differ"
+[ "$(wc -l <"$tmp/p/calls")" -eq 2 ] || fail "expected one recomputation"
+m verify count | grep -q 'shard 0: ok' || fail "verify after recompute"
+pass "verify finds corruption and the shard heals"
+
+# --- errors and exit codes ---
+out=$(m cat nosuch 0 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ $out == "matctl: no snapshot, spec file or pipeline named 'nosuch'" ]] \
+  || fail "unknown name: rc=$rc '$out'"
+out=$(m frobnicate 2>&1); rc=$?
+[ $rc -eq 2 ] && [[ $out == matctl:\ unknown\ command* ]] || fail "unknown command: rc=$rc"
+printf 'name: bad\ninputs: in/*.txt\nshard: 2\nstages:\n  - exec: [cat]\n' >"$tmp/p/bad.yaml"
+out=$(m fingerprint "$tmp/p/bad.yaml" 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ $out == "matctl: $tmp/p/bad.yaml:3:1: unknown key 'shard'" ]] \
+  || fail "bad spec: rc=$rc '$out'"
+cat >"$tmp/p/fails.yaml" <<'YAML'
+name: fails
+inputs: in/*.txt
+stages:
+  - exec: [/bin/sh, -c, 'echo something broke >&2; exit 3']
+YAML
+out=$(m warm "$tmp/p/fails.yaml" 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ $out == *"exited with status 3"* ]] || fail "failing stage: rc=$rc '$out'"
+m stat fails | grep -q 'something broke' || fail "stat shows no stderr tail"
+m stat fails --json | grep -q '"state":"failed"' || fail "failed state"
+pass "errors and exit codes"
+
+# --- rm and gc ---
+m rm count >/dev/null || fail "rm"
+m ls | grep -q '^count ' && fail "rm left count listed"
+[ -d "$store/snapshots/$cfp" ] && fail "rm left the store folder"
+mkdir -p "$store/snapshots/$(printf '%064d' 7)"
+m gc | grep -q 'removed 1 snapshot folders' || fail "gc"
+pass "rm and gc"
+echo "all matctl tests passed"

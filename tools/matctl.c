@@ -1,0 +1,366 @@
+/*
+ * matctl.c - the management command: argument parsing, the store default,
+ * and the small commands (fingerprint, cat, rm, verify, gc). ls and stat
+ * live in matctl_show.c, warm in matctl_warm.c.
+ *
+ * matctl works with or without a running daemon: everything goes through
+ * the engine and the catalog, which other processes share safely.
+ */
+#include "matctl.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mf_config.h"
+
+void ctl_err(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("matctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;
+	     p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p == '\n')
+			fputs("\\n", f);
+		else if (*p == '\t')
+			fputs("\\t", f);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+void ctl_age(long long t, long long now, char *buf, size_t len)
+{
+	if (t <= 0) {
+		snprintf(buf, len, "never");
+		return;
+	}
+	long long d = now - t;
+	if (d < 0)
+		d = 0;
+	if (d < 120)
+		snprintf(buf, len, "%llds ago", d);
+	else if (d < 7200)
+		snprintf(buf, len, "%lldm ago", d / 60);
+	else if (d < 172800)
+		snprintf(buf, len, "%lldh ago", d / 3600);
+	else
+		snprintf(buf, len, "%lldd ago", d / 86400);
+}
+
+struct mf_engine *ctl_engine(struct ctl *ctl)
+{
+	if (ctl->engine)
+		return ctl->engine;
+	struct mf_engine_opts o = {.store_dir = ctl->store};
+	char *err = NULL;
+	int rc = mf_engine_open(&o, &ctl->engine, &err);
+	if (rc) {
+		ctl_err("%s", err ? err : strerror(-rc));
+		free(err);
+		return NULL;
+	}
+	return ctl->engine;
+}
+
+int ctl_resolve(struct ctl *ctl, const char *what, char fp[65])
+{
+	struct mf_engine *e = ctl_engine(ctl);
+	if (!e)
+		return -EIO;
+	char *err = NULL;
+	int rc = mf_engine_resolve(e, what, fp, &err);
+	if (rc)
+		ctl_err("%s", err ? err : strerror(-rc));
+	free(err);
+	return rc;
+}
+
+static int cmd_fingerprint(struct ctl *ctl)
+{
+	struct mf_spec *spec;
+	char *err = NULL;
+	int rc = mf_spec_load(ctl->argv[0], &spec, &err);
+	if (rc == 0) {
+		struct mf_fingerprint fp;
+		rc = mf_fingerprint_compute(spec, &fp, &err);
+		if (rc == 0) {
+			printf("%s\n", fp.hex);
+			for (size_t i = 0; ctl->explain && i < fp.n_parts; i++)
+				printf("  %s  %s%s%s\n", fp.parts[i].hex,
+				       fp.parts[i].label,
+				       fp.parts[i].detail ? "  " : "",
+				       fp.parts[i].detail ? fp.parts[i].detail
+							  : "");
+			mf_fingerprint_release(&fp);
+		}
+		mf_spec_free(spec);
+	}
+	if (rc)
+		ctl_err("%s", err ? err : strerror(-rc));
+	free(err);
+	return rc ? 1 : 0;
+}
+
+/* "3", "00003", "shard-00003" or "shard-00003.bin" */
+static int parse_shard(const char *s, uint32_t *out)
+{
+	if (strncmp(s, "shard-", 6) == 0)
+		s += 6;
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (end == s || errno || v > UINT32_MAX || (*end && *end != '.'))
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int cmd_cat(struct ctl *ctl)
+{
+	char fp[65];
+	uint32_t shard;
+	if (parse_shard(ctl->argv[1], &shard)) {
+		ctl_err("bad shard '%s': expected an index like 3 or "
+			"shard-00003",
+			ctl->argv[1]);
+		return 2;
+	}
+	if (ctl_resolve(ctl, ctl->argv[0], fp))
+		return 1;
+	struct mf_shard_reader *r;
+	char *err = NULL;
+	int rc = mf_engine_open_shard(ctl->engine, fp, shard, &r, &err);
+	if (rc) {
+		ctl_err("shard %u of %.12s: %s", shard, fp,
+			err ? err : strerror(-rc));
+		free(err);
+		return 1;
+	}
+	rc = mf_shard_reader_copy(r, STDOUT_FILENO, 2);
+	mf_shard_reader_close(r);
+	if (rc == -EBADMSG)
+		(void)mf_engine_report_corrupt(ctl->engine, fp, shard);
+	if (rc)
+		ctl_err("shard %u of %.12s: %s", shard, fp,
+			rc == -EBADMSG ? "corrupt chunk in the store; expired "
+					 "for recomputation"
+				       : strerror(-rc));
+	return rc ? 1 : 0;
+}
+
+static int cmd_rm(struct ctl *ctl)
+{
+	int bad = 0;
+	for (int i = 0; i < ctl->argc; i++) {
+		char fp[65];
+		if (ctl_resolve(ctl, ctl->argv[i], fp)) {
+			bad = 1;
+			continue;
+		}
+		int rc = mf_engine_expire_snapshot(ctl->engine, fp);
+		if (rc) {
+			ctl_err("rm '%s': %s", ctl->argv[i], strerror(-rc));
+			bad = 1;
+		} else {
+			printf("expired %s\n", fp);
+		}
+	}
+	return bad;
+}
+
+static void verify_report(void *arg, uint32_t shard, int rc)
+{
+	(void)arg;
+	if (rc == 0)
+		printf("shard %u: ok\n", shard);
+	else if (rc == -EBADMSG)
+		printf("shard %u: corrupt: expired, the next read recomputes "
+		       "it\n",
+		       shard);
+	else
+		printf("shard %u: %s\n", shard, strerror(-rc));
+}
+
+static int cmd_verify(struct ctl *ctl)
+{
+	char fp[65];
+	if (ctl_resolve(ctl, ctl->argv[0], fp))
+		return 1;
+	int rc = mf_engine_verify(ctl->engine, fp, verify_report, NULL);
+	if (rc && rc != -EBADMSG)
+		ctl_err("verify %.12s: %s", fp, strerror(-rc));
+	return rc ? 1 : 0;
+}
+
+static int cmd_gc(struct ctl *ctl)
+{
+	struct mf_engine *e = ctl_engine(ctl);
+	if (!e)
+		return 1;
+	struct mf_gc_stats st;
+	int rc = mf_engine_gc(e, &st);
+	if (rc) {
+		ctl_err("gc: %s", strerror(-rc));
+		return 1;
+	}
+	printf("removed %u snapshot folders, %u run folders, %u shard "
+	       "files\n",
+	       st.snapshots_removed, st.runs_removed, st.files_removed);
+	return 0;
+}
+
+static const char usage[] =
+    "usage: matctl [--store DIR] COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  ls [--json]                  list snapshots\n"
+    "  stat FP|NAME [--json]        state of every shard of a snapshot\n"
+    "  fingerprint SPEC [--explain] fingerprint of a spec file\n"
+    "  warm SPEC|FP|NAME [-j N]     materialize every shard\n"
+    "  cat FP|NAME SHARD            write a shard's bytes to stdout\n"
+    "  rm FP|NAME...                expire snapshots\n"
+    "  verify FP|NAME               check every checksum\n"
+    "  gc                           reclaim unreferenced store space\n"
+    "\n"
+    "The store defaults to $XDG_CACHE_HOME/matfs, else ~/.cache/matfs.\n";
+
+struct command {
+	const char *name;
+	int min_args, max_args;
+	int (*fn)(struct ctl *ctl);
+};
+
+static const struct command commands[] = {
+    {"ls", 0, 0, cmd_ls},
+    {"stat", 1, 1, cmd_stat},
+    {"fingerprint", 1, 1, cmd_fingerprint},
+    {"warm", 1, 1, cmd_warm},
+    {"cat", 2, 2, cmd_cat},
+    {"rm", 1, 1000, cmd_rm},
+    {"verify", 1, 1, cmd_verify},
+    {"gc", 0, 0, cmd_gc},
+};
+
+static char *default_store(void)
+{
+	const char *x = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+	char *s = NULL;
+	int n;
+	if (x && *x)
+		n = asprintf(&s, "%s/matfs", x);
+	else
+		n = asprintf(&s, "%s/.cache/matfs", home ? home : "/tmp");
+	return n < 0 ? NULL : s;
+}
+
+static int parse_args(int argc, char **argv, struct ctl *ctl)
+{
+	static const struct option opts[] = {
+	    {"store", required_argument, NULL, 's'},
+	    {"json", no_argument, NULL, 'J'},
+	    {"explain", no_argument, NULL, 'E'},
+	    {"jobs", required_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
+	};
+	int c;
+	/* Options may stand before or after the command (GNU permutation). */
+	while ((c = getopt_long(argc, argv, "s:j:hV", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			ctl->store = optarg;
+			break;
+		case 'J':
+			ctl->json = true;
+			break;
+		case 'E':
+			ctl->explain = true;
+			break;
+		case 'j': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (*end || v < 1 || v > 256) {
+				ctl_err("bad -j '%s': expected 1-256", optarg);
+				return 2;
+			}
+			ctl->jobs = (unsigned)v;
+			break;
+		}
+		case 'h':
+			fputs(usage, stdout);
+			return -1;
+		case 'V':
+			printf("matctl %s\n", MF_VERSION);
+			return -1;
+		default:
+			fputs(usage, stderr);
+			return 2;
+		}
+	}
+	return 0;
+}
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	struct ctl ctl = {.jobs = 0};
+	int rc = parse_args(argc, argv, &ctl);
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	if (optind >= argc) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	const struct command *cmd = find_command(argv[optind]);
+	if (!cmd) {
+		ctl_err("unknown command '%s'; see matctl --help",
+			argv[optind]);
+		return 2;
+	}
+	ctl.argc = argc - optind - 1;
+	ctl.argv = argv + optind + 1;
+	if (ctl.argc < cmd->min_args || ctl.argc > cmd->max_args) {
+		ctl_err("'%s' takes %s; see matctl --help", cmd->name,
+			cmd->min_args == cmd->max_args && cmd->min_args == 0
+			    ? "no arguments"
+			    : "other arguments");
+		return 2;
+	}
+	char *store = NULL;
+	if (!ctl.store) {
+		store = default_store();
+		ctl.store = store;
+	}
+	rc = ctl.store ? cmd->fn(&ctl) : 1;
+	mf_engine_close(ctl.engine);
+	free(store);
+	return rc;
+}

@@ -1,0 +1,42 @@
+/*
+ * matctl.h - what the matctl command files share: the parsed command line
+ * and the output helpers. Private to tools/.
+ */
+#ifndef MATCTL_H
+#define MATCTL_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "mf_engine.h"
+
+struct ctl {
+	const char *store; /* --store, or the default */
+	bool json; /* --json */
+	bool explain; /* --explain */
+	unsigned jobs; /* -j N */
+	int argc; /* operands after the command */
+	char **argv;
+	struct mf_engine *engine; /* opened on demand by ctl_engine */
+};
+
+/* Prints "matctl: MESSAGE" to stderr. */
+void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Opens the engine once; prints the error and returns NULL on failure. */
+struct mf_engine *ctl_engine(struct ctl *ctl);
+
+/* Resolves argv[i] (FP, NAME or SPEC) into fp, printing the error. */
+int ctl_resolve(struct ctl *ctl, const char *what, char fp[65]);
+
+/* Writes s as a JSON string literal, quotes included. */
+void json_str(FILE *f, const char *s);
+
+/* "3m ago", "never", ... for a unix time. */
+void ctl_age(long long t, long long now, char *buf, size_t len);
+
+int cmd_ls(struct ctl *ctl);
+int cmd_stat(struct ctl *ctl);
+int cmd_warm(struct ctl *ctl);
+
+#endif
