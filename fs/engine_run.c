@@ -14,24 +14,18 @@
 
 #define READ_BUF (1u << 20)
 
-/* The bytes of fp can only be computed from a spec whose inputs and deps
- * still hash to fp: anything else would store wrong data under it. */
-static int check_fingerprint(struct spec_entry *se, char **err)
+/* The bytes of fp can only be computed from deps and inputs that still
+ * hash as they did: anything else would store wrong data under it. */
+static int check_fingerprint(struct spec_entry *se, uint32_t shard, char **err)
 {
-	struct mf_fingerprint now;
-	int rc = mf_fingerprint_compute(se->spec, &now, err);
+	char *why = NULL;
+	int rc = mf_fingerprint_check_shard(se->spec, &se->fpr, shard, &why);
 	if (rc)
-		return -ESTALE;
-	if (strcmp(now.hex, se->fpr.hex) != 0) {
-		eng_errf(err,
-			 "spec '%s': inputs or deps changed since it was "
-			 "registered (fingerprint now %s): snapshot %s can no "
-			 "longer be computed",
-			 se->spec->path, now.hex, se->fpr.hex);
-		rc = -ESTALE;
-	}
-	mf_fingerprint_release(&now);
-	return rc;
+		eng_errf(
+		    err, "spec '%s': %s: snapshot %s can no longer be computed",
+		    se->spec->path, why ? why : strerror(-rc), se->fpr.hex);
+	free(why);
+	return rc ? -ESTALE : 0;
 }
 
 struct pump {
@@ -135,7 +129,7 @@ int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
 		    char **err)
 {
 	struct pump p = {e, c, se->fpr.hex, run_id, shard, 0, 0};
-	int rc = check_fingerprint(se, err);
+	int rc = check_fingerprint(se, shard, err);
 	if (rc) {
 		(void)record_failure(&p, -1, *err, NULL);
 		return rc;

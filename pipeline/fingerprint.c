@@ -336,6 +336,16 @@ static int add_key(struct fp_build *b, const char *key)
 	return add_part(b, strdup("key"), show_words(words, 1), d);
 }
 
+static int add_input(struct fp_build *b, const struct mf_spec *spec, size_t i)
+{
+	const char *rel = spec->inputs_rel[i];
+	const char *abs = spec->inputs[i];
+	if (spec->identity == MF_IDENTITY_STAT)
+		return add_input_stat(b, rel, abs);
+	char *label = dupf("input[%s]", rel);
+	return label ? add_content(b, label, "content", rel, abs) : -ENOMEM;
+}
+
 static int add_parts(struct fp_build *b, const struct mf_spec *spec)
 {
 	int rc = add_number(b, "scheme", MF_FINGERPRINT_SCHEME);
@@ -350,17 +360,8 @@ static int add_parts(struct fp_build *b, const struct mf_spec *spec)
 		if (rc == 0)
 			rc = add_deps(b, i, &spec->stages[i]);
 	}
-	for (size_t i = 0; rc == 0 && i < spec->n_inputs; i++) {
-		const char *rel = spec->inputs_rel[i];
-		const char *abs = spec->inputs[i];
-		if (spec->identity == MF_IDENTITY_STAT) {
-			rc = add_input_stat(b, rel, abs);
-			continue;
-		}
-		char *label = dupf("input[%s]", rel);
-		rc = label ? add_content(b, label, "content", rel, abs)
-			   : -ENOMEM;
-	}
+	for (size_t i = 0; rc == 0 && i < spec->n_inputs; i++)
+		rc = add_input(b, spec, i);
 	return rc;
 }
 
@@ -419,4 +420,56 @@ void mf_fingerprint_release(struct mf_fingerprint *fp)
 	}
 	free(fp->parts);
 	memset(fp, 0, sizeof(*fp));
+}
+
+/* The parts of one shard: every deps file, and the shard's inputs. */
+static int add_shard_parts(struct fp_build *b, const struct mf_spec *spec,
+			   uint32_t shard)
+{
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < spec->n_stages; i++)
+		rc = add_deps(b, i, &spec->stages[i]);
+	for (size_t i = shard; rc == 0 && i < spec->n_inputs; i += spec->shards)
+		rc = add_input(b, spec, i);
+	return rc;
+}
+
+static const struct mf_fp_part *find_part(const struct mf_fingerprint *fp,
+					  const char *label)
+{
+	for (size_t i = 0; i < fp->n_parts; i++)
+		if (strcmp(fp->parts[i].label, label) == 0)
+			return &fp->parts[i];
+	return NULL;
+}
+
+int mf_fingerprint_check_shard(const struct mf_spec *spec,
+			       const struct mf_fingerprint *fp, uint32_t shard,
+			       char **err)
+{
+	if (spec->fingerprint_key)
+		return 0; /* the user vouches for the bytes */
+	struct fp_build b = {0};
+	int rc = add_shard_parts(&b, spec, shard);
+	for (size_t i = 0; rc == 0 && i < b.n; i++) {
+		const struct mf_fp_part *was = find_part(fp, b.parts[i].label);
+		if (was && strcmp(was->hex, b.parts[i].hex) == 0)
+			continue;
+		rc = -ESTALE;
+		if (err &&
+		    asprintf(err,
+			     "'%s' changed since the fingerprint "
+			     "was computed (%s)",
+			     b.parts[i].label, b.parts[i].detail) < 0)
+			*err = NULL;
+	}
+	free(b.digests);
+	struct mf_fingerprint tmp = {.parts = b.parts, .n_parts = b.n};
+	mf_fingerprint_release(&tmp);
+	if (rc && rc != -ESTALE && err) {
+		*err = b.err ? b.err : strdup(strerror(-rc));
+		b.err = NULL;
+	}
+	free(b.err);
+	return rc;
 }

@@ -103,6 +103,18 @@ int mf_fingerprint_compute(const struct mf_spec *spec,
 			   struct mf_fingerprint *out, char **err);
 void mf_fingerprint_release(struct mf_fingerprint *fp);
 
+/*
+ * Checks that what shard `shard` is computed from - every deps file and the
+ * shard's own input files - still hashes as it did in fp (computed from the
+ * same spec). Cheaper than recomputing the whole fingerprint: only this
+ * shard's inputs are read. Returns 0, -ESTALE with *err naming the first
+ * component that changed, or -errno (a file vanished) with *err. With a
+ * fixed fingerprint key there is nothing to check: 0.
+ */
+int mf_fingerprint_check_shard(const struct mf_spec *spec,
+			       const struct mf_fingerprint *fp, uint32_t shard,
+			       char **err);
+
 /* ---- running a shard's stages ---- */
 
 struct mf_job_result {

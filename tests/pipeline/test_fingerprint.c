@@ -506,6 +506,38 @@ static void test_unreadable_file(void **state)
 	mf_spec_free(s);
 }
 
+/* Three inputs in three shards: changing b (shard 1) spoils shard 1 only;
+ * changing a deps file spoils every shard. */
+static void test_check_shard(void **state)
+{
+	project();
+	struct mf_spec *s = fx_load("proj/spec.yaml");
+	struct mf_fingerprint fp;
+	char *err = NULL;
+	assert_int_equal(mf_fingerprint_compute(s, &fp, &err), 0);
+	for (uint32_t k = 0; k < 3; k++)
+		assert_int_equal(mf_fingerprint_check_shard(s, &fp, k, &err),
+				 0);
+	fx_write("proj/raw/b.jsonl", "bbbbbbb\n");
+	assert_int_equal(mf_fingerprint_check_shard(s, &fp, 0, &err), 0);
+	assert_int_equal(mf_fingerprint_check_shard(s, &fp, 1, &err), -ESTALE);
+	assert_non_null(err);
+	assert_non_null(strstr(err, "'input[raw/b.jsonl]' changed"));
+	free(err);
+	err = NULL;
+	fx_write("proj/vocab.json", "{\"v\": 2}\n");
+	assert_int_equal(mf_fingerprint_check_shard(s, &fp, 2, &err), -ESTALE);
+	assert_non_null(strstr(err, "stage[0].deps[vocab.json]"));
+	free(err);
+	err = NULL;
+	assert_int_equal(unlink("proj/raw/c.jsonl"), 0);
+	assert_int_equal(mf_fingerprint_check_shard(s, &fp, 2, &err), -ENOENT);
+	assert_non_null(err);
+	free(err);
+	mf_fingerprint_release(&fp);
+	mf_spec_free(s);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
 
 int main(void)
@@ -518,7 +550,7 @@ int main(void)
 	    T(test_input_set),	      T(test_not_covered),
 	    T(test_content_identity), T(test_fixed_key),
 	    T(test_explain_layout),   T(test_quoted_detail),
-	    T(test_unreadable_file),
+	    T(test_unreadable_file),  T(test_check_shard),
 	};
 	return cmocka_run_group_tests_name("fingerprint", tests, NULL, NULL);
 }
