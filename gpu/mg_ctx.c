@@ -1,0 +1,181 @@
+/*
+ * mg_ctx.c - libmatgpu contexts: options, choosing the backend for a
+ * device, reference counting, counters.
+ *
+ * Not for: the buffer pool (mg_pool.c), staging rings (mg_ring.c) or the
+ * CUDA calls themselves (mg_backend_cuda.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "mg_i.h"
+
+const char *mg_version(void)
+{
+	return "0.1.0";
+}
+
+int mg_cuda_built(void)
+{
+#ifdef MG_HAVE_CUDA
+	return 1;
+#else
+	return 0;
+#endif
+}
+
+int mg_device_count(void)
+{
+#ifdef MG_HAVE_CUDA
+	return mg_cuda_device_count();
+#else
+	return 0;
+#endif
+}
+
+void mg_mutex_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+#ifndef NDEBUG
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+#endif
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+void mg_ctx_opts_init(struct mg_ctx_opts *opts)
+{
+	opts->staging_size = (size_t)4 << 20;
+	opts->staging_count = 4;
+	/* Two readers double page-cache throughput where CUDA copies cost no
+	 * CPU; on a machine of 2 or 3 CPUs a second reader only competes
+	 * with the copying thread. */
+	opts->io_threads = sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 2 : 1;
+	opts->pool_max_bytes = 0;
+}
+
+static int check_opts(const struct mg_ctx_opts *o)
+{
+	if (o->staging_size == 0 || o->staging_size > ((size_t)1 << 40))
+		return -EINVAL;
+	if (o->staging_count < 2 || o->staging_count > MG_MAX_STAGING_COUNT)
+		return -EINVAL;
+	if (o->io_threads < 1 || o->io_threads > MG_MAX_IO_THREADS ||
+	    o->io_threads > o->staging_count - 1)
+		return -EINVAL;
+	return 0;
+}
+
+static int pick_backend(int device, const struct mg_backend **be, int *dev)
+{
+	if (device == MG_DEVICE_CPU) {
+		*be = &mg_backend_cpu;
+		*dev = MG_DEVICE_CPU;
+		return 0;
+	}
+	if (device < MG_DEVICE_AUTO)
+		return -EINVAL;
+#ifdef MG_HAVE_CUDA
+	int n = mg_cuda_device_count();
+
+	if (device == MG_DEVICE_AUTO) {
+		*be = n > 0 ? &mg_backend_cuda : &mg_backend_cpu;
+		*dev = n > 0 ? 0 : MG_DEVICE_CPU;
+		return 0;
+	}
+	if (device >= n)
+		return -ENODEV;
+	*be = &mg_backend_cuda;
+	*dev = device;
+	return 0;
+#else
+	if (device != MG_DEVICE_AUTO)
+		return -ENODEV;
+	*be = &mg_backend_cpu;
+	*dev = MG_DEVICE_CPU;
+	return 0;
+#endif
+}
+
+int mg_ctx_open(int device, const struct mg_ctx_opts *opts, mg_ctx **out)
+{
+	struct mg_ctx_opts o;
+	const struct mg_backend *be;
+	struct mg_ctx *ctx;
+	int dev, r;
+
+	if (opts)
+		o = *opts;
+	else
+		mg_ctx_opts_init(&o);
+	r = check_opts(&o);
+	if (r)
+		return r;
+	r = pick_backend(device, &be, &dev);
+	if (r)
+		return r;
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	ctx->be = be;
+	ctx->device = dev;
+	ctx->opts = o;
+	atomic_init(&ctx->refs, 1);
+	mg_mutex_init(&ctx->lock);
+	*out = ctx;
+	return 0;
+}
+
+void mg_ctx_ref(struct mg_ctx *ctx)
+{
+	atomic_fetch_add_explicit(&ctx->refs, 1, memory_order_relaxed);
+}
+
+void mg_ctx_unref(struct mg_ctx *ctx)
+{
+	if (atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	mg_pool_drain(ctx);
+	mg_readers_drain(ctx);
+	pthread_mutex_destroy(&ctx->lock);
+	free(ctx);
+}
+
+void mg_ctx_close(mg_ctx *ctx)
+{
+	if (ctx)
+		mg_ctx_unref(ctx);
+}
+
+int mg_ctx_device(const mg_ctx *ctx)
+{
+	return ctx->device;
+}
+
+const char *mg_ctx_backend(const mg_ctx *ctx)
+{
+	return ctx->be->name;
+}
+
+DLDevice mg_ctx_dl_device(const mg_ctx *ctx)
+{
+	DLDevice d = {ctx->be->dl_type, ctx->device < 0 ? 0 : ctx->device};
+
+	return d;
+}
+
+void mg_ctx_trim(mg_ctx *ctx)
+{
+	mg_pool_drain(ctx);
+	mg_readers_drain(ctx);
+}
+
+void mg_ctx_stats(mg_ctx *ctx, struct mg_ctx_stats *out)
+{
+	pthread_mutex_lock(&ctx->lock);
+	*out = ctx->stats;
+	pthread_mutex_unlock(&ctx->lock);
+}

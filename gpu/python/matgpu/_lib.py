@@ -1,0 +1,152 @@
+"""ctypes declarations of libmatgpu (matgpu.h) and how the library is found.
+
+For the binding's own use; the public API is in matgpu/__init__.py. Not for:
+anything that needs a compiler: the binding is pure ctypes.
+
+The library is found through the environment variable MATGPU_LIB (a path to
+the .so), else next to this package (libmatgpu.so or libmatgpu.so.0 in the
+matgpu folder), else on the system path (ldconfig, LD_LIBRARY_PATH).
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+from ctypes import (POINTER, Structure, byref, c_char_p, c_int, c_int32,
+                    c_int64, c_size_t, c_uint, c_uint8, c_uint16, c_uint64,
+                    c_void_p)
+
+MG_ECUDA = 4096
+MG_DEVICE_CPU = -1
+MG_DEVICE_AUTO = -2
+
+# DLPack 0.6 device types and type codes.
+KDL_CPU = 1
+KDL_CUDA = 2
+KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT, KDL_COMPLEX = 0, 1, 2, 4, 5
+
+
+class DLDataType(Structure):
+    _fields_ = [("code", c_uint8), ("bits", c_uint8), ("lanes", c_uint16)]
+
+
+class DLDevice(Structure):
+    _fields_ = [("device_type", c_int), ("device_id", c_int32)]
+
+
+class MgView(Structure):
+    _fields_ = [("dtype", DLDataType), ("ndim", c_int32),
+                ("shape", POINTER(c_int64)), ("offset", c_uint64)]
+
+
+class CtxOpts(Structure):
+    _fields_ = [("staging_size", c_size_t), ("staging_count", c_uint),
+                ("io_threads", c_uint), ("pool_max_bytes", c_size_t)]
+
+
+class CtxStats(Structure):
+    _fields_ = [(name, c_uint64) for name in (
+        "device_allocs", "device_frees", "pool_hits", "bytes_in_use",
+        "peak_in_use", "bytes_cached", "staging_bytes", "loads")]
+
+
+class LoaderOpts(Structure):
+    _fields_ = [("prefetch", c_uint), ("memory_budget", c_uint64)]
+
+
+class LoaderStats(Structure):
+    _fields_ = [(name, c_uint64) for name in (
+        "bytes_in_use", "peak_bytes", "peak_ahead", "over_budget",
+        "files_loaded", "files_failed")]
+
+
+def find_library():
+    """The path or name of libmatgpu to load."""
+    env = os.environ.get("MATGPU_LIB")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("libmatgpu.so", "libmatgpu.so.0"):
+        path = os.path.join(here, name)
+        if os.path.exists(path):
+            return path
+    return ctypes.util.find_library("matgpu") or "libmatgpu.so.0"
+
+
+def _declare(lib):
+    p = c_void_p
+    sigs = {
+        "mg_version": (c_char_p, []),
+        "mg_cuda_built": (c_int, []),
+        "mg_device_count": (c_int, []),
+        "mg_cuda_last_error": (c_int, [POINTER(c_char_p)]),
+        "mg_cuda_clear_error": (None, []),
+        "mg_strerror": (c_char_p, [c_int]),
+        "mg_ctx_opts_init": (None, [POINTER(CtxOpts)]),
+        "mg_ctx_open": (c_int, [c_int, POINTER(CtxOpts), POINTER(p)]),
+        "mg_ctx_close": (None, [p]),
+        "mg_ctx_device": (c_int, [p]),
+        "mg_ctx_backend": (c_char_p, [p]),
+        "mg_ctx_trim": (None, [p]),
+        "mg_ctx_stats": (None, [p, POINTER(CtxStats)]),
+        "mg_load": (c_int, [p, c_char_p, POINTER(p)]),
+        "mg_load_fd": (c_int, [p, c_int, POINTER(p)]),
+        "mg_buf_ref": (p, [p]),
+        "mg_buf_release": (None, [p]),
+        "mg_buf_data": (p, [p]),
+        "mg_buf_size": (c_size_t, [p]),
+        "mg_buf_capacity": (c_size_t, [p]),
+        "mg_buf_dl_device": (DLDevice, [p]),
+        "mg_buf_dlpack": (c_int, [p, POINTER(MgView), POINTER(p)]),
+        "mg_loader_opts_init": (None, [POINTER(LoaderOpts)]),
+        "mg_loader_open": (c_int, [p, POINTER(c_char_p), c_size_t,
+                                   POINTER(LoaderOpts), POINTER(p)]),
+        "mg_loader_open_dir": (c_int, [p, c_char_p, POINTER(LoaderOpts),
+                                       POINTER(p)]),
+        "mg_loader_next": (c_int, [p, POINTER(p)]),
+        "mg_loader_stats": (None, [p, POINTER(LoaderStats)]),
+        "mg_loader_close": (None, [p]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+
+
+def _load():
+    path = find_library()
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise ImportError(
+            "matgpu: cannot load libmatgpu ('%s': %s); set MATGPU_LIB to "
+            "the path of libmatgpu.so" % (path, e)) from e
+    _declare(lib)
+    return lib
+
+
+lib = _load()
+
+# The C destructor given to "dltensor" capsules, and the capsule's name,
+# which must outlive every capsule: module state, kept for the process.
+CAPSULE_DESTRUCTOR = ctypes.cast(lib.mg_dlpack_capsule_destructor,
+                                 c_void_p).value
+CAPSULE_NAME = ctypes.create_string_buffer(b"dltensor")
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [c_void_p, c_void_p, c_void_p]
+
+
+def capsule_new(managed):
+    """A "dltensor" PyCapsule owning the DLManagedTensor at address
+    managed."""
+    return _capsule_new(managed, ctypes.addressof(CAPSULE_NAME),
+                        CAPSULE_DESTRUCTOR)
+
+
+def last_cuda_error():
+    """(code, name) of this thread's last CUDA error in libmatgpu."""
+    name = c_char_p()
+    code = lib.mg_cuda_last_error(byref(name))
+    return code, (name.value or b"").decode()

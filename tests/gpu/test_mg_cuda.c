@@ -1,0 +1,215 @@
+/*
+ * test_mg_cuda.c - libmatgpu's CUDA backend on a machine with a GPU: the
+ * bytes that reach device memory (copied back with cudaMemcpy) at the ring's
+ * edge sizes, DLPack device tensors, the loader's order and the pool's
+ * steady state on the device, a second device, running out of device
+ * memory. Skipped (77) where the runtime reports no device
+ * (test_mg_errors.c covers that case). Runs on a GPU, or on any machine
+ * against the fake runtime of fakecuda/ (test_mg_cuda_fake).
+ *
+ * Not for: the CPU backend (the other tests of this folder).
+ */
+#include <errno.h>
+
+#include <cuda_runtime_api.h>
+
+#include "mg_test_util.h"
+
+#define STAGE 4096
+
+/* Asserts that the device buffer holds the size bytes of seed. */
+static void check_on_device(const mg_buf *buf, size_t size, uint32_t seed)
+{
+	uint8_t *want = malloc(size + 1), *got = malloc(size + 1);
+
+	assert_int_equal(mg_buf_dl_device(buf).device_type, kDLCUDA);
+	assert_int_equal(mg_buf_size(buf), size);
+	mgt_pattern(want, size, seed);
+	assert_int_equal(
+	    cudaMemcpy(got, mg_buf_data(buf), size, cudaMemcpyDeviceToHost),
+	    cudaSuccess);
+	if (size)
+		assert_memory_equal(got, want, size);
+	free(want);
+	free(got);
+}
+
+static mg_ctx *cuda_ctx(void)
+{
+	struct mg_ctx_opts o;
+	mg_ctx *ctx = NULL;
+
+	mg_ctx_opts_init(&o);
+	o.staging_size = STAGE;
+	o.staging_count = 3;
+	o.io_threads = 2;
+	assert_int_equal(mg_ctx_open(0, &o, &ctx), 0);
+	assert_string_equal(mg_ctx_backend(ctx), "cuda");
+	return ctx;
+}
+
+static void test_sizes_on_device(void **state)
+{
+	const size_t sizes[] = {0,     1,	  STAGE - 1,
+				STAGE, STAGE + 1, 64 * STAGE + 123};
+	char *dir = mgt_tmpdir();
+	mg_ctx *ctx = cuda_ctx();
+	mg_buf *buf = NULL;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		char *path = mgt_file(dir, "f", sizes[i], (uint32_t)i + 1);
+
+		assert_int_equal(mg_load(ctx, path, &buf), 0);
+		check_on_device(buf, sizes[i], (uint32_t)i + 1);
+		mg_buf_release(buf);
+		free(path);
+	}
+	mg_ctx_close(ctx);
+	mgt_rmtree(dir);
+}
+
+static void test_dlpack_and_steady_state(void **state)
+{
+	char *dir = mgt_tmpdir();
+	char *path = mgt_file(dir, "f", 10 * STAGE + 1, 7);
+	mg_ctx *ctx = cuda_ctx();
+	struct mg_ctx_stats st;
+	DLManagedTensor *m = NULL;
+	mg_buf *buf = NULL;
+
+	(void)state;
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(mg_load(ctx, path, &buf), 0);
+		assert_int_equal(mg_buf_dlpack(buf, NULL, &m), 0);
+		assert_int_equal(m->dl_tensor.device.device_type, kDLCUDA);
+		assert_int_equal(m->dl_tensor.device.device_id, 0);
+		mg_buf_release(buf);
+		/* Released by the caller, alive through the tensor. */
+		check_on_device(buf, 10 * STAGE + 1, 7);
+		m->deleter(m);
+	}
+	mg_ctx_stats(ctx, &st);
+	assert_int_equal(st.device_allocs, 1);
+	free(path);
+	mg_ctx_close(ctx);
+	mgt_rmtree(dir);
+}
+
+static void test_loader_on_device(void **state)
+{
+	char *dir = mgt_tmpdir();
+	char *paths[6];
+	char name[16];
+	mg_ctx *ctx = cuda_ctx();
+	mg_loader *ld = NULL;
+	mg_buf *buf = NULL;
+
+	(void)state;
+	for (int i = 0; i < 6; i++) {
+		snprintf(name, sizeof(name), "s%d", i);
+		paths[i] = mgt_file(dir, name, (size_t)i * 3 * STAGE + 5,
+				    (uint32_t)i + 1);
+	}
+	assert_int_equal(
+	    mg_loader_open(ctx, (const char *const *)paths, 6, NULL, &ld), 0);
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(mg_loader_next(ld, &buf), 0);
+		check_on_device(buf, (size_t)i * 3 * STAGE + 5,
+				(uint32_t)i + 1);
+		mg_buf_release(buf);
+		free(paths[i]);
+	}
+	mg_loader_close(ld);
+	mg_ctx_close(ctx);
+	mgt_rmtree(dir);
+}
+
+/* A context on device 1 leaves the calling thread's device alone. */
+static void test_second_device(void **state)
+{
+	mg_ctx *ctx = NULL;
+	mg_buf *buf = NULL;
+	char *dir, *path;
+	int dev = -1;
+
+	(void)state;
+	if (mg_device_count() < 2)
+		skip();
+	dir = mgt_tmpdir();
+	path = mgt_file(dir, "f", 5 * STAGE, 11);
+	assert_int_equal(cudaSetDevice(0), cudaSuccess);
+	assert_int_equal(mg_ctx_open(1, NULL, &ctx), 0);
+	assert_int_equal(mg_load(ctx, path, &buf), 0);
+	assert_int_equal(cudaGetDevice(&dev), cudaSuccess);
+	assert_int_equal(dev, 0);
+	assert_int_equal(mg_buf_dl_device(buf).device_id, 1);
+	assert_int_equal(cudaSetDevice(1), cudaSuccess);
+	check_on_device(buf, 5 * STAGE, 11);
+	assert_int_equal(cudaSetDevice(0), cudaSuccess);
+	mg_buf_release(buf);
+	mg_ctx_close(ctx);
+	free(path);
+	mgt_rmtree(dir);
+}
+
+/* Device memory running out: the pool gives its cached buffers back and
+ * retries; what still does not fit is -ENOMEM with the CUDA name. Needs
+ * the fake runtime's memory limit, so runs only on it. */
+static void test_out_of_memory(void **state)
+{
+	struct cudaDeviceProp prop;
+	const char *name = NULL;
+	struct mg_ctx_stats st;
+	char *dir, *a, *b, *c;
+	mg_ctx *ctx = NULL;
+	mg_buf *buf = NULL;
+
+	(void)state;
+	assert_int_equal(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+	if (strncmp(prop.name, "fake", 4) != 0)
+		skip();
+	dir = mgt_tmpdir();
+	a = mgt_file(dir, "a", 32 * STAGE, 1);
+	b = mgt_file(dir, "b", 48 * STAGE, 2);
+	c = mgt_file(dir, "c", 100 * STAGE, 3);
+	setenv("FAKE_CUDART_MEM_LIMIT", "262144", 1); /* 64 pages */
+	ctx = cuda_ctx();
+	assert_int_equal(mg_load(ctx, a, &buf), 0);
+	mg_buf_release(buf); /* 32 pages cached */
+	assert_int_equal(mg_load(ctx, b, &buf), 0); /* 48 more do not fit */
+	check_on_device(buf, 48 * STAGE, 2);
+	mg_buf_release(buf);
+	mg_ctx_stats(ctx, &st);
+	assert_int_equal(st.device_allocs, 2);
+	assert_int_equal(st.device_frees, 1);
+	assert_int_equal(mg_load(ctx, c, &buf), -ENOMEM);
+	assert_int_not_equal(mg_cuda_last_error(&name), 0);
+	assert_string_equal(name, "cudaErrorMemoryAllocation");
+	unsetenv("FAKE_CUDART_MEM_LIMIT");
+	mg_ctx_close(ctx);
+	free(a);
+	free(b);
+	free(c);
+	mgt_rmtree(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_sizes_on_device),
+	    cmocka_unit_test(test_dlpack_and_steady_state),
+	    cmocka_unit_test(test_loader_on_device),
+	    cmocka_unit_test(test_second_device),
+	    cmocka_unit_test(test_out_of_memory),
+	};
+
+	if (mg_device_count() == 0) {
+		const char *name;
+
+		mg_cuda_last_error(&name);
+		printf("test_mg_cuda: no CUDA device (%s): skipped\n", name);
+		return 77;
+	}
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
