@@ -154,4 +154,115 @@ void mf_engine_spec_info_free(struct mf_engine_spec_info *v, size_t n);
 int mf_engine_unregister(struct mf_engine *e, const char *spec_path,
 			 const char *keep_fp);
 
+/* ==== fsck and catalog rebuild (engine_fsck.c, engine_rebuild.c) ==== */
+
+/*
+ * Both work on a store whose catalog may be missing or broken, so they take
+ * the store's options rather than an open engine; run them with no daemon
+ * (and no other matctl) using the store. Neither prints: what they find
+ * goes to the caller's callback, one call per item, in store order.
+ */
+
+/* What mf_engine_fsck reports. */
+enum mf_fsck_kind {
+	MF_FSCK_CATALOG = 0, /* catalog.db missing, empty, not a database,
+				or failing PRAGMA integrity_check */
+	MF_FSCK_MISSING, /* materialized in the catalog, no file */
+	MF_FSCK_SIZE, /* file size or trailer raw size (or chunk count)
+			 differs from the catalog's row */
+	MF_FSCK_CORRUPT, /* file does not open: bad header, trailer or index */
+	MF_FSCK_ORPHAN_FILE, /* committed shard file no catalog row points at */
+	MF_FSCK_ORPHAN_TMP, /* .tmp file left by a dead run */
+	MF_FSCK_ORPHAN_RUN, /* folder of a dead run that holds no shard */
+	MF_FSCK_ORPHAN_SNAPSHOT, /* fingerprint folder unknown to the catalog */
+	MF_FSCK_NO_FOLDER, /* catalog snapshot without its folder */
+	MF_FSCK_NO_METADATA, /* catalog snapshot without snapshot.metadata */
+	MF_FSCK_STRAY, /* a name in snapshots/ that matfs never writes */
+};
+/* "catalog", "missing", "size", "corrupt", "orphan-file", "orphan-tmp",
+ * "orphan-run", "orphan-snapshot", "no-folder", "no-metadata", "stray" */
+const char *mf_fsck_kind_name(enum mf_fsck_kind k);
+
+/* One problem; every pointer is borrowed for the callback's duration. */
+struct mf_fsck_problem {
+	enum mf_fsck_kind kind;
+	const char *fp; /* "" when none */
+	int64_t shard; /* -1 when none */
+	const char *run; /* "" when none */
+	const char *path; /* relative to the store folder; "" when none */
+	const char *detail; /* one line, for people */
+};
+typedef void (*mf_fsck_fn)(void *arg, const struct mf_fsck_problem *p);
+
+/*
+ * Checks the store opts->store_dir against its catalog and calls report
+ * (may be NULL) once per problem; *problems (may be NULL) receives the
+ * count. Changes nothing: it creates neither the store nor the catalog,
+ * and never touches a store file (mf_engine_gc and mf_engine_verify
+ * repair). A catalog that is missing or unreadable is one problem, after
+ * which nothing else is checked. A run is dead as mf_catalog_claim_shard
+ * judges it: no row, a state other than "active", a pid gone on this
+ * host, or a heartbeat older than pending_expiry on another host.
+ * Returns 0 (whatever was found), or -errno with *err (caller frees) when
+ * the check could not run: -ENOENT (no store), -EPROTO (catalog of a
+ * newer matfs), -EBUSY, -ENOMEM, -EIO.
+ */
+int mf_engine_fsck(const struct mf_engine_opts *opts, mf_fsck_fn report,
+		   void *arg, uint32_t *problems, char **err);
+
+enum mf_rebuild_kind {
+	MF_REBUILD_SNAPSHOT = 0, /* a snapshot row re-created */
+	MF_REBUILD_SKIPPED, /* a folder or file not recovered: detail says
+			       why */
+};
+
+struct mf_rebuild_item {
+	enum mf_rebuild_kind kind;
+	const char *fp; /* "" when none */
+	const char *name; /* the snapshot's name; "" when unknown */
+	int64_t shard; /* -1 when none */
+	const char *run; /* "" when none */
+	const char *path; /* relative to the store folder; "" when none */
+	const char *detail; /* SKIPPED: why; SNAPSHOT: "" */
+	uint32_t shards; /* SNAPSHOT: its shard count */
+	uint32_t materialized; /* SNAPSHOT: shards recovered */
+	uint32_t runs; /* SNAPSHOT: runs they came from */
+};
+typedef void (*mf_rebuild_fn)(void *arg, const struct mf_rebuild_item *it);
+
+struct mf_rebuild_stats {
+	/* where the old catalog.db went, relative to the store
+	   ("catalog.db.corrupt-1700000000"); "" when there was none */
+	char old_catalog[64];
+	uint32_t snapshots, shards, runs, skipped;
+};
+
+/*
+ * Rebuilds the catalog of the store opts->store_dir from the store's own
+ * files. The old catalog.db (with its -wal and -shm) is renamed to
+ * catalog.db.corrupt-UNIXTIME[-N] beside it, never deleted, and a fresh
+ * catalog is made. Every fingerprint folder whose snapshot.metadata reads
+ * and names that folder's fingerprint gets its snapshot row back (name,
+ * shards, spec_path, compression, suffix, chunk_size, expire_after,
+ * pending_expiry, keep; created = the metadata file's mtime). Every
+ * committed shard file that mf_shard_reader_open accepts is then recorded
+ * materialized under its run, with the sizes from its trailer and, as its
+ * last read, the file's atime as found (the latest one for the snapshot);
+ * when several runs hold one shard, the newest file (mtime) wins and the
+ * others are left as orphans for gc. Each run that holds a recovered
+ * shard gets a row with state "done", this host, pid 0 and started /
+ * heartbeat = the oldest / newest mtime of its files: it is dead, so gc
+ * may remove its folder once no shard uses it. Shard errors and attempts
+ * are not in the store and start afresh (attempts at 1).
+ * report (may be NULL) gets each snapshot recovered and each thing
+ * skipped; *stats (may be NULL) is written on success. Returns 0 or
+ * -errno with *err (caller frees): -ENOENT (no store), -EIO, -ENOMEM,
+ * -EBUSY; on failure after the old catalog was moved, the new one may be
+ * partial: run it again.
+ */
+int mf_engine_rebuild(const struct mf_engine_opts *opts, mf_rebuild_fn report,
+		      void *arg, struct mf_rebuild_stats *stats, char **err);
+
+/* ==== end of fsck and catalog rebuild ==== */
+
 #endif

@@ -5,6 +5,7 @@
  *
  * matctl works with or without a running daemon: everything goes through
  * the engine and the catalog, which other processes share safely.
+ * fsck and expire live in matctl_fsck.c.
  */
 #include "matctl.h"
 
@@ -240,6 +241,13 @@ static const char usage[] =
     "  rm FP|NAME...                expire snapshots\n"
     "  verify FP|NAME               check every checksum\n"
     "  gc                           reclaim unreferenced store space\n"
+    "  expire [--older-than DURATION]\n"
+    "                               expire snapshots not read for that "
+    "long,\n"
+    "                               else those past their expire_after\n"
+    "  fsck [--rebuild] [--json]    check the store against the catalog;\n"
+    "                               --rebuild remakes the catalog from "
+    "the store\n"
     "\n"
     "The store defaults to $XDG_CACHE_HOME/matfs, else ~/.cache/matfs.\n";
 
@@ -258,6 +266,8 @@ static const struct command commands[] = {
     {"rm", 1, 1000, cmd_rm},
     {"verify", 1, 1, cmd_verify},
     {"gc", 0, 0, cmd_gc},
+    {"expire", 0, 0, cmd_expire},
+    {"fsck", 0, 0, cmd_fsck},
 };
 
 static char *default_store(void)
@@ -280,6 +290,8 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 	    {"json", no_argument, NULL, 'J'},
 	    {"explain", no_argument, NULL, 'E'},
 	    {"jobs", required_argument, NULL, 'j'},
+	    {"rebuild", no_argument, NULL, 'R'},
+	    {"older-than", required_argument, NULL, 'O'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -296,6 +308,12 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 			break;
 		case 'E':
 			ctl->explain = true;
+			break;
+		case 'R':
+			ctl->rebuild = true;
+			break;
+		case 'O':
+			ctl->older_than = optarg;
 			break;
 		case 'j': {
 			char *end;

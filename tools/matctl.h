@@ -15,6 +15,8 @@ struct ctl {
 	bool json; /* --json */
 	bool explain; /* --explain */
 	unsigned jobs; /* -j N */
+	bool rebuild; /* --rebuild */
+	const char *older_than; /* --older-than DURATION */
 	int argc; /* operands after the command */
 	char **argv;
 	struct mf_engine *engine; /* opened on demand by ctl_engine */
@@ -38,5 +40,7 @@ void ctl_age(long long t, long long now, char *buf, size_t len);
 int cmd_ls(struct ctl *ctl);
 int cmd_stat(struct ctl *ctl);
 int cmd_warm(struct ctl *ctl);
+int cmd_fsck(struct ctl *ctl);
+int cmd_expire(struct ctl *ctl);
 
 #endif

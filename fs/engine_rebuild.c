@@ -1,0 +1,642 @@
+/*
+ * engine_rebuild.c - rebuilding a lost or corrupt catalog from the store's
+ * own files: each fingerprint's snapshot.metadata gives the snapshot row
+ * back, each committed shard file that opens gives a materialized shard
+ * under its run.
+ *
+ * Never deletes: the old catalog is renamed aside, store files are only
+ * read, and what cannot be recovered is reported and left for gc.
+ *
+ * Not for: checking (engine_fsck.c) or repairing store files. Expects no
+ * daemon or other matctl on the store while it runs.
+ */
+#include "engine_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define REL_MAX 256 /* "snapshots/FP/RUN/shard-NNNNN.mfs" */
+#define DETAIL_MAX 512
+
+struct rebuild {
+	struct mf_store *st;
+	struct mf_catalog *c;
+	char host[256];
+	mf_rebuild_fn report;
+	void *arg;
+	struct mf_rebuild_stats stats;
+};
+
+__attribute__((format(printf, 7, 8))) static void
+skipped(struct rebuild *x, const char *fp, const char *name, int64_t shard,
+	const char *run, const char *path, const char *fmt, ...)
+{
+	char detail[DETAIL_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	struct mf_rebuild_item it = {.kind = MF_REBUILD_SKIPPED,
+				     .fp = fp,
+				     .name = name,
+				     .shard = shard,
+				     .run = run,
+				     .path = path,
+				     .detail = detail};
+	x->stats.skipped++;
+	if (x->report)
+		x->report(x->arg, &it);
+}
+
+/* The WAL and shared-memory files move first: a WAL left beside a fresh
+ * catalog.db would be replayed into it. */
+static const char *const catalog_parts[] = {"-wal", "-shm", ""};
+#define N_PARTS (sizeof(catalog_parts) / sizeof(catalog_parts[0]))
+
+static bool aside_taken(int dfd, const char *base)
+{
+	char name[96];
+	struct stat sb;
+	for (size_t i = 0; i < N_PARTS; i++) {
+		snprintf(name, sizeof(name), "%s%s", base, catalog_parts[i]);
+		if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 ||
+		    errno != ENOENT)
+			return true;
+	}
+	return false;
+}
+
+/* Renames catalog.db (and -wal, -shm) to catalog.db.corrupt-NOW[-K]. */
+static int move_aside(struct rebuild *x, int64_t now)
+{
+	int dfd = mf_store_dirfd(x->st);
+	char base[64], from[64], to[96];
+	int k = 0;
+	snprintf(base, sizeof(base), "%s.corrupt-%lld", MF_CATALOG_FILE,
+		 (long long)now);
+	while (aside_taken(dfd, base)) {
+		if (++k > 1000)
+			return -EEXIST;
+		snprintf(base, sizeof(base), "%s.corrupt-%lld-%d",
+			 MF_CATALOG_FILE, (long long)now, k);
+	}
+	bool moved = false;
+	for (size_t i = 0; i < N_PARTS; i++) {
+		snprintf(from, sizeof(from), "%s%s", MF_CATALOG_FILE,
+			 catalog_parts[i]);
+		snprintf(to, sizeof(to), "%s%s", base, catalog_parts[i]);
+		if (renameat(dfd, from, dfd, to) != 0) {
+			if (errno != ENOENT)
+				return -errno;
+			continue;
+		}
+		moved = true;
+		if (!catalog_parts[i][0]) /* the database itself */
+			snprintf(x->stats.old_catalog,
+				 sizeof(x->stats.old_catalog), "%s", base);
+	}
+	return moved ? mf_fsync_dir(dfd) : 0;
+}
+
+/* ---- rebuild: snapshot.metadata back into a snapshot row ---- */
+
+enum meta_key {
+	K_VERSION,
+	K_FP,
+	K_NAME,
+	K_SPEC,
+	K_SHARDS,
+	K_CODEC,
+	K_CHUNK,
+	K_SUFFIX,
+	K_EXPIRE,
+	K_PENDING,
+	K_KEEP,
+	K_COUNT
+};
+static const char *const meta_keys[K_COUNT] = {
+    "matfs-snapshot", "fingerprint",	"name",	      "spec_path",
+    "shards",	      "compression",	"chunk_size", "suffix",
+    "expire_after",   "pending_expiry", "keep",
+};
+
+static int parse_num(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (end == s || *end || errno || v < min || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static bool name_valid(const char *s)
+{
+	size_t n = strlen(s);
+	return n >= 1 && n <= MF_NAME_MAX &&
+	    strspn(s,
+		   "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		   "0123456789._-") == n;
+}
+
+static int set_text(char **dst, const char *val)
+{
+	char *d = strdup(val);
+	if (!d)
+		return -ENOMEM;
+	free(*dst);
+	*dst = d;
+	return 0;
+}
+
+static int meta_set(struct mf_snapshot_rec *r, enum meta_key key,
+		    const char *val)
+{
+	int64_t v = 0;
+	enum mf_codec codec;
+	int level, rc = 0;
+	switch (key) {
+	case K_VERSION:
+		return strcmp(val, "1") == 0 ? 0 : -EINVAL;
+	case K_FP:
+		if (!mf_is_hex(val, MF_FP_HEX_LEN))
+			return -EINVAL;
+		memcpy(r->fp, val, sizeof(r->fp));
+		return 0;
+	case K_NAME:
+		if (!name_valid(val))
+			return -EINVAL;
+		snprintf(r->name, sizeof(r->name), "%s", val);
+		return 0;
+	case K_SPEC:
+		return val[0] == '/' ? set_text(&r->spec_path, val) : -EINVAL;
+	case K_CODEC:
+		rc = mf_parse_codec(val, &codec, &level);
+		return rc ? rc : set_text(&r->compression, val);
+	case K_SUFFIX:
+		return set_text(&r->suffix, val);
+	case K_SHARDS:
+		rc = parse_num(val, 1, UINT32_MAX, &v);
+		r->shards = (uint32_t)v;
+		return rc;
+	case K_CHUNK:
+		rc = parse_num(val, (int64_t)MF_CHUNK_SIZE_MIN,
+			       (int64_t)MF_CHUNK_SIZE_MAX, &v);
+		r->chunk_size = (uint64_t)v;
+		return rc;
+	case K_EXPIRE:
+		return parse_num(val, -1, INT64_MAX, &r->expire_after);
+	case K_PENDING:
+		return parse_num(val, 0, INT64_MAX, &r->pending_expiry);
+	case K_KEEP:
+		rc = parse_num(val, 0, UINT32_MAX, &v);
+		r->keep = (uint32_t)v;
+		return rc;
+	case K_COUNT:
+		break;
+	}
+	return -EINVAL;
+}
+
+/* One "key value" line; a bare key has the empty value (an editor may
+ * have trimmed "suffix "). Unknown keys, such as "component", are
+ * skipped: a later matfs may add some. */
+static int meta_line(struct mf_snapshot_rec *r, unsigned lineno, char *line,
+		     unsigned *seen, char *why, size_t wlen)
+{
+	char *sp = strchr(line, ' ');
+	const char *val = "";
+	if (sp) {
+		*sp = '\0';
+		val = sp + 1;
+	}
+	int key = K_COUNT;
+	for (int k = 0; k < K_COUNT; k++)
+		if (strcmp(line, meta_keys[k]) == 0)
+			key = k;
+	if ((lineno == 1) != (key == K_VERSION)) {
+		snprintf(why, wlen, "line %u: not a matfs-snapshot 1 document",
+			 lineno);
+		return -EINVAL;
+	}
+	if (key == K_COUNT)
+		return 0;
+	int rc = meta_set(r, (enum meta_key)key, val);
+	if (rc == -EINVAL && key == K_VERSION)
+		snprintf(why, wlen, "unknown matfs-snapshot version '%.16s'",
+			 val);
+	else if (rc == -EINVAL)
+		snprintf(why, wlen, "line %u: bad %s '%.64s'", lineno, line,
+			 val);
+	*seen |= 1u << key;
+	return rc;
+}
+
+/* Parses the text engine_spec.c writes, up to its "spec:" line. */
+static int meta_parse(char *text, const char *fp, struct mf_snapshot_rec *r,
+		      char *why, size_t wlen)
+{
+	unsigned seen = 0, lineno = 0;
+	int rc = 0;
+	memset(r, 0, sizeof(*r));
+	for (char *p = text, *nl; rc == 0 && p && *p; p = nl ? nl + 1 : NULL) {
+		nl = strchr(p, '\n');
+		if (nl)
+			*nl = '\0';
+		if (strcmp(p, "spec:") == 0)
+			break;
+		rc = meta_line(r, ++lineno, p, &seen, why, wlen);
+	}
+	for (int k = 0; rc == 0 && k < K_COUNT; k++) {
+		if (!(seen & (1u << k))) {
+			snprintf(why, wlen, "no '%s' line", meta_keys[k]);
+			rc = -EINVAL;
+		}
+	}
+	if (rc == 0 && strcmp(r->fp, fp) != 0) {
+		snprintf(why, wlen, "names fingerprint %.12s, not its folder's",
+			 r->fp);
+		rc = -EINVAL;
+	}
+	if (rc)
+		mf_snapshot_rec_release(r);
+	return rc;
+}
+
+/* Loads one fingerprint's metadata into *r: 0, 1 when skipped, -ENOMEM. */
+static int load_meta(struct rebuild *x, const char *fp,
+		     struct mf_snapshot_rec *r)
+{
+	char rel[REL_MAX], why[160];
+	char *text;
+	size_t len;
+	struct stat sb;
+	snprintf(rel, sizeof(rel), "snapshots/%s/snapshot.metadata", fp);
+	int rc = mf_store_read_metadata(x->st, fp, &text, &len);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc) {
+		skipped(x, fp, "", -1, "", rel,
+			"snapshot.metadata: %s: its shards cannot be recorded "
+			"without it",
+			strerror(-rc));
+		return 1;
+	}
+	snprintf(why, sizeof(why), "holds a NUL byte");
+	rc = strlen(text) == len ? meta_parse(text, fp, r, why, sizeof(why))
+				 : -EINVAL;
+	free(text);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc) {
+		skipped(x, fp, "", -1, "", rel, "snapshot.metadata: %s", why);
+		return 1;
+	}
+	r->created =
+	    fstatat(mf_store_dirfd(x->st), rel, &sb, AT_SYMLINK_NOFOLLOW) == 0
+	    ? (int64_t)sb.st_mtime
+	    : mf_now_s();
+	return 0;
+}
+
+/* Oldest first, so the newest registration of a name stays its current
+ * fingerprint (mf_catalog_find_name). */
+static int cmp_created(const void *a, const void *b)
+{
+	const struct mf_snapshot_rec *x = a, *y = b;
+	if (x->created != y->created)
+		return x->created < y->created ? -1 : 1;
+	return strcmp(x->fp, y->fp);
+}
+
+static int load_metas(struct rebuild *x, struct mf_snapshot_rec **out,
+		      size_t *n)
+{
+	char **fps;
+	size_t nf, k = 0;
+	int rc = mf_store_list_snapshots(x->st, &fps, &nf);
+	if (rc)
+		return rc;
+	struct mf_snapshot_rec *v = calloc(nf ? nf : 1, sizeof(*v));
+	rc = v ? 0 : -ENOMEM;
+	for (size_t i = 0; rc >= 0 && i < nf; i++) {
+		rc = load_meta(x, fps[i], &v[k]);
+		if (rc == 0)
+			k++;
+	}
+	mf_strv_free(fps, nf);
+	if (rc < 0) {
+		for (size_t i = 0; i < k; i++)
+			mf_snapshot_rec_release(&v[i]);
+		free(v);
+		return rc;
+	}
+	qsort(v, k, sizeof(*v), cmp_created);
+	*out = v;
+	*n = k;
+	return 0;
+}
+
+/* ---- rebuild: the shard files of one fingerprint ---- */
+
+/* The best file found so far for one shard. */
+struct cand {
+	bool have;
+	uint32_t index;
+	char run[MF_RUN_ID_HEX_LEN + 1];
+	int64_t mtime_ns;
+	int64_t atime; /* taken before this rebuild read the file */
+	struct mf_shard_stat st;
+};
+
+static void shard_rel(char *buf, size_t len, const char *fp, const char *run,
+		      uint32_t idx)
+{
+	snprintf(buf, len, "snapshots/%s/%s/shard-%05u.mfs", fp, run, idx);
+}
+
+/* Reads one committed file into a candidate: 0, 1 when it is unusable
+ * (reported), -ENOMEM. */
+static int cand_read(struct rebuild *x, const struct mf_snapshot_rec *m,
+		     const char *run, uint32_t k, struct cand *c)
+{
+	char rel[REL_MAX];
+	struct stat sb;
+	struct mf_shard_reader *r;
+	shard_rel(rel, sizeof(rel), m->fp, run, k);
+	if (k >= m->shards) {
+		skipped(x, m->fp, m->name, k, run, rel,
+			"shard %u is out of range: the snapshot has %u", k,
+			m->shards);
+		return 1;
+	}
+	/* stat first: opening reads the file, which may move its atime */
+	int rc = fstatat(mf_store_dirfd(x->st), rel, &sb, AT_SYMLINK_NOFOLLOW)
+	    ? -errno
+	    : mf_shard_reader_open(x->st, m->fp, run, k, &r);
+	if (rc == 0) {
+		mf_shard_reader_stat(r, &c->st);
+		mf_shard_reader_close(r);
+	}
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc) {
+		skipped(x, m->fp, m->name, k, run, rel, "does not open: %s",
+			strerror(-rc));
+		return 1;
+	}
+	c->have = true;
+	c->index = k;
+	snprintf(c->run, sizeof(c->run), "%s", run);
+	c->mtime_ns =
+	    (int64_t)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+	c->atime = (int64_t)sb.st_atim.tv_sec;
+	return 0;
+}
+
+/* Keeps the newer of two files of one shard (the larger run id on a tie,
+ * so the choice does not depend on listing order). */
+static void cand_pick(struct rebuild *x, const struct mf_snapshot_rec *m,
+		      struct cand *best, const struct cand *c)
+{
+	char rel[REL_MAX];
+	if (!best->have) {
+		*best = *c;
+		return;
+	}
+	bool newer = c->mtime_ns > best->mtime_ns ||
+	    (c->mtime_ns == best->mtime_ns && strcmp(c->run, best->run) > 0);
+	const struct cand *lose = newer ? best : c, *win = newer ? c : best;
+	shard_rel(rel, sizeof(rel), m->fp, lose->run, lose->index);
+	skipped(x, m->fp, m->name, lose->index, lose->run, rel,
+		"an older copy: run %s holds a newer file of shard %u",
+		win->run, lose->index);
+	if (newer)
+		*best = *c;
+}
+
+static int collect_run(struct rebuild *x, const struct mf_snapshot_rec *m,
+		       const char *run, struct cand *best)
+{
+	uint32_t *idx;
+	size_t n;
+	int rc = mf_store_list_shards(x->st, m->fp, run, &idx, &n);
+	if (rc) {
+		char rel[REL_MAX];
+		snprintf(rel, sizeof(rel), "snapshots/%s/%s", m->fp, run);
+		skipped(x, m->fp, m->name, -1, run, rel,
+			"cannot list the run folder: %s", strerror(-rc));
+		return rc == -ENOMEM ? rc : 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct cand c = {0};
+		rc = cand_read(x, m, run, idx[i], &c);
+		if (rc < 0)
+			break;
+		rc = 0;
+		if (c.have)
+			cand_pick(x, m, &best[idx[i]], &c);
+	}
+	free(idx);
+	return rc;
+}
+
+static int collect(struct rebuild *x, const struct mf_snapshot_rec *m,
+		   struct cand *best)
+{
+	char **runs;
+	size_t n;
+	int rc = mf_store_list_runs(x->st, m->fp, &runs, &n);
+	if (rc)
+		return rc;
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = collect_run(x, m, runs[i], best);
+	mf_strv_free(runs, n);
+	return rc;
+}
+
+/* ---- rebuild: recording what was found ---- */
+
+static int cmp_cand(const void *a, const void *b)
+{
+	const struct cand *x = *(const struct cand *const *)a;
+	const struct cand *y = *(const struct cand *const *)b;
+	int c = strcmp(x->run, y->run);
+	return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Records one shard: the only way into "materialized" is a claim by its
+ * run followed by its completion, as when it was computed. Its last read
+ * is its file's atime: reads of the store move it (at least daily under
+ * relatime), so expiry does not count from the snapshot's creation. */
+static int record_shard(struct rebuild *x, const struct mf_run_rec *run,
+			const struct cand *c)
+{
+	enum mf_claim got;
+	int rc = mf_catalog_claim_shard(x->c, run->fp, c->index, run,
+					mf_now_s(), &got, NULL);
+	if (rc == 0 && got != MF_CLAIM_MINE)
+		rc = -EIO; /* a fresh catalog holds no other claim */
+	if (rc == 0)
+		rc = mf_catalog_complete_shard(
+		    x->c, run->fp, c->index, run->run_id, c->st.raw_bytes,
+		    c->st.stored_bytes, c->st.chunks);
+	return rc;
+}
+
+/* Records the n shards of one run (v sorted by run). Adds to *got. */
+static int record_run(struct rebuild *x, const struct mf_snapshot_rec *m,
+		      struct cand **v, size_t n, uint32_t *got)
+{
+	struct mf_run_rec run = {.pid = 0, .pid_start = 0};
+	snprintf(run.run_id, sizeof(run.run_id), "%s", v[0]->run);
+	memcpy(run.fp, m->fp, sizeof(run.fp));
+	snprintf(run.host, sizeof(run.host), "%s", x->host);
+	snprintf(run.state, sizeof(run.state), "active");
+	run.started = run.heartbeat = v[0]->mtime_ns / 1000000000LL;
+	for (size_t i = 1; i < n; i++) {
+		int64_t t = v[i]->mtime_ns / 1000000000LL;
+		run.started = t < run.started ? t : run.started;
+		run.heartbeat = t > run.heartbeat ? t : run.heartbeat;
+	}
+	int rc = mf_catalog_add_run(x->c, &run);
+	if (rc == -EEXIST) {
+		char rel[REL_MAX];
+		snprintf(rel, sizeof(rel), "snapshots/%s/%s", m->fp,
+			 run.run_id);
+		skipped(x, m->fp, m->name, -1, run.run_id, rel,
+			"run id already recorded for another fingerprint");
+		return 0;
+	}
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		rc = record_shard(x, &run, v[i]);
+		*got += rc == 0;
+	}
+	if (rc == 0) /* a run of the past: dead to every claim and gc */
+		rc = mf_catalog_set_run_state(x->c, run.run_id, "done");
+	return rc;
+}
+
+static int record(struct rebuild *x, const struct mf_snapshot_rec *m,
+		  struct cand *best, uint32_t *got, uint32_t *runs)
+{
+	struct cand **v = calloc(m->shards, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	size_t n = 0;
+	for (uint32_t i = 0; i < m->shards; i++)
+		if (best[i].have)
+			v[n++] = &best[i];
+	qsort(v, n, sizeof(*v), cmp_cand);
+	int rc = 0;
+	for (size_t i = 0, j; rc == 0 && i < n; i = j) {
+		for (j = i + 1; j < n && strcmp(v[j]->run, v[i]->run) == 0;)
+			j++;
+		rc = record_run(x, m, v + i, j - i, got);
+		*runs += 1;
+	}
+	/* the snapshot's last read: the latest of its shards' */
+	struct cand *last = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!last || v[i]->atime > last->atime)
+			last = v[i];
+	if (rc == 0 && last)
+		rc = mf_catalog_touch(x->c, m->fp, last->index, last->atime);
+	free(v);
+	return rc;
+}
+
+static int rebuild_snapshot(struct rebuild *x, const struct mf_snapshot_rec *m)
+{
+	int rc = mf_catalog_put_snapshot(x->c, m);
+	if (rc)
+		return rc;
+	struct cand *best = calloc(m->shards, sizeof(*best));
+	if (!best)
+		return -ENOMEM;
+	uint32_t got = 0, runs = 0;
+	rc = collect(x, m, best);
+	if (rc == 0)
+		rc = record(x, m, best, &got, &runs);
+	free(best);
+	if (rc)
+		return rc;
+	struct mf_rebuild_item it = {.kind = MF_REBUILD_SNAPSHOT,
+				     .fp = m->fp,
+				     .name = m->name,
+				     .shard = -1,
+				     .run = "",
+				     .path = "",
+				     .detail = "",
+				     .shards = m->shards,
+				     .materialized = got,
+				     .runs = runs};
+	x->stats.snapshots++;
+	x->stats.shards += got;
+	x->stats.runs += runs;
+	if (x->report)
+		x->report(x->arg, &it);
+	return 0;
+}
+
+/* Moves the old catalog aside and opens a fresh one. */
+static int fresh_catalog(struct rebuild *x, int busy, char **err)
+{
+	int rc = move_aside(x, mf_now_s());
+	if (rc) {
+		eng_errf(err, "moving the old catalog aside: %s",
+			 strerror(-rc));
+		return rc;
+	}
+	char *path;
+	if (asprintf(&path, "%s/%s", mf_store_path(x->st), MF_CATALOG_FILE) < 0)
+		return -ENOMEM;
+	rc = mf_catalog_open(path, busy, &x->c);
+	if (rc)
+		eng_errf(err, "catalog '%s': %s", path, strerror(-rc));
+	free(path);
+	return rc;
+}
+
+int mf_engine_rebuild(const struct mf_engine_opts *opts, mf_rebuild_fn report,
+		      void *arg, struct mf_rebuild_stats *stats, char **err)
+{
+	if (!opts || !opts->store_dir)
+		return -EINVAL;
+	struct rebuild x = {.report = report, .arg = arg};
+	mf_hostname(x.host, sizeof(x.host));
+	struct mf_snapshot_rec *v = NULL;
+	size_t n = 0;
+	int rc = mf_store_open(opts->store_dir, false, &x.st);
+	if (rc) {
+		eng_errf(err, "store '%s': %s", opts->store_dir, strerror(-rc));
+		return rc;
+	}
+	rc = fresh_catalog(
+	    &x, opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 10000, err);
+	if (rc == 0)
+		rc = load_metas(&x, &v, &n);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		rc = rebuild_snapshot(&x, &v[i]);
+		if (rc)
+			eng_errf(err, "recording snapshot %s: %s", v[i].fp,
+				 strerror(-rc));
+	}
+	for (size_t i = 0; i < n; i++)
+		mf_snapshot_rec_release(&v[i]);
+	free(v);
+	if (rc)
+		eng_errf(err, "rebuild: %s", strerror(-rc));
+	mf_catalog_close(x.c);
+	mf_store_close(x.st);
+	if (rc == 0 && stats)
+		*stats = x.stats;
+	return rc;
+}
