@@ -161,7 +161,11 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 	if (rc) {
 		eng_errf(err, "catalog '%s': %s", e->catalog_path,
 			 rc == -EPROTO ? "made by a newer matfs"
-				       : strerror(-rc));
+			     : rc == -EBADMSG
+			     ? "not a valid catalog (matctl fsck "
+			       "--rebuild rebuilds it from the "
+			       "store)"
+			     : strerror(-rc));
 		return rc;
 	}
 	eng_catalog_put(e, c);

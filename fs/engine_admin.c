@@ -90,7 +90,17 @@ int mf_engine_expire_snapshot(struct mf_engine *e, const char *fp)
 	if (rc)
 		return rc;
 	bool running = false;
-	rc = expire_all(e, c, fp, &running);
+	struct mf_snapshot_rec snap;
+	rc = mf_catalog_get_snapshot(c, fp, &snap);
+	if (rc == -ENOENT) { /* only in the store: remove it on purpose */
+		eng_catalog_put(e, c);
+		rc = mf_store_snapshot_remove(e->store, fp);
+		return rc;
+	}
+	if (rc == 0)
+		mf_snapshot_rec_release(&snap);
+	if (rc == 0)
+		rc = expire_all(e, c, fp, &running);
 	/* A snapshot nobody serves and nobody writes leaves the catalog and
 	 * the store; one still registered stays listed, every shard absent. */
 	if (rc == 0 && !running && !eng_is_registered(e, fp)) {
@@ -118,16 +128,19 @@ static bool run_in_use(const struct mf_shard_rec *recs, size_t n,
 	return false;
 }
 
+/* The same rule as the catalog's claim: a run on this host lives while its
+ * process does; a run elsewhere while its heartbeat is fresh. */
 static bool run_alive(struct mf_engine *e, struct mf_catalog *c,
-		      const char *run_id)
+		      const char *run_id, int64_t pending_expiry)
 {
 	struct mf_run_rec run;
 	if (mf_catalog_get_run(c, run_id, &run) != 0)
 		return false;
+	if (strcmp(run.state, "active") != 0)
+		return false;
 	if (strcmp(run.host, e->host) == 0)
 		return mf_process_alive(run.pid, run.pid_start);
-	return true; /* another host's run: only its heartbeat can tell, and
-			the shards it holds already keep it (run_in_use) */
+	return mf_now_s() - run.heartbeat <= pending_expiry;
 }
 
 /* Removes shard files of a run that no catalog row points at. */
@@ -150,18 +163,51 @@ static void gc_files(struct mf_engine *e, const char *fp, const char *run_id,
 	free(idx);
 }
 
+/* A folder the catalog does not know. With its snapshot.metadata intact it
+ * is more likely a lost catalog than garbage: keep it for fsck --rebuild
+ * (`matctl rm FP` removes it on purpose). */
+static void gc_unknown(struct mf_engine *e, const char *fp,
+		       struct mf_gc_stats *st)
+{
+	char *meta = NULL;
+	size_t len;
+	if (mf_store_read_metadata(e->store, fp, &meta, &len) == 0) {
+		free(meta);
+		st->snapshots_unindexed++;
+		return;
+	}
+	if (mf_store_snapshot_remove(e->store, fp) == 0)
+		st->snapshots_removed++;
+}
+
+static void gc_run(struct mf_engine *e, struct mf_catalog *c, const char *fp,
+		   const char *run_id, const struct mf_shard_rec *recs,
+		   size_t n, int64_t pending_expiry, struct mf_gc_stats *st)
+{
+	bool alive = run_alive(e, c, run_id, pending_expiry);
+	if (!alive && !run_in_use(recs, n, run_id)) {
+		if (mf_store_run_remove(e->store, fp, run_id) == 0)
+			st->runs_removed++;
+		return;
+	}
+	gc_files(e, fp, run_id, recs, n, st);
+	uint32_t tmp = 0;
+	if (!alive && mf_store_tmp_remove(e->store, fp, run_id, &tmp) == 0)
+		st->files_removed += tmp;
+}
+
 static int gc_snapshot(struct mf_engine *e, struct mf_catalog *c,
 		       const char *fp, struct mf_gc_stats *st)
 {
 	struct mf_snapshot_rec snap;
 	int rc = mf_catalog_get_snapshot(c, fp, &snap);
 	if (rc == -ENOENT) {
-		if (mf_store_snapshot_remove(e->store, fp) == 0)
-			st->snapshots_removed++;
+		gc_unknown(e, fp, st);
 		return 0;
 	}
 	if (rc)
 		return rc;
+	int64_t pending_expiry = snap.pending_expiry;
 	mf_snapshot_rec_release(&snap);
 	struct mf_shard_rec *recs;
 	size_t n;
@@ -171,12 +217,8 @@ static int gc_snapshot(struct mf_engine *e, struct mf_catalog *c,
 	if (rc)
 		return rc;
 	rc = mf_store_list_runs(e->store, fp, &runs, &nr);
-	for (size_t i = 0; rc == 0 && i < nr; i++) {
-		if (run_in_use(recs, n, runs[i]) || run_alive(e, c, runs[i]))
-			gc_files(e, fp, runs[i], recs, n, st);
-		else if (mf_store_run_remove(e->store, fp, runs[i]) == 0)
-			st->runs_removed++;
-	}
+	for (size_t i = 0; rc == 0 && i < nr; i++)
+		gc_run(e, c, fp, runs[i], recs, n, pending_expiry, st);
 	if (rc == 0)
 		mf_strv_free(runs, nr);
 	for (size_t i = 0; i < n; i++)

@@ -101,7 +101,11 @@ int mf_engine_expire_snapshot(struct mf_engine *e, const char *fp);
 struct mf_gc_stats {
 	uint32_t snapshots_removed; /* folders with no catalog entry */
 	uint32_t runs_removed; /* run folders of dead runs no shard uses */
-	uint32_t files_removed; /* shard files no catalog row points at */
+	uint32_t files_removed; /* shard files no catalog row points at, and
+				   temp files of dead runs */
+	/* unknown folders kept because they hold a snapshot.metadata: more
+	 * likely a lost catalog than garbage */
+	uint32_t snapshots_unindexed;
 };
 /* Reclaims store space that nothing in the catalog refers to. */
 int mf_engine_gc(struct mf_engine *e, struct mf_gc_stats *stats);

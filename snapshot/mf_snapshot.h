@@ -80,7 +80,11 @@ int mf_store_run_remove(struct mf_store *st, const char *fp,
 /* Removes one committed shard file of a run; -ENOENT if not there. */
 int mf_store_shard_remove(struct mf_store *st, const char *fp,
 			  const char *run_id, uint32_t shard);
-/* Removes the whole FP folder. */
+/* Removes the temp files (shard-NNNNN.tmp) a run left behind; only for a
+ * run that is known to be dead. *removed (may be NULL) counts them. */
+int mf_store_tmp_remove(struct mf_store *st, const char *fp, const char *run_id,
+			uint32_t *removed);
+/* Removes the whole FP folder, its snapshot.metadata first. */
 int mf_store_snapshot_remove(struct mf_store *st, const char *fp);
 
 /* Lists, unsorted, the fingerprints (folders named by 64 hex digits) and

@@ -225,6 +225,48 @@ int mf_store_list_shards(struct mf_store *st, const char *fp,
 
 /* ---- removing ---- */
 
+static bool is_shard_tmp(const char *name)
+{
+	size_t n = strlen(name);
+	return strncmp(name, "shard-", 6) == 0 && n > 10 &&
+	    strcmp(name + n - 4, ".tmp") == 0;
+}
+
+int mf_store_tmp_remove(struct mf_store *st, const char *fp, const char *run_id,
+			uint32_t *removed)
+{
+	int runfd;
+	int rc = snap_open_run(st, fp, run_id, &runfd);
+	if (rc)
+		return rc;
+	DIR *d;
+	rc = dir_stream(runfd, &d);
+	if (rc) {
+		close(runfd);
+		return rc;
+	}
+	uint32_t count = 0;
+	int failed = 0;
+	struct dirent *de;
+	while ((de = next_entry(d, &rc)) != NULL) {
+		if (!is_shard_tmp(de->d_name) || !entry_is(d, de, false))
+			continue;
+		if (unlinkat(runfd, de->d_name, 0) == 0)
+			count++;
+		else if (errno != ENOENT)
+			failed = -errno;
+	}
+	closedir(d);
+	if (rc == 0)
+		rc = failed;
+	if (count && rc == 0)
+		rc = mf_fsync_dir(runfd);
+	close(runfd);
+	if (removed)
+		*removed = count;
+	return rc;
+}
+
 static int remove_tree(int parent, const char *name, int depth);
 
 /* Unlinks every entry of d once; sub-folders are emptied first. */

@@ -173,7 +173,11 @@ static int cmd_rm(struct ctl *ctl)
 	int bad = 0;
 	for (int i = 0; i < ctl->argc; i++) {
 		char fp[65];
-		if (ctl_resolve(ctl, ctl->argv[i], fp)) {
+		if (mf_is_hex(ctl->argv[i], MF_FP_HEX_LEN)) {
+			if (!ctl_engine(ctl))
+				return 1;
+			memcpy(fp, ctl->argv[i], sizeof(fp));
+		} else if (ctl_resolve(ctl, ctl->argv[i], fp)) {
 			bad = 1;
 			continue;
 		}
@@ -226,6 +230,11 @@ static int cmd_gc(struct ctl *ctl)
 	printf("removed %u snapshot folders, %u run folders, %u shard "
 	       "files\n",
 	       st.snapshots_removed, st.runs_removed, st.files_removed);
+	if (st.snapshots_unindexed)
+		printf("kept %u snapshot folders the catalog does not know: "
+		       "`matctl fsck --rebuild` indexes them again, `matctl rm "
+		       "FP` removes one\n",
+		       st.snapshots_unindexed);
 	return 0;
 }
 

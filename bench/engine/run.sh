@@ -30,6 +30,7 @@ inputs: in/seed
 stages:
   - exec: [$gen, "$size", "$work"]
 compression: $codec
+fingerprint: bench-${codec%%:*}-$size-$work  # compression is not covered
 YAML
 done
 "$gen" "$size" 0 >"$tmp/raw" # same distribution, for (d) and (e)

@@ -113,4 +113,22 @@ m ls | grep -q '^count ' && fail "rm left count listed"
 mkdir -p "$store/snapshots/$(printf '%064d' 7)"
 m gc | grep -q 'removed 1 snapshot folders' || fail "gc"
 pass "rm and gc"
+
+# --- gc never deletes what a lost catalog no longer knows ---
+tfp=$(m fingerprint "$spec")
+tdir=$store/snapshots/$tfp
+trun=$(ls "$tdir" | grep -v metadata | head -1)
+: >"$tdir/$trun/shard-00007.tmp"    # left by a run that died
+m gc | grep -q '1 shard files' || fail "gc kept a dead run's temp file"
+[ -e "$tdir/$trun/shard-00007.tmp" ] && fail "temp file still there"
+rm -f "$store"/catalog.db*
+m ls >/dev/null                       # a fresh, empty catalog
+out=$(m gc)
+[[ $out == *"kept 2 snapshot folders"* ]] || fail "gc on a lost catalog: $out"
+[ -f "$tdir/$trun/shard-00000.mfs" ] || fail "gc deleted data of a lost catalog"
+m fsck --rebuild >/dev/null || fail "rebuild"
+m cat tokens 0 | cmp -s - "$tmp/want0" || fail "data after rebuild"
+m rm "$tfp" >/dev/null || fail "rm by fingerprint"
+[ -d "$tdir" ] && fail "rm FP left $tdir"
+pass "gc keeps unindexed snapshots and removes dead runs' temp files"
 echo "all matctl tests passed"
