@@ -12,6 +12,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,6 +285,52 @@ static int set_paths(struct spec_ctx *c, struct mf_spec *s)
 	return 0;
 }
 
+/* True when gid is the primary group of uid and has no other members:
+ * the user-private groups of a umask 002 system. */
+static bool group_is_private(gid_t gid, uid_t uid)
+{
+	char buf[16384];
+	struct passwd pw, *pwp = NULL;
+	struct group gr, *grp = NULL;
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp ||
+	    pwp->pw_gid != gid)
+		return false;
+	if (getgrgid_r(gid, &gr, buf, sizeof(buf), &grp) != 0 || !grp)
+		return false;
+	return grp->gr_mem[0] == NULL;
+}
+
+/* A stage runs as the spec's owner with deps from the spec's folder: if
+ * someone else could write that folder or the spec, they could make the
+ * owner run their code. */
+static int check_writers(struct spec_ctx *c, const struct mf_spec *s,
+			 const struct stat *file)
+{
+	struct stat dir;
+	if (stat(s->dir, &dir) != 0)
+		return file_fail(c, -errno, "cannot stat its folder: %s",
+				 strerror(errno));
+	const char *what = NULL;
+	mode_t mode = 0;
+	if ((dir.st_mode & S_IWOTH) ||
+	    ((dir.st_mode & S_IWGRP) &&
+	     !group_is_private(dir.st_gid, dir.st_uid))) {
+		what = "its folder";
+		mode = dir.st_mode;
+	} else if ((file->st_mode & S_IWOTH) ||
+		   ((file->st_mode & S_IWGRP) &&
+		    !group_is_private(file->st_gid, file->st_uid))) {
+		what = "the spec";
+		mode = file->st_mode;
+	}
+	if (!what)
+		return 0;
+	return file_fail(c, -EPERM,
+			 "%s is writable by others than its owner (mode %04o): "
+			 "refused, since its stages run as the spec's owner",
+			 what, (unsigned)(mode & 07777));
+}
+
 static int set_defaults(struct mf_spec *s, const struct stat *st)
 {
 	s->identity = MF_IDENTITY_STAT;
@@ -317,6 +365,8 @@ int mf_spec_load(const char *path, struct mf_spec **out, char **err)
 	rc = set_defaults(s, &st);
 	if (rc == 0)
 		rc = set_paths(&c, s);
+	if (rc == 0)
+		rc = check_writers(&c, s, &st);
 	if (rc == 0)
 		rc = parse_text(&c, data, len);
 	free(data);

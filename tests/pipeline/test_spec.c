@@ -325,6 +325,36 @@ static void test_file_errors(void **state)
 	assert_null(s);
 }
 
+/* A folder or spec others can write is refused; a user-private group's
+ * write bit is not "others". */
+static void test_writable_by_others(void **state)
+{
+	struct mf_spec *s = NULL;
+	char *err = NULL;
+	fx_write("p/raw/a.jsonl", "a\n");
+	fx_write("p/a.yaml",
+		 "name: w\ninputs: raw/*.jsonl\n"
+		 "stages: [{exec: [cat]}]\n");
+	assert_int_equal(chmod("p", 0757), 0);
+	assert_int_equal(mf_spec_load("p/a.yaml", &s, &err), -EPERM);
+	assert_string_equal(err,
+			    "p/a.yaml: its folder is writable by others "
+			    "than its owner (mode 0757): refused, since "
+			    "its stages run as the spec's owner");
+	free(err);
+	assert_int_equal(chmod("p", 01777), 0); /* sticky does not help */
+	assert_int_equal(mf_spec_load("p/a.yaml", &s, &err), -EPERM);
+	free(err);
+	assert_int_equal(chmod("p", 0755), 0);
+	assert_int_equal(chmod("p/a.yaml", 0646), 0);
+	assert_int_equal(mf_spec_load("p/a.yaml", &s, &err), -EPERM);
+	assert_non_null(strstr(err, "the spec is writable"));
+	free(err);
+	assert_int_equal(chmod("p/a.yaml", 0644), 0);
+	s = fx_load("p/a.yaml");
+	mf_spec_free(s);
+}
+
 static void test_defaults(void **state)
 {
 	struct fx *f = *state;
@@ -528,6 +558,7 @@ int main(void)
 	    T(test_duplicate_key),
 	    T(test_bad_suffix),
 	    T(test_file_errors),
+	    T(test_writable_by_others),
 	    T(test_defaults),
 	    T(test_full_spec),
 	    T(test_plain_integers),
