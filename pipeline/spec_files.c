@@ -9,6 +9,7 @@
 #include "spec_i.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +141,32 @@ static int add_matches(struct spec_ctx *c, const glob_t *g, struct strv *acc,
 	return 0;
 }
 
+/* A path component that is a pattern matching "." or ".." (".*", ".?*")
+ * walks up and across the tree, and each one doubles glob(3)'s work; only
+ * the literal "." and ".." may name those. Returns the offending
+ * component's length, or 0. */
+static size_t dot_pattern(const char *pattern, const char **at)
+{
+	for (const char *p = pattern; *p;) {
+		size_t len = strcspn(p, "/");
+		char part[256];
+		if (len < sizeof(part)) {
+			memcpy(part, p, len);
+			part[len] = '\0';
+			bool literal =
+			    !strcmp(part, ".") || !strcmp(part, "..");
+			if (!literal &&
+			    (fnmatch(part, ".", FNM_PERIOD) == 0 ||
+			     fnmatch(part, "..", FNM_PERIOD) == 0)) {
+				*at = p;
+				return len;
+			}
+		}
+		p += len + (p[len] == '/');
+	}
+	return 0;
+}
+
 static int expand_glob(struct spec_ctx *c, const yaml_node_t *n,
 		       const char *pattern, struct strv *acc)
 {
@@ -148,6 +175,14 @@ static int expand_glob(struct spec_ctx *c, const yaml_node_t *n,
 				 "'inputs': '%s' is not relative to the spec "
 				 "folder",
 				 pattern);
+	const char *at;
+	size_t len = dot_pattern(pattern, &at);
+	if (len)
+		return spec_fail(
+		    c, n,
+		    "'inputs': '%.*s' in '%s' matches '.' and '..': "
+		    "name them literally",
+		    (int)len, at, pattern);
 	char *esc = glob_escape(c->spec->dir);
 	char *full = esc ? spec_join(esc, pattern) : NULL;
 	free(esc);

@@ -355,6 +355,22 @@ static void test_writable_by_others(void **state)
 	mf_spec_free(s);
 }
 
+static void test_dot_patterns(void **state)
+{
+	fx_write("raw/a.jsonl", "a\n");
+	fx_write("a.yaml",
+		 "name: w\ninputs: raw/.*/../*.jsonl\n"
+		 "stages: [{exec: [cat]}]\n");
+	fx_load_fails("a.yaml",
+		      "a.yaml:2:9: 'inputs': '.*' in "
+		      "'raw/.*/../*.jsonl' matches '.' and '..': "
+		      "name them literally");
+	fx_write("b.yaml",
+		 "name: w\ninputs: ./raw/../raw/*.jsonl\n"
+		 "stages: [{exec: [cat]}]\n");
+	mf_spec_free(fx_load("b.yaml"));
+}
+
 static void test_defaults(void **state)
 {
 	struct fx *f = *state;
@@ -559,6 +575,7 @@ int main(void)
 	    T(test_bad_suffix),
 	    T(test_file_errors),
 	    T(test_writable_by_others),
+	    T(test_dot_patterns),
 	    T(test_defaults),
 	    T(test_full_spec),
 	    T(test_plain_integers),
