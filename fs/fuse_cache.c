@@ -1,0 +1,338 @@
+/*
+ * fuse_cache.c - the cache of decompressed chunks, bounded by a memory
+ * budget (-o cache=SIZE). A chunk is decompressed once however many
+ * readers and read-ahead jobs want it: the first one loads it, the others
+ * wait for it. The least recently used chunks that nobody holds go first
+ * when the budget is exceeded; a chunk being read is never freed.
+ *
+ * Keys are (data id, chunk index): a data id names one opened committed
+ * file, so chunks of a recomputed shard never mix with the old ones.
+ *
+ * Not for: deciding what to read ahead (fuse_open.c).
+ */
+#include "fuse_i.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+struct centry {
+	struct centry *hnext; /* hash chain */
+	struct centry *prev, *next; /* LRU list, most recent first */
+	uint64_t data_id;
+	uint32_t chunk;
+	unsigned refs;
+	int state; /* LOADING, READY or a negative errno */
+	bool linked; /* in the hash and the LRU list */
+	uint8_t *buf;
+	size_t len, cap; /* bytes of the chunk, of buf */
+};
+
+/* A buffer kept for the next chunk: faulted-in memory saves the page
+ * faults and zeroing a fresh 4 MiB allocation costs on every load. Kept
+ * buffers and cached chunks together stay within the budget. */
+struct fbuf {
+	struct fbuf *next;
+	size_t cap;
+};
+#define FREE_MAX (64ULL << 20)
+#define HUGE_SIZE ((size_t)2 << 20)
+
+enum { LOADING = 1, READY = 0 };
+
+struct mfs_cache {
+	pthread_mutex_t lock; /* guards everything below */
+	pthread_cond_t loaded;
+	struct centry **tab; /* power-of-2 buckets */
+	size_t cap, n;
+	struct centry lru; /* sentinel */
+	uint64_t budget, used;
+	struct fbuf *spare; /* buffers to reuse, at most free_max bytes */
+	uint64_t spare_bytes, free_max;
+};
+
+int mfs_cache_new(uint64_t budget, struct mfs_cache **out)
+{
+	struct mfs_cache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->cap = 1024;
+	c->tab = calloc(c->cap, sizeof(*c->tab));
+	if (!c->tab) {
+		free(c);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->loaded, NULL);
+	c->lru.next = c->lru.prev = &c->lru;
+	c->budget = budget;
+	c->free_max = budget / 4 < FREE_MAX ? budget / 4 : FREE_MAX;
+	*out = c;
+	return 0;
+}
+
+/* A buffer of at least len bytes, reused when one fits; caller holds the
+ * lock. NULL when out of memory. */
+static uint8_t *buf_take(struct mfs_cache *c, size_t len, size_t *cap)
+{
+	for (struct fbuf **p = &c->spare; *p; p = &(*p)->next) {
+		struct fbuf *b = *p;
+		if (b->cap >= len && b->cap <= 2 * len + 4096) {
+			*p = b->next;
+			c->spare_bytes -= b->cap;
+			*cap = b->cap;
+			return (uint8_t *)b;
+		}
+	}
+	if (len >= HUGE_SIZE) { /* fewer faults, fewer TLB misses */
+		void *p = NULL;
+		size_t n = (len + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
+		if (posix_memalign(&p, HUGE_SIZE, n) != 0)
+			return NULL;
+		(void)madvise(p, n, MADV_HUGEPAGE);
+		*cap = n;
+		return p;
+	}
+	*cap = len < sizeof(struct fbuf) ? sizeof(struct fbuf) : len;
+	return malloc(*cap);
+}
+
+/* Keeps buf for reuse, or frees it; caller holds the lock. */
+static void buf_give(struct mfs_cache *c, uint8_t *buf, size_t cap)
+{
+	if (!buf)
+		return;
+	if (c->spare_bytes + cap > c->free_max ||
+	    c->used + c->spare_bytes + cap > c->budget) {
+		free(buf);
+		return;
+	}
+	struct fbuf *b = (struct fbuf *)(void *)buf;
+	b->cap = cap;
+	b->next = c->spare;
+	c->spare = b;
+	c->spare_bytes += cap;
+}
+
+static void entry_free(struct mfs_cache *c, struct centry *e)
+{
+	buf_give(c, e->buf, e->cap);
+	free(e);
+}
+
+void mfs_cache_free(struct mfs_cache *c)
+{
+	if (!c)
+		return;
+	while (c->lru.next != &c->lru) {
+		struct centry *e = c->lru.next;
+		c->lru.next = e->next;
+		free(e->buf);
+		free(e);
+	}
+	while (c->spare) {
+		struct fbuf *b = c->spare;
+		c->spare = b->next;
+		free(b);
+	}
+	free(c->tab);
+	pthread_cond_destroy(&c->loaded);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+static size_t bucket(const struct mfs_cache *c, uint64_t id, uint32_t chunk)
+{
+	uint64_t h =
+	    (id * 0x9e3779b97f4a7c15ULL) ^ (chunk * 0xff51afd7ed558ccdULL);
+	return (size_t)(h ^ (h >> 29)) & (c->cap - 1);
+}
+
+static struct centry *find(struct mfs_cache *c, uint64_t id, uint32_t chunk)
+{
+	for (struct centry *e = c->tab[bucket(c, id, chunk)]; e; e = e->hnext)
+		if (e->data_id == id && e->chunk == chunk)
+			return e;
+	return NULL;
+}
+
+static void grow(struct mfs_cache *c)
+{
+	size_t old_cap = c->cap;
+	struct centry **old = c->tab;
+	struct centry **tab = calloc(old_cap * 2, sizeof(*tab));
+	if (!tab)
+		return; /* longer chains, still correct */
+	c->tab = tab;
+	c->cap = old_cap * 2;
+	for (size_t i = 0; i < old_cap; i++) {
+		while (old[i]) {
+			struct centry *e = old[i];
+			old[i] = e->hnext;
+			size_t b = bucket(c, e->data_id, e->chunk);
+			e->hnext = tab[b];
+			tab[b] = e;
+		}
+	}
+	free(old);
+}
+
+static void lru_remove(struct centry *e)
+{
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+}
+
+static void lru_front(struct mfs_cache *c, struct centry *e)
+{
+	e->next = c->lru.next;
+	e->prev = &c->lru;
+	c->lru.next->prev = e;
+	c->lru.next = e;
+}
+
+static void link_entry(struct mfs_cache *c, struct centry *e)
+{
+	if (c->n >= c->cap)
+		grow(c);
+	size_t b = bucket(c, e->data_id, e->chunk);
+	e->hnext = c->tab[b];
+	c->tab[b] = e;
+	lru_front(c, e);
+	e->linked = true;
+	c->n++;
+	c->used += e->len;
+}
+
+static void unlink_entry(struct mfs_cache *c, struct centry *e)
+{
+	struct centry **p = &c->tab[bucket(c, e->data_id, e->chunk)];
+	while (*p != e)
+		p = &(*p)->hnext;
+	*p = e->hnext;
+	lru_remove(e);
+	e->linked = false;
+	c->n--;
+	c->used -= e->len;
+}
+
+/* Frees unheld chunks from the least recently used end. */
+static void evict(struct mfs_cache *c)
+{
+	struct centry *e = c->lru.prev;
+	while (c->used > c->budget && e != &c->lru) {
+		struct centry *prev = e->prev;
+		if (e->refs == 0 && e->state == READY) {
+			unlink_entry(c, e);
+			entry_free(c, e);
+		}
+		e = prev;
+	}
+}
+
+static void unref_locked(struct mfs_cache *c, struct centry *e)
+{
+	if (--e->refs == 0 && !e->linked)
+		entry_free(c, e);
+}
+
+/* Decompresses e's chunk with the lock released; e is held. */
+static int load(struct mfs_cache *c, struct mfs_data *d, struct centry *e)
+{
+	size_t cap;
+	uint8_t *buf = buf_take(c, e->len, &cap);
+	pthread_mutex_unlock(&c->lock);
+	ssize_t n = buf
+	    ? mf_shard_reader_read_chunk(d->r, e->chunk, buf, e->len)
+	    : -ENOMEM;
+	pthread_mutex_lock(&c->lock);
+	if (n >= 0 && (size_t)n != e->len)
+		n = -EBADMSG;
+	if (n < 0) {
+		buf_give(c, buf, cap);
+		e->state = (int)n;
+		unlink_entry(c, e); /* the next reader tries again */
+	} else {
+		e->buf = buf;
+		e->cap = cap;
+		e->state = READY;
+	}
+	pthread_cond_broadcast(&c->loaded);
+	return n < 0 ? (int)n : 0;
+}
+
+int mfs_cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
+		  struct mfs_chunk *out, void **ref)
+{
+	if (chunk >= d->st.chunks)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	struct centry *e = find(c, d->id, chunk);
+	int rc = 0;
+	if (e) {
+		e->refs++;
+		while (e->state == LOADING)
+			pthread_cond_wait(&c->loaded, &c->lock);
+		rc = e->state < 0 ? e->state : 0;
+		if (rc == 0) {
+			lru_remove(e);
+			lru_front(c, e);
+		}
+	} else if ((e = calloc(1, sizeof(*e)))) {
+		*e = (struct centry){
+		    .data_id = d->id,
+		    .chunk = chunk,
+		    .refs = 1,
+		    .state = LOADING,
+		    .len = mf_shard_reader_chunk_len(d->r, chunk)};
+		link_entry(c, e);
+		rc = load(c, d, e);
+	} else {
+		rc = -ENOMEM;
+	}
+	if (rc && e)
+		unref_locked(c, e);
+	if (rc == 0)
+		evict(c);
+	pthread_mutex_unlock(&c->lock);
+	if (rc == 0) {
+		*out = (struct mfs_chunk){e->buf, e->len};
+		*ref = e;
+	}
+	return rc;
+}
+
+void mfs_cache_unref(struct mfs_cache *c, void *ref)
+{
+	pthread_mutex_lock(&c->lock);
+	unref_locked(c, ref);
+	if (c->used > c->budget)
+		evict(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool mfs_cache_has(struct mfs_cache *c, const struct mfs_data *d,
+		   uint32_t chunk)
+{
+	pthread_mutex_lock(&c->lock);
+	bool has = find(c, d->id, chunk) != NULL;
+	pthread_mutex_unlock(&c->lock);
+	return has;
+}
+
+void mfs_cache_drop(struct mfs_cache *c, uint64_t data_id)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	struct centry *e = c->lru.next;
+	while (e != &c->lru) {
+		struct centry *next = e->next;
+		if (e->data_id == data_id && e->refs == 0) {
+			unlink_entry(c, e);
+			entry_free(c, e);
+		}
+		e = next;
+	}
+	pthread_mutex_unlock(&c->lock);
+}

@@ -1,0 +1,270 @@
+/*
+ * fuse_dir.c - directory listings. opendir takes a picture of the
+ * directory (the root: every fingerprint of the catalog and of the
+ * registered specs, every pipeline name; a snapshot: every shard with its
+ * catalog row), readdir and readdirplus serve it by offset, releasedir
+ * frees it. One catalog query per listing, however many entries, so
+ * `ls -l` of 10,000 shards costs one query.
+ *
+ * Not for: lookups of single names (fuse_ops.c). Never computes.
+ */
+#include "fuse_i.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dent {
+	char name[MF_FP_HEX_LEN + 8]; /* longest: a fingerprint */
+	struct stat st;
+	double ttl;
+	uint64_t gen;
+};
+
+struct listing {
+	size_t n, cap;
+	struct dent *v;
+};
+
+static struct dent *dent_add(struct listing *l, const char *name)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 32;
+		void *p = realloc(l->v, cap * sizeof(*l->v));
+		if (!p)
+			return NULL;
+		l->v = p;
+		l->cap = cap;
+	}
+	struct dent *d = &l->v[l->n++];
+	memset(d, 0, sizeof(*d));
+	snprintf(d->name, sizeof(d->name), "%s", name);
+	return d;
+}
+
+static int dots(struct mfs *m, struct listing *l, const struct stat *self)
+{
+	struct dent *d = dent_add(l, ".");
+	if (!d)
+		return -ENOMEM;
+	d->st = *self;
+	if (!(d = dent_add(l, "..")))
+		return -ENOMEM;
+	mfs_attr_root(m, &d->st);
+	return 0;
+}
+
+static int add_snap(struct mfs *m, struct listing *l, struct mfs_snap *s)
+{
+	struct mfs_snap_info si;
+	if (mfs_snap_info(m, s, &si) != 0)
+		return 0; /* gone meanwhile */
+	for (size_t i = 2; i < l->n; i++)
+		if (strcmp(l->v[i].name, si.fp) == 0)
+			return 0;
+	struct dent *d = dent_add(l, si.fp);
+	if (!d)
+		return -ENOMEM;
+	mfs_attr_dir(m, &si, &d->st);
+	d->ttl = MFS_ATTR_TTL;
+	d->gen = si.gen;
+	return 0;
+}
+
+/* Fingerprints the catalog knows, with their rows. */
+static int root_catalog(struct mfs *m, struct listing *l)
+{
+	struct mf_catalog *c;
+	struct mf_snapshot_rec *recs;
+	size_t n;
+	int rc = mfs_cat_get(m, &c);
+	if (rc)
+		return rc;
+	rc = mf_catalog_list_snapshots(c, &recs, &n);
+	mfs_cat_put(m, c);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		struct mfs_snap *s;
+		if (rc == 0 && mfs_snap_get(m, recs[i].fp, &s) == 0) {
+			mfs_snap_from_rec(m, s, &recs[i]);
+			rc = add_snap(m, l, s);
+		}
+		mf_snapshot_rec_release(&recs[i]);
+	}
+	free(recs);
+	return rc;
+}
+
+static int root_links(struct mfs *m, struct listing *l)
+{
+	pthread_mutex_lock(&m->ns_lock);
+	size_t n = m->n_links;
+	struct mfs_link *v = malloc((n ? n : 1) * sizeof(*v));
+	if (v)
+		memcpy(v, m->links, n * sizeof(*v));
+	pthread_mutex_unlock(&m->ns_lock);
+	if (!v)
+		return -ENOMEM;
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (!v[i].present)
+			continue;
+		struct dent *d = dent_add(l, v[i].name);
+		if (!d)
+			rc = -ENOMEM;
+		else
+			mfs_attr_link(m, &v[i], &d->st);
+		if (d)
+			d->ttl = MFS_ATTR_TTL;
+	}
+	free(v);
+	return rc;
+}
+
+static int list_root(struct mfs *m, struct listing *l)
+{
+	struct stat self;
+	mfs_attr_root(m, &self);
+	int rc = dots(m, l, &self);
+	if (rc == 0)
+		rc = root_catalog(m, l);
+	struct mfs_snap **reg;
+	size_t n;
+	if (rc == 0)
+		rc = mfs_snaps_registered(m, &reg, &n);
+	if (rc == 0) {
+		for (size_t i = 0; rc == 0 && i < n; i++)
+			rc = add_snap(m, l, reg[i]);
+		free(reg);
+	}
+	return rc ? rc : root_links(m, l);
+}
+
+static int list_snapshot(struct mfs *m, const struct mfs_snap_info *si,
+			 struct listing *l)
+{
+	struct stat self;
+	mfs_attr_dir(m, si, &self);
+	int rc = dots(m, l, &self);
+	struct mf_catalog *c;
+	struct mf_shard_rec *recs = NULL;
+	size_t n = 0;
+	if (rc == 0)
+		rc = mfs_cat_get(m, &c);
+	if (rc)
+		return rc;
+	rc = mf_catalog_list_shards(c, si->fp, &recs, &n);
+	mfs_cat_put(m, c);
+	if (rc == -ENOENT)
+		rc = 0;
+	if (rc)
+		return rc;
+	size_t j = 0;
+	for (uint32_t k = 0; rc == 0 && k < si->shards; k++) {
+		char name[sizeof(((struct dent *)0)->name)];
+		while (j < n && recs[j].index < k)
+			j++;
+		const struct mf_shard_rec *rec =
+		    j < n && recs[j].index == k ? &recs[j] : NULL;
+		struct dent *d = NULL;
+		rc = mfs_shard_name(si, k, name, sizeof(name));
+		if (rc == 0 && !(d = dent_add(l, name)))
+			rc = -ENOMEM;
+		if (d)
+			d->ttl = mfs_attr_shard(m, mfs_shard_ino(m, si->id, k),
+						si, rec, &d->st);
+	}
+	for (size_t i = 0; i < n; i++)
+		mf_shard_rec_release(&recs[i]);
+	free(recs);
+	return rc;
+}
+
+void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct mfs *m = fuse_req_userdata(req);
+	struct mfs_inode in;
+	struct listing *l = calloc(1, sizeof(*l));
+	int rc = l ? mfs_inode_decode(m, ino, &in) : -ENOMEM;
+	if (rc == 0 && in.kind == MFS_ROOT)
+		rc = list_root(m, l);
+	else if (rc == 0 && in.kind == MFS_DIR)
+		rc = list_snapshot(m, &in.si, l);
+	else if (rc == 0)
+		rc = -ENOTDIR;
+	if (rc) {
+		if (l)
+			free(l->v);
+		free(l);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)l;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		free(l->v);
+		free(l);
+	}
+}
+
+static void reply_listing(fuse_req_t req, size_t size, off_t off,
+			  struct fuse_file_info *fi, bool plus)
+{
+	struct listing *l = (struct listing *)(uintptr_t)fi->fh;
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	size_t used = 0;
+	for (size_t i = (size_t)off; off >= 0 && i < l->n; i++) {
+		struct dent *d = &l->v[i];
+		size_t left = size - used, want;
+		if (plus) {
+			struct fuse_entry_param e = {
+			    .ino = d->st.st_ino,
+			    .generation = d->gen,
+			    .attr = d->st,
+			    .attr_timeout = d->ttl,
+			    .entry_timeout = 1.0,
+			};
+			want = fuse_add_direntry_plus(
+			    req, buf + used, left, d->name, &e, (off_t)(i + 1));
+		} else {
+			want = fuse_add_direntry(req, buf + used, left, d->name,
+						 &d->st, (off_t)(i + 1));
+		}
+		if (want > left)
+			break;
+		used += want;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+void mfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	(void)ino;
+	reply_listing(req, size, off, fi, false);
+}
+
+void mfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi)
+{
+	(void)ino;
+	reply_listing(req, size, off, fi, true);
+}
+
+void mfs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct listing *l = (struct listing *)(uintptr_t)fi->fh;
+	if (l) {
+		free(l->v);
+		free(l);
+	}
+	fuse_reply_err(req, 0);
+}

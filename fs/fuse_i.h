@@ -1,0 +1,404 @@
+/*
+ * fuse_i.h - the FUSE layer of the matfs daemon: the mounted tree over the
+ * engine (mf_engine.h). Its first part is what tools/matfs.c calls; the rest
+ * is shared by the fuse_*.c files only.
+ *
+ * The tree (DESIGN.md, "The mount"):
+ *   /                      the root (inode 1)
+ *   /FP                    one directory per fingerprint
+ *   /NAME -> FP            one symlink per registered pipeline name
+ *   /FP/shard-NNNNN[SUF]   one file per shard, size 0 until materialized
+ * Inode numbers are computed, never allocated per lookup: a fingerprint
+ * gets a 31-bit id (its first 31 bits, probed on collision), its
+ * directory is id << 32 and shard k is (id << 32) | (k + 1); a name's
+ * symlink is (name id << 32) | 0xffffffff. So lookups and FORGET keep no
+ * state, and the numbers are the same in every mount of a store. Only a
+ * shard removed while open gets a new number (MFS_INO_INC, fuse_node.c).
+ *
+ * Not for: computing or storing shards (the engine), parsing the command
+ * line or deciding where messages go (tools/matfs.c). Nothing here prints:
+ * messages go to the log callback of mfs_opts.
+ */
+#ifndef MF_FUSE_I_H
+#define MF_FUSE_I_H
+
+#define FUSE_USE_VERSION 312
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mf_engine.h"
+
+/* ---- the daemon's interface ---- */
+
+enum mfs_log_level { MFS_LOG_ERR = 0, MFS_LOG_WARN, MFS_LOG_INFO };
+
+/* Receives one message (no trailing newline); called from any thread. */
+typedef void (*mfs_log_fn)(void *arg, int level, const char *msg);
+
+struct mfs_opts {
+	const char *store_dir; /* absolute; created if missing */
+	const char *pipelines_dir; /* absolute; may be missing (logged) */
+	unsigned workers; /* concurrent materializations; 0: cores */
+	uint64_t cache_bytes; /* decompressed chunk budget; 0: default */
+	uint64_t max_size; /* store limit; parsed, not enforced yet */
+	bool allow_other; /* others may enter: dirs get u+w */
+	const char *mountpoint; /* absolute; for the read-ahead below */
+	unsigned readahead_kb; /* kernel read-ahead to set; 0: as is */
+	mfs_log_fn log;
+	void *log_arg;
+};
+
+#define MFS_CACHE_DEFAULT (256ULL << 20)
+
+struct mfs;
+
+/*
+ * Opens the engine on the store and registers every spec of the pipelines
+ * folder (a bad one is logged with FILE:LINE:COL and skipped). The engine
+ * starts a thread: call it after any fork. Returns 0 or -errno with *err
+ * (caller frees).
+ */
+int mfs_new(const struct mfs_opts *o, struct mfs **out, char **err);
+
+/* The operations to give fuse_session_new, with m as userdata. */
+const struct fuse_lowlevel_ops *mfs_ops(void);
+
+/* Starts the worker pools and the pipelines watcher; se is mounted. */
+int mfs_start(struct mfs *m, struct fuse_session *se);
+
+/*
+ * After the session loop returned: stops the watcher and the pools, waiting
+ * at most timeout_ms for materializations in progress. -EBUSY when some
+ * still run: the caller must then exit without mfs_free.
+ */
+int mfs_stop(struct mfs *m, unsigned timeout_ms);
+void mfs_free(struct mfs *m);
+
+/*
+ * Raises the kernel read-ahead of the FUSE mount at mountpoint (its bdi's
+ * read_ahead_kb) to kb when lower: FUSE starts at 128 KiB, and 1 MiB
+ * requests let the daemon decompress and reply in larger pieces. Only
+ * sticks once the kernel has processed FUSE INIT, so the mount does it on
+ * its first request (mfs_opts.readahead_kb). Needs root (-EACCES
+ * otherwise); -ENOENT when nothing is mounted there.
+ */
+#define MFS_READAHEAD_KB 1024
+int mfs_tune_readahead(const char *mountpoint, unsigned kb);
+
+/* ---- private to the FUSE layer ---- */
+
+#define MFS_ROOT_INO FUSE_ROOT_ID
+#define MFS_LINK_LOW 0xffffffffu
+#define MFS_SUFFIX_MAX 32
+#define MFS_SNAP_TTL_NS 1000000000ULL /* catalog re-read of a snapshot */
+#define MFS_ATTR_TTL 1.0 /* seconds the kernel keeps final attributes */
+#define MFS_IDENT_LEN (MF_RUN_ID_HEX_LEN + 12)
+
+void mfs_logf(struct mfs *m, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* One fingerprint this mount has seen. Never freed before the mount. */
+struct mfs_snap {
+	char fp[MF_FP_HEX_LEN + 1];
+	uint32_t id; /* inode high bits; fixed */
+	/* guarded by mfs.ns_lock: */
+	uint64_t gen; /* directory inode generation; rmdir bumps */
+	bool registered; /* a spec of the pipelines folder yields it */
+	bool known; /* in the catalog or registered, as of checked */
+	uint64_t checked_ns; /* 0: re-read the catalog */
+	uint32_t shards;
+	char suffix[MFS_SUFFIX_MAX + 1];
+	char name[MF_NAME_MAX + 1];
+	int64_t created;
+};
+
+/* What the mount shows of a snapshot: a copy taken under ns_lock. */
+struct mfs_snap_info {
+	char fp[MF_FP_HEX_LEN + 1];
+	uint32_t id;
+	uint64_t gen;
+	uint32_t shards;
+	char suffix[MFS_SUFFIX_MAX + 1];
+	char name[MF_NAME_MAX + 1];
+	int64_t created;
+	bool registered;
+};
+
+/* One pipeline name's symlink. Never freed before the mount. */
+struct mfs_link {
+	char name[MF_NAME_MAX + 1];
+	uint32_t id;
+	bool present; /* guarded by ns_lock, as fp */
+	char fp[MF_FP_HEX_LEN + 1];
+};
+
+/* An opened committed shard file, shared by every handle opened on it
+ * while it is current. Freed when the last reference goes. */
+struct mfs_data {
+	atomic_uint refs;
+	uint64_t id; /* unique in the mount: keys the chunk cache */
+	struct mf_shard_reader *r;
+	struct mf_shard_stat st;
+	char fp[MF_FP_HEX_LEN + 1];
+	uint32_t shard;
+	char ident[MFS_IDENT_LEN]; /* "RUN/ATTEMPTS": this computation */
+};
+
+struct mfs_waiter; /* an open request waiting for a materialization */
+
+/* Open-time state of one shard inode. Guarded by mfs.node_lock. */
+struct mfs_node {
+	struct mfs_node *next; /* hash chain */
+	fuse_ino_t ino;
+	uint32_t snap_id, shard; /* the shard it is an inode of */
+	fuse_ino_t live; /* on a shard's first inode: its
+					  current inode when not this one */
+	bool retired; /* rm'd with handles open: the
+					  kernel's inode of those handles */
+	struct mfs_data *cur; /* the data current handles share */
+	unsigned nfh; /* handles open on cur */
+	struct mfs_waiter *waiters; /* opens waiting for a worker */
+	bool queued; /* an open job is with the workers */
+	char kept[MFS_IDENT_LEN]; /* computation the kernel may cache */
+};
+
+struct mfs_pool;
+struct mfs_cache;
+struct mfs_specs;
+
+struct mfs {
+	struct mfs_opts o; /* strings owned (copied) */
+	struct mf_engine *eng;
+	struct fuse_session *se;
+	uid_t uid;
+	gid_t gid;
+	int64_t t0; /* mount time */
+	unsigned cores;
+
+	/* Lock order: ns_lock, node_lock and cat_lock are leaves: never
+	 * held together, never across I/O or a FUSE reply. */
+	pthread_mutex_t cat_lock;
+	struct mf_catalog **cats; /* idle connections */
+	size_t n_cats, cap_cats;
+
+	pthread_mutex_t ns_lock;
+	struct mfs_snap **snaps; /* in order of first sight */
+	size_t n_snaps, cap_snaps;
+	struct mfs_snap **by_id; /* open addressing on id; power of 2 */
+	size_t cap_id;
+	struct mfs_link *links;
+	size_t n_links, cap_links;
+
+	pthread_mutex_t node_lock;
+	struct mfs_node **nodes; /* hash on ino */
+	size_t cap_nodes, n_nodes;
+	uint64_t next_inc; /* counter of MFS_INO_INC inodes */
+
+	atomic_uint_fast64_t next_data_id;
+	struct mfs_pool *open_pool; /* workers: materializations */
+	struct mfs_pool *ra_pool; /* read-ahead decompression */
+	struct mfs_cache *cache;
+	struct mfs_specs *specs;
+	atomic_bool ra_tuned; /* readahead_kb applied (or tried) */
+};
+
+/* fuse_model.c: catalog connections, the namespace, attributes */
+int mfs_cat_get(struct mfs *m, struct mf_catalog **out);
+void mfs_cat_put(struct mfs *m, struct mf_catalog *c);
+int mfs_ns_init(struct mfs *m);
+void mfs_ns_release(struct mfs *m);
+/* The snapshot of fp, created (with its id) when first seen. */
+int mfs_snap_get(struct mfs *m, const char *fp, struct mfs_snap **out);
+struct mfs_snap *mfs_snap_by_id(struct mfs *m, uint32_t id);
+/* Current info of s, re-reading the catalog when older than the TTL.
+ * -ENOENT when neither the catalog nor a spec knows it. */
+int mfs_snap_info(struct mfs *m, struct mfs_snap *s, struct mfs_snap_info *out);
+void mfs_snap_forget(struct mfs *m, struct mfs_snap *s, bool bump_gen);
+/* Updates s from its catalog row (NULL: it has none). */
+void mfs_snap_from_rec(struct mfs *m, struct mfs_snap *s,
+		       const struct mf_snapshot_rec *rec);
+/* Every registered fingerprint (caller frees the array). */
+int mfs_snaps_registered(struct mfs *m, struct mfs_snap ***out, size_t *n);
+/* Symlinks: the target of a name, or of a link inode id. */
+int mfs_link_find(struct mfs *m, const char *name, struct mfs_link *out);
+int mfs_link_by_id(struct mfs *m, uint32_t id, struct mfs_link *out);
+/* The inode id of a name, present or not; -ENOENT if never seen. */
+int mfs_link_id(struct mfs *m, const char *name, uint32_t *id);
+/* Replaces the registered set (from the specs watcher); names whose target
+ * changed are returned for invalidation (caller frees). */
+int mfs_ns_set_specs(struct mfs *m, const struct mf_engine_spec_info *v,
+		     size_t n, char ***changed, size_t *n_changed);
+
+/* Inodes */
+static inline fuse_ino_t mfs_ino_dir(uint32_t id)
+{
+	return (fuse_ino_t)id << 32;
+}
+static inline fuse_ino_t mfs_ino_shard(uint32_t id, uint32_t k)
+{
+	return ((fuse_ino_t)id << 32) | (fuse_ino_t)(k + 1);
+}
+static inline fuse_ino_t mfs_ino_link(uint32_t id)
+{
+	return ((fuse_ino_t)id << 32) | MFS_LINK_LOW;
+}
+
+/* Shard names: "shard-" + width digits + suffix. */
+unsigned mfs_shard_width(uint32_t shards);
+int mfs_shard_name(const struct mfs_snap_info *si, uint32_t k, char *buf,
+		   size_t len);
+int mfs_shard_parse(const struct mfs_snap_info *si, const char *name,
+		    uint32_t *k);
+
+void mfs_attr_root(struct mfs *m, struct stat *st);
+void mfs_attr_dir(struct mfs *m, const struct mfs_snap_info *si,
+		  struct stat *st);
+void mfs_attr_link(struct mfs *m, const struct mfs_link *l, struct stat *st);
+/* rec may be NULL (no catalog row): an absent shard. Returns the attr
+ * timeout. */
+double mfs_attr_shard(struct mfs *m, fuse_ino_t ino,
+		      const struct mfs_snap_info *si,
+		      const struct mf_shard_rec *rec, struct stat *st);
+
+/* What an inode is, decoded; snap info filled for dirs and shards. */
+enum mfs_kind { MFS_ROOT, MFS_DIR, MFS_SHARD, MFS_LINK };
+struct mfs_inode {
+	enum mfs_kind kind;
+	struct mfs_snap *snap;
+	struct mfs_snap_info si;
+	uint32_t shard;
+	struct mfs_link link;
+};
+int mfs_inode_decode(struct mfs *m, fuse_ino_t ino, struct mfs_inode *out);
+/* Applies opts.readahead_kb once; called on requests after FUSE INIT. */
+void mfs_tune_once(struct mfs *m);
+/* The shard's catalog row: 0 with *rec (release it), 1 when it has none
+ * (an absent shard), or -errno. */
+int mfs_shard_rec(struct mfs *m, const char *fp, uint32_t k,
+		  struct mf_shard_rec *rec);
+
+/* fuse_ops.c: lookup, getattr, readlink, statfs, init */
+void mfs_op_init(void *userdata, struct fuse_conn_info *conn);
+void mfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void mfs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void mfs_op_forget_multi(fuse_req_t req, size_t count,
+			 struct fuse_forget_data *forgets);
+void mfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void mfs_op_readlink(fuse_req_t req, fuse_ino_t ino);
+void mfs_op_statfs(fuse_req_t req, fuse_ino_t ino);
+/* Fills e for the child name of parent; 0 or -errno. */
+int mfs_entry(struct mfs *m, fuse_ino_t parent, const char *name,
+	      struct fuse_entry_param *e);
+
+/* fuse_dir.c: opendir, readdir(plus), releasedir */
+void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void mfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi);
+void mfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi);
+void mfs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi);
+
+/* fuse_open.c: open, read, release */
+void mfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void mfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		 struct fuse_file_info *fi);
+void mfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+
+/* fuse_node.c: shard inodes with open-time state. Removing a shard that
+ * has open handles retires its inode (the handles keep it, with the size
+ * of what they read) and gives the shard a new inode number, as a Unix
+ * filesystem gives a recreated file a new inode. */
+#define MFS_INO_INC (1ULL << 63) /* inodes given after an rm */
+/* The node of inode ino, created if missing. Caller holds node_lock. */
+struct mfs_node *mfs_node_get(struct mfs *m, fuse_ino_t ino);
+/* The inode number a lookup of shard k of snapshot id answers. */
+fuse_ino_t mfs_shard_ino(struct mfs *m, uint32_t id, uint32_t k);
+/* The shard an inode given after an rm belongs to; -ENOENT. */
+int mfs_inc_decode(struct mfs *m, fuse_ino_t ino, uint32_t *id, uint32_t *k);
+/* After shard k (or every shard) of snapshot id was expired. */
+void mfs_shard_retire(struct mfs *m, uint32_t id, uint32_t k);
+void mfs_snap_retire(struct mfs *m, uint32_t id);
+/* A retired inode's stat of what its handles read: false when ino is not
+ * retired (the catalog then answers). */
+bool mfs_retired_stat(struct mfs *m, fuse_ino_t ino, struct mf_shard_stat *st);
+void mfs_nodes_release(struct mfs *m);
+/* The data an open handle reads (fi->fh of a shard's open). */
+const struct mfs_data *mfs_fh_data(uint64_t fh);
+void mfs_data_put(struct mfs *m, struct mfs_data *d);
+
+/* fuse_write.c: unlink, rmdir, and every refused change */
+void mfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void mfs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void mfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  mode_t mode);
+void mfs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  mode_t mode, dev_t rdev);
+void mfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   mode_t mode, struct fuse_file_info *fi);
+void mfs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		    const char *name);
+void mfs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		 const char *newname);
+void mfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   fuse_ino_t newparent, const char *newname,
+		   unsigned int flags);
+void mfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		    int to_set, struct fuse_file_info *fi);
+void mfs_op_access(fuse_req_t req, fuse_ino_t ino, int mask);
+void mfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		  off_t off, struct fuse_file_info *fi);
+
+/* fuse_xattr.c */
+void mfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		     size_t size);
+void mfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void mfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		     const char *value, size_t size, int flags);
+void mfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
+/* fuse_pool.c: a fixed set of threads running queued jobs in order. A job
+ * runs with cancelled = true when the pool stops before starting it. */
+typedef void (*mfs_job_fn)(void *arg, bool cancelled);
+int mfs_pool_new(unsigned threads, struct mfs_pool **out);
+int mfs_pool_submit(struct mfs_pool *p, mfs_job_fn fn, void *arg);
+/* Jobs not started yet. */
+size_t mfs_pool_backlog(struct mfs_pool *p);
+/* Cancels what is queued and waits up to timeout_ms for running jobs;
+ * -EBUSY when some still run (the pool is then leaked on purpose). */
+int mfs_pool_stop(struct mfs_pool *p, unsigned timeout_ms);
+
+/* fuse_cache.c: decompressed chunks under a memory budget */
+struct mfs_chunk {
+	const uint8_t *buf;
+	size_t len;
+};
+int mfs_cache_new(uint64_t budget, struct mfs_cache **out);
+void mfs_cache_free(struct mfs_cache *c);
+/* A referenced chunk of d, decompressed now or by a read-ahead already
+ * under way. Give it back with mfs_cache_unref. -EBADMSG, -errno. */
+int mfs_cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
+		  struct mfs_chunk *out, void **ref);
+void mfs_cache_unref(struct mfs_cache *c, void *ref);
+/* True when the chunk is cached or loading. */
+bool mfs_cache_has(struct mfs_cache *c, const struct mfs_data *d,
+		   uint32_t chunk);
+/* Drops every chunk of data id (no reference may remain). */
+void mfs_cache_drop(struct mfs_cache *c, uint64_t data_id);
+
+/* fuse_specs.c: the pipelines folder and its watcher */
+int mfs_specs_new(struct mfs *m, struct mfs_specs **out);
+/* Registers what changed since the last scan (all on the first). */
+void mfs_specs_scan(struct mfs *m);
+int mfs_specs_start(struct mfs *m);
+void mfs_specs_stop(struct mfs *m);
+void mfs_specs_free(struct mfs_specs *s);
+/* Re-registers the spec a fingerprint came from (its catalog row was
+ * removed by another process, or its inputs changed). */
+void mfs_specs_refresh(struct mfs *m, const char *fp);
+
+#endif

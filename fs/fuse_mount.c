@@ -1,0 +1,206 @@
+/*
+ * fuse_mount.c - the life of a mount: setting up the engine, the namespace,
+ * the chunk cache and the pipelines folder (mfs_new); starting the worker
+ * pools and the watcher once mounted (mfs_start); stopping them after the
+ * session loop (mfs_stop); freeing everything (mfs_free).
+ *
+ * Not for: the command line, daemonizing or where messages go
+ * (tools/matfs.c), or any request (the other fuse_*.c files).
+ */
+#include "fuse_i.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void mutex_init(pthread_mutex_t *mu)
+{
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+#ifndef NDEBUG
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+#endif
+	pthread_mutex_init(mu, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+static int copy_opts(struct mfs *m, const struct mfs_opts *o)
+{
+	m->o = *o;
+	m->o.store_dir = strdup(o->store_dir);
+	m->o.pipelines_dir = strdup(o->pipelines_dir);
+	m->o.mountpoint = o->mountpoint ? strdup(o->mountpoint) : NULL;
+	if (!m->o.store_dir || !m->o.pipelines_dir ||
+	    (o->mountpoint && !m->o.mountpoint))
+		return -ENOMEM;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	m->cores = n > 0 ? (unsigned)n : 1;
+	if (m->o.workers == 0)
+		m->o.workers = m->cores;
+	if (m->o.cache_bytes == 0)
+		m->o.cache_bytes = MFS_CACHE_DEFAULT;
+	return 0;
+}
+
+static int setup(struct mfs *m, const struct mfs_opts *o, char **err)
+{
+	int rc = copy_opts(m, o);
+	if (rc)
+		return rc;
+	m->uid = getuid();
+	m->gid = getgid();
+	m->t0 = mf_now_s();
+	atomic_init(&m->next_data_id, 1);
+	struct mf_engine_opts eo = {.store_dir = m->o.store_dir};
+	rc = mf_engine_open(&eo, &m->eng, err);
+	if (rc == 0)
+		rc = mfs_ns_init(m);
+	if (rc == 0)
+		rc = mfs_cache_new(m->o.cache_bytes, &m->cache);
+	if (rc == 0)
+		rc = mfs_specs_new(m, &m->specs);
+	if (rc == 0)
+		mfs_specs_scan(m);
+	if (rc == 0 && m->o.max_size)
+		mfs_logf(m, MFS_LOG_INFO,
+			 "max_size of %llu bytes recorded; eviction is not "
+			 "enforced yet",
+			 (unsigned long long)m->o.max_size);
+	return rc;
+}
+
+int mfs_new(const struct mfs_opts *o, struct mfs **out, char **err)
+{
+	if (!o || !o->store_dir || !o->pipelines_dir)
+		return -EINVAL;
+	struct mfs *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	mutex_init(&m->cat_lock);
+	mutex_init(&m->ns_lock);
+	mutex_init(&m->node_lock);
+	int rc = setup(m, o, err);
+	if (rc) {
+		mfs_free(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}
+
+int mfs_start(struct mfs *m, struct fuse_session *se)
+{
+	m->se = se;
+	int rc = mfs_pool_new(m->o.workers, &m->open_pool);
+	if (rc == 0)
+		rc = mfs_pool_new(m->cores, &m->ra_pool);
+	if (rc == 0)
+		rc = mfs_specs_start(m);
+	return rc;
+}
+
+int mfs_stop(struct mfs *m, unsigned timeout_ms)
+{
+	mfs_specs_stop(m);
+	int rc = mfs_pool_stop(m->ra_pool, timeout_ms);
+	m->ra_pool = NULL;
+	int rc2 = mfs_pool_stop(m->open_pool, timeout_ms);
+	m->open_pool = NULL;
+	return rc ? rc : rc2;
+}
+
+void mfs_free(struct mfs *m)
+{
+	if (!m)
+		return;
+	mfs_nodes_release(m);
+	mfs_cache_free(m->cache);
+	mfs_specs_free(m->specs);
+	mfs_ns_release(m);
+	mf_engine_close(m->eng);
+	free((char *)m->o.store_dir);
+	free((char *)m->o.pipelines_dir);
+	free((char *)m->o.mountpoint);
+	pthread_mutex_destroy(&m->node_lock);
+	pthread_mutex_destroy(&m->ns_lock);
+	pthread_mutex_destroy(&m->cat_lock);
+	free(m);
+}
+
+/* Undoes mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '7' && r[2] &&
+		    r[3]) {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 +
+				      (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = 0;
+}
+
+/* "MAJ:MIN" of the mount at mountpoint, from /proc/self/mountinfo. */
+static int mount_devno(const char *mountpoint, char *out, size_t len)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return -errno;
+	char *line = NULL;
+	size_t cap = 0;
+	int rc = -ENOENT;
+	while (getline(&line, &cap, f) > 0) {
+		char dev[64], mnt[4096];
+		if (sscanf(line, "%*s %*s %63s %*s %4095s", dev, mnt) != 2)
+			continue;
+		unescape(mnt);
+		if (strcmp(mnt, mountpoint) == 0) { /* the last one wins */
+			snprintf(out, len, "%s", dev);
+			rc = 0;
+		}
+	}
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+int mfs_tune_readahead(const char *mountpoint, unsigned kb)
+{
+	char dev[64], path[128];
+	int rc = mount_devno(mountpoint, dev, sizeof(dev));
+	if (rc)
+		return rc;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	FILE *f = fopen(path, "r+e");
+	if (!f)
+		return -errno;
+	unsigned cur = 0;
+	if (fscanf(f, "%u", &cur) == 1 && cur >= kb) {
+		fclose(f);
+		return 0;
+	}
+	rewind(f);
+	fprintf(f, "%u\n", kb);
+	rc = fflush(f) == 0 ? 0 : -errno;
+	if (fclose(f) != 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+void mfs_tune_once(struct mfs *m)
+{
+	if (atomic_exchange(&m->ra_tuned, true))
+		return;
+	if (!m->o.mountpoint || m->o.readahead_kb == 0)
+		return;
+	int rc = mfs_tune_readahead(m->o.mountpoint, m->o.readahead_kb);
+	if (rc)
+		mfs_logf(m, MFS_LOG_INFO, "kernel read-ahead left as is: %s",
+			 strerror(-rc));
+}

@@ -1,0 +1,523 @@
+/*
+ * fuse_open.c - opening shards, reading them and letting them go.
+ *
+ * open never keeps a FUSE thread waiting for a computation. A shard the
+ * catalog says is materialized is opened on the spot (one catalog read and
+ * the file's index). Any other open is parked on the shard's node and one
+ * job per shard goes to the workers (workers=N bound concurrent
+ * materializations); the job calls mf_engine_open_shard, which blocks until
+ * this or any other process on the store has computed it, and then
+ * answers every parked open at once with fuse_reply_open. Meanwhile the
+ * FUSE threads serve everything else.
+ *
+ * Every handle opened on one committed file shares one mfs_data (one
+ * reader); reads go through the chunk cache (fuse_cache.c) and a
+ * sequential reader gets the next chunks decompressed ahead on the
+ * read-ahead threads. FOPEN_KEEP_CACHE is set unless the shard's run
+ * changed since the kernel last cached it (a recompute after rm).
+ *
+ * Not for: lookups (fuse_ops.c) or expiry (fuse_write.c).
+ */
+#include "fuse_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#define RA_MIN_BYTES (8ULL << 20) /* read-ahead window, at least */
+#define RA_MAX_CHUNKS 64
+#define TOUCH_EVERY_S 60 /* last-read times are kept to the minute */
+
+struct mfs_waiter {
+	struct mfs_waiter *next;
+	fuse_req_t req;
+	struct fuse_file_info fi;
+};
+
+/* One open file description. */
+struct mfs_fh {
+	struct mfs_data *d;
+	fuse_ino_t ino;
+	pthread_mutex_t lock; /* guards the read-ahead state below */
+	uint64_t next_off; /* where a sequential reader reads next */
+	uint32_t ra_next; /* first chunk not yet sent to read-ahead */
+};
+
+struct open_job {
+	struct mfs *m;
+	fuse_ino_t ino;
+	char fp[MF_FP_HEX_LEN + 1];
+	uint32_t shard;
+	bool registered;
+};
+
+/* ---- data and nodes ---- */
+
+void mfs_data_put(struct mfs *m, struct mfs_data *d)
+{
+	if (!d || atomic_fetch_sub(&d->refs, 1) != 1)
+		return;
+	mfs_cache_drop(m->cache, d->id);
+	mf_shard_reader_close(d->r);
+	free(d);
+}
+
+static void data_get(struct mfs_data *d)
+{
+	atomic_fetch_add(&d->refs, 1);
+}
+
+/* Wraps a reader of the computation rec describes (taken over, closed on
+ * failure). */
+static int data_new(struct mfs *m, const struct mf_shard_rec *rec,
+		    struct mf_shard_reader *r, struct mfs_data **out)
+{
+	struct mfs_data *d = calloc(1, sizeof(*d));
+	if (!d) {
+		mf_shard_reader_close(r);
+		return -ENOMEM;
+	}
+	atomic_init(&d->refs, 1);
+	d->id = atomic_fetch_add(&m->next_data_id, 1);
+	d->r = r;
+	mf_shard_reader_stat(r, &d->st);
+	memcpy(d->fp, rec->fp, sizeof(d->fp));
+	d->shard = rec->index;
+	snprintf(d->ident, sizeof(d->ident), "%s/%u", rec->run_id,
+		 rec->attempts);
+	*out = d;
+	return 0;
+}
+
+/*
+ * Makes d the node's current data unless the current one is the same
+ * committed file (then d is dropped and the current one used), and opens
+ * a handle on it. *keep says whether the kernel's cached pages are of this
+ * run. Takes the caller's reference on d over.
+ */
+static int fh_open(struct mfs *m, fuse_ino_t ino, struct mfs_data *d,
+		   struct mfs_fh **out, bool *keep)
+{
+	struct mfs_fh *fh = calloc(1, sizeof(*fh));
+	struct mfs_data *put;
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *n = fh ? mfs_node_get(m, ino) : NULL;
+	if (!n) {
+		pthread_mutex_unlock(&m->node_lock);
+		free(fh);
+		mfs_data_put(m, d);
+		return -ENOMEM;
+	}
+	if (n->cur && strcmp(n->cur->ident, d->ident) == 0 &&
+	    n->cur->st.stored_bytes == d->st.stored_bytes) {
+		put = d;
+		d = n->cur;
+		n->nfh++;
+	} else {
+		put = n->cur; /* the caller's reference becomes the node's */
+		n->cur = d;
+		n->nfh = 1;
+	}
+	data_get(d); /* the handle's */
+	*keep = strcmp(n->kept, d->ident) == 0;
+	memcpy(n->kept, d->ident, sizeof(n->kept));
+	pthread_mutex_unlock(&m->node_lock);
+	mfs_data_put(m, put);
+	fh->d = d;
+	fh->ino = ino;
+	pthread_mutex_init(&fh->lock, NULL);
+	*out = fh;
+	return 0;
+}
+
+static void fh_close(struct mfs *m, struct mfs_fh *fh)
+{
+	struct mfs_data *put = NULL;
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *n = mfs_node_get(m, fh->ino);
+	if (n && n->cur == fh->d && --n->nfh == 0) {
+		put = n->cur; /* nobody has it open: close the file */
+		n->cur = NULL;
+	}
+	pthread_mutex_unlock(&m->node_lock);
+	mfs_data_put(m, put);
+	mfs_data_put(m, fh->d);
+	pthread_mutex_destroy(&fh->lock);
+	free(fh);
+}
+
+/* ---- open ---- */
+
+/* Answers one open with a handle on d (takes a reference over). */
+static void reply_opened(struct mfs *m, fuse_req_t req,
+			 struct fuse_file_info *fi, fuse_ino_t ino,
+			 struct mfs_data *d)
+{
+	struct mfs_fh *fh;
+	bool keep;
+	int rc = fh_open(m, ino, d, &fh, &keep);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (!keep) /* another computation: sizes the kernel holds are old */
+		(void)fuse_lowlevel_notify_inval_inode(m->se, ino, -1, 0);
+	fi->fh = (uint64_t)(uintptr_t)fh;
+	fi->keep_cache = keep;
+	fi->direct_io = 0;
+	fi->noflush = 1;
+	if (fuse_reply_open(req, fi) == -ENOENT) /* the opener is gone */
+		fh_close(m, fh);
+}
+
+/* The node's current data when it is the computation rec describes. */
+static struct mfs_data *node_current(struct mfs *m, fuse_ino_t ino,
+				     const struct mf_shard_rec *rec)
+{
+	char ident[MFS_IDENT_LEN];
+	snprintf(ident, sizeof(ident), "%s/%u", rec->run_id, rec->attempts);
+	struct mfs_data *d = NULL;
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *n = mfs_node_get(m, ino);
+	if (n && n->cur && strcmp(n->cur->ident, ident) == 0) {
+		d = n->cur;
+		data_get(d);
+	}
+	pthread_mutex_unlock(&m->node_lock);
+	return d;
+}
+
+static void touch(struct mfs *m, const struct mf_shard_rec *rec)
+{
+	int64_t now = mf_now_s();
+	if (rec->last_read + TOUCH_EVERY_S > now)
+		return;
+	struct mf_catalog *c;
+	if (mfs_cat_get(m, &c) == 0) {
+		(void)mf_catalog_touch(c, rec->fp, rec->index, now);
+		mfs_cat_put(m, c);
+	}
+}
+
+/*
+ * Opens a shard the catalog says is materialized without the engine:
+ * -EAGAIN when it is not (or its file is not what the catalog says: the
+ * engine then sorts that out on a worker).
+ */
+static int open_fast(struct mfs *m, fuse_ino_t ino, const char *fp, uint32_t k,
+		     struct mfs_data **out)
+{
+	struct mf_shard_rec rec;
+	int rc = mfs_shard_rec(m, fp, k, &rec);
+	if (rc)
+		return rc < 0 ? rc : -EAGAIN;
+	if (rec.state != MF_SHARD_MATERIALIZED) {
+		mf_shard_rec_release(&rec);
+		return -EAGAIN;
+	}
+	struct mfs_data *d = node_current(m, ino, &rec);
+	struct mf_shard_reader *r;
+	rc = 0;
+	if (!d &&
+	    mf_shard_reader_open(mf_engine_store(m->eng), fp, rec.run_id, k,
+				 &r) != 0)
+		rc = -EAGAIN;
+	else if (!d)
+		rc = data_new(m, &rec, r, &d);
+	if (rc == 0)
+		touch(m, &rec);
+	mf_shard_rec_release(&rec);
+	if (rc == 0)
+		*out = d;
+	return rc;
+}
+
+/* The engine's open on a worker: blocks while the shard is computed. */
+static int open_engine(struct open_job *j, struct mfs_data **out, char **err)
+{
+	struct mfs *m = j->m;
+	struct mf_shard_reader *r;
+	int rc = mf_engine_open_shard(m->eng, j->fp, j->shard, &r, err);
+	if (rc == -ENOENT && j->registered) {
+		/* its catalog rows were removed by another process */
+		mfs_specs_refresh(m, j->fp);
+		free(*err);
+		*err = NULL;
+		rc = mf_engine_open_shard(m->eng, j->fp, j->shard, &r, err);
+	}
+	if (rc)
+		return rc;
+	struct mf_shard_rec rec;
+	rc = mfs_shard_rec(m, j->fp, j->shard, &rec);
+	if (rc) {
+		mf_shard_reader_close(r);
+		return rc < 0 ? rc : -EAGAIN;
+	}
+	rc = data_new(m, &rec, r, out);
+	mf_shard_rec_release(&rec);
+	return rc;
+}
+
+static struct mfs_waiter *take_waiters(struct mfs *m, fuse_ino_t ino)
+{
+	struct mfs_waiter *w = NULL;
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *n = mfs_node_get(m, ino);
+	if (n) {
+		w = n->waiters;
+		n->waiters = NULL;
+		n->queued = false;
+	}
+	pthread_mutex_unlock(&m->node_lock);
+	struct mfs_waiter *rev = NULL; /* first come, first answered */
+	while (w) {
+		struct mfs_waiter *next = w->next;
+		w->next = rev;
+		rev = w;
+		w = next;
+	}
+	return rev;
+}
+
+static void open_job_run(void *arg, bool cancelled)
+{
+	struct open_job *j = arg;
+	struct mfs *m = j->m;
+	struct mfs_data *d = NULL;
+	char *err = NULL;
+	int rc = cancelled ? -ENODEV : open_engine(j, &d, &err);
+	if (rc == -EAGAIN)
+		rc = -EIO;
+	if (rc && !cancelled)
+		mfs_logf(m, MFS_LOG_WARN, "shard %u of %.12s: %s", j->shard,
+			 j->fp, err ? err : strerror(-rc));
+	free(err);
+	if (rc == -ESTALE && j->registered)
+		mfs_specs_refresh(m, j->fp); /* inputs changed: a new fp */
+	struct mfs_waiter *w = take_waiters(m, j->ino);
+	while (w) {
+		struct mfs_waiter *next = w->next;
+		if (rc) {
+			fuse_reply_err(w->req, rc == -EBADMSG ? EIO : -rc);
+		} else {
+			data_get(d);
+			reply_opened(m, w->req, &w->fi, j->ino, d);
+		}
+		free(w);
+		w = next;
+	}
+	mfs_data_put(m, d);
+	free(j);
+}
+
+/* Parks the open on the shard's node and queues the node's job. */
+static int open_slow(struct mfs *m, fuse_req_t req, struct fuse_file_info *fi,
+		     fuse_ino_t ino, const struct mfs_inode *in)
+{
+	struct mfs_waiter *w = calloc(1, sizeof(*w));
+	struct open_job *j = calloc(1, sizeof(*j));
+	if (!w || !j) {
+		free(w);
+		free(j);
+		return -ENOMEM;
+	}
+	w->req = req;
+	w->fi = *fi;
+	*j = (struct open_job){m, ino, "", in->shard, in->si.registered};
+	memcpy(j->fp, in->si.fp, sizeof(j->fp));
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *n = mfs_node_get(m, ino);
+	int rc = n ? 0 : -ENOMEM;
+	bool submit = n && !n->queued;
+	if (submit)
+		rc = mfs_pool_submit(m->open_pool, open_job_run, j);
+	if (rc == 0) {
+		w->next = n->waiters;
+		n->waiters = w;
+		n->queued = true;
+	}
+	pthread_mutex_unlock(&m->node_lock);
+	if (rc)
+		free(w);
+	if (rc || !submit)
+		free(j);
+	return rc;
+}
+
+void mfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct mfs *m = fuse_req_userdata(req);
+	struct mfs_inode in;
+	int rc = mfs_inode_decode(m, ino, &in);
+	if (rc == 0 && in.kind != MFS_SHARD)
+		rc = in.kind == MFS_LINK ? -ELOOP : -EISDIR;
+	/* shards are read-only files (r--r--r--): what the kernel answers
+	 * itself under default_permissions */
+	if (rc == 0 &&
+	    ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
+		rc = -EACCES;
+	struct mfs_data *d = NULL;
+	if (rc == 0)
+		rc = open_fast(m, ino, in.si.fp, in.shard, &d);
+	if (rc == 0) {
+		reply_opened(m, req, fi, ino, d);
+		return;
+	}
+	if (rc == -EAGAIN)
+		rc = open_slow(m, req, fi, ino, &in);
+	if (rc)
+		fuse_reply_err(req, -rc);
+}
+
+const struct mfs_data *mfs_fh_data(uint64_t fh)
+{
+	return ((struct mfs_fh *)(uintptr_t)fh)->d;
+}
+
+void mfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct mfs *m = fuse_req_userdata(req);
+	fh_close(m, (struct mfs_fh *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+/* ---- read ---- */
+
+struct ra_job {
+	struct mfs *m;
+	struct mfs_data *d; /* a reference */
+	uint32_t chunk;
+};
+
+static void ra_run(void *arg, bool cancelled)
+{
+	struct ra_job *j = arg;
+	struct mfs_chunk ch;
+	void *ref;
+	if (!cancelled &&
+	    mfs_cache_get(j->m->cache, j->d, j->chunk, &ch, &ref) == 0)
+		mfs_cache_unref(j->m->cache, ref);
+	mfs_data_put(j->m, j->d);
+	free(j);
+}
+
+static uint32_t ra_window(struct mfs *m, const struct mfs_data *d)
+{
+	uint64_t cs = d->st.chunk_size, bytes = RA_MIN_BYTES;
+	if (bytes < 2ULL * m->cores * cs)
+		bytes = 2ULL * m->cores * cs;
+	if (bytes > m->o.cache_bytes / 4)
+		bytes = m->o.cache_bytes / 4;
+	uint64_t n = bytes / cs;
+	return (uint32_t)(n < 1 ? 1 : n > RA_MAX_CHUNKS ? RA_MAX_CHUNKS : n);
+}
+
+static void ra_submit(struct mfs *m, struct mfs_data *d, uint32_t chunk)
+{
+	if (chunk >= d->st.chunks || mfs_cache_has(m->cache, d, chunk) ||
+	    mfs_pool_backlog(m->ra_pool) > 4 * RA_MAX_CHUNKS)
+		return;
+	struct ra_job *j = malloc(sizeof(*j));
+	if (!j)
+		return;
+	*j = (struct ra_job){m, d, chunk};
+	data_get(d);
+	if (mfs_pool_submit(m->ra_pool, ra_run, j) != 0) {
+		mfs_data_put(m, d);
+		free(j);
+	}
+}
+
+/*
+ * Sends the chunks after [first, last] to the read-ahead threads when the
+ * handle reads sequentially (the kernel's own read-ahead may reorder its
+ * requests a little), and the chunks of this request after the first, so
+ * that they decompress in parallel with it.
+ */
+static void read_ahead(struct mfs *m, struct mfs_fh *fh, uint64_t off,
+		       size_t size, uint32_t first, uint32_t last)
+{
+	struct mfs_data *d = fh->d;
+	uint32_t to = 0, from = first + 1;
+	pthread_mutex_lock(&fh->lock);
+	uint64_t slack = 4 * d->st.chunk_size + (2u << 20);
+	bool seq = off + slack >= fh->next_off && off <= fh->next_off + slack;
+	if (!seq || off + size > fh->next_off)
+		fh->next_off = off + size;
+	to = last;
+	if (!seq)
+		fh->ra_next = last + 1;
+	if (seq) { /* chunks below ra_next were sent already */
+		to = last + ra_window(m, d);
+		if (from < fh->ra_next)
+			from = fh->ra_next;
+		if (fh->ra_next < to + 1)
+			fh->ra_next = to + 1;
+	}
+	pthread_mutex_unlock(&fh->lock);
+	for (uint32_t c = from; c <= to && c < d->st.chunks; c++)
+		ra_submit(m, d, c);
+}
+
+static void read_failed(struct mfs *m, fuse_req_t req, struct mfs_data *d,
+			int rc)
+{
+	if (rc == -EBADMSG) {
+		mfs_logf(m, MFS_LOG_ERR,
+			 "shard %u of %.12s: corrupt chunk: it will be "
+			 "computed again",
+			 d->shard, d->fp);
+		(void)mf_engine_report_corrupt(m->eng, d->fp, d->shard);
+		rc = -EIO;
+	}
+	fuse_reply_err(req, -rc);
+}
+
+void mfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		 struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct mfs *m = fuse_req_userdata(req);
+	struct mfs_fh *fh = (struct mfs_fh *)(uintptr_t)fi->fh;
+	struct mfs_data *d = fh->d;
+	uint64_t raw = d->st.raw_bytes, cs = d->st.chunk_size;
+	if (off < 0 || (uint64_t)off >= raw || size == 0) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > raw - (uint64_t)off)
+		size = (size_t)(raw - (uint64_t)off);
+	uint32_t first = (uint32_t)((uint64_t)off / cs);
+	uint32_t last = (uint32_t)(((uint64_t)off + size - 1) / cs);
+	size_t n = last - first + 1;
+	struct iovec iov_s[8], *iov = n <= 8 ? iov_s : calloc(n, sizeof(*iov));
+	void *ref_s[8], **ref = n <= 8 ? ref_s : calloc(n, sizeof(*ref));
+	int rc = iov && ref ? 0 : -ENOMEM;
+	read_ahead(m, fh, (uint64_t)off, size, first, last);
+	size_t got = 0, left = size;
+	for (; rc == 0 && got < n; got++) {
+		struct mfs_chunk ch;
+		rc = mfs_cache_get(m->cache, d, first + (uint32_t)got, &ch,
+				   &ref[got]);
+		if (rc)
+			break;
+		size_t in = got == 0 ? (size_t)((uint64_t)off - first * cs) : 0;
+		size_t len = ch.len - in < left ? ch.len - in : left;
+		iov[got] = (struct iovec){(void *)(ch.buf + in), len};
+		left -= len;
+	}
+	if (rc)
+		read_failed(m, req, d, rc);
+	else
+		fuse_reply_iov(req, iov, (int)n);
+	for (size_t i = 0; i < got; i++)
+		mfs_cache_unref(m->cache, ref[i]);
+	if (iov != iov_s)
+		free(iov);
+	if (ref != ref_s)
+		free(ref);
+}

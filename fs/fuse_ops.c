@@ -1,0 +1,276 @@
+/*
+ * fuse_ops.c - the FUSE requests that only look: init, lookup, forget,
+ * getattr, readlink and statfs, plus the operation table and logging.
+ *
+ * None of them computes: they read the namespace (fuse_model.c) and the
+ * catalog. Not for: directory listings (fuse_dir.c), opening and reading
+ * (fuse_open.c), changes (fuse_write.c) or xattrs (fuse_xattr.c).
+ */
+#include "fuse_i.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#define ENTRY_TTL 1.0
+
+void mfs_logf(struct mfs *m, int level, const char *fmt, ...)
+{
+	if (!m->o.log)
+		return;
+	char buf[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	m->o.log(m->o.log_arg, level, buf);
+}
+
+void mfs_op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* Symlink targets change only when a spec does, and the specs
+	 * watcher then invalidates them: without this cache every path
+	 * through a name costs a READLINK. */
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* a listing costs one catalog query with or without attributes:
+	 * always send them, so ls -l needs no LOOKUP per shard */
+	if (conn->capable & FUSE_CAP_READDIRPLUS) {
+		conn->want |= FUSE_CAP_READDIRPLUS;
+		conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
+	}
+}
+
+static int entry_root_child(struct mfs *m, const char *name,
+			    struct fuse_entry_param *e)
+{
+	if (mf_is_hex(name, MF_FP_HEX_LEN)) {
+		struct mfs_snap *s;
+		struct mfs_snap_info si;
+		int rc = mfs_snap_get(m, name, &s);
+		if (rc == 0)
+			rc = mfs_snap_info(m, s, &si);
+		if (rc)
+			return rc;
+		mfs_attr_dir(m, &si, &e->attr);
+		e->generation = si.gen;
+		e->attr_timeout = MFS_ATTR_TTL;
+	} else {
+		struct mfs_link l;
+		int rc = mfs_link_find(m, name, &l);
+		if (rc)
+			return rc;
+		mfs_attr_link(m, &l, &e->attr);
+		e->attr_timeout = MFS_ATTR_TTL;
+	}
+	e->ino = e->attr.st_ino;
+	e->entry_timeout = ENTRY_TTL;
+	return 0;
+}
+
+static int entry_shard(struct mfs *m, const struct mfs_snap_info *si,
+		       const char *name, struct fuse_entry_param *e)
+{
+	uint32_t k;
+	int rc = mfs_shard_parse(si, name, &k);
+	if (rc)
+		return rc;
+	struct mf_shard_rec rec;
+	rc = mfs_shard_rec(m, si->fp, k, &rec);
+	if (rc < 0)
+		return rc;
+	e->attr_timeout = mfs_attr_shard(m, mfs_shard_ino(m, si->id, k), si,
+					 rc == 0 ? &rec : NULL, &e->attr);
+	if (rc == 0)
+		mf_shard_rec_release(&rec);
+	e->ino = e->attr.st_ino;
+	e->entry_timeout = ENTRY_TTL;
+	return 0;
+}
+
+int mfs_entry(struct mfs *m, fuse_ino_t parent, const char *name,
+	      struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	if (strlen(name) > NAME_MAX)
+		return -ENAMETOOLONG;
+	struct mfs_inode in;
+	int rc = mfs_inode_decode(m, parent, &in);
+	if (rc)
+		return rc;
+	switch (in.kind) {
+	case MFS_ROOT:
+		return entry_root_child(m, name, e);
+	case MFS_DIR:
+		return entry_shard(m, &in.si, name, e);
+	default:
+		return -ENOTDIR;
+	}
+}
+
+void mfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct mfs *m = fuse_req_userdata(req);
+	struct fuse_entry_param e;
+	int rc = mfs_entry(m, parent, name, &e);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+/* Inodes are computed, so the kernel's references need no bookkeeping. */
+void mfs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	(void)ino;
+	(void)nlookup;
+	fuse_reply_none(req);
+}
+
+void mfs_op_forget_multi(fuse_req_t req, size_t count,
+			 struct fuse_forget_data *forgets)
+{
+	(void)count;
+	(void)forgets;
+	fuse_reply_none(req);
+}
+
+/* An open handle sees its own computation to its end, even after rm:
+ * its size comes from the file it reads, never from a newer state. */
+static void attr_of_handle(uint64_t fh, const struct mf_shard_rec *rec,
+			   struct stat *st, double *ttl)
+{
+	const struct mfs_data *d = mfs_fh_data(fh);
+	char ident[MFS_IDENT_LEN];
+	snprintf(ident, sizeof(ident), "%s/%u", rec ? rec->run_id : "",
+		 rec ? rec->attempts : 0);
+	if (!rec || rec->state != MF_SHARD_MATERIALIZED ||
+	    strcmp(ident, d->ident) != 0)
+		*ttl = 0.0;
+	st->st_size = (off_t)d->st.raw_bytes;
+	st->st_blocks = (blkcnt_t)((d->st.stored_bytes + 511) / 512);
+}
+
+/* The attributes of any inode and how long the kernel may keep them;
+ * fh is the handle of an open shard, or 0. */
+static int inode_attr(struct mfs *m, fuse_ino_t ino, uint64_t fh,
+		      struct stat *st, double *ttl)
+{
+	struct mfs_inode in;
+	int rc = mfs_inode_decode(m, ino, &in);
+	if (rc)
+		return rc;
+	*ttl = MFS_ATTR_TTL;
+	switch (in.kind) {
+	case MFS_ROOT:
+		mfs_attr_root(m, st);
+		return 0;
+	case MFS_DIR:
+		mfs_attr_dir(m, &in.si, st);
+		return 0;
+	case MFS_LINK:
+		mfs_attr_link(m, &in.link, st);
+		return 0;
+	case MFS_SHARD:
+		break;
+	}
+	struct mf_shard_stat ss;
+	if (mfs_retired_stat(m, ino, &ss)) { /* rm'd while open */
+		(void)mfs_attr_shard(m, ino, &in.si, NULL, st);
+		st->st_size = (off_t)ss.raw_bytes;
+		st->st_blocks = (blkcnt_t)((ss.stored_bytes + 511) / 512);
+		return 0;
+	}
+	struct mf_shard_rec rec;
+	rc = mfs_shard_rec(m, in.si.fp, in.shard, &rec);
+	if (rc < 0)
+		return rc;
+	*ttl = mfs_attr_shard(m, ino, &in.si, rc == 0 ? &rec : NULL, st);
+	if (fh)
+		attr_of_handle(fh, rc == 0 ? &rec : NULL, st, ttl);
+	if (rc == 0)
+		mf_shard_rec_release(&rec);
+	return 0;
+}
+
+void mfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct mfs *m = fuse_req_userdata(req);
+	struct stat st;
+	double ttl;
+	int rc = inode_attr(m, ino, fi ? fi->fh : 0, &st, &ttl);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, ttl);
+}
+
+/* A name's target is its fingerprint directory beside it: relative,
+ * never absolute, never "..". */
+void mfs_op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct mfs *m = fuse_req_userdata(req);
+	struct mfs_inode in;
+	int rc = mfs_inode_decode(m, ino, &in);
+	if (rc == 0 && in.kind != MFS_LINK)
+		rc = -EINVAL;
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_readlink(req, in.link.fp);
+}
+
+void mfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	struct mfs *m = fuse_req_userdata(req);
+	struct statvfs sv;
+	if (statvfs(m->o.store_dir, &sv) != 0)
+		memset(&sv, 0, sizeof(sv));
+	sv.f_namemax = NAME_MAX;
+	fuse_reply_statfs(req, &sv);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+    .init = mfs_op_init,
+    .lookup = mfs_op_lookup,
+    .forget = mfs_op_forget,
+    .forget_multi = mfs_op_forget_multi,
+    .getattr = mfs_op_getattr,
+    .setattr = mfs_op_setattr,
+    .readlink = mfs_op_readlink,
+    .mknod = mfs_op_mknod,
+    .mkdir = mfs_op_mkdir,
+    .unlink = mfs_op_unlink,
+    .rmdir = mfs_op_rmdir,
+    .symlink = mfs_op_symlink,
+    .rename = mfs_op_rename,
+    .link = mfs_op_link,
+    .open = mfs_op_open,
+    .read = mfs_op_read,
+    .write = mfs_op_write,
+    .release = mfs_op_release,
+    .opendir = mfs_op_opendir,
+    .readdir = mfs_op_readdir,
+    .readdirplus = mfs_op_readdirplus,
+    .releasedir = mfs_op_releasedir,
+    .statfs = mfs_op_statfs,
+    .setxattr = mfs_op_setxattr,
+    .getxattr = mfs_op_getxattr,
+    .listxattr = mfs_op_listxattr,
+    .removexattr = mfs_op_removexattr,
+    .create = mfs_op_create,
+    .access = mfs_op_access,
+};
+
+const struct fuse_lowlevel_ops *mfs_ops(void)
+{
+	return &ops;
+}

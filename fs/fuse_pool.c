@@ -1,0 +1,165 @@
+/*
+ * fuse_pool.c - a fixed set of threads running queued jobs in FIFO order:
+ * the workers that wait for materializations (workers=N) and the
+ * read-ahead decompression threads.
+ *
+ * Not for: knowing what a job does. A job queued when the pool stops runs
+ * with cancelled = true on the stopping thread, so it can answer its
+ * requests and free its memory.
+ */
+#include "fuse_i.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct job {
+	struct job *next;
+	mfs_job_fn fn;
+	void *arg;
+};
+
+struct mfs_pool {
+	pthread_mutex_t lock; /* guards everything below */
+	pthread_cond_t work; /* a job was queued, or stopping */
+	pthread_cond_t idle; /* a thread exited */
+	struct job *head, *tail;
+	size_t backlog;
+	unsigned threads, running; /* started, not yet exited */
+	bool stopping;
+	pthread_t *tids;
+};
+
+static void *pool_main(void *arg)
+{
+	struct mfs_pool *p = arg;
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (!p->head && !p->stopping)
+			pthread_cond_wait(&p->work, &p->lock);
+		if (p->stopping)
+			break;
+		struct job *j = p->head;
+		p->head = j->next;
+		if (!p->head)
+			p->tail = NULL;
+		p->backlog--;
+		pthread_mutex_unlock(&p->lock);
+		j->fn(j->arg, false);
+		free(j);
+		pthread_mutex_lock(&p->lock);
+	}
+	p->running--;
+	pthread_cond_broadcast(&p->idle);
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+int mfs_pool_new(unsigned threads, struct mfs_pool **out)
+{
+	struct mfs_pool *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->tids = calloc(threads ? threads : 1, sizeof(*p->tids));
+	if (!p->tids) {
+		free(p);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->idle, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&p->work, NULL);
+	int rc = 0;
+	for (unsigned i = 0; i < threads && rc == 0; i++) {
+		pthread_mutex_lock(&p->lock);
+		rc = -pthread_create(&p->tids[i], NULL, pool_main, p);
+		if (rc == 0) {
+			p->threads++;
+			p->running++;
+		}
+		pthread_mutex_unlock(&p->lock);
+	}
+	if (rc) {
+		(void)mfs_pool_stop(p, 10000);
+		return rc;
+	}
+	*out = p;
+	return 0;
+}
+
+int mfs_pool_submit(struct mfs_pool *p, mfs_job_fn fn, void *arg)
+{
+	struct job *j = malloc(sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	*j = (struct job){NULL, fn, arg};
+	pthread_mutex_lock(&p->lock);
+	if (p->stopping) {
+		pthread_mutex_unlock(&p->lock);
+		free(j);
+		return -ESHUTDOWN;
+	}
+	if (p->tail)
+		p->tail->next = j;
+	else
+		p->head = j;
+	p->tail = j;
+	p->backlog++;
+	pthread_cond_signal(&p->work);
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
+size_t mfs_pool_backlog(struct mfs_pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	size_t n = p->backlog;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+int mfs_pool_stop(struct mfs_pool *p, unsigned timeout_ms)
+{
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	p->stopping = true;
+	pthread_cond_broadcast(&p->work);
+	struct job *q = p->head;
+	p->head = p->tail = NULL;
+	p->backlog = 0;
+	pthread_mutex_unlock(&p->lock);
+	while (q) {
+		struct job *next = q->next;
+		q->fn(q->arg, true);
+		free(q);
+		q = next;
+	}
+	struct timespec dl;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&p->lock);
+	int rc = 0;
+	while (p->running > 0 && rc == 0)
+		rc = pthread_cond_timedwait(&p->idle, &p->lock, &dl);
+	bool busy = p->running > 0;
+	pthread_mutex_unlock(&p->lock);
+	if (busy)
+		return -EBUSY; /* threads still use p: it stays allocated */
+	for (unsigned i = 0; i < p->threads; i++)
+		pthread_join(p->tids[i], NULL);
+	pthread_cond_destroy(&p->work);
+	pthread_cond_destroy(&p->idle);
+	pthread_mutex_destroy(&p->lock);
+	free(p->tids);
+	free(p);
+	return 0;
+}

@@ -1,0 +1,262 @@
+/*
+ * fuse_xattr.c - the state of shards and snapshots as extended attributes,
+ * so `getfattr -d` shows it without matctl:
+ *
+ *   a shard       user.matfs.state (absent, running, materialized, failed),
+ *                 .run_id, .attempts, .raw_bytes, .stored_bytes, and for
+ *                 a failure .error, .exit_status and .stderr (its tail)
+ *   a snapshot    user.matfs.fingerprint, .name, .spec, .state (absent,
+ *                 partial, running, failed, materialized), .shards,
+ *                 .materialized, .running, .failed, .raw_bytes,
+ *                 .stored_bytes
+ *   the root      user.matfs.store, .pipelines, .version
+ *
+ * Values are text without a trailing newline. An attribute without a
+ * value (no error) is not listed. Other user.* names answer ENODATA, other
+ * namespaces (security.*, system.*: labels, ACLs) ENOTSUP, at once and
+ * without the catalog: ls -l asks every file, and stops asking a device
+ * that answers ENOTSUP. Setting or removing is refused.
+ *
+ * Not for: anything that changes state.
+ */
+#include "fuse_i.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mf_config.h"
+
+#define PREFIX "user.matfs."
+#define MAX_ATTRS 16
+
+struct xattrs {
+	size_t n;
+	const char *name[MAX_ATTRS]; /* without PREFIX; static strings */
+	char *value[MAX_ATTRS];
+};
+
+static void xa_release(struct xattrs *x)
+{
+	for (size_t i = 0; i < x->n; i++)
+		free(x->value[i]);
+	x->n = 0;
+}
+
+static void xa_add(struct xattrs *x, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void xa_add(struct xattrs *x, const char *name, const char *fmt, ...)
+{
+	if (x->n == MAX_ATTRS)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	char *v;
+	int rc = vasprintf(&v, fmt, ap);
+	va_end(ap);
+	if (rc < 0)
+		return;
+	x->name[x->n] = name;
+	x->value[x->n++] = v;
+}
+
+static int shard_attrs(struct mfs *m, const struct mfs_inode *in,
+		       struct xattrs *x)
+{
+	struct mf_shard_rec rec;
+	int rc = mfs_shard_rec(m, in->si.fp, in->shard, &rec);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		xa_add(x, "state", "%s", mf_shard_state_name(MF_SHARD_ABSENT));
+		return 0;
+	}
+	xa_add(x, "state", "%s", mf_shard_state_name(rec.state));
+	if (rec.run_id[0])
+		xa_add(x, "run_id", "%s", rec.run_id);
+	xa_add(x, "attempts", "%u", rec.attempts);
+	if (rec.state == MF_SHARD_MATERIALIZED) {
+		xa_add(x, "raw_bytes", "%llu",
+		       (unsigned long long)rec.raw_bytes);
+		xa_add(x, "stored_bytes", "%llu",
+		       (unsigned long long)rec.stored_bytes);
+	}
+	if (rec.error)
+		xa_add(x, "error", "%s", rec.error);
+	if (rec.exit_status >= 0)
+		xa_add(x, "exit_status", "%d", rec.exit_status);
+	if (rec.stderr_tail)
+		xa_add(x, "stderr", "%s", rec.stderr_tail);
+	mf_shard_rec_release(&rec);
+	return 0;
+}
+
+struct counts {
+	uint32_t done, running, failed;
+	uint64_t raw, stored;
+};
+
+static int count_shards(struct mfs *m, const char *fp, struct counts *ct,
+			char **spec)
+{
+	struct mf_catalog *c;
+	struct mf_shard_rec *recs = NULL;
+	struct mf_snapshot_rec snap;
+	size_t n = 0;
+	int rc = mfs_cat_get(m, &c);
+	if (rc)
+		return rc;
+	rc = mf_catalog_list_shards(c, fp, &recs, &n);
+	if (rc == 0 && mf_catalog_get_snapshot(c, fp, &snap) == 0) {
+		*spec = snap.spec_path ? strdup(snap.spec_path) : NULL;
+		mf_snapshot_rec_release(&snap);
+	}
+	mfs_cat_put(m, c);
+	for (size_t i = 0; i < n; i++) {
+		ct->done += recs[i].state == MF_SHARD_MATERIALIZED;
+		ct->running += recs[i].state == MF_SHARD_RUNNING;
+		ct->failed += recs[i].state == MF_SHARD_FAILED;
+		ct->raw += recs[i].raw_bytes;
+		ct->stored += recs[i].stored_bytes;
+		mf_shard_rec_release(&recs[i]);
+	}
+	free(recs);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static const char *snap_state(const struct counts *ct, uint32_t shards)
+{
+	if (ct->done == shards)
+		return "materialized";
+	if (ct->running)
+		return "running";
+	if (ct->failed)
+		return "failed";
+	return ct->done ? "partial" : "absent";
+}
+
+static int dir_attrs(struct mfs *m, const struct mfs_inode *in,
+		     struct xattrs *x)
+{
+	struct counts ct = {0};
+	char *spec = NULL;
+	int rc = count_shards(m, in->si.fp, &ct, &spec);
+	if (rc)
+		return rc;
+	xa_add(x, "fingerprint", "%s", in->si.fp);
+	if (in->si.name[0])
+		xa_add(x, "name", "%s", in->si.name);
+	if (spec)
+		xa_add(x, "spec", "%s", spec);
+	free(spec);
+	xa_add(x, "state", "%s", snap_state(&ct, in->si.shards));
+	xa_add(x, "shards", "%u", in->si.shards);
+	xa_add(x, "materialized", "%u", ct.done);
+	xa_add(x, "running", "%u", ct.running);
+	xa_add(x, "failed", "%u", ct.failed);
+	xa_add(x, "raw_bytes", "%llu", (unsigned long long)ct.raw);
+	xa_add(x, "stored_bytes", "%llu", (unsigned long long)ct.stored);
+	return 0;
+}
+
+static int attrs_of(struct mfs *m, fuse_ino_t ino, struct xattrs *x)
+{
+	struct mfs_inode in;
+	int rc = mfs_inode_decode(m, ino, &in);
+	if (rc)
+		return rc;
+	switch (in.kind) {
+	case MFS_SHARD:
+		return shard_attrs(m, &in, x);
+	case MFS_DIR:
+		return dir_attrs(m, &in, x);
+	case MFS_ROOT:
+		xa_add(x, "store", "%s", m->o.store_dir);
+		xa_add(x, "pipelines", "%s", m->o.pipelines_dir);
+		xa_add(x, "version", "%s", MF_VERSION);
+		return 0;
+	case MFS_LINK:
+		return 0;
+	}
+	return 0;
+}
+
+/* Answers a getxattr/listxattr with value (len bytes) as size asks. */
+static void reply_value(fuse_req_t req, const char *value, size_t len,
+			size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, value, len);
+}
+
+void mfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		     size_t size)
+{
+	struct mfs *m = fuse_req_userdata(req);
+	if (strncmp(name, PREFIX, strlen(PREFIX)) != 0) {
+		/* no SELinux labels, no ACLs: saying so (rather than
+		 * ENODATA) lets ls -l stop asking for every file */
+		bool user = strncmp(name, "user.", 5) == 0;
+		fuse_reply_err(req, user ? ENODATA : ENOTSUP);
+		return;
+	}
+	struct xattrs x = {0};
+	int rc = attrs_of(m, ino, &x);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	size_t i = 0;
+	while (i < x.n && strcmp(x.name[i], name + strlen(PREFIX)) != 0)
+		i++;
+	if (i == x.n)
+		fuse_reply_err(req, ENODATA);
+	else
+		reply_value(req, x.value[i], strlen(x.value[i]), size);
+	xa_release(&x);
+}
+
+void mfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct mfs *m = fuse_req_userdata(req);
+	struct xattrs x = {0};
+	int rc = attrs_of(m, ino, &x);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	char buf[MAX_ATTRS * 64];
+	size_t len = 0;
+	for (size_t i = 0; i < x.n; i++) {
+		int k = snprintf(buf + len, sizeof(buf) - len, PREFIX "%s",
+				 x.name[i]);
+		len += (size_t)k + 1; /* names are NUL-separated */
+	}
+	xa_release(&x);
+	reply_value(req, buf, len, size);
+}
+
+void mfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		     const char *value, size_t size, int flags)
+{
+	(void)ino;
+	(void)value;
+	(void)size;
+	(void)flags;
+	bool ours = strncmp(name, PREFIX, strlen(PREFIX)) == 0;
+	fuse_reply_err(req, ours ? EPERM : ENOTSUP);
+}
+
+void mfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino;
+	bool ours = strncmp(name, PREFIX, strlen(PREFIX)) == 0;
+	fuse_reply_err(req, ours ? EPERM : ENOTSUP);
+}

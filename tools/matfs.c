@@ -1,0 +1,389 @@
+/*
+ * matfs.c - the daemon: parses the command line (FUSE conventions, and the
+ * mount.fuse3 form "matfs SOURCE MOUNTPOINT -o OPTIONS" that /etc/fstab
+ * uses), goes to the background unless -f, mounts, and runs libfuse's
+ * multi-threaded loop over the FUSE layer (fs/fuse_i.h) until unmounted or
+ * signalled.
+ *
+ * In the background it reports failure to the shell: the parent waits
+ * until the child has opened the store, registered the specs and mounted,
+ * and exits 1 if it did not; only then does the child leave the terminal
+ * and send its messages to syslog.
+ *
+ * Not for: anything the mount does (fs/fuse_*.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "fuse_i.h"
+#include "mf_config.h"
+
+#define STOP_WAIT_MS 2000 /* for materializations running at unmount */
+
+struct cli {
+	char *store, *pipelines, *max_size, *workers, *cache;
+	char *pos[3]; /* SOURCE? MOUNTPOINT */
+	int n_pos;
+	int foreground, debug, help, version, allow_other;
+};
+
+enum { KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG, KEY_ALLOW_OTHER };
+
+#define OPT(t, f)                                                              \
+	{                                                                      \
+		t, offsetof(struct cli, f), 0                                  \
+	}
+static const struct fuse_opt cli_opts[] = {
+    OPT("--store=%s", store),
+    OPT("--store %s", store),
+    OPT("store=%s", store),
+    OPT("--pipelines=%s", pipelines),
+    OPT("--pipelines %s", pipelines),
+    OPT("pipelines=%s", pipelines),
+    OPT("max_size=%s", max_size),
+    OPT("workers=%s", workers),
+    OPT("cache=%s", cache),
+    FUSE_OPT_KEY("-h", KEY_HELP),
+    FUSE_OPT_KEY("--help", KEY_HELP),
+    FUSE_OPT_KEY("-V", KEY_VERSION),
+    FUSE_OPT_KEY("--version", KEY_VERSION),
+    FUSE_OPT_KEY("-f", KEY_FG),
+    FUSE_OPT_KEY("-d", KEY_DEBUG),
+    FUSE_OPT_KEY("debug", KEY_DEBUG),
+    FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
+    FUSE_OPT_END,
+};
+
+static const char usage[] =
+    "usage: matfs [--store DIR] [--pipelines DIR] [-f] [-d] [-o OPTIONS] "
+    "MOUNTPOINT\n"
+    "\n"
+    "Serves the outputs of the pipelines in the pipelines folder as files:\n"
+    "one directory per fingerprint, one symlink per pipeline name, one\n"
+    "file per shard, computed on first read and kept in the store.\n"
+    "\n"
+    "  --store DIR        the store (default $XDG_CACHE_HOME/matfs, else\n"
+    "                     ~/.cache/matfs); also -o store=DIR\n"
+    "  --pipelines DIR    the folder of *.yaml specs (default ./pipelines);\n"
+    "                     also -o pipelines=DIR\n"
+    "  -f                 stay in the foreground\n"
+    "  -d                 debug: foreground, and every FUSE request logged\n"
+    "  -o OPTIONS         comma-separated mount options:\n"
+    "       workers=N       concurrent materializations (default: cores)\n"
+    "       cache=SIZE      memory for decompressed chunks (default 256MiB)\n"
+    "       max_size=SIZE   store size limit (eviction: not yet enforced)\n"
+    "       allow_other     let other users in (adds default_permissions)\n"
+    "       and the FUSE options of mount.fuse3(8)\n"
+    "  -h, --help         this text\n"
+    "  -V, --version      the version\n"
+    "\n"
+    "Unmount with fusermount3 -u MOUNTPOINT (or umount as root).\n"
+    "/etc/fstab:  matfs /mnt/data fuse.matfs "
+    "store=/var/cache/matfs,pipelines=/etc/matfs,allow_other 0 0\n";
+
+static bool use_syslog;
+static bool verbose = true;
+
+static void log_msg(void *arg, int level, const char *msg)
+{
+	(void)arg;
+	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO};
+	if (use_syslog)
+		syslog(prio[level], "%s", msg);
+	else if (verbose || level <= MFS_LOG_WARN)
+		fprintf(stderr, "matfs: %s\n", msg);
+}
+
+static int cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
+{
+	(void)out;
+	struct cli *c = data;
+	switch (key) {
+	case KEY_HELP:
+		c->help = 1;
+		return 0;
+	case KEY_VERSION:
+		c->version = 1;
+		return 0;
+	case KEY_FG:
+		c->foreground = 1;
+		return 0;
+	case KEY_DEBUG: /* libfuse prints the requests */
+		c->debug = c->foreground = 1;
+		return 1;
+	case KEY_ALLOW_OTHER:
+		c->allow_other = 1;
+		return 1;
+	case FUSE_OPT_KEY_NONOPT:
+		if (c->n_pos == 2) {
+			fprintf(stderr, "matfs: unexpected argument '%s'\n",
+				arg);
+			return -1;
+		}
+		c->pos[c->n_pos++] = strdup(arg);
+		return 0;
+	default:
+		return 1; /* a FUSE option: fuse_session_new checks it */
+	}
+}
+
+/* An absolute form of path (which need not exist); caller frees. */
+static char *absolute(const char *path)
+{
+	char *r = realpath(path, NULL);
+	if (r || path[0] == '/')
+		return r ? r : strdup(path);
+	char cwd[PATH_MAX];
+	if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	if (asprintf(&r, "%s/%s", cwd, path) < 0)
+		return NULL;
+	return r;
+}
+
+static char *default_store(void)
+{
+	const char *x = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+	char *s = NULL;
+	int n;
+	if (x && *x)
+		n = asprintf(&s, "%s/matfs", x);
+	else
+		n = asprintf(&s, "%s/.cache/matfs", home ? home : "/tmp");
+	return n < 0 ? NULL : s;
+}
+
+static int parse_size(const char *what, const char *s, uint64_t *out)
+{
+	if (!s)
+		return 0;
+	int rc = mf_parse_size(s, out);
+	if (rc)
+		fprintf(stderr,
+			"matfs: bad %s '%s': expected a size such as "
+			"10GiB\n",
+			what, s);
+	return rc;
+}
+
+static int parse_workers(const char *s, unsigned *out)
+{
+	if (!s)
+		return 0;
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (*s == 0 || *end || v < 1 || v > 1024) {
+		fprintf(stderr, "matfs: bad workers '%s': expected 1-1024\n",
+			s);
+		return -EINVAL;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* Fills o from c: absolute paths (the daemon leaves its working folder)
+ * and parsed values. The strings belong to c. */
+static int make_opts(struct cli *c, struct mfs_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	char *store = c->store ? strdup(c->store) : default_store();
+	char *s = store ? absolute(store) : NULL;
+	char *p = absolute(c->pipelines ? c->pipelines : "pipelines");
+	free(store);
+	free(c->store);
+	free(c->pipelines);
+	c->store = s;
+	c->pipelines = p;
+	if (!s || !p)
+		return -ENOMEM;
+	o->store_dir = s;
+	o->pipelines_dir = p;
+	o->allow_other = c->allow_other;
+	o->log = log_msg;
+	int rc = parse_size("max_size", c->max_size, &o->max_size);
+	if (rc == 0)
+		rc = parse_size("cache", c->cache, &o->cache_bytes);
+	if (rc == 0)
+		rc = parse_workers(c->workers, &o->workers);
+	return rc;
+}
+
+/* Forks: the parent waits for the child's word (a status byte, or EOF
+ * when it died) and exits with it. Returns in the child only. */
+static int background(int *ready_fd)
+{
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) != 0)
+		return -errno;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		close(pfd[1]);
+		char st = 1;
+		while (read(pfd[0], &st, 1) < 0 && errno == EINTR)
+			;
+		_exit(st);
+	}
+	close(pfd[0]);
+	setsid();
+	*ready_fd = pfd[1];
+	return 0;
+}
+
+/* Mounted: leave the terminal, log to syslog, let the parent exit 0. */
+static void detach(int ready_fd)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	openlog("matfs", LOG_PID, LOG_DAEMON);
+	use_syslog = true;
+	char ok = 0;
+	if (write(ready_fd, &ok, 1) != 1)
+		log_msg(NULL, MFS_LOG_WARN, "could not tell the parent");
+	close(ready_fd);
+}
+
+static int loop(struct fuse_session *se)
+{
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(cfg, 0);
+	fuse_loop_cfg_set_max_threads(cfg, 16);
+	int rc = fuse_session_loop_mt(se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return rc;
+}
+
+/* Mounts, serves until unmounted or signalled, cleans up. */
+static int serve(struct mfs *m, struct fuse_args *args, const char *mnt,
+		 int ready_fd)
+{
+	int status = 1;
+	struct fuse_session *se = fuse_session_new(
+	    args, mfs_ops(), sizeof(struct fuse_lowlevel_ops), m);
+	if (!se)
+		return 1;
+	if (fuse_set_signal_handlers(se) != 0)
+		goto destroy;
+	if (fuse_session_mount(se, mnt) != 0)
+		goto signals;
+	int rc = mfs_start(m, se);
+	if (rc) {
+		log_msg(NULL, MFS_LOG_ERR, strerror(-rc));
+		goto unmount;
+	}
+
+	if (ready_fd >= 0)
+		detach(ready_fd);
+	status = loop(se) == 0 ? 0 : 1;
+unmount:
+	fuse_session_unmount(se);
+	if (mfs_stop(m, STOP_WAIT_MS) != 0) {
+		/* a stage still runs: its run dies with us and is taken
+		 * over by the next reader */
+		log_msg(NULL, MFS_LOG_WARN,
+			"unmounted with materializations in progress");
+		_exit(status);
+	}
+      signals:
+	fuse_remove_signal_handlers(se);
+destroy:
+	fuse_session_destroy(se);
+	return status;
+}
+
+static int run(struct cli *c, struct fuse_args *args, const char *mnt)
+{
+	struct mfs_opts o;
+	if (make_opts(c, &o) != 0)
+		return 2;
+	o.mountpoint = mnt;
+	o.readahead_kb = MFS_READAHEAD_KB;
+	if (c->allow_other && fuse_opt_add_arg(args, "-odefault_permissions"))
+		return 1;
+	if (fuse_opt_insert_arg(args, 1, "-ofsname=matfs,subtype=matfs"))
+		return 1;
+	verbose = c->foreground;
+	int ready_fd = -1;
+	if (!c->foreground && background(&ready_fd) != 0) {
+		fprintf(stderr, "matfs: fork: %s\n", strerror(errno));
+		return 1;
+	}
+	if (chdir("/") != 0)
+		return 1;
+	struct mfs *m;
+	char *err = NULL;
+	int rc = mfs_new(&o, &m, &err);
+	if (rc) {
+		fprintf(stderr, "matfs: %s\n", err ? err : strerror(-rc));
+		free(err);
+		return 1;
+	}
+	int status = serve(m, args, mnt, ready_fd);
+	mfs_free(m);
+	return status;
+}
+
+static void cli_release(struct cli *c)
+{
+	free(c->store);
+	free(c->pipelines);
+	free(c->max_size);
+	free(c->workers);
+	free(c->cache);
+	for (int i = 0; i < c->n_pos; i++)
+		free(c->pos[i]);
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct cli c = {0};
+	int status = 2;
+	if (fuse_opt_parse(&args, &c, cli_opts, cli_proc) != 0) {
+		fputs("see matfs --help\n", stderr);
+		goto out;
+	}
+	status = 0;
+	if (c.help) {
+		fputs(usage, stdout);
+	} else if (c.version) {
+		printf("matfs %s (libfuse %s)\n", MF_VERSION,
+		       fuse_pkgversion());
+	} else if (c.n_pos == 0) {
+		fputs("matfs: no mountpoint; see matfs --help\n", stderr);
+		status = 2;
+	} else {
+		/* "matfs SOURCE MOUNTPOINT": mount.fuse3 passes fstab's first
+		 * field as SOURCE; matfs has no use for it */
+		char *mnt = realpath(c.pos[c.n_pos - 1], NULL);
+		if (!mnt) {
+			fprintf(stderr, "matfs: mountpoint '%s': %s\n",
+				c.pos[c.n_pos - 1], strerror(errno));
+			status = 1;
+		} else {
+			status = run(&c, &args, mnt);
+			free(mnt);
+		}
+	}
+out:
+	cli_release(&c);
+	fuse_opt_free_args(&args);
+	return status;
+}
