@@ -42,7 +42,7 @@ static const char sql_fail[] =
 	" stderr_tail = NULL WHERE fp = ?1 AND idx = ?2"
 static const char sql_reset[] = SQL_RESET;
 static const char sql_reset_run[] =
-    SQL_RESET " AND state = 'materialized' AND run_id = ?3";
+    SQL_RESET " AND state IN ('materialized', 'failed') AND run_id = ?3";
 static const char sql_touch[] =
     "UPDATE shards SET last_read = ?3 WHERE fp = ?1 AND idx = ?2";
 static const char sql_snap_touch[] =
@@ -260,7 +260,10 @@ static int claim_decide(struct mf_catalog *c, const char *fp, uint32_t index,
 		*res = MF_CLAIM_DONE;
 		return 0;
 	}
-	if (state == MF_SHARD_RUNNING) {
+	/* Running under me: my earlier attempt ended without recording its
+	 * outcome (a catalog write that failed). The caller holds the only
+	 * claim of its run on this shard, so it takes it again. */
+	if (state == MF_SHARD_RUNNING && strcmp(owner, me->run_id) != 0) {
 		rc = owner_dead(c, fp, owner, me, now, &dead);
 		if (rc)
 			return rc;

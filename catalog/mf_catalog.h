@@ -139,6 +139,9 @@ enum mf_claim {
  * materialized, answers DONE; if absent or failed, or running under a dead
  * run, gives it to run `me` (state running, attempts + 1, error cleared;
  * the dead run is marked "dead") and answers MINE; otherwise WAIT.
+ * A shard running under `me` itself is given to it again (MINE): a run
+ * must not claim one shard twice at once, so such a row can only be left
+ * by an attempt that ended without recording its outcome.
  * A run on me->host is dead when mf_process_alive(pid, pid_start) is false;
  * a run on another host when now - heartbeat > pending_expiry of the
  * snapshot. *cur (may be NULL) receives the row as it is after the call;
@@ -163,8 +166,8 @@ int mf_catalog_fail_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			  const char *run_id, int32_t exit_status,
 			  const char *error, const char *stderr_tail);
 /* Back to absent (rm of a shard, a corrupt chunk). If run_id is not NULL,
- * only when the shard is still materialized under that run (-ESTALE
- * otherwise). */
+ * only when the shard is still materialized or failed under that run, the
+ * attempt the caller saw (-ESTALE otherwise). */
 int mf_catalog_reset_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			   const char *run_id);
 /* Sets the last-read time of a shard and its snapshot. */

@@ -272,6 +272,22 @@ static int run_for(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 	return 0;
 }
 
+/* Forgets this process's run for fp: the catalog declared it dead (a
+ * claimer elsewhere judged it so), so a new run takes over. */
+static void run_drop(struct mf_engine *e, const char *fp)
+{
+	pthread_mutex_lock(&e->lock);
+	for (struct run_entry **p = &e->runs; *p; p = &(*p)->next) {
+		struct run_entry *r = *p;
+		if (strcmp(r->fp, fp) == 0 && r->active == 0) {
+			*p = r->next;
+			free(r);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
 static void run_set_active(struct mf_engine *e, const char *run_id, int delta)
 {
 	pthread_mutex_lock(&e->lock);
@@ -358,8 +374,14 @@ static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 	rc = run_for(e, c, fp, &me);
 	if (rc)
 		return rc;
+	/* a run reused after a quiet spell must not look dead elsewhere */
+	(void)mf_catalog_heartbeat(c, me.run_id, mf_now_s());
 	enum mf_claim got;
 	rc = mf_catalog_claim_shard(c, fp, shard, &me, mf_now_s(), &got, &cur);
+	if (rc == -ESTALE) {
+		run_drop(e, fp);
+		return -EAGAIN;
+	}
 	if (rc)
 		return rc;
 	if (got == MF_CLAIM_DONE) {

@@ -22,9 +22,8 @@ static int expire_one(struct mf_engine *e, struct mf_catalog *c,
 	if (rec->state != MF_SHARD_MATERIALIZED &&
 	    rec->state != MF_SHARD_FAILED)
 		return 0; /* absent, or running: its writer commits later */
-	int rc = mf_catalog_reset_shard(
-	    c, rec->fp, rec->index,
-	    rec->state == MF_SHARD_MATERIALIZED ? rec->run_id : NULL);
+	/* only the attempt we saw: someone may have claimed it since */
+	int rc = mf_catalog_reset_shard(c, rec->fp, rec->index, rec->run_id);
 	if (rc == -ESTALE)
 		return 0;
 	if (rc)
@@ -134,8 +133,9 @@ static bool run_alive(struct mf_engine *e, struct mf_catalog *c,
 		      const char *run_id, int64_t pending_expiry)
 {
 	struct mf_run_rec run;
-	if (mf_catalog_get_run(c, run_id, &run) != 0)
-		return false;
+	int rc = mf_catalog_get_run(c, run_id, &run);
+	if (rc)
+		return rc != -ENOENT; /* a busy catalog proves nothing */
 	if (strcmp(run.state, "active") != 0)
 		return false;
 	if (strcmp(run.host, e->host) == 0)
@@ -143,20 +143,38 @@ static bool run_alive(struct mf_engine *e, struct mf_catalog *c,
 	return mf_now_s() - run.heartbeat <= pending_expiry;
 }
 
+/* True when shard k's file in run_id is, or is about to be, the one the
+ * catalog points at. Asks the catalog again: the listing gc started from
+ * may predate a commit. Any doubt keeps the file. */
+static bool file_in_use(struct mf_catalog *c, const char *fp,
+			const char *run_id, uint32_t k,
+			const struct mf_shard_rec *recs, size_t n)
+{
+	if (k < n && recs[k].state == MF_SHARD_MATERIALIZED &&
+	    strcmp(recs[k].run_id, run_id) == 0)
+		return true;
+	struct mf_shard_rec now;
+	int rc = mf_catalog_get_shard(c, fp, k, &now);
+	if (rc)
+		return rc != -ENOENT;
+	bool used = (now.state == MF_SHARD_MATERIALIZED ||
+		     now.state == MF_SHARD_RUNNING) &&
+	    strcmp(now.run_id, run_id) == 0;
+	mf_shard_rec_release(&now);
+	return used;
+}
+
 /* Removes shard files of a run that no catalog row points at. */
-static void gc_files(struct mf_engine *e, const char *fp, const char *run_id,
-		     const struct mf_shard_rec *recs, size_t n,
-		     struct mf_gc_stats *st)
+static void gc_files(struct mf_engine *e, struct mf_catalog *c, const char *fp,
+		     const char *run_id, const struct mf_shard_rec *recs,
+		     size_t n, struct mf_gc_stats *st)
 {
 	uint32_t *idx;
 	size_t k;
 	if (mf_store_list_shards(e->store, fp, run_id, &idx, &k) != 0)
 		return;
 	for (size_t i = 0; i < k; i++) {
-		bool used = idx[i] < n &&
-		    recs[idx[i]].state == MF_SHARD_MATERIALIZED &&
-		    strcmp(recs[idx[i]].run_id, run_id) == 0;
-		if (!used &&
+		if (!file_in_use(c, fp, run_id, idx[i], recs, n) &&
 		    mf_store_shard_remove(e->store, fp, run_id, idx[i]) == 0)
 			st->files_removed++;
 	}
@@ -190,7 +208,7 @@ static void gc_run(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 			st->runs_removed++;
 		return;
 	}
-	gc_files(e, fp, run_id, recs, n, st);
+	gc_files(e, c, fp, run_id, recs, n, st);
 	uint32_t tmp = 0;
 	if (!alive && mf_store_tmp_remove(e->store, fp, run_id, &tmp) == 0)
 		st->files_removed += tmp;

@@ -16,6 +16,8 @@ struct spec_entry {
 	struct spec_entry *next;
 	struct mf_spec *spec;
 	struct mf_fingerprint fpr;
+	bool registered; /* by mf_engine_register; false when only reloaded
+			    from the catalog to compute a shard */
 };
 
 /* This process's run for one fingerprint, created on first claim. */

@@ -52,7 +52,7 @@ int mf_engine_list_specs(struct mf_engine *e, struct mf_engine_spec_info **out,
 	struct mf_engine_spec_info *v = calloc(cap ? cap : 1, sizeof(*v));
 	int rc = v ? 0 : -ENOMEM;
 	for (struct spec_entry *s = e->specs; rc == 0 && s; s = s->next) {
-		if (seen_path(v, k, s->spec->path))
+		if (!s->registered || seen_path(v, k, s->spec->path))
 			continue; /* newest first: an older registration */
 		rc = info_fill(&v[k], s);
 		if (rc == 0)

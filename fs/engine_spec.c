@@ -104,8 +104,10 @@ static struct spec_entry *find_spec(struct mf_engine *e, const char *fp)
 
 bool eng_is_registered(struct mf_engine *e, const char *fp)
 {
+	bool found = false;
 	pthread_mutex_lock(&e->lock);
-	bool found = find_spec(e, fp) != NULL;
+	for (struct spec_entry *s = e->specs; s && !found; s = s->next)
+		found = s->registered && strcmp(s->fpr.hex, fp) == 0;
 	pthread_mutex_unlock(&e->lock);
 	return found;
 }
@@ -141,8 +143,9 @@ static void free_entry(struct spec_entry *se)
 /* Records se in the catalog and the store, then in the registry (newest
  * first, so the latest settings of a fingerprint win). */
 static int add_entry(struct mf_engine *e, struct mf_catalog *c,
-		     struct spec_entry *se, char **err)
+		     struct spec_entry *se, bool registered, char **err)
 {
+	se->registered = registered;
 	int rc = put_snapshot(c, se->spec, se->fpr.hex);
 	if (rc) {
 		eng_errf(err, "catalog: recording '%s': %s", se->spec->path,
@@ -169,17 +172,20 @@ int mf_engine_register(struct mf_engine *e, const char *spec_path,
 	int rc = load_entry(spec_path, &se, err);
 	if (rc)
 		return rc;
+	/* copied first: once published, an unregister may free se */
+	char hex[MF_FP_HEX_LEN + 1];
+	memcpy(hex, se->fpr.hex, sizeof(hex));
 	struct mf_catalog *c;
 	rc = eng_catalog_get(e, &c);
 	if (rc == 0) {
-		rc = add_entry(e, c, se, err);
+		rc = add_entry(e, c, se, true, err);
 		eng_catalog_put(e, c);
 	}
 	if (rc) {
 		free_entry(se);
 		return rc;
 	}
-	memcpy(fp, se->fpr.hex, MF_FP_HEX_LEN + 1);
+	memcpy(fp, hex, sizeof(hex));
 	return 0;
 }
 
@@ -211,7 +217,7 @@ int eng_spec_for(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 	mf_snapshot_rec_release(&rec);
 	if (rc)
 		return rc;
-	rc = add_entry(e, c, se, err);
+	rc = add_entry(e, c, se, false, err);
 	if (rc) {
 		free_entry(se);
 		return rc;

@@ -85,7 +85,9 @@ static void test_claim_mine_wait_done(void **state)
 	cur = claim(f->cat, 0, &b, now, MF_CLAIM_WAIT);
 	assert_string_equal(cur.run_id, a.run_id);
 	mf_shard_rec_release(&cur);
-	cur = claim(f->cat, 0, &a, now, MF_CLAIM_WAIT); /* even for itself */
+	/* its own run again: an attempt that could not record its outcome */
+	cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE);
+	assert_int_equal(cur.attempts, 2);
 	mf_shard_rec_release(&cur);
 
 	assert_int_equal(mf_catalog_complete_shard(f->cat, fp_a(), 0, a.run_id,
@@ -97,7 +99,7 @@ static void test_claim_mine_wait_done(void **state)
 	assert_int_equal(cur.raw_bytes, 1000);
 	assert_int_equal(cur.stored_bytes, 300);
 	assert_int_equal(cur.chunks, 2);
-	assert_int_equal(cur.attempts, 1);
+	assert_int_equal(cur.attempts, 2);
 	mf_shard_rec_release(&cur);
 
 	struct mf_snapshot_rec s;
@@ -299,7 +301,7 @@ static void test_reset(void **state)
 	ct_run_self(&b, '2', fp_a());
 	struct mf_shard_rec cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE);
 	mf_shard_rec_release(&cur);
-	/* only a materialized shard resets under a run id */
+	/* only a materialized (or failed) shard resets under a run id */
 	assert_int_equal(mf_catalog_reset_shard(f->cat, fp_a(), 0, a.run_id),
 			 -ESTALE);
 	assert_int_equal(
@@ -331,6 +333,20 @@ static void test_reset(void **state)
 	assert_int_equal(mf_catalog_reset_shard(f->cat, fp_a(), 0, NULL), 0);
 	assert_int_equal(mf_catalog_reset_shard(f->cat, fp_a(), 9, NULL),
 			 -ENOENT);
+
+	/* a failed attempt resets under its own run id only */
+	cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_fail_shard(f->cat, fp_a(), 0, a.run_id, 256,
+					       "boom", NULL),
+			 0);
+	assert_int_equal(mf_catalog_reset_shard(f->cat, fp_a(), 0, b.run_id),
+			 -ESTALE);
+	assert_int_equal(mf_catalog_reset_shard(f->cat, fp_a(), 0, a.run_id),
+			 0);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 0, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_ABSENT);
+	mf_shard_rec_release(&cur);
 }
 
 static void test_unknown_and_invalid(void **state)

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "mf_engine.h"
 
@@ -455,6 +456,100 @@ static void test_gib_bounded_memory(void **state)
 #endif
 }
 
+static void sql_exec(const struct fx *fx, const char *sql)
+{
+	char path[256];
+	sqlite3 *db;
+	snprintf(path, sizeof(path), "%s/catalog.db", fx->store);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 10000);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
+
+/* Another process's claim declared our run dead: the engine must start a
+ * new run rather than fail every later open with ESTALE. */
+static void test_run_declared_dead(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 2);
+	fx_open(fx);
+	char *data, *err = NULL;
+	size_t len;
+	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
+	free(data);
+	sql_exec(fx, "UPDATE runs SET state = 'dead'");
+	assert_int_equal(read_shard(fx->e, fx->fp, 1, &data, &len, &err), 0);
+	assert_memory_equal(data, "INPUT B LINE\n", 13);
+	free(data);
+	free(err);
+	assert_int_equal(count_calls(fx), 2);
+}
+
+struct holder {
+	struct fx *fx;
+	char marker[256];
+};
+
+/* Holds the catalog's write lock for a while once the stage started. */
+static void *hold_lock(void *arg)
+{
+	struct holder *h = arg;
+	char path[256];
+	snprintf(path, sizeof(path), "%s/catalog.db", h->fx->store);
+	while (access(h->marker, F_OK) != 0)
+		usleep(5000);
+	sqlite3 *db;
+	if (sqlite3_open(path, &db) != SQLITE_OK)
+		return NULL;
+	sqlite3_busy_timeout(db, 10000);
+	if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) ==
+	    SQLITE_OK) {
+		usleep(1200000);
+		sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	}
+	sqlite3_close(db);
+	return NULL;
+}
+
+/* The catalog stays busy past the busy timeout while the shard is being
+ * recorded: that open may fail, but the shard must not stay "running"
+ * under our own live run, which would make every later open wait forever
+ * (alarm() turns a hang into a failure). */
+static void test_busy_catalog_does_not_wedge(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx,
+		"  - exec: [/bin/sh, -c, 'echo x >> calls; : > started; "
+		"sleep 0.3; cat']\n",
+		1);
+	struct mf_engine_opts o = {.store_dir = fx->store,
+				   .busy_timeout_ms = 200};
+	char *err = NULL;
+	assert_int_equal(mf_engine_open(&o, &fx->e, &err), 0);
+	assert_int_equal(mf_engine_register(fx->e, fx->spec, fx->fp, &err), 0);
+	struct holder h = {fx, ""};
+	fx_path(fx, "started", h.marker, sizeof(h.marker));
+	pthread_t tid;
+	assert_int_equal(pthread_create(&tid, NULL, hold_lock, &h), 0);
+	char *data;
+	size_t len;
+	int rc = read_shard(fx->e, fx->fp, 0, &data, &len, &err);
+	if (rc == 0)
+		free(data);
+	else
+		assert_int_equal(rc, -EIO);
+	free(err);
+	err = NULL;
+	pthread_join(tid, NULL);
+	alarm(60);
+	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
+	alarm(0);
+	assert_int_equal(len, 4 * 13);
+	free(data);
+	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -474,6 +569,10 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_changed_input_is_stale, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_run_declared_dead, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_busy_catalog_does_not_wedge,
+					    setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
