@@ -1,7 +1,8 @@
 /*
  * engine_run.c - materializing one claimed shard: check that the spec still
  * yields the fingerprint, run its stages, stream their output into a shard
- * writer as it comes, commit, and record the outcome in the catalog.
+ * writer as it comes, commit, and record the outcome in the catalog. With
+ * opts.chunk set, the writer's raw chunks and the outcome go to it too.
  *
  * Not for: deciding who computes (engine.c holds the claim).
  */
@@ -36,6 +37,7 @@ struct pump {
 	uint32_t shard;
 	uint64_t bytes;
 	uint64_t next_beat_ns;
+	uint32_t attempt; /* of this claim; 0: no chunk events */
 };
 
 static void pump_progress(struct pump *p, bool done)
@@ -78,6 +80,56 @@ static int pump_output(struct pump *p, struct mf_job *job,
 	free(buf);
 	return rc;
 }
+
+/* ---- chunk events (opts.chunk) ---- */
+
+static void chunk_event(const struct pump *p, enum mf_chunk_kind kind,
+			uint32_t index, const void *raw, size_t len,
+			const struct mf_shard_stat *st)
+{
+	struct mf_chunk_event ev = {
+	    .kind = kind,
+	    .fp = p->fp,
+	    .shard = p->shard,
+	    .run_id = p->run_id,
+	    .attempt = p->attempt,
+	    .index = index,
+	    .raw = raw,
+	    .len = len,
+	    .stat = st,
+	};
+	p->e->opts.chunk(p->e->opts.chunk_arg, &ev);
+}
+
+static void pump_tap(void *arg, uint32_t chunk, const void *raw, size_t len)
+{
+	chunk_event(arg, MF_CHUNK_DATA, chunk, raw, len, NULL);
+}
+
+/* Names this computation by the row's attempts (the claim just counted
+ * it) and taps the writer; without a row that is ours, no events. */
+static void tap_start(struct pump *p, struct mf_shard_writer *w)
+{
+	struct mf_shard_rec rec;
+	if (!p->e->opts.chunk ||
+	    mf_catalog_get_shard(p->c, p->fp, p->shard, &rec) != 0)
+		return;
+	if (rec.state == MF_SHARD_RUNNING &&
+	    strcmp(rec.run_id, p->run_id) == 0 && rec.attempts > 0 &&
+	    mf_shard_writer_set_tap(w, pump_tap, p) == 0)
+		p->attempt = rec.attempts;
+	mf_shard_rec_release(&rec);
+}
+
+static void tap_end(const struct pump *p, bool committed,
+		    const struct mf_shard_stat *st)
+{
+	if (p->attempt)
+		chunk_event(p, committed ? MF_CHUNK_COMMITTED : MF_CHUNK_FAILED,
+			    0, NULL, 0, committed ? st : NULL);
+}
+
+/* ---- running, storing, recording ---- */
 
 static int record_failure(struct pump *p, int32_t status, const char *error,
 			  const char *tail)
@@ -124,11 +176,42 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 	return 0;
 }
 
+/* Stores the stages' output through w and records it; 0, -EIO with *err,
+ * or 0 with *committed false when the shard was expired meanwhile. */
+static int store_shard(struct pump *p, struct spec_entry *se,
+		       struct mf_shard_writer *w, struct mf_shard_stat *st,
+		       bool *committed, char **err)
+{
+	int rc = run_stages(p, se, w, err);
+	if (rc)
+		return rc;
+	rc = mf_shard_writer_commit(w, st);
+	if (rc) {
+		eng_errf(err, "store: committing shard %u: %s", p->shard,
+			 strerror(-rc));
+		(void)record_failure(p, -1, *err, NULL);
+		return -EIO;
+	}
+	pump_progress(p, true);
+	rc = mf_catalog_complete_shard(p->c, p->fp, p->shard, p->run_id,
+				       st->raw_bytes, st->stored_bytes,
+				       st->chunks);
+	if (rc == -ESTALE) /* expired meanwhile: the caller looks again */
+		return 0;
+	if (rc) {
+		eng_errf(err, "catalog: recording shard %u: %s", p->shard,
+			 strerror(-rc));
+		return -EIO;
+	}
+	*committed = true;
+	return 0;
+}
+
 int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
 		    struct spec_entry *se, uint32_t shard, const char *run_id,
 		    char **err)
 {
-	struct pump p = {e, c, se->fpr.hex, run_id, shard, 0, 0};
+	struct pump p = {e, c, se->fpr.hex, run_id, shard, 0, 0, 0};
 	int rc = check_fingerprint(se, shard, err);
 	if (rc) {
 		(void)record_failure(&p, -1, *err, NULL);
@@ -145,24 +228,10 @@ int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
 		(void)record_failure(&p, -1, *err, NULL);
 		return -EIO;
 	}
-	rc = run_stages(&p, se, w, err);
-	if (rc)
-		return rc;
+	tap_start(&p, w);
 	struct mf_shard_stat st;
-	rc = mf_shard_writer_commit(w, &st);
-	if (rc) {
-		eng_errf(err, "store: committing shard %u: %s", shard,
-			 strerror(-rc));
-		(void)record_failure(&p, -1, *err, NULL);
-		return -EIO;
-	}
-	pump_progress(&p, true);
-	rc = mf_catalog_complete_shard(c, p.fp, shard, run_id, st.raw_bytes,
-				       st.stored_bytes, st.chunks);
-	if (rc == -ESTALE) /* expired meanwhile: the caller looks again */
-		return 0;
-	if (rc)
-		eng_errf(err, "catalog: recording shard %u: %s", shard,
-			 strerror(-rc));
-	return rc ? -EIO : 0;
+	bool committed = false;
+	rc = store_shard(&p, se, w, &st, &committed, err);
+	tap_end(&p, committed, &st);
+	return rc;
 }

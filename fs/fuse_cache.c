@@ -8,12 +8,23 @@
  * Keys are (data id, chunk index): a data id names one opened committed
  * file, so chunks of a recomputed shard never mix with the old ones.
  *
+ * The engine's chunk events (mfs_cache_tap) put the raw chunks of a shard
+ * being materialized here as they are produced, while the budget has
+ * room, under a stage id no data has: one computation (fp, shard, run id,
+ * attempt) per stage. The thread that received the events (the open job
+ * that ran the materialization) gives the stage id to the data it makes
+ * for the committed file (mfs_cache_adopt), so its first reader
+ * decompresses nothing; a failed computation's chunks are dropped, and so
+ * are a stage's that nobody adopted when its thread is done.
+ *
  * Not for: deciding what to read ahead (fuse_open.c).
  */
 #include "fuse_i.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 struct centry {
@@ -40,6 +51,23 @@ struct fbuf {
 
 enum { LOADING = 1, READY = 0 };
 
+/* Stage ids: above every data id (mfs.next_data_id counts from 1). */
+#define STAGE_ID_BASE (1ULL << 63)
+
+/* The chunks of one computation, cached under id. */
+struct stage {
+	struct stage *next;
+	pthread_t owner; /* the thread the engine calls for it */
+	char fp[MF_FP_HEX_LEN + 1];
+	char run_id[MF_RUN_ID_HEX_LEN + 1];
+	uint32_t shard, attempt;
+	uint64_t id;
+	uint32_t next_chunk; /* chunks offered so far */
+	bool full; /* a chunk was left out: so is the rest */
+	bool committed;
+	struct mf_shard_stat st; /* when committed */
+};
+
 struct mfs_cache {
 	pthread_mutex_t lock; /* guards everything below */
 	pthread_cond_t loaded;
@@ -49,6 +77,9 @@ struct mfs_cache {
 	uint64_t budget, used;
 	struct fbuf *spare; /* buffers to reuse, at most free_max bytes */
 	uint64_t spare_bytes, free_max;
+	struct stage *stages;
+	uint64_t next_stage;
+	uint64_t loads, tapped; /* chunks decompressed, taken from a tap */
 };
 
 int mfs_cache_new(uint64_t budget, struct mfs_cache **out)
@@ -66,6 +97,7 @@ int mfs_cache_new(uint64_t budget, struct mfs_cache **out)
 	pthread_cond_init(&c->loaded, NULL);
 	c->lru.next = c->lru.prev = &c->lru;
 	c->budget = budget;
+	c->next_stage = STAGE_ID_BASE;
 	c->free_max = budget / 4 < FREE_MAX ? budget / 4 : FREE_MAX;
 	*out = c;
 	return 0;
@@ -134,6 +166,11 @@ void mfs_cache_free(struct mfs_cache *c)
 		struct fbuf *b = c->spare;
 		c->spare = b->next;
 		free(b);
+	}
+	while (c->stages) {
+		struct stage *g = c->stages;
+		c->stages = g->next;
+		free(g);
 	}
 	free(c->tab);
 	pthread_cond_destroy(&c->loaded);
@@ -241,6 +278,7 @@ static int load(struct mfs_cache *c, struct mfs_data *d, struct centry *e)
 {
 	size_t cap;
 	uint8_t *buf = buf_take(c, e->len, &cap);
+	c->loads++;
 	pthread_mutex_unlock(&c->lock);
 	ssize_t n = buf
 	    ? mf_shard_reader_read_chunk(d->r, e->chunk, buf, e->len)
@@ -320,19 +358,183 @@ bool mfs_cache_has(struct mfs_cache *c, const struct mfs_data *d,
 	return has;
 }
 
+/* Frees every unheld chunk of id; caller holds the lock. */
+static void drop_locked(struct mfs_cache *c, uint64_t id)
+{
+	struct centry *e = c->lru.next;
+	while (e != &c->lru) {
+		struct centry *next = e->next;
+		if (e->data_id == id && e->refs == 0) {
+			unlink_entry(c, e);
+			entry_free(c, e);
+		}
+		e = next;
+	}
+}
+
 void mfs_cache_drop(struct mfs_cache *c, uint64_t data_id)
 {
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->lock);
-	struct centry *e = c->lru.next;
-	while (e != &c->lru) {
-		struct centry *next = e->next;
-		if (e->data_id == data_id && e->refs == 0) {
-			unlink_entry(c, e);
-			entry_free(c, e);
+	drop_locked(c, data_id);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void mfs_cache_counts(struct mfs_cache *c, uint64_t *decompressed,
+		      uint64_t *tapped)
+{
+	pthread_mutex_lock(&c->lock);
+	*decompressed = c->loads;
+	*tapped = c->tapped;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- chunks from the engine's tap ---- */
+
+/* The link to the stage of one computation (*link NULL: none); caller
+ * holds the lock. */
+static struct stage **stage_find(struct mfs_cache *c, const char *fp,
+				 uint32_t shard, const char *run_id,
+				 uint32_t attempt)
+{
+	struct stage **p = &c->stages;
+	for (; *p; p = &(*p)->next) {
+		struct stage *g = *p;
+		if (g->shard == shard && g->attempt == attempt &&
+		    strcmp(g->fp, fp) == 0 && strcmp(g->run_id, run_id) == 0)
+			break;
+	}
+	return p;
+}
+
+static struct stage *stage_new(struct mfs_cache *c,
+			       const struct mf_chunk_event *ev)
+{
+	struct stage *g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->owner = pthread_self();
+	snprintf(g->fp, sizeof(g->fp), "%s", ev->fp);
+	snprintf(g->run_id, sizeof(g->run_id), "%s", ev->run_id);
+	g->shard = ev->shard;
+	g->attempt = ev->attempt;
+	g->id = c->next_stage++;
+	g->next = c->stages;
+	c->stages = g;
+	return g;
+}
+
+/* Copies chunk ev->index in under g's id when it comes in order and the
+ * budget has room for it; leaves out the rest of g otherwise. Caller
+ * holds the lock, released for the copy: the entry is held meanwhile. */
+static void stage_put(struct mfs_cache *c, struct stage *g,
+		      const struct mf_chunk_event *ev)
+{
+	if (g->full || ev->index != g->next_chunk ||
+	    c->used + ev->len > c->budget) {
+		g->full = true;
+		return;
+	}
+	struct centry *e = calloc(1, sizeof(*e));
+	size_t cap = 0;
+	uint8_t *buf = e ? buf_take(c, ev->len, &cap) : NULL;
+	if (!buf) {
+		free(e);
+		g->full = true;
+		return;
+	}
+	g->next_chunk++;
+	*e = (struct centry){.data_id = g->id,
+			     .chunk = ev->index,
+			     .refs = 1,
+			     .state = LOADING,
+			     .buf = buf,
+			     .len = ev->len,
+			     .cap = cap};
+	link_entry(c, e);
+	pthread_mutex_unlock(&c->lock);
+	memcpy(buf, ev->raw, ev->len);
+	pthread_mutex_lock(&c->lock);
+	e->state = READY; /* nobody waits: no data has g's id yet */
+	c->tapped++;
+	unref_locked(c, e);
+}
+
+void mfs_cache_tap(struct mfs_cache *c, const struct mf_chunk_event *ev)
+{
+	pthread_mutex_lock(&c->lock);
+	struct stage **p =
+	    stage_find(c, ev->fp, ev->shard, ev->run_id, ev->attempt);
+	struct stage *g = *p;
+	switch (ev->kind) {
+	case MF_CHUNK_DATA:
+		if (!g && ev->index == 0)
+			g = stage_new(c, ev);
+		if (g)
+			stage_put(c, g, ev);
+		break;
+	case MF_CHUNK_COMMITTED:
+		if (g && ev->stat) {
+			g->committed = true;
+			g->st = *ev->stat;
 		}
-		e = next;
+		break;
+	case MF_CHUNK_FAILED:
+		if (g) {
+			*p = g->next;
+			drop_locked(c, g->id);
+			free(g);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* The committed file g wrote is the one rec names and st describes. */
+static bool stage_is(const struct stage *g, const struct mf_shard_rec *rec,
+		     const struct mf_shard_stat *st)
+{
+	return g->committed && pthread_equal(g->owner, pthread_self()) &&
+	    g->st.raw_bytes == st->raw_bytes &&
+	    g->st.stored_bytes == st->stored_bytes &&
+	    g->st.chunks == st->chunks && g->st.chunk_size == st->chunk_size &&
+	    g->st.codec == st->codec && rec->raw_bytes == st->raw_bytes &&
+	    rec->stored_bytes == st->stored_bytes && rec->chunks == st->chunks;
+}
+
+uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_shard_rec *rec,
+			 const struct mf_shard_stat *st)
+{
+	if (rec->state != MF_SHARD_MATERIALIZED)
+		return 0;
+	uint64_t id = 0;
+	pthread_mutex_lock(&c->lock);
+	struct stage **p =
+	    stage_find(c, rec->fp, rec->index, rec->run_id, rec->attempts);
+	struct stage *g = *p;
+	if (g && stage_is(g, rec, st)) {
+		id = g->id;
+		*p = g->next;
+		free(g);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return id;
+}
+
+void mfs_cache_unstage(struct mfs_cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	struct stage **p = &c->stages;
+	while (*p) {
+		struct stage *g = *p;
+		if (!pthread_equal(g->owner, pthread_self())) {
+			p = &g->next;
+			continue;
+		}
+		*p = g->next;
+		drop_locked(c, g->id);
+		free(g);
 	}
 	pthread_mutex_unlock(&c->lock);
 }

@@ -389,6 +389,28 @@ bool mfs_cache_has(struct mfs_cache *c, const struct mfs_data *d,
 		   uint32_t chunk);
 /* Drops every chunk of data id (no reference may remain). */
 void mfs_cache_drop(struct mfs_cache *c, uint64_t data_id);
+/* Chunks decompressed so far, and chunks a tap put in instead. */
+void mfs_cache_counts(struct mfs_cache *c, uint64_t *decompressed,
+		      uint64_t *tapped);
+/*
+ * Takes one of the engine's chunk events (mf_engine_opts.chunk, forwarded
+ * by fuse_mount.c): the raw chunks of a computation go in, in order, under
+ * a stage id no data has, while they fit the budget without evicting
+ * anything (after that the rest of the computation is left out), and are
+ * then evictable as any chunk. MF_CHUNK_FAILED drops them.
+ */
+void mfs_cache_tap(struct mfs_cache *c, const struct mf_chunk_event *ev);
+/*
+ * On the thread that received the events, once the computation is
+ * committed: the stage id whose chunks are those of the file rec names
+ * (materialized, same fp, shard, run id and attempts) and st describes
+ * (its reader's stat), to use as that data's id; 0 when there is none.
+ * The stage is then the caller's.
+ */
+uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_shard_rec *rec,
+			 const struct mf_shard_stat *st);
+/* Drops the stages of the calling thread that nobody adopted. */
+void mfs_cache_unstage(struct mfs_cache *c);
 
 /* fuse_specs.c: the pipelines folder and its watcher */
 int mfs_specs_new(struct mfs *m, struct mfs_specs **out);

@@ -44,6 +44,14 @@ static int copy_opts(struct mfs *m, const struct mfs_opts *o)
 	return 0;
 }
 
+/* The raw chunks of a shard the engine materializes for an open: its
+ * first reader gets them from the cache instead of decompressing. */
+static void on_chunk(void *arg, const struct mf_chunk_event *ev)
+{
+	struct mfs *m = arg;
+	mfs_cache_tap(m->cache, ev);
+}
+
 static int setup(struct mfs *m, const struct mfs_opts *o, char **err)
 {
 	int rc = copy_opts(m, o);
@@ -53,12 +61,14 @@ static int setup(struct mfs *m, const struct mfs_opts *o, char **err)
 	m->gid = getgid();
 	m->t0 = mf_now_s();
 	atomic_init(&m->next_data_id, 1);
-	struct mf_engine_opts eo = {.store_dir = m->o.store_dir};
-	rc = mf_engine_open(&eo, &m->eng, err);
+	/* the cache first: the engine hands it chunks */
+	rc = mfs_cache_new(m->o.cache_bytes, &m->cache);
+	struct mf_engine_opts eo = {
+	    .store_dir = m->o.store_dir, .chunk = on_chunk, .chunk_arg = m};
+	if (rc == 0)
+		rc = mf_engine_open(&eo, &m->eng, err);
 	if (rc == 0)
 		rc = mfs_ns_init(m);
-	if (rc == 0)
-		rc = mfs_cache_new(m->o.cache_bytes, &m->cache);
 	if (rc == 0)
 		rc = mfs_specs_new(m, &m->specs);
 	if (rc == 0)

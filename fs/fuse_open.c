@@ -13,7 +13,9 @@
  * Every handle opened on one committed file shares one mfs_data (one
  * reader); reads go through the chunk cache (fuse_cache.c) and a
  * sequential reader gets the next chunks decompressed ahead on the
- * read-ahead threads. FOPEN_KEEP_CACHE is set unless the shard's run
+ * read-ahead threads; the first reader of a shard this job computed gets
+ * the chunks the engine handed the cache as it wrote them, without
+ * decompressing. FOPEN_KEEP_CACHE is set unless the shard's run
  * changed since the kernel last cached it (a recompute after rm).
  *
  * Not for: lookups (fuse_ops.c) or expiry (fuse_write.c).
@@ -71,9 +73,11 @@ static void data_get(struct mfs_data *d)
 }
 
 /* Wraps a reader of the computation rec describes (taken over, closed on
- * failure). */
+ * failure). With adopt, the chunks this thread's materialization of that
+ * very file put in the cache become the data's. */
 static int data_new(struct mfs *m, const struct mf_shard_rec *rec,
-		    struct mf_shard_reader *r, struct mfs_data **out)
+		    struct mf_shard_reader *r, bool adopt,
+		    struct mfs_data **out)
 {
 	struct mfs_data *d = calloc(1, sizeof(*d));
 	if (!d) {
@@ -81,9 +85,11 @@ static int data_new(struct mfs *m, const struct mf_shard_rec *rec,
 		return -ENOMEM;
 	}
 	atomic_init(&d->refs, 1);
-	d->id = atomic_fetch_add(&m->next_data_id, 1);
 	d->r = r;
 	mf_shard_reader_stat(r, &d->st);
+	d->id = adopt ? mfs_cache_adopt(m->cache, rec, &d->st) : 0;
+	if (d->id == 0)
+		d->id = atomic_fetch_add(&m->next_data_id, 1);
 	memcpy(d->fp, rec->fp, sizeof(d->fp));
 	d->shard = rec->index;
 	snprintf(d->ident, sizeof(d->ident), "%s/%u", rec->run_id,
@@ -226,7 +232,7 @@ static int open_fast(struct mfs *m, fuse_ino_t ino, const char *fp, uint32_t k,
 				 &r) != 0)
 		rc = -EAGAIN;
 	else if (!d)
-		rc = data_new(m, &rec, r, &d);
+		rc = data_new(m, &rec, r, false, &d);
 	if (rc == 0)
 		touch(m, &rec);
 	mf_shard_rec_release(&rec);
@@ -256,7 +262,7 @@ static int open_engine(struct open_job *j, struct mfs_data **out, char **err)
 		mf_shard_reader_close(r);
 		return rc < 0 ? rc : -EAGAIN;
 	}
-	rc = data_new(m, &rec, r, out);
+	rc = data_new(m, &rec, r, true, out);
 	mf_shard_rec_release(&rec);
 	return rc;
 }
@@ -289,6 +295,7 @@ static void open_job_run(void *arg, bool cancelled)
 	struct mfs_data *d = NULL;
 	char *err = NULL;
 	int rc = cancelled ? -ENODEV : open_engine(j, &d, &err);
+	mfs_cache_unstage(m->cache); /* what this thread computed, unused */
 	if (rc == -EAGAIN)
 		rc = -EIO;
 	if (rc && !cancelled)

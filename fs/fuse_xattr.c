@@ -9,7 +9,10 @@
  *                 partial, running, failed, materialized), .shards,
  *                 .materialized, .running, .failed, .raw_bytes,
  *                 .stored_bytes
- *   the root      user.matfs.store, .pipelines, .version
+ *   the root      user.matfs.store, .pipelines, .version, and counts of
+ *                 this mount's chunk cache: .chunks_decompressed (read
+ *                 back from store files) and .chunks_tapped (taken from
+ *                 shards as they were materialized)
  *
  * Values are text without a trailing newline. An attribute without a
  * value (no error) is not listed. Other user.* names answer ENODATA, other
@@ -162,6 +165,16 @@ static int dir_attrs(struct mfs *m, const struct mfs_inode *in,
 	return 0;
 }
 
+/* Since the mount: chunks the cache decompressed, and chunks it took from
+ * materializations as they were written instead. */
+static void root_counts(struct mfs *m, struct xattrs *x)
+{
+	uint64_t dec, tap;
+	mfs_cache_counts(m->cache, &dec, &tap);
+	xa_add(x, "chunks_decompressed", "%llu", (unsigned long long)dec);
+	xa_add(x, "chunks_tapped", "%llu", (unsigned long long)tap);
+}
+
 static int attrs_of(struct mfs *m, fuse_ino_t ino, struct xattrs *x)
 {
 	struct mfs_inode in;
@@ -177,6 +190,7 @@ static int attrs_of(struct mfs *m, fuse_ino_t ino, struct xattrs *x)
 		xa_add(x, "store", "%s", m->o.store_dir);
 		xa_add(x, "pipelines", "%s", m->o.pipelines_dir);
 		xa_add(x, "version", "%s", MF_VERSION);
+		root_counts(m, x);
 		return 0;
 	case MFS_LINK:
 		return 0;

@@ -34,6 +34,38 @@
 typedef void (*mf_progress_fn)(void *arg, const char *fp, uint32_t shard,
 			       uint64_t bytes, bool done);
 
+/*
+ * The raw chunks of a materialization this engine performs, for a caller
+ * that wants to serve them without reading the file back. A computation is
+ * named by fp, shard, run_id and attempt: the catalog row's run_id and
+ * attempts while the file it wrote is the shard's (struct mf_shard_rec).
+ * Per computation: one MF_CHUNK_DATA per chunk, in order (the bytes the
+ * file holds, as mf_shard_writer_set_tap), then exactly one
+ * MF_CHUNK_COMMITTED (the file is durable and the catalog names it, with
+ * its stat) or MF_CHUNK_FAILED (stage or store failure, or the shard was
+ * expired meanwhile: forget its chunks). A computation whose claim cannot
+ * be read back from the catalog gets no events.
+ */
+enum mf_chunk_kind { MF_CHUNK_DATA = 0, MF_CHUNK_COMMITTED, MF_CHUNK_FAILED };
+
+/* Every pointer is borrowed for the call. */
+struct mf_chunk_event {
+	enum mf_chunk_kind kind;
+	const char *fp;
+	uint32_t shard;
+	const char *run_id;
+	uint32_t attempt; /* the row's attempts after this claim; >= 1 */
+	uint32_t index; /* DATA: the chunk's index */
+	const void *raw; /* DATA: its uncompressed bytes */
+	size_t len; /* DATA: their length */
+	const struct mf_shard_stat *stat; /* COMMITTED: the file's */
+};
+
+/* Called on the materializing thread (the one in mf_engine_open_shard
+ * that leads the shard's single flight). Must not block for long or call
+ * the engine. */
+typedef void (*mf_chunk_fn)(void *arg, const struct mf_chunk_event *ev);
+
 struct mf_engine_opts {
 	const char *store_dir; /* required; created if missing */
 	int busy_timeout_ms; /* catalog busy timeout; <= 0: 10 s */
@@ -41,6 +73,8 @@ struct mf_engine_opts {
 	unsigned heartbeat_s; /* run heartbeat period; 0: 5 s */
 	mf_progress_fn progress; /* may be NULL */
 	void *progress_arg;
+	mf_chunk_fn chunk; /* may be NULL */
+	void *chunk_arg;
 };
 
 struct mf_engine;

@@ -130,6 +130,23 @@ int mf_shard_writer_commit(struct mf_shard_writer *w,
 /* Drops everything written and frees w. NULL does nothing. */
 void mf_shard_writer_abort(struct mf_shard_writer *w);
 
+/*
+ * A tap sees every chunk of the shard uncompressed, as the writer cuts it:
+ * chunk 0, 1, ... in order, each chunk_size bytes but the last (a shard of
+ * n bytes gives ceil(n / chunk_size) calls, none for an empty one), the
+ * bytes being exactly those the file will hold. fn runs on the thread
+ * calling mf_shard_writer_write (or mf_shard_writer_commit, for the last
+ * chunk) before the chunk is compressed; raw is borrowed for the call
+ * only. fn must not call the writer. Seeing a chunk does not mean it will
+ * be stored: only a commit that returns 0 makes the chunks a file.
+ */
+typedef void (*mf_shard_tap_fn)(void *arg, uint32_t chunk, const void *raw,
+				size_t len);
+/* Sets (fn NULL: removes) w's tap. Returns 0, -EINVAL (w NULL), or
+ * -EBUSY once bytes were written (the tap would miss chunks). */
+int mf_shard_writer_set_tap(struct mf_shard_writer *w, mf_shard_tap_fn fn,
+			    void *arg);
+
 /* ---- reading a shard ---- */
 
 struct mf_shard_reader;

@@ -2,7 +2,8 @@
  * shard_writer.c - writing one shard file: cutting the caller's bytes into
  * chunks, compressing them (inline, or on a small pool of threads with the
  * results appended in order), then the index, the trailer and the commit
- * protocol (fsync, rename, fsync of the folder).
+ * protocol (fsync, rename, fsync of the folder). A tap, when set, sees
+ * each raw chunk on the caller's thread just before it is compressed.
  *
  * Not for: reading (shard_reader.c) or the byte layout (shard_format.c).
  *
@@ -69,6 +70,8 @@ struct mf_shard_writer {
 	pthread_cond_t work_cv, done_cv;
 	uint64_t next_job; /* guarded by lock */
 	bool stop; /* guarded by lock */
+	mf_shard_tap_fn tap; /* NULL: none */
+	void *tap_arg;
 };
 
 /* ---- compressing and appending ---- */
@@ -156,11 +159,14 @@ static int drain(struct mf_shard_writer *w, uint64_t need)
 	return rc;
 }
 
-/* Hands the chunk in slot tail (raw_len, src set) on. */
+/* Hands the chunk in slot tail (raw_len, src set) on, showing it to the
+ * tap first: the slot is not the pool's yet, so nothing else reads it. */
 static int submit(struct mf_shard_writer *w, struct wslot *s)
 {
 	if (w->tail >= UINT32_MAX)
 		return -EFBIG; /* the chunk count is 32 bits */
+	if (w->tap)
+		w->tap(w->tap_arg, (uint32_t)w->tail, s->src, s->raw_len);
 	if (w->nworkers == 0) {
 		compress_slot(w, w->cctx, s, w->tail);
 		int rc = append(w, s);
@@ -375,6 +381,18 @@ abort_w:
 free_w:
 	writer_free(w);
 	return rc;
+}
+
+int mf_shard_writer_set_tap(struct mf_shard_writer *w, mf_shard_tap_fn fn,
+			    void *arg)
+{
+	if (!w)
+		return -EINVAL;
+	if (w->tail > 0 || w->fill > 0)
+		return -EBUSY; /* it would miss chunks */
+	w->tap = fn;
+	w->tap_arg = fn ? arg : NULL;
+	return 0;
 }
 
 /* Copies what fits of buf into the filling slot; submits it when full. */

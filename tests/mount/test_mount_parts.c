@@ -1,7 +1,10 @@
 /*
  * test_mount_parts.c - the FUSE layer's parts that need no mount: the
  * chunk cache (bytes, budget, held chunks, one decompression shared by
- * concurrent readers, corruption not cached, drop), the worker pool (FIFO,
+ * concurrent readers, corruption not cached, drop), the chunks a
+ * materialization hands the cache (the engine's events, their stages,
+ * adopted only for the exact committed computation by the thread that ran
+ * it, dropped on failure, within the budget), the worker pool (FIFO,
  * cancelling what is queued at stop) and shard file names.
  */
 #include <errno.h>
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -191,6 +195,335 @@ static void test_cache_corrupt_not_kept(void **state)
 	mfs_cache_free(c);
 }
 
+/* ---- chunks handed over by a materialization ---- */
+
+static struct mf_chunk_event ev_data(uint32_t attempt, uint32_t i,
+				     const uint8_t *bytes)
+{
+	size_t len = i == CHUNKS - 1 ? CHUNK - 100 : CHUNK;
+	return (struct mf_chunk_event){.kind = MF_CHUNK_DATA,
+				       .fp = FP,
+				       .shard = 0,
+				       .run_id = RUN,
+				       .attempt = attempt,
+				       .index = i,
+				       .raw = bytes + (size_t)i * CHUNK,
+				       .len = len};
+}
+
+/* Taps chunks [0, n) of bytes as computation `attempt`, then ends it. */
+static void tap_all(struct mfs_cache *c, uint32_t attempt, uint32_t n,
+		    const uint8_t *bytes, enum mf_chunk_kind end,
+		    const struct mf_shard_stat *st)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct mf_chunk_event ev = ev_data(attempt, i, bytes);
+		mfs_cache_tap(c, &ev);
+	}
+	struct mf_chunk_event ev = {.kind = end,
+				    .fp = FP,
+				    .shard = 0,
+				    .run_id = RUN,
+				    .attempt = attempt,
+				    .stat =
+					end == MF_CHUNK_COMMITTED ? st : NULL};
+	mfs_cache_tap(c, &ev);
+}
+
+/* The catalog row of the fixture's file as computation `attempt`. */
+static struct mf_shard_rec rec_of(const struct fx *f, uint32_t attempt)
+{
+	struct mf_shard_rec rec = {.index = 0,
+				   .state = MF_SHARD_MATERIALIZED,
+				   .raw_bytes = f->d.st.raw_bytes,
+				   .stored_bytes = f->d.st.stored_bytes,
+				   .chunks = f->d.st.chunks,
+				   .attempts = attempt};
+	snprintf(rec.fp, sizeof(rec.fp), "%s", FP);
+	snprintf(rec.run_id, sizeof(rec.run_id), "%s", RUN);
+	return rec;
+}
+
+static void assert_counts(struct mfs_cache *c, uint64_t dec, uint64_t tap)
+{
+	uint64_t d, t;
+	mfs_cache_counts(c, &d, &t);
+	assert_int_equal(d, dec);
+	assert_int_equal(t, tap);
+}
+
+struct adopter {
+	struct mfs_cache *c;
+	struct mf_shard_rec rec;
+	struct mf_shard_stat st;
+	uint64_t id;
+};
+
+static void *adopt_elsewhere(void *arg)
+{
+	struct adopter *a = arg;
+	a->id = mfs_cache_adopt(a->c, &a->rec, &a->st);
+	mfs_cache_unstage(a->c); /* not this thread's: changes nothing */
+	return NULL;
+}
+
+static void test_tap_adopted_exactly(void **state)
+{
+	struct fx *f = *state;
+	struct mfs_cache *c;
+	assert_int_equal(mfs_cache_new(1 << 20, &c), 0);
+	uint8_t *other = malloc(CHUNKS * CHUNK);
+	assert_non_null(other);
+	for (size_t i = 0; i < CHUNKS * CHUNK; i++)
+		other[i] = (uint8_t)~byte_at(i);
+	/* attempt 1 of the same run produced other bytes, also committed */
+	tap_all(c, 1, CHUNKS, other, MF_CHUNK_COMMITTED, &f->d.st);
+	tap_all(c, 2, CHUNKS, f->want, MF_CHUNK_COMMITTED, &f->d.st);
+	assert_counts(c, 0, 2 * CHUNKS);
+
+	struct mf_shard_rec rec = rec_of(f, 2);
+	struct adopter a = {c, rec, f->d.st, 99};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, adopt_elsewhere, &a), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(a.id, 0); /* only the thread that ran it */
+	rec.state = MF_SHARD_RUNNING;
+	assert_int_equal(mfs_cache_adopt(c, &rec, &f->d.st), 0);
+	rec = rec_of(f, 3);
+	assert_int_equal(mfs_cache_adopt(c, &rec, &f->d.st), 0);
+	rec = rec_of(f, 2);
+	struct mf_shard_stat st = f->d.st;
+	st.stored_bytes++; /* another file of that computation's name */
+	assert_int_equal(mfs_cache_adopt(c, &rec, &st), 0);
+
+	uint64_t id = mfs_cache_adopt(c, &rec, &f->d.st);
+	assert_int_not_equal(id, 0);
+	assert_int_not_equal(id, f->d.id);
+	assert_int_equal(mfs_cache_adopt(c, &rec, &f->d.st), 0); /* once */
+	f->d.id = id;
+	for (uint32_t i = 0; i < CHUNKS; i++)
+		check_chunk(f, c, i); /* attempt 2's bytes, none of 1's */
+	assert_counts(c, 0, 2 * CHUNKS);
+	mfs_cache_unstage(c); /* attempt 1: nobody took it */
+	rec = rec_of(f, 1);
+	assert_int_equal(mfs_cache_adopt(c, &rec, &f->d.st), 0);
+	mfs_cache_free(c);
+	free(other);
+}
+
+static void test_tap_failed_dropped(void **state)
+{
+	struct fx *f = *state;
+	struct mfs_cache *c;
+	/* room for one computation's chunks, not two */
+	assert_int_equal(mfs_cache_new(CHUNKS * CHUNK, &c), 0);
+	tap_all(c, 1, CHUNKS, f->want, MF_CHUNK_FAILED, NULL);
+	assert_counts(c, 0, CHUNKS);
+	struct mf_shard_rec rec = rec_of(f, 1);
+	assert_int_equal(mfs_cache_adopt(c, &rec, &f->d.st), 0);
+	/* attempt 1's chunks are gone: attempt 2 fits whole */
+	tap_all(c, 2, CHUNKS, f->want, MF_CHUNK_COMMITTED, &f->d.st);
+	assert_counts(c, 0, 2 * CHUNKS);
+	/* and so does 3 once 2 is unstaged by its thread */
+	mfs_cache_unstage(c);
+	tap_all(c, 3, CHUNKS, f->want, MF_CHUNK_COMMITTED, &f->d.st);
+	assert_counts(c, 0, 3 * CHUNKS);
+	rec = rec_of(f, 3);
+	f->d.id = mfs_cache_adopt(c, &rec, &f->d.st);
+	assert_int_not_equal(f->d.id, 0);
+	for (uint32_t i = 0; i < CHUNKS; i++)
+		check_chunk(f, c, i);
+	assert_counts(c, 0, 3 * CHUNKS);
+	mfs_cache_free(c);
+}
+
+static void test_tap_within_budget(void **state)
+{
+	struct fx *f = *state;
+	struct mfs_cache *c;
+	assert_int_equal(mfs_cache_new(4 * CHUNK, &c), 0);
+	struct mfs_chunk held;
+	void *ref;
+	assert_int_equal(mfs_cache_get(c, &f->d, 40, &held, &ref), 0);
+	assert_counts(c, 1, 0);
+	/* a held chunk stays: room for three, then the rest is left out */
+	tap_all(c, 1, CHUNKS, f->want, MF_CHUNK_COMMITTED, &f->d.st);
+	assert_counts(c, 1, 3);
+	assert_true(mfs_cache_has(c, &f->d, 40));
+	mfs_cache_unref(c, ref);
+	struct mf_shard_rec rec = rec_of(f, 1);
+	uint64_t old = f->d.id;
+	f->d.id = mfs_cache_adopt(c, &rec, &f->d.st);
+	assert_int_not_equal(f->d.id, 0);
+	for (uint32_t i = 0; i < 3; i++)
+		check_chunk(f, c, i);
+	assert_counts(c, 1, 3);
+	for (uint32_t i = 3; i < CHUNKS; i++)
+		check_chunk(f, c, i); /* decompressed, evicting as usual */
+	assert_counts(c, 1 + CHUNKS - 3, 3);
+	f->d.id = old;
+	mfs_cache_free(c);
+}
+
+static void test_tap_out_of_order_left_out(void **state)
+{
+	struct fx *f = *state;
+	struct mfs_cache *c;
+	assert_int_equal(mfs_cache_new(1 << 20, &c), 0);
+	struct mf_chunk_event ev = ev_data(1, 1, f->want);
+	mfs_cache_tap(c, &ev); /* no chunk 0 first: nothing kept */
+	assert_counts(c, 0, 0);
+	const uint32_t order[] = {0, 1, 3, 4};
+	for (size_t i = 0; i < 4; i++) {
+		ev = ev_data(2, order[i], f->want);
+		mfs_cache_tap(c, &ev);
+	}
+	assert_counts(c, 0, 2); /* after a gap, the rest is left out */
+	mfs_cache_unstage(c);
+	mfs_cache_free(c);
+}
+
+/* ---- the engine's chunk events ---- */
+
+struct events {
+	uint8_t *bytes;
+	size_t len;
+	uint32_t data, committed, failed, bad;
+	uint32_t attempt;
+	char run_id[MF_RUN_ID_HEX_LEN + 1];
+	struct mf_shard_stat st;
+	pthread_t thread;
+};
+
+static void on_event(void *arg, const struct mf_chunk_event *ev)
+{
+	struct events *e = arg;
+	if (!pthread_equal(pthread_self(), e->thread) || e->committed ||
+	    e->failed || ev->shard != 0 || ev->attempt == 0)
+		e->bad++;
+	if (ev->kind == MF_CHUNK_DATA) {
+		if (ev->index != e->data++)
+			e->bad++;
+		e->bytes = realloc(e->bytes, e->len + ev->len);
+		assert_non_null(e->bytes);
+		memcpy(e->bytes + e->len, ev->raw, ev->len);
+		e->len += ev->len;
+	} else if (ev->kind == MF_CHUNK_COMMITTED) {
+		e->committed++;
+		e->st = *ev->stat;
+	} else {
+		e->failed++;
+	}
+	e->attempt = ev->attempt;
+	snprintf(e->run_id, sizeof(e->run_id), "%s", ev->run_id);
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *fp = fopen(path, "w");
+	assert_non_null(fp);
+	fputs(text, fp);
+	assert_int_equal(fclose(fp), 0);
+}
+
+/* A store and a spec whose shard 0 prints a few chunks of 4 KiB, then
+ * exits with the status in the file `status` (0 when missing). */
+static struct mf_engine *engine_with_spec(const char *dir, struct events *ev,
+					  char fp[MF_FP_HEX_LEN + 1])
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s/in", dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	write_text(dir, "in/a.txt", "input a\n");
+	write_text(dir, "spec.yaml",
+		   "name: ev\ninputs: in/*.txt\nchunk_size: 4KiB\n"
+		   "compression: zstd:1\nstages:\n"
+		   "  - exec: [/bin/sh, -c, 'cat; seq 1 5000; "
+		   "exit $(cat status 2>/dev/null || echo 0)']\n");
+	snprintf(path, sizeof(path), "%s/store", dir);
+	struct mf_engine_opts o = {.store_dir = path,
+				   .compress_threads = 3,
+				   .chunk = on_event,
+				   .chunk_arg = ev};
+	struct mf_engine *e;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open(&o, &e, &err), 0);
+	snprintf(path, sizeof(path), "%s/spec.yaml", dir);
+	assert_int_equal(mf_engine_register(e, path, fp, &err), 0);
+	return e;
+}
+
+static void test_engine_chunk_events(void **state)
+{
+	(void)state;
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/tmp/mf-parts-ev.XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	struct events ev = {.thread = pthread_self()};
+	char fp[MF_FP_HEX_LEN + 1];
+	struct mf_engine *e = engine_with_spec(dir, &ev, fp);
+
+	/* a failed stage: its chunks came, then FAILED */
+	write_text(dir, "status", "3\n");
+	struct mf_shard_reader *r;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open_shard(e, fp, 0, &r, &err), -EIO);
+	free(err);
+	err = NULL;
+	assert_true(ev.data > 1);
+	assert_int_equal(ev.failed, 1);
+	assert_int_equal(ev.committed, 0);
+	assert_int_equal(ev.attempt, 1);
+	assert_int_equal(ev.bad, 0);
+
+	/* the next attempt: every chunk in order, then COMMITTED */
+	write_text(dir, "status", "0\n");
+	free(ev.bytes);
+	ev = (struct events){.thread = pthread_self()};
+	assert_int_equal(mf_engine_open_shard(e, fp, 0, &r, &err), 0);
+	struct mf_shard_stat st;
+	mf_shard_reader_stat(r, &st);
+	assert_int_equal(ev.bad, 0);
+	assert_int_equal(ev.committed, 1);
+	assert_int_equal(ev.failed, 0);
+	assert_int_equal(ev.data, st.chunks);
+	assert_true(st.chunks > 2);
+	assert_int_equal(ev.len, st.raw_bytes);
+	assert_int_equal(ev.st.raw_bytes, st.raw_bytes);
+	assert_int_equal(ev.st.stored_bytes, st.stored_bytes);
+	uint8_t *back = malloc(st.raw_bytes);
+	assert_non_null(back);
+	assert_int_equal(mf_shard_reader_pread(r, back, st.raw_bytes, 0),
+			 (ssize_t)st.raw_bytes);
+	assert_memory_equal(back, ev.bytes, st.raw_bytes);
+	mf_shard_reader_close(r);
+	free(back);
+
+	/* the events name the computation as the catalog does */
+	struct mf_catalog *cat;
+	struct mf_shard_rec rec;
+	assert_int_equal(mf_engine_catalog_open(e, &cat), 0);
+	assert_int_equal(mf_catalog_get_shard(cat, fp, 0, &rec), 0);
+	assert_int_equal(rec.attempts, 2);
+	assert_int_equal(ev.attempt, 2);
+	assert_string_equal(ev.run_id, rec.run_id);
+	mf_shard_rec_release(&rec);
+	mf_catalog_close(cat);
+
+	/* reading a materialized shard computes nothing: no events */
+	uint32_t seen = ev.data + ev.committed;
+	assert_int_equal(mf_engine_open_shard(e, fp, 0, &r, &err), 0);
+	mf_shard_reader_close(r);
+	assert_int_equal(ev.data + ev.committed, seen);
+	free(ev.bytes);
+	mf_engine_close(e);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 struct order {
 	pthread_mutex_t lock;
 	int ran[16], n_ran, cancelled;
@@ -283,6 +616,15 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_cache_corrupt_not_kept, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_tap_adopted_exactly, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_tap_failed_dropped, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_tap_within_budget, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_tap_out_of_order_left_out,
+					    setup, teardown),
+	    cmocka_unit_test(test_engine_chunk_events),
 	    cmocka_unit_test(test_pool_fifo_and_stop),
 	    cmocka_unit_test(test_shard_names),
 	};

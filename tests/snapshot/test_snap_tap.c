@@ -1,0 +1,188 @@
+/*
+ * test_snap_tap.c - the shard writer's tap: it sees every chunk's raw
+ * bytes exactly once, in order, on the writing thread, for 0, 1 and
+ * several chunks, inline and with a compression pool, whatever the sizes
+ * of the writes; the file it taps reads back the same bytes; a tap can
+ * only be set before the first byte.
+ *
+ * Not for: the file format (test_snap_golden.c) or corrupt files.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mf_snapshot.h"
+#include "snap_testutil.h"
+
+#define CS (16 * 1024)
+
+struct fixture {
+	char *dir;
+	struct mf_store *st;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -1;
+	f->dir = tu_mkdtemp();
+	if (mf_store_open(f->dir, true, &f->st) != 0 ||
+	    mf_store_run_create(f->st, TU_FP, TU_RUN) != 0)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	mf_store_close(f->st);
+	tu_rmtree(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+/* What the tap saw: the bytes concatenated, the chunks' lengths. */
+struct seen {
+	uint8_t *bytes;
+	size_t len, cap;
+	uint32_t calls;
+	uint32_t bad_index; /* calls whose index was not the next one */
+	uint32_t bad_len; /* a chunk other than the last not CS long */
+	uint32_t bad_thread;
+	size_t last_len;
+	pthread_t writer;
+};
+
+static void tap(void *arg, uint32_t chunk, const void *raw, size_t len)
+{
+	struct seen *s = arg;
+	if (chunk != s->calls)
+		s->bad_index++;
+	if (s->calls > 0 && s->last_len != CS)
+		s->bad_len++; /* only the last chunk may be short */
+	if (!pthread_equal(pthread_self(), s->writer))
+		s->bad_thread++;
+	if (s->len + len > s->cap) {
+		s->cap = 2 * (s->len + len);
+		s->bytes = realloc(s->bytes, s->cap);
+		assert_non_null(s->bytes);
+	}
+	memcpy(s->bytes + s->len, raw, len);
+	s->len += len;
+	s->last_len = len;
+	s->calls++;
+}
+
+/* Writes src in pieces (aligned whole chunks when `aligned`, else of
+ * pseudo-random sizes) with the tap on, then checks what it saw and the
+ * file. */
+static void tap_case(struct fixture *f, enum mf_codec codec, unsigned threads,
+		     size_t len, bool aligned, uint32_t shard)
+{
+	uint8_t *src = malloc(len ? len : 1);
+	assert_non_null(src);
+	tu_fill(src, len, 1000 + len + threads, true);
+	struct mf_codec_cfg cfg = {codec, 1, CS, threads};
+	struct mf_shard_writer *w;
+	assert_int_equal(
+	    mf_shard_writer_open(f->st, TU_FP, TU_RUN, shard, &cfg, &w), 0);
+	struct seen s = {.writer = pthread_self()};
+	assert_int_equal(mf_shard_writer_set_tap(w, tap, &s), 0);
+	uint64_t rs = len * 31 + threads;
+	for (size_t off = 0; off < len;) {
+		size_t n = aligned ? 2 * CS : 1 + tu_rand(&rs) % (CS + CS / 3);
+		n = n < len - off ? n : len - off;
+		assert_int_equal(mf_shard_writer_write(w, src + off, n), 0);
+		off += n;
+	}
+	struct mf_shard_stat st;
+	assert_int_equal(mf_shard_writer_commit(w, &st), 0);
+
+	uint32_t chunks = (uint32_t)((len + CS - 1) / CS);
+	assert_int_equal(s.calls, chunks);
+	assert_int_equal(st.chunks, chunks);
+	assert_int_equal(s.bad_index, 0);
+	assert_int_equal(s.bad_len, 0);
+	assert_int_equal(s.bad_thread, 0);
+	assert_int_equal(s.len, len);
+	if (len)
+		assert_memory_equal(s.bytes, src, len);
+
+	struct mf_shard_reader *r;
+	assert_int_equal(mf_shard_reader_open(f->st, TU_FP, TU_RUN, shard, &r),
+			 0);
+	uint8_t *back = malloc(len + 1);
+	assert_non_null(back);
+	assert_int_equal(mf_shard_reader_pread(r, back, len + 1, 0),
+			 (ssize_t)len);
+	if (len)
+		assert_memory_equal(back, src, len);
+	mf_shard_reader_close(r);
+	free(back);
+	free(s.bytes);
+	free(src);
+}
+
+static const size_t lens[] = {0, 1, CS, 5 * CS + CS / 3};
+
+static void test_tap_sees_every_chunk_in_order(void **state)
+{
+	struct fixture *f = *state;
+	const unsigned threads[] = {1, 3};
+	uint32_t shard = 0;
+	for (size_t t = 0; t < 2; t++)
+		for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+			for (int aligned = 0; aligned < 2; aligned++)
+				tap_case(f, MF_CODEC_ZSTD, threads[t], lens[i],
+					 aligned, shard++);
+}
+
+static void test_tap_other_codecs(void **state)
+{
+	struct fixture *f = *state;
+	tap_case(f, MF_CODEC_SNAPPY, 3, 4 * CS + 7, false, 0);
+	tap_case(f, MF_CODEC_NONE, 3, 4 * CS + 7, false, 1);
+	tap_case(f, MF_CODEC_NONE, 1, 4 * CS, true, 2);
+}
+
+static void test_tap_set_rules(void **state)
+{
+	struct fixture *f = *state;
+	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 1, CS, 3};
+	struct mf_shard_writer *w;
+	assert_int_equal(mf_shard_writer_set_tap(NULL, tap, NULL), -EINVAL);
+	assert_int_equal(
+	    mf_shard_writer_open(f->st, TU_FP, TU_RUN, 0, &cfg, &w), 0);
+	struct seen s = {.writer = pthread_self()};
+	assert_int_equal(mf_shard_writer_set_tap(w, tap, &s), 0);
+	assert_int_equal(mf_shard_writer_set_tap(w, NULL, NULL), 0);
+	uint8_t buf[100] = {1, 2, 3};
+	assert_int_equal(mf_shard_writer_write(w, buf, sizeof(buf)), 0);
+	/* a tap set now would miss the bytes already given */
+	assert_int_equal(mf_shard_writer_set_tap(w, tap, &s), -EBUSY);
+	assert_int_equal(mf_shard_writer_commit(w, NULL), 0);
+	assert_int_equal(s.calls, 0); /* removed before any chunk */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_tap_sees_every_chunk_in_order,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tap_other_codecs, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_tap_set_rules, setup,
+					    teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
