@@ -185,6 +185,13 @@ static int store_shard(struct pump *p, struct spec_entry *se,
 	int rc = run_stages(p, se, w, err);
 	if (rc)
 		return rc;
+	/* the inputs may have changed while the stages read them */
+	rc = check_fingerprint(se, p->shard, err);
+	if (rc) {
+		mf_shard_writer_abort(w);
+		(void)record_failure(p, -1, *err, NULL);
+		return rc;
+	}
 	rc = mf_shard_writer_commit(w, st);
 	if (rc) {
 		eng_errf(err, "store: committing shard %u: %s", p->shard,
@@ -207,9 +214,9 @@ static int store_shard(struct pump *p, struct spec_entry *se,
 	return 0;
 }
 
-int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
-		    struct spec_entry *se, uint32_t shard, const char *run_id,
-		    char **err)
+static int materialize(struct mf_engine *e, struct mf_catalog *c,
+		       struct spec_entry *se, uint32_t shard,
+		       const char *run_id, char **err)
 {
 	struct pump p = {e, c, se->fpr.hex, run_id, shard, 0, 0, 0};
 	int rc = check_fingerprint(se, shard, err);
@@ -233,5 +240,15 @@ int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
 	bool committed = false;
 	rc = store_shard(&p, se, w, &st, &committed, err);
 	tap_end(&p, committed, &st);
+	return rc;
+}
+
+int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
+		    struct spec_entry *se, uint32_t shard, const char *run_id,
+		    char **err)
+{
+	char *local = NULL; /* the error is recorded even if nobody asks */
+	int rc = materialize(e, c, se, shard, run_id, err ? err : &local);
+	free(local);
 	return rc;
 }

@@ -561,6 +561,42 @@ static void test_busy_catalog_does_not_wedge(void **state)
 	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
 }
 
+static void *rewrite_input(void *arg)
+{
+	struct holder *h = arg;
+	char path[256];
+	while (access(h->marker, F_OK) != 0)
+		usleep(5000);
+	fx_path(h->fx, "in/a.txt", path, sizeof(path));
+	write_file(path, "rewritten while the stage ran\n");
+	return NULL;
+}
+
+/* An input that changes while the stages read it: the bytes no longer
+ * belong to the fingerprint, so nothing may be recorded under it. */
+static void test_input_changed_during_run(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx,
+		"  - exec: [/bin/sh, -c, 'echo x >> calls; : > started; "
+		"sleep 0.5; cat']\n",
+		1);
+	fx_open(fx);
+	struct holder h = {fx, ""};
+	fx_path(fx, "started", h.marker, sizeof(h.marker));
+	pthread_t tid;
+	assert_int_equal(pthread_create(&tid, NULL, rewrite_input, &h), 0);
+	struct mf_shard_reader *r = NULL;
+	char *err = NULL;
+	int rc = mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err);
+	pthread_join(tid, NULL);
+	assert_int_equal(rc, -ESTALE);
+	assert_non_null(err);
+	assert_non_null(strstr(err, "input[in/a.txt]"));
+	free(err);
+	assert_state(fx, 0, MF_SHARD_FAILED);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -583,6 +619,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_run_declared_dead, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_busy_catalog_does_not_wedge,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_input_changed_during_run,
 					    setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
