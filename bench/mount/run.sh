@@ -22,6 +22,7 @@
 # read-ahead (as matfs does). The stage is bench/engine/gen.
 set -uo pipefail
 build=${1:-${MF_BUILD_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)/build}}
+build=$(cd "$build" && pwd) # stages run in the spec folder
 rounds=${ROUNDS:-5} mib=${MIB:-512} work=${WORK:-32} shards=4
 per=$((mib / shards))
 matfs=$build/tools/matfs gen=$build/bench/engine/gen
