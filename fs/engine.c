@@ -352,22 +352,35 @@ static int compute_claimed(struct mf_engine *e, struct mf_catalog *c,
 	return rc;
 }
 
-/* One step of the claim loop. Returns 0 with *out, -EAGAIN to go round
- * again (after waiting when *wait is set), or an error. */
+/* Opens the file of cur (open_committed); on success the row goes to *rec
+ * when rec is not NULL, else it is released. */
+static int open_committed_rec(struct mf_engine *e, struct mf_catalog *c,
+			      struct mf_shard_rec *cur,
+			      struct mf_shard_reader **out,
+			      struct mf_shard_rec *rec)
+{
+	int rc = open_committed(e, c, cur, out);
+	if (rc == 0 && rec)
+		*rec = *cur;
+	else
+		mf_shard_rec_release(cur);
+	return rc;
+}
+
+/* One step of the claim loop. Returns 0 with *out (and *rec, the row it
+ * was opened from), -EAGAIN to go round again (after waiting when *wait
+ * is set), or an error. */
 static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
-		      uint32_t shard, struct mf_shard_reader **out, bool *wait,
-		      char **err)
+		      uint32_t shard, struct mf_shard_reader **out,
+		      struct mf_shard_rec *rec, bool *wait, char **err)
 {
 	struct mf_shard_rec cur;
 	int rc = mf_catalog_get_shard(c, fp, shard, &cur);
 	if (rc)
 		return rc;
 	*wait = false;
-	if (cur.state == MF_SHARD_MATERIALIZED) {
-		rc = open_committed(e, c, &cur, out);
-		mf_shard_rec_release(&cur);
-		return rc;
-	}
+	if (cur.state == MF_SHARD_MATERIALIZED)
+		return open_committed_rec(e, c, &cur, out, rec);
 	mf_shard_rec_release(&cur);
 
 	struct mf_run_rec me;
@@ -384,9 +397,9 @@ static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 	}
 	if (rc)
 		return rc;
-	if (got == MF_CLAIM_DONE) {
-		rc = open_committed(e, c, &cur, out);
-	} else if (got == MF_CLAIM_WAIT) {
+	if (got == MF_CLAIM_DONE)
+		return open_committed_rec(e, c, &cur, out, rec);
+	if (got == MF_CLAIM_WAIT) {
 		*wait = true;
 		rc = -EAGAIN;
 	} else {
@@ -399,7 +412,8 @@ static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 }
 
 static int lead(struct mf_engine *e, const char *fp, uint32_t shard,
-		struct mf_shard_reader **out, char **err)
+		struct mf_shard_reader **out, struct mf_shard_rec *rec,
+		char **err)
 {
 	struct mf_catalog *c;
 	int rc = eng_catalog_get(e, &c);
@@ -409,7 +423,7 @@ static int lead(struct mf_engine *e, const char *fp, uint32_t shard,
 	int attempts = 0;
 	for (;;) {
 		bool wait = false;
-		rc = claim_step(e, c, fp, shard, out, &wait, err);
+		rc = claim_step(e, c, fp, shard, out, rec, &wait, err);
 		if (rc != -EAGAIN)
 			break;
 		if (wait) {
@@ -468,6 +482,13 @@ static int follow(struct mf_engine *e, struct flight *f, char **err)
 int mf_engine_open_shard(struct mf_engine *e, const char *fp, uint32_t shard,
 			 struct mf_shard_reader **out, char **err)
 {
+	return mf_engine_open_shard_rec(e, fp, shard, out, NULL, err);
+}
+
+int mf_engine_open_shard_rec(struct mf_engine *e, const char *fp,
+			     uint32_t shard, struct mf_shard_reader **out,
+			     struct mf_shard_rec *rec, char **err)
+{
 	if (!mf_is_hex(fp, MF_FP_HEX_LEN))
 		return -EINVAL;
 	for (;;) {
@@ -491,7 +512,7 @@ int mf_engine_open_shard(struct mf_engine *e, const char *fp, uint32_t shard,
 		e->flights = f;
 		pthread_mutex_unlock(&e->lock);
 
-		int rc = lead(e, fp, shard, out, err);
+		int rc = lead(e, fp, shard, out, rec, err);
 
 		pthread_mutex_lock(&e->lock);
 		flight_unlink(e, f);

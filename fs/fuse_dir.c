@@ -6,6 +6,13 @@
  * frees it. One catalog query per listing, however many entries, so
  * `ls -l` of 10,000 shards costs one query.
  *
+ * A listing is served in many READDIRPLUS replies, each newer to the
+ * kernel than any invalidation before its request, so attributes taken at
+ * opendir would overwrite what an open told the kernel since (a size 0
+ * truncating the pages of a shard just computed). Once any shard's
+ * attributes were invalidated after opendir (mfs.attr_epoch), shard
+ * entries go without attributes and the kernel asks for them itself.
+ *
  * Not for: lookups of single names (fuse_ops.c). Never computes.
  */
 #include "fuse_i.h"
@@ -20,11 +27,13 @@ struct dent {
 	struct stat st;
 	double ttl;
 	uint64_t gen;
+	bool shard; /* attributes that an open may make stale */
 };
 
 struct listing {
 	size_t n, cap;
 	struct dent *v;
+	uint64_t epoch; /* mfs.attr_epoch before the catalog was read */
 };
 
 static struct dent *dent_add(struct listing *l, const char *name)
@@ -147,6 +156,7 @@ static int list_snapshot(struct mfs *m, const struct mfs_snap_info *si,
 {
 	struct stat self;
 	mfs_attr_dir(m, si, &self);
+	l->epoch = atomic_load(&m->attr_epoch);
 	int rc = dots(m, l, &self);
 	struct mf_catalog *c;
 	struct mf_shard_rec *recs = NULL;
@@ -172,9 +182,11 @@ static int list_snapshot(struct mfs *m, const struct mfs_snap_info *si,
 		rc = mfs_shard_name(si, k, name, sizeof(name));
 		if (rc == 0 && !(d = dent_add(l, name)))
 			rc = -ENOMEM;
-		if (d)
+		if (d) {
 			d->ttl = mfs_attr_shard(m, mfs_shard_ino(m, si->id, k),
 						si, rec, &d->st);
+			d->shard = true;
+		}
 	}
 	for (size_t i = 0; i < n; i++)
 		mf_shard_rec_release(&recs[i]);
@@ -211,7 +223,10 @@ void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void reply_listing(fuse_req_t req, size_t size, off_t off,
 			  struct fuse_file_info *fi, bool plus)
 {
+	struct mfs *m = fuse_req_userdata(req);
 	struct listing *l = (struct listing *)(uintptr_t)fi->fh;
+	/* read after the kernel took this request's attr_version */
+	bool stale = atomic_load(&m->attr_epoch) != l->epoch;
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -222,8 +237,9 @@ static void reply_listing(fuse_req_t req, size_t size, off_t off,
 		struct dent *d = &l->v[i];
 		size_t left = size - used, want;
 		if (plus) {
+			/* ino 0: a name only, the kernel links nothing */
 			struct fuse_entry_param e = {
-			    .ino = d->st.st_ino,
+			    .ino = d->shard && stale ? 0 : d->st.st_ino,
 			    .generation = d->gen,
 			    .attr = d->st,
 			    .attr_timeout = d->ttl,

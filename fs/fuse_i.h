@@ -146,6 +146,8 @@ struct mfs_data {
 	char fp[MF_FP_HEX_LEN + 1];
 	uint32_t shard;
 	char ident[MFS_IDENT_LEN]; /* "RUN/ATTEMPTS": this computation */
+	char run_id[MF_RUN_ID_HEX_LEN + 1]; /* the same, for the engine */
+	uint32_t attempt;
 };
 
 struct mfs_waiter; /* an open request waiting for a materialization */
@@ -199,6 +201,9 @@ struct mfs {
 	uint64_t next_inc; /* counter of MFS_INO_INC inodes */
 
 	atomic_uint_fast64_t next_data_id;
+	/* bumped before each invalidation of a shard's attributes: a listing
+	 * taken before it may hold sizes older than the kernel's (fuse_dir.c) */
+	atomic_uint_fast64_t attr_epoch;
 	struct mfs_pool *open_pool; /* workers: materializations */
 	struct mfs_pool *ra_pool; /* read-ahead decompression */
 	struct mfs_cache *cache;

@@ -94,6 +94,8 @@ static int data_new(struct mfs *m, const struct mf_shard_rec *rec,
 	d->shard = rec->index;
 	snprintf(d->ident, sizeof(d->ident), "%s/%u", rec->run_id,
 		 rec->attempts);
+	memcpy(d->run_id, rec->run_id, sizeof(d->run_id));
+	d->attempt = rec->attempts;
 	*out = d;
 	return 0;
 }
@@ -169,8 +171,10 @@ static void reply_opened(struct mfs *m, fuse_req_t req,
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	if (!keep) /* another computation: sizes the kernel holds are old */
+	if (!keep) { /* another computation: sizes the kernel holds are old */
+		atomic_fetch_add(&m->attr_epoch, 1); /* before the kernel's */
 		(void)fuse_lowlevel_notify_inval_inode(m->se, ino, -1, 0);
+	}
 	fi->fh = (uint64_t)(uintptr_t)fh;
 	fi->keep_cache = keep;
 	fi->direct_io = 0;
@@ -211,7 +215,9 @@ static void touch(struct mfs *m, const struct mf_shard_rec *rec)
 /*
  * Opens a shard the catalog says is materialized without the engine:
  * -EAGAIN when it is not (or its file is not what the catalog says: the
- * engine then sorts that out on a worker).
+ * engine then sorts that out on a worker). The row is read before the
+ * file, so the file is never older than the name the handle gets (at
+ * worst newer, which costs the next open an invalidation).
  */
 static int open_fast(struct mfs *m, fuse_ino_t ino, const char *fp, uint32_t k,
 		     struct mfs_data **out)
@@ -241,27 +247,26 @@ static int open_fast(struct mfs *m, fuse_ino_t ino, const char *fp, uint32_t k,
 	return rc;
 }
 
-/* The engine's open on a worker: blocks while the shard is computed. */
+/* The engine's open on a worker: blocks while the shard is computed. The
+ * handle is named after the row the engine opened the file from: the
+ * catalog read again could already name a later computation. */
 static int open_engine(struct open_job *j, struct mfs_data **out, char **err)
 {
 	struct mfs *m = j->m;
 	struct mf_shard_reader *r;
-	int rc = mf_engine_open_shard(m->eng, j->fp, j->shard, &r, err);
+	struct mf_shard_rec rec;
+	int rc =
+	    mf_engine_open_shard_rec(m->eng, j->fp, j->shard, &r, &rec, err);
 	if (rc == -ENOENT && j->registered) {
 		/* its catalog rows were removed by another process */
 		mfs_specs_refresh(m, j->fp);
 		free(*err);
 		*err = NULL;
-		rc = mf_engine_open_shard(m->eng, j->fp, j->shard, &r, err);
+		rc = mf_engine_open_shard_rec(m->eng, j->fp, j->shard, &r, &rec,
+					      err);
 	}
 	if (rc)
 		return rc;
-	struct mf_shard_rec rec;
-	rc = mfs_shard_rec(m, j->fp, j->shard, &rec);
-	if (rc) {
-		mf_shard_reader_close(r);
-		return rc < 0 ? rc : -EAGAIN;
-	}
 	rc = data_new(m, &rec, r, true, out);
 	mf_shard_rec_release(&rec);
 	return rc;
@@ -478,7 +483,9 @@ static void read_failed(struct mfs *m, fuse_req_t req, struct mfs_data *d,
 			 "shard %u of %.12s: corrupt chunk: it will be "
 			 "computed again",
 			 d->shard, d->fp);
-		(void)mf_engine_report_corrupt(m->eng, d->fp, d->shard);
+		/* only this computation: the shard may be another by now */
+		(void)mf_engine_report_corrupt(m->eng, d->fp, d->shard,
+					       d->run_id, d->attempt);
 		rc = -EIO;
 	}
 	fuse_reply_err(req, -rc);

@@ -119,12 +119,32 @@ int mf_engine_open_shard(struct mf_engine *e, const char *fp, uint32_t shard,
 			 struct mf_shard_reader **out, char **err);
 
 /*
+ * As mf_engine_open_shard, and *rec (may be NULL) receives the catalog row
+ * the reader was opened from: materialized, with the run_id, attempts and
+ * sizes of the very file it reads, which a later catalog read may no
+ * longer describe (the shard expired and recomputed meanwhile). Written
+ * only on success; the caller releases it with mf_shard_rec_release.
+ */
+int mf_engine_open_shard_rec(struct mf_engine *e, const char *fp,
+			     uint32_t shard, struct mf_shard_reader **out,
+			     struct mf_shard_rec *rec, char **err);
+
+/*
  * Tells the engine that a read from a reader it returned found corrupt
- * data: the shard goes back to absent (if still held by that run) and its
- * file is removed, so the next open recomputes it.
+ * data. run_id and attempt name the computation whose file was read (the
+ * run_id and attempts of the row mf_engine_open_shard_rec returned;
+ * attempt 0: any attempt of run_id): only while the shard is still
+ * materialized as that computation does it go back to absent and its file
+ * is removed, so the next open recomputes it. A shard expired or
+ * recomputed since (by another run, or by this process's run again after
+ * an rm) is left alone. run_id NULL: whatever computation is current, as
+ * mf_engine_expire_shard. Returns 0 (also when nothing was left to do),
+ * -ENOENT (unknown snapshot or shard) or another -errno of the catalog or
+ * the store.
  */
 int mf_engine_report_corrupt(struct mf_engine *e, const char *fp,
-			     uint32_t shard);
+			     uint32_t shard, const char *run_id,
+			     uint32_t attempt);
 
 /* Expires one shard / a whole snapshot: catalog rows back to absent (the
  * snapshot row stays while its spec is registered in this engine, else it

@@ -148,8 +148,10 @@ static int cmd_cat(struct ctl *ctl)
 	if (ctl_resolve(ctl, ctl->argv[0], fp))
 		return 1;
 	struct mf_shard_reader *r;
+	struct mf_shard_rec rec;
 	char *err = NULL;
-	int rc = mf_engine_open_shard(ctl->engine, fp, shard, &r, &err);
+	int rc =
+	    mf_engine_open_shard_rec(ctl->engine, fp, shard, &r, &rec, &err);
 	if (rc) {
 		ctl_err("shard %u of %.12s: %s", shard, fp,
 			err ? err : strerror(-rc));
@@ -158,8 +160,10 @@ static int cmd_cat(struct ctl *ctl)
 	}
 	rc = mf_shard_reader_copy(r, STDOUT_FILENO, 2);
 	mf_shard_reader_close(r);
-	if (rc == -EBADMSG)
-		(void)mf_engine_report_corrupt(ctl->engine, fp, shard);
+	if (rc == -EBADMSG) /* only the file read: it may be expired since */
+		(void)mf_engine_report_corrupt(ctl->engine, fp, shard,
+					       rec.run_id, rec.attempts);
+	mf_shard_rec_release(&rec);
 	if (rc)
 		ctl_err("shard %u of %.12s: %s", shard, fp,
 			rc == -EBADMSG ? "corrupt chunk in the store; expired "

@@ -368,13 +368,98 @@ static void test_corrupt_recomputes(void **state)
 		free(data);
 	} else {
 		assert_int_equal(rc, -EBADMSG);
-		assert_int_equal(mf_engine_report_corrupt(fx->e, fx->fp, 0), 0);
+		assert_int_equal(
+		    mf_engine_report_corrupt(fx->e, fx->fp, 0, NULL, 0), 0);
 	}
 	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
 	assert_int_equal(len, 4 * 13);
 	assert_memory_equal(data, "INPUT A LINE\n", 13);
 	free(data);
 	assert_int_equal(count_calls(fx), 2);
+}
+
+/* Opens shard 0 with its row and checks the row describes the reader. */
+static struct mf_shard_reader *open_rec(struct mf_engine *e, const char *fp,
+					struct mf_shard_rec *rec)
+{
+	struct mf_shard_reader *r = NULL;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open_shard_rec(e, fp, 0, &r, rec, &err), 0);
+	assert_null(err);
+	struct mf_shard_stat st;
+	mf_shard_reader_stat(r, &st);
+	assert_int_equal(rec->state, MF_SHARD_MATERIALIZED);
+	assert_int_equal(rec->index, 0);
+	assert_string_equal(rec->fp, fp);
+	assert_int_equal(strlen(rec->run_id), MF_RUN_ID_HEX_LEN);
+	assert_int_equal(rec->raw_bytes, st.raw_bytes);
+	assert_int_equal(rec->stored_bytes, st.stored_bytes);
+	assert_int_equal(rec->chunks, st.chunks);
+	return r;
+}
+
+static bool shard_file_exists(const struct fx *fx, const char *run_id)
+{
+	char path[512];
+	struct stat sb;
+	snprintf(path, sizeof(path), "%s/snapshots/%s/%s/shard-00000.mfs",
+		 fx->store, fx->fp, run_id);
+	return stat(path, &sb) == 0;
+}
+
+/* A corrupt chunk found in an old computation's file expires only that
+ * computation: never a newer one of the same run (after an expiry) or of
+ * another run. */
+static void test_corrupt_report_names_its_file(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, "  - exec: [/bin/sh, -c, 'echo x >> calls; cat']\n", 1);
+	fx_open(fx);
+	struct mf_shard_rec x, y, z;
+	struct mf_shard_reader *rx = open_rec(fx->e, fx->fp, &x);
+	assert_int_equal(x.attempts, 1);
+	assert_int_equal(mf_engine_expire_shard(fx->e, fx->fp, 0), 0);
+	struct mf_shard_reader *ry = open_rec(fx->e, fx->fp, &y);
+	/* this process computed it again under the same run */
+	assert_string_equal(y.run_id, x.run_id);
+	assert_int_equal(y.attempts, 2);
+	assert_int_equal(count_calls(fx), 2);
+
+	assert_int_equal(
+	    mf_engine_report_corrupt(fx->e, fx->fp, 0, x.run_id, x.attempts),
+	    0);
+	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
+	assert_true(shard_file_exists(fx, y.run_id));
+
+	/* another process's run computes it next */
+	struct mf_engine *e2;
+	struct mf_engine_opts o = {.store_dir = fx->store};
+	char *err = NULL, fp2[65];
+	assert_int_equal(mf_engine_open(&o, &e2, &err), 0);
+	assert_int_equal(mf_engine_register(e2, fx->spec, fp2, &err), 0);
+	assert_int_equal(mf_engine_expire_shard(e2, fx->fp, 0), 0);
+	struct mf_shard_reader *rz = open_rec(e2, fx->fp, &z);
+	assert_string_not_equal(z.run_id, y.run_id);
+	assert_int_equal(z.attempts, 3);
+	assert_int_equal(
+	    mf_engine_report_corrupt(fx->e, fx->fp, 0, y.run_id, 0), 0);
+	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
+	assert_true(shard_file_exists(fx, z.run_id));
+
+	/* the current computation's own report expires it */
+	assert_int_equal(
+	    mf_engine_report_corrupt(fx->e, fx->fp, 0, z.run_id, z.attempts),
+	    0);
+	assert_state(fx, 0, MF_SHARD_ABSENT);
+	assert_false(shard_file_exists(fx, z.run_id));
+	assert_int_equal(count_calls(fx), 3);
+	mf_shard_reader_close(rx);
+	mf_shard_reader_close(ry);
+	mf_shard_reader_close(rz);
+	mf_shard_rec_release(&x);
+	mf_shard_rec_release(&y);
+	mf_shard_rec_release(&z);
+	mf_engine_close(e2);
 }
 
 static void test_expire_and_gc(void **state)
@@ -612,6 +697,8 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_corrupt_recomputes, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_corrupt_report_names_its_file,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_expire_and_gc, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_changed_input_is_stale, setup,

@@ -3,7 +3,8 @@
 # and rm -r of a snapshot expire them and the next read recomputes; a
 # descriptor opened before rm -r reads the right bytes to its end; writes,
 # creates, mkdir, rename, links, truncate, chmod and xattr changes get their
-# exact errnos.
+# exact errnos; a corrupt chunk in a file still read after rm and a
+# recompute expires only that file's computation.
 . "$MF_SOURCE_ROOT/tests/mount/lib.sh"
 
 store=$tmp/store pipes=$tmp/p mnt=$tmp/mnt
@@ -123,3 +124,39 @@ PY
 cmp "$d/shard-00000.bin" "$tmp/want0" || fail "shard 0 after refused changes"
 pass "open for writing, truncate: EACCES; create, mkdir, rename, links: EROFS; chmod, utime, rm of a name, setxattr: EPERM"
 umount_fs "$mnt" "$mpid"
+
+# --- a corrupt chunk in a file read after rm expires only that file ---
+# A small chunk cache, so the old file's chunks are read from it again.
+mount_fs "$mnt" "$store" "$pipes" -o cache=256KiB
+"$py" - "$d/shard-00001.bin" "$tmp/want1" "$mpid" <<'PY' || fail "corrupt old file after rm"
+import errno, os, sys
+path, want, pid = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3]
+os.unlink(path)
+f = open(path, "rb", buffering=0)   # computes X in this daemon's run
+os.unlink(path)                     # expires X; f still reads it
+assert open(path, "rb").read() == want  # Y: the same run, computed again
+fds = "/proc/%s/fd" % pid
+old = [os.path.join(fds, n) for n in os.listdir(fds)
+       if os.readlink(os.path.join(fds, n)).endswith("shard-00001.mfs (deleted)")]
+assert len(old) == 1, old
+with open(old[0], "r+b") as x:     # X's chunks, not its index and trailer
+    size = os.fstat(x.fileno()).st_size
+    x.seek(size // 8)
+    chunks = x.read(size * 5 // 8)
+    x.seek(size // 8)
+    x.write(bytes(b ^ 0x5a for b in chunks))
+try:
+    f.seek(len(want) // 2)
+    f.read(65536)
+    sys.exit("a corrupt chunk was served")
+except OSError as e:
+    assert e.errno == errno.EIO, e
+f.close()
+PY
+[ "$(xattr "$d/shard-00001.bin" state)" = materialized ] || fail "the report expired the new computation"
+[ -n "$(ls "$store/snapshots/$fp"/*/shard-00001.mfs 2>/dev/null)" ] || fail "the new computation's file was removed"
+n=$(calls "$pipes/calls")
+cmp "$d/shard-00001.bin" "$tmp/want1" || fail "read of the new computation"
+[ "$(calls "$pipes/calls")" -eq "$n" ] || fail "the new computation was computed again"
+umount_fs "$mnt" "$mpid"
+pass "a corrupt chunk in a file read after rm expires only that computation"
