@@ -283,19 +283,6 @@ static const struct command commands[] = {
     {"fsck", 0, 0, cmd_fsck},
 };
 
-static char *default_store(void)
-{
-	const char *x = getenv("XDG_CACHE_HOME");
-	const char *home = getenv("HOME");
-	char *s = NULL;
-	int n;
-	if (x && *x)
-		n = asprintf(&s, "%s/matfs", x);
-	else
-		n = asprintf(&s, "%s/.cache/matfs", home ? home : "/tmp");
-	return n < 0 ? NULL : s;
-}
-
 static int parse_args(int argc, char **argv, struct ctl *ctl)
 {
 	static const struct option opts[] = {
@@ -387,7 +374,7 @@ int main(int argc, char **argv)
 	}
 	char *store = NULL;
 	if (!ctl.store) {
-		store = default_store();
+		store = mf_default_store();
 		ctl.store = store;
 	}
 	rc = ctl.store ? cmd->fn(&ctl) : 1;

@@ -92,6 +92,10 @@ int mf_fsync_dir(int dirfd);
 int64_t mf_now_s(void);
 uint64_t mf_mono_ns(void);
 
+/* The default store folder: $XDG_CACHE_HOME/matfs, else ~/.cache/matfs
+ * ($HOME, else /tmp). Caller frees; NULL when out of memory. */
+char *mf_default_store(void);
+
 /* This host's name, truncated to len-1 bytes; "unknown" on failure. */
 void mf_hostname(char *buf, size_t len);
 
