@@ -1,8 +1,10 @@
 /*
  * fuse_mount.c - the life of a mount: setting up the engine, the namespace,
  * the chunk cache and the pipelines folder (mfs_new); starting the worker
- * pools and the watcher once mounted (mfs_start); stopping them after the
- * session loop (mfs_stop); freeing everything (mfs_free).
+ * pools and the watcher once mounted (mfs_start), with one reclaim of what
+ * dead runs left in the store (mf_engine_gc, on a worker, off the FUSE
+ * threads); stopping them after the session loop (mfs_stop); freeing
+ * everything (mfs_free).
  *
  * Not for: the command line, daemonizing or where messages go
  * (tools/matfs.c), or any request (the other fuse_*.c files).
@@ -100,6 +102,34 @@ int mfs_new(const struct mfs_opts *o, struct mfs **out, char **err)
 	return 0;
 }
 
+/* Once per mount: the temp files, run folders and orphan shard files of
+ * runs that died with an earlier daemon (kill -9, a crash). Live runs and
+ * what the catalog points at are kept (mf_engine_gc's rules). */
+static void reclaim(void *arg, bool cancelled)
+{
+	struct mfs *m = arg;
+	if (cancelled)
+		return;
+	struct mf_gc_stats st;
+	int rc = mf_engine_gc(m->eng, &st);
+	if (rc) {
+		mfs_logf(m, MFS_LOG_WARN, "start-up reclaim: %s",
+			 strerror(-rc));
+		return;
+	}
+	if (st.snapshots_removed || st.runs_removed || st.files_removed)
+		mfs_logf(m, MFS_LOG_INFO,
+			 "start-up reclaim removed %u snapshot folders, %u "
+			 "run folders, %u files",
+			 st.snapshots_removed, st.runs_removed,
+			 st.files_removed);
+	if (st.snapshots_unindexed)
+		mfs_logf(m, MFS_LOG_WARN,
+			 "kept %u snapshot folders the catalog does not know "
+			 "(matctl fsck --rebuild)",
+			 st.snapshots_unindexed);
+}
+
 int mfs_start(struct mfs *m, struct fuse_session *se)
 {
 	m->se = se;
@@ -108,6 +138,8 @@ int mfs_start(struct mfs *m, struct fuse_session *se)
 		rc = mfs_pool_new(m->cores, &m->ra_pool);
 	if (rc == 0)
 		rc = mfs_specs_start(m);
+	if (rc == 0 && mfs_pool_submit(m->ra_pool, reclaim, m) != 0)
+		mfs_logf(m, MFS_LOG_WARN, "start-up reclaim not run");
 	return rc;
 }
 
