@@ -148,19 +148,6 @@ static char *absolute(const char *path)
 	return r;
 }
 
-static char *default_store(void)
-{
-	const char *x = getenv("XDG_CACHE_HOME");
-	const char *home = getenv("HOME");
-	char *s = NULL;
-	int n;
-	if (x && *x)
-		n = asprintf(&s, "%s/matfs", x);
-	else
-		n = asprintf(&s, "%s/.cache/matfs", home ? home : "/tmp");
-	return n < 0 ? NULL : s;
-}
-
 static int parse_size(const char *what, const char *s, uint64_t *out)
 {
 	if (!s)
@@ -194,7 +181,7 @@ static int parse_workers(const char *s, unsigned *out)
 static int make_opts(struct cli *c, struct mfs_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	char *store = c->store ? strdup(c->store) : default_store();
+	char *store = c->store ? strdup(c->store) : mf_default_store();
 	char *s = store ? absolute(store) : NULL;
 	char *p = absolute(c->pipelines ? c->pipelines : "pipelines");
 	free(store);
