@@ -120,8 +120,8 @@ static int glob_fail(struct spec_ctx *c, const yaml_node_t *n, int rc)
 
 /* Appends the regular files that pattern matches to acc, as clean paths
  * relative to the spec folder; counts them in *found. */
-static int add_matches(struct spec_ctx *c, const glob_t *g, struct strv *acc,
-		       size_t *found)
+static int add_matches(struct spec_ctx *c, const yaml_node_t *n,
+		       const glob_t *g, struct strv *acc, size_t *found)
 {
 	const char *dir = c->spec->dir;
 	size_t dl = strlen(dir);
@@ -133,6 +133,11 @@ static int add_matches(struct spec_ctx *c, const glob_t *g, struct strv *acc,
 			continue; /* cannot happen: every match has our prefix */
 		if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
 			continue;
+		/* MATFS_INPUTS lists one path per line */
+		if (strchr(path + skip, '\n'))
+			return spec_fail(c, n,
+					 "'inputs': the name of a matched file "
+					 "holds a newline: rename it");
 		int rc = strv_push(acc, spec_clean_rel(path + skip));
 		if (rc)
 			return rc;
@@ -198,7 +203,7 @@ static int expand_glob(struct spec_ctx *c, const yaml_node_t *n,
 	if (grc == GLOB_NOSPACE || grc == GLOB_ABORTED)
 		rc = glob_fail(c, n, grc);
 	else if (grc == 0)
-		rc = add_matches(c, &g, acc, &found);
+		rc = add_matches(c, n, &g, acc, &found);
 	globfree(&g);
 	if (rc == 0 && found == 0)
 		rc = spec_fail(c, n, "'inputs': no file matches '%s'", pattern);

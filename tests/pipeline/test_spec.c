@@ -355,6 +355,18 @@ static void test_writable_by_others(void **state)
 	mf_spec_free(s);
 }
 
+static void test_newline_in_input_name(void **state)
+{
+	fx_write("raw/a.jsonl", "a\n");
+	fx_write("raw/b\nc.jsonl", "b\n");
+	fx_write("a.yaml",
+		 "name: w\ninputs: raw/*.jsonl\n"
+		 "stages: [{exec: [cat]}]\n");
+	fx_load_fails("a.yaml",
+		      "a.yaml:2:9: 'inputs': the name of a matched "
+		      "file holds a newline: rename it");
+}
+
 static void test_dot_patterns(void **state)
 {
 	fx_write("raw/a.jsonl", "a\n");
@@ -576,6 +588,7 @@ int main(void)
 	    T(test_file_errors),
 	    T(test_writable_by_others),
 	    T(test_dot_patterns),
+	    T(test_newline_in_input_name),
 	    T(test_defaults),
 	    T(test_full_spec),
 	    T(test_plain_integers),
