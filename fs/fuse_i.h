@@ -44,7 +44,7 @@ struct mfs_opts {
 	const char *pipelines_dir; /* absolute; may be missing (logged) */
 	unsigned workers; /* concurrent materializations; 0: cores */
 	uint64_t cache_bytes; /* decompressed chunk budget; 0: default */
-	uint64_t max_size; /* store limit; parsed, not enforced yet */
+	uint64_t max_size; /* store limit (fuse_expiry.c); 0: none */
 	bool allow_other; /* others may enter: dirs get u+w */
 	const char *mountpoint; /* absolute; for the read-ahead below */
 	unsigned readahead_kb; /* kernel read-ahead to set; 0: as is */
@@ -171,6 +171,7 @@ struct mfs_node {
 struct mfs_pool;
 struct mfs_cache;
 struct mfs_specs;
+struct mfs_expiry;
 
 struct mfs {
 	struct mfs_opts o; /* strings owned (copied) */
@@ -208,6 +209,7 @@ struct mfs {
 	struct mfs_pool *ra_pool; /* read-ahead decompression */
 	struct mfs_cache *cache;
 	struct mfs_specs *specs;
+	struct mfs_expiry *expiry; /* the policy thread (fuse_expiry.c) */
 	atomic_bool ra_tuned; /* readahead_kb applied (or tried) */
 };
 
@@ -427,5 +429,13 @@ void mfs_specs_free(struct mfs_specs *s);
 /* Re-registers the spec a fingerprint came from (its catalog row was
  * removed by another process, or its inputs changed). */
 void mfs_specs_refresh(struct mfs *m, const char *fp);
+
+/* fuse_expiry.c: expire_after and keep, applied every period by a thread
+ * started once mounted. */
+#define MFS_EXPIRY_PERIOD_MS 1000
+int mfs_expiry_start(struct mfs *m);
+void mfs_expiry_stop(struct mfs *m);
+/* One pass of the policy (the thread's; callable from any thread). */
+void mfs_expiry_pass(struct mfs *m);
 
 #endif

@@ -3,7 +3,7 @@
  * the chunk cache and the pipelines folder (mfs_new); starting the worker
  * pools and the watcher once mounted (mfs_start), with one reclaim of what
  * dead runs left in the store (mf_engine_gc, on a worker, off the FUSE
- * threads); stopping them after the session loop (mfs_stop); freeing
+ * threads) and the expiry policy thread (fuse_expiry.c); stopping them after the session loop (mfs_stop); freeing
  * everything (mfs_free).
  *
  * Not for: the command line, daemonizing or where messages go
@@ -75,11 +75,6 @@ static int setup(struct mfs *m, const struct mfs_opts *o, char **err)
 		rc = mfs_specs_new(m, &m->specs);
 	if (rc == 0)
 		mfs_specs_scan(m);
-	if (rc == 0 && m->o.max_size)
-		mfs_logf(m, MFS_LOG_INFO,
-			 "max_size of %llu bytes recorded; eviction is not "
-			 "enforced yet",
-			 (unsigned long long)m->o.max_size);
 	return rc;
 }
 
@@ -140,11 +135,14 @@ int mfs_start(struct mfs *m, struct fuse_session *se)
 		rc = mfs_specs_start(m);
 	if (rc == 0 && mfs_pool_submit(m->ra_pool, reclaim, m) != 0)
 		mfs_logf(m, MFS_LOG_WARN, "start-up reclaim not run");
+	if (rc == 0)
+		rc = mfs_expiry_start(m);
 	return rc;
 }
 
 int mfs_stop(struct mfs *m, unsigned timeout_ms)
 {
+	mfs_expiry_stop(m);
 	mfs_specs_stop(m);
 	int rc = mfs_pool_stop(m->ra_pool, timeout_ms);
 	m->ra_pool = NULL;
