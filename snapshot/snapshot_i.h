@@ -131,6 +131,8 @@ int snap_open_at(int dirfd, const char *name, bool want_dir, int *out);
  * does, then opens it as snap_open_at does. */
 int snap_open_dir_create(int parent, const char *name, int *out);
 /* Opens STORE/snapshots/FP/RUN after checking both names. */
+/* Opens STORE/snapshots/FP (fp checked) as a directory. */
+int snap_open_fp(struct mf_store *st, const char *fp, int *out);
 int snap_open_run(struct mf_store *st, const char *fp, const char *run_id,
 		  int *out);
 /* "shard-NNNNN" + ext into buf (>= SNAP_NAME_MAX). */

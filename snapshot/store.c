@@ -105,16 +105,22 @@ int snap_check_ids(const char *fp, const char *run_id)
 	return 0;
 }
 
+int snap_open_fp(struct mf_store *st, const char *fp, int *out)
+{
+	if (!st)
+		return -EINVAL;
+	int rc = snap_check_ids(fp, NULL);
+	return rc ? rc : snap_open_at(st->snapfd, fp, true, out);
+}
+
 int snap_open_run(struct mf_store *st, const char *fp, const char *run_id,
 		  int *out)
 {
 	if (!st || !run_id)
 		return -EINVAL;
 	int rc = snap_check_ids(fp, run_id);
-	if (rc)
-		return rc;
 	int fpfd;
-	rc = snap_open_at(st->snapfd, fp, true, &fpfd);
+	rc = rc ? rc : snap_open_fp(st, fp, &fpfd);
 	if (rc)
 		return rc;
 	rc = snap_open_at(fpfd, run_id, true, out);
@@ -339,11 +345,8 @@ int mf_store_read_metadata(struct mf_store *st, const char *fp, char **data,
 {
 	if (!st || !data || !len)
 		return -EINVAL;
-	int rc = snap_check_ids(fp, NULL);
-	if (rc)
-		return rc;
 	int fpfd, fd;
-	rc = snap_open_at(st->snapfd, fp, true, &fpfd);
+	int rc = snap_open_fp(st, fp, &fpfd);
 	if (rc)
 		return rc;
 	rc = snap_open_at(fpfd, METADATA_NAME, false, &fd);

@@ -126,13 +126,10 @@ int mf_store_list_snapshots(struct mf_store *st, char ***out, size_t *n)
 int mf_store_list_runs(struct mf_store *st, const char *fp, char ***out,
 		       size_t *n)
 {
-	if (!st || !out || !n)
+	if (!out || !n)
 		return -EINVAL;
-	int rc = snap_check_ids(fp, NULL);
-	if (rc)
-		return rc;
 	int fpfd;
-	rc = snap_open_at(st->snapfd, fp, true, &fpfd);
+	int rc = snap_open_fp(st, fp, &fpfd);
 	if (rc)
 		return rc;
 	rc = list_hex_dirs(fpfd, MF_RUN_ID_HEX_LEN, out, n);
@@ -338,10 +335,8 @@ int mf_store_run_remove(struct mf_store *st, const char *fp, const char *run_id)
 	if (!st || !run_id)
 		return -EINVAL;
 	int rc = snap_check_ids(fp, run_id);
-	if (rc)
-		return rc;
 	int fpfd;
-	rc = snap_open_at(st->snapfd, fp, true, &fpfd);
+	rc = rc ? rc : snap_open_fp(st, fp, &fpfd);
 	if (rc)
 		return rc;
 	rc = remove_folder(fpfd, run_id);
@@ -368,13 +363,8 @@ int mf_store_shard_remove(struct mf_store *st, const char *fp,
 
 int mf_store_snapshot_remove(struct mf_store *st, const char *fp)
 {
-	if (!st)
-		return -EINVAL;
-	int rc = snap_check_ids(fp, NULL);
-	if (rc)
-		return rc;
 	int fpfd;
-	rc = snap_open_at(st->snapfd, fp, true, &fpfd);
+	int rc = snap_open_fp(st, fp, &fpfd);
 	if (rc)
 		return rc;
 	/* metadata first: a removal cut short leaves a folder that is
