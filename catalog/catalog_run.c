@@ -16,8 +16,13 @@
 
 static const char sql_add[] = "INSERT INTO runs (" RUN_COLS ")"
 			      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-static const char sql_ensure[] = "INSERT OR IGNORE INTO runs (" RUN_COLS ")"
-				 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+/* A claimer's own row: added when missing, its heartbeat refreshed when
+ * it is still active (a run reused after a quiet spell must not look dead
+ * to other hosts at the moment it takes a shard). */
+static const char sql_ensure[] =
+    "INSERT INTO runs (" RUN_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+    " ON CONFLICT (run_id) DO UPDATE SET heartbeat = excluded.heartbeat"
+    " WHERE state = 'active' AND heartbeat < excluded.heartbeat";
 static const char sql_get[] = "SELECT " RUN_COLS " FROM runs WHERE run_id = ?1";
 static const char sql_list[] = "SELECT " RUN_COLS " FROM runs"
 			       " WHERE ?1 IS NULL OR fp = ?1"

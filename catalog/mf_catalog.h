@@ -146,7 +146,8 @@ enum mf_claim {
  * a run on another host when now - heartbeat > pending_expiry of the
  * snapshot. *cur (may be NULL) receives the row as it is after the call;
  * release it. -ENOENT if the shard is unknown. me->fp must be fp (-EINVAL);
- * me's run row is added when missing, and a run marked dead or done gets
+ * me's run row is added when missing (its heartbeat raised to
+ * me->heartbeat when it exists), and a run marked dead or done gets
  * -ESTALE instead of a shard.
  */
 int mf_catalog_claim_shard(struct mf_catalog *c, const char *fp, uint32_t index,

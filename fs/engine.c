@@ -387,8 +387,6 @@ static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 	rc = run_for(e, c, fp, &me);
 	if (rc)
 		return rc;
-	/* a run reused after a quiet spell must not look dead elsewhere */
-	(void)mf_catalog_heartbeat(c, me.run_id, mf_now_s());
 	enum mf_claim got;
 	rc = mf_catalog_claim_shard(c, fp, shard, &me, mf_now_s(), &got, &cur);
 	if (rc == -ESTALE) {

@@ -383,6 +383,40 @@ static void test_unknown_and_invalid(void **state)
 	mf_shard_rec_release(&cur);
 }
 
+/* Each claim raises the claimer's heartbeat, never lowers it, and leaves
+ * a dead run dead. */
+static void test_claim_refreshes_heartbeat(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_run_rec a, got;
+	int64_t now = mf_now_s();
+	ct_run_self(&a, '1', fp_a());
+	a.heartbeat = now - 500;
+	struct mf_shard_rec cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_get_run(f->cat, a.run_id, &got), 0);
+	assert_int_equal(got.heartbeat, now - 500);
+	a.heartbeat = now;
+	cur = claim(f->cat, 1, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_get_run(f->cat, a.run_id, &got), 0);
+	assert_int_equal(got.heartbeat, now);
+	a.heartbeat = now - 900; /* older: kept as it was */
+	cur = claim(f->cat, 2, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_get_run(f->cat, a.run_id, &got), 0);
+	assert_int_equal(got.heartbeat, now);
+	assert_int_equal(mf_catalog_set_run_state(f->cat, a.run_id, "dead"), 0);
+	a.heartbeat = now + 10;
+	enum mf_claim res;
+	assert_int_equal(
+	    mf_catalog_claim_shard(f->cat, fp_a(), 3, &a, now, &res, NULL),
+	    -ESTALE);
+	assert_int_equal(mf_catalog_get_run(f->cat, a.run_id, &got), 0);
+	assert_string_equal(got.state, "dead");
+	assert_int_equal(got.heartbeat, now);
+}
+
 static void test_touch(void **state)
 {
 	struct cat_fixture *f = *state;
@@ -504,6 +538,7 @@ int main(void)
 	    T(test_other_host),
 	    T(test_missing_run_row),
 	    T(test_reset),
+	    T(test_claim_refreshes_heartbeat),
 	    T(test_unknown_and_invalid),
 	    T(test_touch),
 	    cmocka_unit_test_setup_teardown(test_cross_process, ct_setup,
