@@ -77,11 +77,10 @@ int mf_sha256_final(struct mf_sha256 *h, uint8_t digest[32]);
 /* Discards a context that will not be finalized; NULL ctx is fine. */
 void mf_sha256_release(struct mf_sha256 *h);
 
-/* write(2) / pread(2) / pwrite(2) until every byte went, retrying EINTR.
+/* write(2) / pread(2) until every byte went, retrying EINTR.
  * Return 0 or -errno; mf_pread_full returns the bytes read (short only at
  * end of file) or -errno. */
 int mf_write_full(int fd, const void *buf, size_t len);
-int mf_pwrite_full(int fd, const void *buf, size_t len, off_t off);
 ssize_t mf_pread_full(int fd, void *buf, size_t len, off_t off);
 
 /* fsync(2) of a directory descriptor. */

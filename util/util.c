@@ -214,25 +214,6 @@ int mf_write_full(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-int mf_pwrite_full(int fd, const void *buf, size_t len, off_t off)
-{
-	const char *p = buf;
-	while (len > 0) {
-		ssize_t n = pwrite(fd, p, len, off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;
-		p += n;
-		off += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 ssize_t mf_pread_full(int fd, void *buf, size_t len, off_t off)
 {
 	char *p = buf;
