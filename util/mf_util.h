@@ -20,15 +20,25 @@
 /*
  * Parses a byte size: a decimal number with an optional unit, B, K/KiB,
  * M/MiB, G/GiB, T/TiB (powers of 1024) or kB, MB, GB, TB (powers of 1000).
- * "4MiB" -> 4194304. Returns 0, -EINVAL for bad syntax or unit, -ERANGE on
- * overflow. *out is written only on success.
+ * "4MiB" -> 4194304. No sign, fraction or whitespace; units are
+ * case-sensitive. Returns 0, -EINVAL for bad syntax or unit, -ERANGE when the
+ * value exceeds UINT64_MAX. *out is written only on success.
  */
 int mf_parse_size(const char *s, uint64_t *out);
 
 /*
+ * The longest duration mf_parse_duration accepts, in seconds (about 292
+ * years): the largest whose count of nanoseconds fits in an int64_t, so
+ * that converting a parsed duration to ns, us or ms never overflows.
+ */
+#define MF_DURATION_MAX_S (INT64_MAX / 1000000000)
+
+/*
  * Parses a duration into seconds: a decimal number followed by s, m, h, d or
- * w, or several of them ("1h30m"); a bare number means seconds. Returns 0,
- * -EINVAL or -ERANGE; *out is written only on success.
+ * w, or several of them ("1h30m"); a bare number means seconds. No sign,
+ * fraction or whitespace. Returns 0, -EINVAL for bad syntax or unit, or
+ * -ERANGE when the total exceeds MF_DURATION_MAX_S; *out is written only on
+ * success.
  */
 int mf_parse_duration(const char *s, int64_t *out);
 

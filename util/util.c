@@ -21,29 +21,36 @@ struct unit {
 	uint64_t mult;
 };
 
+/*
+ * Reads the decimal number at s and the longest of units right after it (a
+ * multiplier of 1 when none matches). Returns -EINVAL when s does not start
+ * with a digit, -ERANGE when the number times its unit exceeds max; *value
+ * and *rest (the first character after the unit) only on success.
+ */
 static int parse_number_unit(const char *s, const struct unit *units,
-			     uint64_t *value, const char **rest)
+			     uint64_t max, uint64_t *value, const char **rest)
 {
+	uint64_t v = 0, mult = 1;
+	size_t best = 0;
+
 	if (!s || *s < '0' || *s > '9')
 		return -EINVAL;
-	uint64_t v = 0;
-	while (*s >= '0' && *s <= '9') {
+	for (; *s >= '0' && *s <= '9'; s++) {
 		uint64_t d = (uint64_t)(*s - '0');
+
 		if (v > (UINT64_MAX - d) / 10)
 			return -ERANGE;
 		v = v * 10 + d;
-		s++;
 	}
-	size_t best = 0;
-	uint64_t mult = 1;
 	for (const struct unit *u = units; u->name; u++) {
 		size_t n = strlen(u->name);
+
 		if (n > best && strncmp(s, u->name, n) == 0) {
 			best = n;
 			mult = u->mult;
 		}
 	}
-	if (mult && v > UINT64_MAX / mult)
+	if (v > max / mult)
 		return -ERANGE;
 	*value = v * mult;
 	*rest = s + best;
@@ -71,7 +78,8 @@ int mf_parse_size(const char *s, uint64_t *out)
 	};
 	uint64_t v;
 	const char *rest;
-	int rc = parse_number_unit(s, units, &v, &rest);
+	int rc = parse_number_unit(s, units, UINT64_MAX, &v, &rest);
+
 	if (rc)
 		return rc;
 	if (*rest)
@@ -86,29 +94,24 @@ int mf_parse_duration(const char *s, int64_t *out)
 	    {"s", 1},	  {"m", 60},	 {"h", 3600},
 	    {"d", 86400}, {"w", 604800}, {NULL, 0},
 	};
-	static const struct unit none[] = {{NULL, 0}};
 	uint64_t total = 0;
+
 	if (!s || !*s)
 		return -EINVAL;
-	/* A bare number is seconds. */
-	uint64_t v;
-	const char *rest;
-	if (parse_number_unit(s, none, &v, &rest) == 0 && *rest == '\0') {
-		if (v > INT64_MAX)
-			return -ERANGE;
-		*out = (int64_t)v;
-		return 0;
-	}
-	while (*s) {
-		int rc = parse_number_unit(s, units, &v, &rest);
+	for (const char *p = s; *p;) {
+		const char *rest;
+		uint64_t v;
+		/* the total so far bounds what this term may add */
+		int rc = parse_number_unit(
+		    p, units, (uint64_t)MF_DURATION_MAX_S - total, &v, &rest);
+
 		if (rc)
 			return rc;
-		if (rest == s || (rest[-1] >= '0' && rest[-1] <= '9'))
-			return -EINVAL; /* a number without its unit */
-		if (total > INT64_MAX - v)
-			return -ERANGE;
+		/* a number without its unit: seconds only when it is all */
+		if (rest[-1] >= '0' && rest[-1] <= '9' && (p != s || *rest))
+			return -EINVAL;
 		total += v;
-		s = rest;
+		p = rest;
 	}
 	*out = (int64_t)total;
 	return 0;
