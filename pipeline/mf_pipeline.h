@@ -23,13 +23,17 @@ enum mf_identity {
 	MF_IDENTITY_CONTENT = 1, /* SHA-256 of the contents */
 };
 
+/* Timeout of a stage whose spec sets none, in seconds (24 hours). */
+#define MF_STAGE_TIMEOUT_DEFAULT 86400
+
 struct mf_stage {
 	char **argv; /* NULL-terminated, as written in the spec */
 	size_t argc;
 	char **deps; /* absolute paths */
 	char **deps_rel; /* as written, relative to the spec folder */
 	size_t n_deps;
-	int64_t timeout_s; /* 0: none */
+	int64_t timeout_s; /* seconds; 0: none (written in the spec);
+			      MF_STAGE_TIMEOUT_DEFAULT when not set */
 };
 
 struct mf_spec {

@@ -100,8 +100,10 @@ int spec_get_duration(struct spec_ctx *c, const char *key, const yaml_node_t *n,
 		return rc;
 	rc = mf_parse_duration(s, out);
 	if (rc == -ERANGE)
-		return spec_fail(c, n, "'%s': duration '%s' is too large", key,
-				 s);
+		return spec_fail(c, n,
+				 "'%s': duration '%s' is too large (at most "
+				 "%llds)",
+				 key, s, (long long)MF_DURATION_MAX_S);
 	if (rc)
 		return spec_fail(c, n, "'%s': bad duration '%s'", key, s);
 	return 0;
@@ -329,6 +331,7 @@ int spec_parse_stages(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 					 "'stages': expected a mapping with "
 					 "'exec'");
 		struct mf_stage *st = &s->stages[s->n_stages++];
+		st->timeout_s = MF_STAGE_TIMEOUT_DEFAULT;
 		int rc = spec_parse_mapping(
 		    c, m, stage_keys,
 		    sizeof(stage_keys) / sizeof(stage_keys[0]), st);

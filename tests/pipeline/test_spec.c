@@ -186,6 +186,44 @@ static void test_bad_duration(void **state)
 	       "a.yaml:6:14: 'timeout': bad duration 'soon'");
 }
 
+/* A duration past MF_DURATION_MAX_S is refused, never wrapped: 2^63 s
+ * and more once read as a negative timeout, that is none. */
+static void test_duration_too_large(void **state)
+{
+	project();
+	expect(BASE "    timeout: 300000000000d\n",
+	       "a.yaml:6:14: 'timeout': duration '300000000000d' is too large "
+	       "(at most 9223372036s)");
+	expect(BASE "    timeout: 9223372036854775808s\n",
+	       "a.yaml:6:14: 'timeout': duration '9223372036854775808s' is "
+	       "too large (at most 9223372036s)");
+	expect(BASE "expire_after: 18446744073709551615s\n",
+	       "a.yaml:6:15: 'expire_after': duration '18446744073709551615s' "
+	       "is too large (at most 9223372036s)");
+	expect(BASE "pending_expiry: 106752d\n",
+	       "a.yaml:6:17: 'pending_expiry': duration '106752d' is too "
+	       "large (at most 9223372036s)");
+}
+
+/* A stage without a timeout gets MF_STAGE_TIMEOUT_DEFAULT (24h); 0 is
+ * written out to mean none. */
+static void test_stage_timeout_default(void **state)
+{
+	project();
+	fx_write("a.yaml",
+		 BASE "  - exec: [cat]\n"
+		      "    timeout: 0\n"
+		      "  - exec: [cat]\n"
+		      "    timeout: 2s\n");
+	struct mf_spec *s = fx_load("a.yaml");
+	assert_int_equal(MF_STAGE_TIMEOUT_DEFAULT, 86400);
+	assert_int_equal(s->n_stages, 3);
+	assert_int_equal(s->stages[0].timeout_s, 86400);
+	assert_int_equal(s->stages[1].timeout_s, 0);
+	assert_int_equal(s->stages[2].timeout_s, 2);
+	mf_spec_free(s);
+}
+
 static void test_bad_codec(void **state)
 {
 	project();
@@ -404,7 +442,7 @@ static void test_defaults(void **state)
 	assert_string_equal(s->stages[0].argv[0], "cat");
 	assert_null(s->stages[0].argv[1]);
 	assert_int_equal(s->stages[0].n_deps, 0);
-	assert_int_equal(s->stages[0].timeout_s, 0);
+	assert_int_equal(s->stages[0].timeout_s, MF_STAGE_TIMEOUT_DEFAULT);
 	assert_string_equal(s->suffix, "");
 	assert_int_equal(s->codec, MF_CODEC_ZSTD);
 	assert_int_equal(s->level, 3);
@@ -576,6 +614,8 @@ int main(void)
 	    T(test_bad_size),
 	    T(test_chunk_size_limits),
 	    T(test_bad_duration),
+	    T(test_duration_too_large),
+	    T(test_stage_timeout_default),
 	    T(test_bad_codec),
 	    T(test_no_matching_inputs),
 	    T(test_missing_deps),
