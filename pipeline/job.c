@@ -259,6 +259,7 @@ static int job_alloc(const struct mf_spec *spec, struct mf_job **out)
 	j->n = spec->n_stages;
 	j->out_fd = j->report_fd = -1;
 	j->feeder_status = -1;
+	job_strays_init(&j->strays);
 	j->st = calloc(j->n, sizeof *j->st);
 	j->pfd = calloc(2 * j->n + 1, sizeof *j->pfd);
 	if (!j->st || !j->pfd)

@@ -12,7 +12,10 @@
  *      stopped reading: the output is what the last stage chose to emit);
  *   4. the first stage killed by SIGPIPE (the last stage failed too, or
  *      the caller finished without reading all the output);
- *   5. the feeder killed by a signal other than the final SIGKILL.
+ *   5. the feeder killed by a signal other than the final SIGKILL;
+ *   6. a process of the job's group, not a stage, still running once
+ *      every stage exited (job_stray.c): a background child the stages
+ *      did not wait for.
  *
  * Not for: reading or polling (job_io.c).
  */
@@ -195,6 +198,20 @@ static void job_result(const struct mf_job *j, struct mf_job_result *r)
 		snprintf(r->error, sizeof r->error, "input feeder %s", what);
 		return;
 	}
+	if (j->strays.n == 1) {
+		snprintf(r->error, sizeof r->error,
+			 "process %d '%s' was still running after every stage "
+			 "exited",
+			 (int)j->strays.first, j->strays.name);
+		return;
+	}
+	if (j->strays.n > 1) {
+		snprintf(r->error, sizeof r->error,
+			 "process %d '%s' and %zu more were still running "
+			 "after every stage exited",
+			 (int)j->strays.first, j->strays.name, j->strays.n - 1);
+		return;
+	}
 	r->ok = true;
 }
 
@@ -219,7 +236,11 @@ int mf_job_finish(struct mf_job *j, struct mf_job_result *res)
 			break; /* cannot poll: job_reap_all kills and waits */
 	}
 	job_drain_stderr(j);
+	/* after a timeout or a kill the group dies anyway */
+	if (!j->timed_out && !j->killed)
+		job_find_strays(j);
 	job_reap_all(j);
+	job_end_strays(j);
 	job_result(j, &r);
 	job_free(j);
 	if (res)

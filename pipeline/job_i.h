@@ -1,8 +1,8 @@
 /*
  * job_i.h - private parts of the stage runner shared by job.c (starting),
  * job_plan.c (what to start), job_child.c (code run after fork),
- * job_io.c (reading, polling, timeouts, reaping) and job_finish.c (the
- * result).
+ * job_io.c (reading, polling, timeouts, reaping), job_stray.c (what the
+ * stages left running) and job_finish.c (the result).
  *
  * Not for: anything outside pipeline/job*.c; the contract is the job part
  * of mf_pipeline.h.
@@ -105,6 +105,19 @@ struct job_proc {
 	struct job_ring tail;
 };
 
+/* How many of the processes a job left behind are waited for one by one
+ * (job_stray.c); any more are killed with the group all the same. */
+#define JOB_STRAY_WAIT 8
+
+/* Processes of the job's group still running once every stage exited:
+ * background children a stage did not wait for. */
+struct job_strays {
+	size_t n; /* found */
+	pid_t first; /* the first one found, for the message */
+	char name[16]; /* its command name, from /proc */
+	int pidfd[JOB_STRAY_WAIT]; /* to wait for them; -1 when unused */
+};
+
 /*
  * A running job. Owned by one thread at a time; nothing here is shared
  * between jobs. Children are never reaped before mf_job_finish, so the
@@ -121,6 +134,7 @@ struct mf_job {
 	char **inputs; /* the shard's input paths, owned, for messages */
 	size_t n_inputs;
 	int out_fd; /* read end of the last stage's stdout, or -1 */
+	bool out_hup; /* the output has no writer left: the rest is buffered */
 	uint64_t start_ns; /* mf_mono_ns at start: timeouts count from it */
 	size_t n_running; /* stages not seen exiting */
 	bool killed; /* mf_job_kill was called */
@@ -128,8 +142,7 @@ struct mf_job {
 	int read_err; /* errno of a failed mf_job_read: the output is cut */
 	int timeout_stage; /* stage whose timeout passed, when timed_out */
 	uint64_t reads; /* mf_job_read calls that went to read(2) */
-	bool draining; /* every stage exited: drain_left bytes are left */
-	size_t drain_left;
+	struct job_strays strays; /* left running after the stages exited */
 	struct pollfd *pfd; /* scratch for poll: 2n + 1 entries */
 };
 
@@ -147,6 +160,11 @@ int job_wait_events(struct mf_job *j, bool with_out, bool wait);
 void job_drain_stderr(struct mf_job *j);
 void job_reap_all(struct mf_job *j);
 void job_free(struct mf_job *j);
+
+/* job_stray.c */
+void job_strays_init(struct job_strays *s);
+void job_find_strays(struct mf_job *j);
+void job_end_strays(struct mf_job *j);
 
 /* job_finish.c */
 const char *job_strerror(int err);

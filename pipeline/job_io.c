@@ -15,7 +15,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,11 +28,25 @@
  * the output flows without ever blocking. */
 #define JOB_CHECK_EVERY 64
 
-static uint64_t stage_deadline(const struct mf_job *j, const struct job_proc *p)
+/* True once the last stage exited and no process holds the output's write
+ * end any more: what is left is in the pipe, however slowly it is read. */
+static bool output_done(const struct mf_job *j)
 {
+	return j->out_fd < 0 || j->out_hup;
+}
+
+/*
+ * A stage's deadline holds while it runs; the last stage's also while
+ * something it left in the background (and only that: the other stages
+ * never hold the output's write end) may still write the output.
+ */
+static uint64_t stage_deadline(const struct mf_job *j, size_t i)
+{
+	const struct job_proc *p = &j->st[i];
 	uint64_t limit = (uint64_t)p->timeout_s;
 
-	if (p->timeout_s <= 0 || p->exited)
+	if (p->timeout_s <= 0 ||
+	    (p->exited && (i + 1 < j->n || output_done(j))))
 		return UINT64_MAX;
 	if (limit > (UINT64_MAX - j->start_ns) / 1000000000ULL)
 		return UINT64_MAX;
@@ -49,7 +62,7 @@ static uint64_t next_deadline(const struct mf_job *j, size_t *stage)
 	if (j->timed_out || j->killed)
 		return UINT64_MAX;
 	for (size_t i = 0; i < j->n; i++) {
-		uint64_t d = stage_deadline(j, &j->st[i]);
+		uint64_t d = stage_deadline(j, i);
 
 		if (d < best) {
 			best = d;
@@ -152,12 +165,27 @@ static void time_out(struct mf_job *j, size_t stage)
 		(void)kill(-j->pgid, SIGKILL);
 }
 
-/* Times the job out when a running stage's deadline passed. */
+/* Notes when the output has no writer left (POLLHUP), which ends the last
+ * stage's deadline once it exited. */
+static void check_hangup(struct mf_job *j)
+{
+	struct pollfd p = {.fd = j->out_fd, .events = POLLIN};
+
+	if (j->out_fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLHUP))
+		j->out_hup = true;
+}
+
+/* Times the job out when a running stage's deadline passed, or the last
+ * stage's while its background children still hold the output. */
 static int check_deadlines(struct mf_job *j)
 {
+	uint64_t now = mf_mono_ns();
 	size_t stage = 0;
 
-	if (next_deadline(j, &stage) <= mf_mono_ns())
+	if (next_deadline(j, &stage) <= now && stage + 1 == j->n &&
+	    j->st[stage].exited)
+		check_hangup(j);
+	if (next_deadline(j, &stage) <= now)
 		time_out(j, stage);
 	return j->timed_out ? -ETIMEDOUT : 0;
 }
@@ -216,40 +244,6 @@ static ssize_t read_failed(struct mf_job *j, int err)
 	return -err;
 }
 
-/*
- * Every stage exited: what they wrote is in the pipe. Returns that much,
- * as it was when the last exit was seen, then the end, without waiting
- * for a grandchild that still holds the pipe (it may write forever; it is
- * killed with the group by mf_job_finish).
- */
-static ssize_t read_rest(struct mf_job *j, void *buf, size_t len)
-{
-	ssize_t n;
-
-	if (!j->draining) {
-		int avail = 0;
-
-		if (ioctl(j->out_fd, FIONREAD, &avail) < 0 || avail < 0)
-			avail = 0;
-		j->drain_left = (size_t)avail;
-		j->draining = true;
-	}
-	if (len > j->drain_left)
-		len = j->drain_left;
-	if (len == 0)
-		return end_output(j);
-	do {
-		n = read(j->out_fd, buf, len);
-	} while (n < 0 && errno == EINTR);
-	if (n > 0) {
-		j->drain_left -= (size_t)n;
-		return n;
-	}
-	if (n < 0 && errno != EAGAIN)
-		return read_failed(j, errno);
-	return end_output(j);
-}
-
 ssize_t mf_job_read(struct mf_job *j, void *buf, size_t len)
 {
 	size_t stage;
@@ -267,8 +261,6 @@ ssize_t mf_job_read(struct mf_job *j, void *buf, size_t len)
 	if (j->out_fd < 0 || len == 0)
 		return 0;
 	for (;;) {
-		if (j->n_running == 0)
-			return read_rest(j, buf, len);
 		/* While data flows, one system call per read; stderr, exits
 		 * and deadlines are looked at every JOB_CHECK_EVERY reads,
 		 * and at once when a deadline passed (exits first: a stage
@@ -278,12 +270,12 @@ ssize_t mf_job_read(struct mf_job *j, void *buf, size_t len)
 			rc = job_wait_events(j, false, false);
 			if (rc < 0)
 				return rc;
-			if (j->n_running == 0)
-				continue;
 		}
 		n = read(j->out_fd, buf, len);
 		if (n > 0)
 			return n;
+		/* end of file: every writer closed it, background children
+		 * of the last stage included */
 		if (n == 0)
 			return end_output(j);
 		if (errno != EAGAIN && errno != EINTR)
@@ -357,6 +349,8 @@ void job_free(struct mf_job *j)
 		close_fd(&j->st[i].err_fd);
 		free(j->st[i].name);
 	}
+	for (size_t k = 0; k < JOB_STRAY_WAIT; k++)
+		close_fd(&j->strays.pidfd[k]);
 	for (size_t k = 0; j->inputs && k < j->n_inputs; k++)
 		free(j->inputs[k]);
 	free(j->inputs);

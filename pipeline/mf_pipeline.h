@@ -124,14 +124,17 @@ int mf_fingerprint_check_shard(const struct mf_spec *spec,
 struct mf_job_result {
 	bool ok; /* every stage exited 0 (see mf_job_finish for SIGPIPE) */
 	int failed_stage; /* index of the stage that failed; -1 none, the
-				 input feeder or a failed mf_job_read */
+				 input feeder, a failed mf_job_read or a
+				 process left running */
 	int wait_status; /* its waitpid status; -1 none */
 	bool timed_out;
 	char error[512]; /* one line: "stage 1 'python3' exited with
 				 status 3", "stage 0 'sh' killed by signal 9
 				 (SIGKILL)", "stage 0 'sh' timed out after
 				 2s", "input 'PATH': No such file or
-				 directory"; "" when ok */
+				 directory", "process 42 'sleep' was still
+				 running after every stage exited"; "" when
+				 ok */
 	char stderr_tail[MF_STDERR_TAIL + 1]; /* failing stage's last stderr */
 };
 
@@ -163,9 +166,11 @@ int mf_job_start(const struct mf_spec *spec, uint32_t shard, const char *fp_hex,
  * Reads the last stage's stdout as it comes. Returns bytes read, 0 at the
  * end of output, or -ETIMEDOUT once a stage's timeout passed (the whole
  * process group has then been killed), -ECANCELED after mf_job_kill, or
- * -errno (the job then fails). Once every stage exited, what is left in the
- * pipe is returned and then 0, even while a grandchild still holds it open.
- * stderr of every stage is drained meanwhile so no stage blocks on it.
+ * -errno (the job then fails). The end of output is the pipe's end of
+ * file: every writer closed it, background children of the last stage
+ * included, even after the stage itself exited; the last stage's timeout
+ * holds until then. stderr of every stage is drained meanwhile so no
+ * stage blocks on it.
  */
 ssize_t mf_job_read(struct mf_job *j, void *buf, size_t len);
 
@@ -174,8 +179,10 @@ ssize_t mf_job_read(struct mf_job *j, void *buf, size_t len);
 void mf_job_kill(struct mf_job *j);
 
 /*
- * Waits for every process of the job (killing what is left of the process
- * group once the last stage exited), fills *res (may be NULL) and frees j.
+ * Waits for every stage of the job; then any other process of its process
+ * group still running (a background child no stage waited for) fails the
+ * job. Kills what is left of the group and waits (at most a few seconds)
+ * for it to exit, fills *res (may be NULL) and frees j.
  * Output not read yet is discarded (a stage still writing gets SIGPIPE).
  * Timeouts still apply while it waits. A stage killed by SIGPIPE is not a
  * failure when the last stage exited 0 (`head -c N` as the last stage);

@@ -1,13 +1,13 @@
 /*
  * test_job_limits.c - a job under pressure: timeouts that kill the whole
- * process group (grandchildren included), grandchildren that keep the
- * output pipe open, 1 MiB of stderr from two stages at once, mf_job_kill
- * at any point, the descriptors and signal state a stage starts with,
- * jobs run from several threads at once, and the switch to the spec
- * owner when running as root.
+ * process group (grandchildren included), 1 MiB of stderr from two stages
+ * at once, mf_job_kill at any point, the descriptors and signal state a
+ * stage starts with, jobs run from several threads at once, and the
+ * switch to the spec owner when running as root.
  *
  * Not for: ordinary output and failures (test_job_output.c,
- * test_job_fail.c).
+ * test_job_fail.c), background children and the end of the output
+ * (test_job_eof.c).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -100,59 +100,6 @@ static void test_timeout_in_finish(void **state)
 	assert_true(res.timed_out);
 	assert_string_equal(res.error, "stage 0 'sh' timed out after 1s");
 	assert_string_equal(res.stderr_tail, "slow\n");
-	jt_assert_clean(t);
-}
-
-/* The stage exits but leaves a grandchild holding stdout and stderr open:
- * the output ends when the stage does, and finish kills the grandchild. */
-static void test_grandchild_holds_stdout(void **state)
-{
-	struct jt *t = *state;
-	struct jt_run r;
-	uint64_t t0 = jt_ms();
-
-	jt_input(t, "in", "abc\n", 4);
-	jt_stage(t, 0, "sh", "-c", "cat; sleep 1000 & echo $! >gp.pid", NULL);
-	jt_run(t, 0, 4096, &r);
-	assert_true(jt_ms() - t0 < 5000);
-	assert_int_equal(r.read_rc, 0);
-	assert_string_equal(r.out, "abc\n");
-	assert_int_equal(r.finish_rc, 0);
-	assert_true(r.res.ok);
-	assert_false(jt_pid_running(read_pid(t, "gp.pid"), 2000));
-	jt_run_release(&r);
-	jt_assert_clean(t);
-}
-
-/* A grandchild writes to stdout forever, faster than this slow reader,
- * after the stage exited: the output still ends, with at most what the
- * pipe held when the stage's exit was seen. */
-static void test_grandchild_writes_forever(void **state)
-{
-	struct jt *t = *state;
-	struct mf_job *j = NULL;
-	struct mf_job_result res;
-	char buf[16];
-	size_t total = 0;
-	ssize_t n = 1;
-	int reads;
-
-	jt_input(t, "in", "", 0);
-	jt_stage(t, 0, "sh", "-c", "yes & echo $! >gp.pid; sleep 0.2", NULL);
-	assert_int_equal(mf_job_start(&t->spec, 0, "", &j, NULL), 0);
-	for (reads = 0; reads < 30000 && n > 0; reads++) {
-		n = mf_job_read(j, buf, sizeof buf);
-		for (ssize_t k = 0; k < n; k++)
-			assert_int_equal(buf[k],
-					 (total + (size_t)k) % 2 ? '\n' : 'y');
-		total += n > 0 ? (size_t)n : 0;
-		usleep(50);
-	}
-	assert_int_equal(n, 0);
-	assert_true(total > 0);
-	assert_int_equal(mf_job_finish(j, &res), 0);
-	assert_true(res.ok);
-	assert_false(jt_pid_running(read_pid(t, "gp.pid"), 2000));
 	jt_assert_clean(t);
 }
 
@@ -356,10 +303,6 @@ int main(void)
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_timeout_in_finish, jt_setup,
 					    jt_teardown),
-	    cmocka_unit_test_setup_teardown(test_grandchild_holds_stdout,
-					    jt_setup, jt_teardown),
-	    cmocka_unit_test_setup_teardown(test_grandchild_writes_forever,
-					    jt_setup, jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_large_stderr, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_kill_at_any_point, jt_setup,
