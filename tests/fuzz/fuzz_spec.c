@@ -213,7 +213,7 @@ static void check_stage(const struct mf_stage *st)
 		FUZZ_CHECK(st->deps_rel[i][0] && st->deps_rel[i][0] != '/');
 		FUZZ_CHECK(stat(st->deps[i], &sb) == 0 && S_ISREG(sb.st_mode));
 	}
-	FUZZ_CHECK(st->timeout_s >= 0);
+	FUZZ_CHECK(st->timeout_s >= 0 && st->timeout_s <= MF_DURATION_MAX_S);
 }
 
 /* What docs/spec.md promises of a spec that loaded. */
@@ -239,8 +239,11 @@ static void check_spec(const struct mf_spec *s)
 			    s->codec == MF_CODEC_SNAPPY) &&
 			   s->level == 0);
 	FUZZ_CHECK(s->chunk_size >= 4096 && s->chunk_size <= (1ULL << 30));
-	FUZZ_CHECK(s->expire_after == -1 || s->expire_after > 0);
-	FUZZ_CHECK(s->pending_expiry > 0);
+	FUZZ_CHECK(
+	    s->expire_after == -1 ||
+	    (s->expire_after > 0 && s->expire_after <= MF_DURATION_MAX_S));
+	FUZZ_CHECK(s->pending_expiry > 0 &&
+		   s->pending_expiry <= MF_DURATION_MAX_S);
 	FUZZ_CHECK(!s->fingerprint_key || s->fingerprint_key[0]);
 	check_shards(s);
 }
