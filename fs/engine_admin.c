@@ -290,6 +290,20 @@ int mf_engine_gc(struct mf_engine *e, struct mf_gc_stats *stats)
 
 /* ---- verify ---- */
 
+/* The file's sizes are the catalog's, as fsck compares them: a valid
+ * file of another computation of the shard (restored from a backup, say)
+ * is not the one the catalog describes. */
+static int verify_sizes(const struct mf_shard_reader *r,
+			const struct mf_shard_rec *rec)
+{
+	struct mf_shard_stat ss;
+	mf_shard_reader_stat(r, &ss);
+	if (ss.stored_bytes != rec->stored_bytes ||
+	    ss.raw_bytes != rec->raw_bytes || ss.chunks != rec->chunks)
+		return -EBADMSG;
+	return 0;
+}
+
 static int verify_one(struct mf_engine *e, struct mf_catalog *c,
 		      const struct mf_shard_rec *rec)
 {
@@ -297,7 +311,9 @@ static int verify_one(struct mf_engine *e, struct mf_catalog *c,
 	int rc = mf_shard_reader_open(e->store, rec->fp, rec->run_id,
 				      rec->index, &r);
 	if (rc == 0) {
-		rc = mf_shard_reader_verify(r, NULL);
+		rc = verify_sizes(r, rec);
+		if (rc == 0)
+			rc = mf_shard_reader_verify(r, NULL);
 		mf_shard_reader_close(r);
 	}
 	if (rc == -EBADMSG || rc == -ENOENT || rc == -ELOOP) {

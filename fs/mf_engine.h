@@ -165,8 +165,11 @@ struct mf_gc_stats {
 int mf_engine_gc(struct mf_engine *e, struct mf_gc_stats *stats);
 
 /*
- * Checks every checksum of every materialized shard of fp. A shard with a
- * bad chunk is expired (as mf_engine_report_corrupt). Calls report, if not
+ * Checks every materialized shard of fp: its file is the shard's own (its
+ * checksums are bound to fp and the index), every checksum holds, and its
+ * file size, raw size and chunk count are the catalog's (as
+ * mf_engine_fsck compares them). A shard that fails any of it is expired
+ * (as mf_engine_report_corrupt). Calls report, if not
  * NULL, per shard with its index and 0, -EBADMSG or -errno. Returns 0 when
  * every shard is sound, -EBADMSG when any was not.
  */

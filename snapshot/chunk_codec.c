@@ -46,10 +46,10 @@ size_t snap_codec_bound(enum mf_codec codec, size_t raw)
 	return 0;
 }
 
-uint64_t snap_chunk_checksum(const void *p, size_t len, uint32_t index)
+uint64_t snap_chunk_checksum(const void *p, size_t len, uint64_t seed)
 {
 	static const uint8_t empty[1];
-	return XXH3_64bits_withSeed(len ? p : empty, len, index);
+	return XXH3_64bits_withSeed(len ? p : empty, len, seed);
 }
 
 /* The one place zstd's error space becomes an errno. */
@@ -232,13 +232,13 @@ static int decode_snappy(const void *src, size_t src_len, void *dst,
 	return 0;
 }
 
-int mf_chunk_decode(enum mf_codec codec, uint32_t index, const void *src,
+int mf_chunk_decode(enum mf_codec codec, uint64_t seed, const void *src,
 		    size_t src_len, uint64_t checksum, void *dst,
 		    size_t raw_len)
 {
 	if (src_len && !src)
 		return -EBADMSG;
-	if (snap_chunk_checksum(src, src_len, index) != checksum)
+	if (snap_chunk_checksum(src, src_len, seed) != checksum)
 		return -EBADMSG;
 	switch (codec) {
 	case MF_CODEC_ZSTD:

@@ -26,7 +26,8 @@
 
 #include "mf_util.h"
 
-#define MF_SHARD_FORMAT_VERSION 1
+/* The version the writer writes; a reader also reads every earlier one. */
+#define MF_SHARD_FORMAT_VERSION 2
 #define MF_CHUNK_SIZE_MIN 4096ULL
 #define MF_CHUNK_SIZE_MAX (1ULL << 30)
 
@@ -151,13 +152,21 @@ int mf_shard_writer_set_tap(struct mf_shard_writer *w, mf_shard_tap_fn fn,
 
 struct mf_shard_reader;
 
-/* Opens a committed shard and checks its trailer and index (-EBADMSG). */
+/*
+ * Opens the committed file of shard `shard` of run RUN under FP and checks
+ * its trailer and index. The file's checksums must be those of shard
+ * `shard` of FP (format version 2 binds them to both), so a file copied or
+ * restored under another shard's name, or another fingerprint's, fails
+ * here or at its first chunk read. Returns 0, -EBADMSG (corrupt, or not
+ * this shard's file), -EINVAL (bad ids), -ENOENT, -ELOOP, -errno.
+ */
 int mf_shard_reader_open(struct mf_store *st, const char *fp,
 			 const char *run_id, uint32_t shard,
 			 struct mf_shard_reader **out);
-/* Same over an open file descriptor, which the reader dups. For tests and
- * fuzzing. */
-int mf_shard_reader_open_fd(int fd, struct mf_shard_reader **out);
+/* Same over an open file descriptor, which the reader dups, expected to
+ * hold shard `shard` of fp. For tests and fuzzing. */
+int mf_shard_reader_open_fd(int fd, const char *fp, uint32_t shard,
+			    struct mf_shard_reader **out);
 void mf_shard_reader_close(struct mf_shard_reader *r);
 
 void mf_shard_reader_stat(const struct mf_shard_reader *r,
@@ -196,12 +205,13 @@ int mf_shard_reader_copy(struct mf_shard_reader *r, int out_fd,
 
 /*
  * Decodes one stored chunk: checks the checksum (XXH3-64 of the stored
- * bytes, seeded with the chunk index) and decompresses into dst, which must
- * receive exactly raw_len bytes. Returns 0, -EBADMSG, or -ENOMEM when the
- * calling thread's decompression context cannot be made. Pure function,
- * thread-safe; the fuzz target drives it.
+ * bytes with the chunk's seed: its index in format version 1, derived from
+ * fingerprint, shard and index in version 2; docs/format.md) and
+ * decompresses into dst, which must receive exactly raw_len bytes. Returns
+ * 0, -EBADMSG, or -ENOMEM when the calling thread's decompression context
+ * cannot be made. Pure function, thread-safe; the fuzz target drives it.
  */
-int mf_chunk_decode(enum mf_codec codec, uint32_t index, const void *src,
+int mf_chunk_decode(enum mf_codec codec, uint64_t seed, const void *src,
 		    size_t src_len, uint64_t checksum, void *dst,
 		    size_t raw_len);
 

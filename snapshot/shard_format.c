@@ -1,7 +1,8 @@
 /*
  * shard_format.c - the bytes of a shard file: little-endian encoding of the
- * header, the index entries and the trailer, and every consistency check a
- * reader makes before it trusts them (docs/format.md is the reference).
+ * header, the index entries and the trailer, the checksum seeds of each
+ * format version, and every consistency check a reader makes before it
+ * trusts them (docs/format.md is the reference).
  *
  * Not for: I/O, compression or checksums of chunk data. Pure functions.
  */
@@ -45,6 +46,32 @@ uint64_t snap_get_u64(const uint8_t *p)
 	return v;
 }
 
+/* ---- checksum seeds ---- */
+
+uint64_t snap_shard_key(const char *fp, uint32_t shard)
+{
+	uint8_t b[MF_FP_HEX_LEN + 4];
+	memcpy(b, fp, MF_FP_HEX_LEN);
+	snap_put_u32(b + MF_FP_HEX_LEN, shard);
+	return XXH3_64bits_withSeed(b, sizeof(b), 0);
+}
+
+uint64_t snap_chunk_seed(const struct snap_seeds *s, uint32_t i)
+{
+	if (s->version == 1)
+		return i;
+	uint8_t b[4];
+	snap_put_u32(b, i);
+	return XXH3_64bits_withSeed(b, sizeof(b), s->key);
+}
+
+uint64_t snap_meta_seed(const struct snap_seeds *s)
+{
+	return s->version == 1 ? 0 : s->key;
+}
+
+/* ---- header and trailer ---- */
+
 void snap_header_encode(uint8_t out[SNAP_HEADER_SIZE])
 {
 	memcpy(out, snap_header_magic, SNAP_MAGIC_LEN);
@@ -52,24 +79,31 @@ void snap_header_encode(uint8_t out[SNAP_HEADER_SIZE])
 	snap_put_u32(out + 12, 0);
 }
 
-int snap_header_check(const uint8_t in[SNAP_HEADER_SIZE])
+static bool version_known(uint32_t v)
+{
+	return v >= SNAP_VERSION_MIN && v <= MF_SHARD_FORMAT_VERSION;
+}
+
+int snap_header_check(const uint8_t in[SNAP_HEADER_SIZE], uint32_t *version)
 {
 	if (memcmp(in, snap_header_magic, SNAP_MAGIC_LEN) != 0)
 		return -EBADMSG;
-	if (snap_get_u32(in + 8) != MF_SHARD_FORMAT_VERSION)
+	uint32_t v = snap_get_u32(in + 8);
+	if (!version_known(v))
 		return -EBADMSG;
-	/* reserved: zero in version 1, so a flipped bit there is caught */
+	/* reserved: zero in every version, so a flipped bit there is caught */
 	if (snap_get_u32(in + 12) != 0)
 		return -EBADMSG;
+	*version = v;
 	return 0;
 }
 
-static uint64_t trailer_sum(const uint8_t *t)
+static uint64_t trailer_sum(const uint8_t *t, uint64_t seed)
 {
-	return XXH3_64bits_withSeed(t, SNAP_TRAILER_SUM_OFF, SNAP_TRAILER_SEED);
+	return XXH3_64bits_withSeed(t, SNAP_TRAILER_SUM_OFF, seed);
 }
 
-void snap_trailer_encode(const struct snap_trailer *t,
+void snap_trailer_encode(const struct snap_trailer *t, uint64_t seed,
 			 uint8_t out[SNAP_TRAILER_SIZE])
 {
 	memcpy(out, snap_trailer_magic, SNAP_MAGIC_LEN);
@@ -81,7 +115,7 @@ void snap_trailer_encode(const struct snap_trailer *t,
 	snap_put_u64(out + 32, t->raw_size);
 	snap_put_u64(out + 40, t->index_offset);
 	snap_put_u64(out + 48, t->index_checksum);
-	snap_put_u64(out + SNAP_TRAILER_SUM_OFF, trailer_sum(out));
+	snap_put_u64(out + SNAP_TRAILER_SUM_OFF, trailer_sum(out, seed));
 }
 
 /* Chunk count that raw_size bytes need at chunk_size; false on overflow. */
@@ -94,9 +128,10 @@ static bool chunks_for(uint64_t raw_size, uint64_t chunk_size, uint32_t *out)
 	return true;
 }
 
-static int trailer_fields_check(const struct snap_trailer *t)
+static int trailer_fields_check(const struct snap_trailer *t, uint32_t version)
 {
-	if (t->version != MF_SHARD_FORMAT_VERSION)
+	/* the header's version: a file is all of one version */
+	if (t->version != version)
 		return -EBADMSG;
 	if (!snap_level_valid(t->codec, t->level))
 		return -EBADMSG;
@@ -110,11 +145,12 @@ static int trailer_fields_check(const struct snap_trailer *t)
 }
 
 int snap_trailer_decode(const uint8_t in[SNAP_TRAILER_SIZE],
-			struct snap_trailer *out)
+			const struct snap_seeds *s, struct snap_trailer *out)
 {
 	if (memcmp(in, snap_trailer_magic, SNAP_MAGIC_LEN) != 0)
 		return -EBADMSG;
-	if (snap_get_u64(in + SNAP_TRAILER_SUM_OFF) != trailer_sum(in))
+	if (snap_get_u64(in + SNAP_TRAILER_SUM_OFF) !=
+	    trailer_sum(in, snap_meta_seed(s)))
 		return -EBADMSG;
 	struct snap_trailer t = {
 	    .version = snap_get_u32(in + 8),
@@ -126,7 +162,7 @@ int snap_trailer_decode(const uint8_t in[SNAP_TRAILER_SIZE],
 	    .index_offset = snap_get_u64(in + 40),
 	    .index_checksum = snap_get_u64(in + 48),
 	};
-	int rc = trailer_fields_check(&t);
+	int rc = trailer_fields_check(&t, s->version);
 	if (rc)
 		return rc;
 	*out = t;
@@ -145,10 +181,10 @@ int snap_trailer_check_size(const struct snap_trailer *t, uint64_t file_size)
 	return 0;
 }
 
-uint64_t snap_index_checksum(const uint8_t *idx, size_t len)
+uint64_t snap_index_checksum(const uint8_t *idx, size_t len, uint64_t seed)
 {
 	static const uint8_t empty[1];
-	return XXH3_64bits_withSeed(len ? idx : empty, len, SNAP_INDEX_SEED);
+	return XXH3_64bits_withSeed(len ? idx : empty, len, seed);
 }
 
 void snap_entry_encode(const struct snap_entry *e, uint8_t out[SNAP_ENTRY_SIZE])

@@ -2,7 +2,8 @@
  * shard_reader.c - reading a committed shard file: every check on open
  * (size, magic, version, checksums of trailer and index, a consistent
  * index), then chunks decoded on demand with their checksum verified on
- * every read from disk.
+ * every read from disk. Every checksum of a version 2 file is seeded from
+ * the fingerprint and shard index the caller expects, never from the file.
  *
  * Not for: streaming a whole shard on several threads (shard_copy.c).
  * A reader is immutable after open; its calls are thread-safe because they
@@ -27,25 +28,27 @@ static int pread_exact(int fd, void *buf, size_t len, uint64_t off)
 	return (size_t)n == len ? 0 : -EBADMSG;
 }
 
-static int load_trailer(int fd, uint64_t size, struct snap_trailer *t)
+/* Header and trailer; s->version is set from the header. */
+static int load_trailer(int fd, uint64_t size, struct snap_seeds *s,
+			struct snap_trailer *t)
 {
 	uint8_t hdr[SNAP_HEADER_SIZE], tb[SNAP_TRAILER_SIZE];
 	if (size < SNAP_HEADER_SIZE + SNAP_TRAILER_SIZE)
 		return -EBADMSG;
 	int rc = pread_exact(fd, hdr, sizeof(hdr), 0);
 	if (rc == 0)
-		rc = snap_header_check(hdr);
+		rc = snap_header_check(hdr, &s->version);
 	if (rc == 0)
 		rc = pread_exact(fd, tb, sizeof(tb), size - SNAP_TRAILER_SIZE);
 	if (rc == 0)
-		rc = snap_trailer_decode(tb, t);
+		rc = snap_trailer_decode(tb, s, t);
 	if (rc == 0)
 		rc = snap_trailer_check_size(t, size);
 	return rc;
 }
 
-static int load_index(int fd, const struct snap_trailer *t,
-		      struct snap_entry **out)
+static int load_index(int fd, const struct snap_seeds *s,
+		      const struct snap_trailer *t, struct snap_entry **out)
 {
 	/* check_size bounded the index by the file's size */
 	size_t len = (size_t)t->chunks * SNAP_ENTRY_SIZE;
@@ -59,7 +62,8 @@ static int load_index(int fd, const struct snap_trailer *t,
 	if (rc)
 		goto fail;
 	rc = -EBADMSG;
-	if (snap_index_checksum(idx, len) != t->index_checksum)
+	if (snap_index_checksum(idx, len, snap_meta_seed(s)) !=
+	    t->index_checksum)
 		goto fail;
 	rc = snap_index_decode(t, idx, ent);
 	if (rc)
@@ -73,19 +77,21 @@ fail:
 	return rc;
 }
 
-/* Takes fd over, closing it on failure. */
-static int reader_from_fd(int fd, struct mf_shard_reader **out)
+/* Takes fd over, closing it on failure. fp is checked. */
+static int reader_from_fd(int fd, const char *fp, uint32_t shard,
+			  struct mf_shard_reader **out)
 {
 	struct stat sb;
 	struct snap_trailer t;
 	struct snap_entry *ent;
+	struct snap_seeds seeds = {.key = snap_shard_key(fp, shard)};
 	int rc = fstat(fd, &sb) == 0 ? 0 : -errno;
 	if (rc == 0 && !S_ISREG(sb.st_mode))
 		rc = -EBADMSG;
 	if (rc == 0)
-		rc = load_trailer(fd, (uint64_t)sb.st_size, &t);
+		rc = load_trailer(fd, (uint64_t)sb.st_size, &seeds, &t);
 	if (rc == 0)
-		rc = load_index(fd, &t, &ent);
+		rc = load_index(fd, &seeds, &t, &ent);
 	if (rc)
 		goto close_fd;
 	struct mf_shard_reader *r = calloc(1, sizeof(*r));
@@ -97,6 +103,7 @@ static int reader_from_fd(int fd, struct mf_shard_reader **out)
 	r->fd = fd;
 	r->ent = ent;
 	r->level = t.level;
+	r->seeds = seeds;
 	r->st = (struct mf_shard_stat){
 	    .raw_bytes = t.raw_size,
 	    .stored_bytes = (uint64_t)sb.st_size,
@@ -127,17 +134,19 @@ int mf_shard_reader_open(struct mf_store *st, const char *fp,
 	close(dirfd);
 	if (rc)
 		return rc;
-	return reader_from_fd(fd, out);
+	/* the names the path was built from, not anything in the file */
+	return reader_from_fd(fd, fp, shard, out);
 }
 
-int mf_shard_reader_open_fd(int fd, struct mf_shard_reader **out)
+int mf_shard_reader_open_fd(int fd, const char *fp, uint32_t shard,
+			    struct mf_shard_reader **out)
 {
-	if (!out)
+	if (!out || snap_check_ids(fp, NULL) != 0)
 		return -EINVAL;
 	int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (dup < 0)
 		return -errno;
-	return reader_from_fd(dup, out);
+	return reader_from_fd(dup, fp, shard, out);
 }
 
 void mf_shard_reader_close(struct mf_shard_reader *r)
@@ -165,13 +174,14 @@ size_t mf_shard_reader_chunk_len(const struct mf_shard_reader *r, uint32_t i)
 int snap_load_chunk(struct mf_shard_reader *r, uint32_t i, void *dst)
 {
 	const struct snap_entry *e = &r->ent[i];
+	uint64_t seed = snap_chunk_seed(&r->seeds, i);
 	if (r->st.codec == MF_CODEC_NONE) {
 		/* stored bytes are the raw bytes: land them where they go
 		 * and check them there */
 		int rc = pread_exact(r->fd, dst, e->raw, e->offset);
 		if (rc)
 			return rc;
-		if (snap_chunk_checksum(dst, e->raw, i) != e->checksum)
+		if (snap_chunk_checksum(dst, e->raw, seed) != e->checksum)
 			return -EBADMSG;
 		return 0;
 	}
@@ -181,8 +191,8 @@ int snap_load_chunk(struct mf_shard_reader *r, uint32_t i, void *dst)
 	int rc = pread_exact(r->fd, buf, e->stored, e->offset);
 	if (rc)
 		return rc;
-	return mf_chunk_decode(r->st.codec, i, buf, e->stored, e->checksum, dst,
-			       e->raw);
+	return mf_chunk_decode(r->st.codec, seed, buf, e->stored, e->checksum,
+			       dst, e->raw);
 }
 
 ssize_t mf_shard_reader_read_chunk(struct mf_shard_reader *r, uint32_t i,

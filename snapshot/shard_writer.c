@@ -53,6 +53,7 @@ struct mf_shard_writer {
 	char tmp[SNAP_NAME_MAX], final[SNAP_NAME_MAX];
 	enum mf_codec codec;
 	int level;
+	struct snap_seeds seeds; /* MF_SHARD_FORMAT_VERSION, this shard's key */
 	size_t chunk_size, bound;
 	struct wslot *slots;
 	unsigned nslots;
@@ -79,18 +80,17 @@ struct mf_shard_writer {
 static void compress_slot(const struct mf_shard_writer *w,
 			  struct snap_cctx *cctx, struct wslot *s, uint64_t seq)
 {
+	uint64_t seed = snap_chunk_seed(&w->seeds, (uint32_t)seq);
 	if (w->codec == MF_CODEC_NONE) {
 		s->out_len = s->raw_len;
-		s->checksum =
-		    snap_chunk_checksum(s->src, s->raw_len, (uint32_t)seq);
+		s->checksum = snap_chunk_checksum(s->src, s->raw_len, seed);
 		s->err = 0;
 		return;
 	}
 	s->err = snap_compress(cctx, w->codec, w->level, s->src, s->raw_len,
 			       s->out, w->bound, &s->out_len);
 	if (s->err == 0)
-		s->checksum =
-		    snap_chunk_checksum(s->out, s->out_len, (uint32_t)seq);
+		s->checksum = snap_chunk_checksum(s->out, s->out_len, seed);
 }
 
 static int push_entry(struct mf_shard_writer *w, const struct snap_entry *e)
@@ -366,6 +366,9 @@ int mf_shard_writer_open(struct mf_store *st, const char *fp,
 	rc = snap_open_run(st, fp, run_id, &w->dirfd);
 	if (rc)
 		goto free_w;
+	/* fp was checked by snap_open_run */
+	w->seeds = (struct snap_seeds){MF_SHARD_FORMAT_VERSION,
+				       snap_shard_key(fp, shard)};
 	snap_shard_name(shard, ".tmp", w->tmp);
 	snap_shard_name(shard, ".mfs", w->final);
 	rc = tmp_create(w);
@@ -473,9 +476,11 @@ static int finish(struct mf_shard_writer *w)
 	    .chunk_size = w->chunk_size,
 	    .raw_size = w->raw_total,
 	    .index_offset = w->file_off,
-	    .index_checksum = snap_index_checksum(buf, n * SNAP_ENTRY_SIZE),
+	    .index_checksum = snap_index_checksum(buf, n * SNAP_ENTRY_SIZE,
+						  snap_meta_seed(&w->seeds)),
 	};
-	snap_trailer_encode(&t, buf + n * SNAP_ENTRY_SIZE);
+	snap_trailer_encode(&t, snap_meta_seed(&w->seeds),
+			    buf + n * SNAP_ENTRY_SIZE);
 	rc = mf_write_full(w->fd, buf, len);
 	free(buf);
 	w->file_off += len;

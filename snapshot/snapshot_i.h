@@ -26,15 +26,33 @@ extern const uint8_t snap_trailer_magic[SNAP_MAGIC_LEN];
 #define SNAP_ENTRY_SIZE 24 /* offset u64, stored u32, raw u32, xxh3 u64 */
 #define SNAP_TRAILER_SIZE 64
 #define SNAP_TRAILER_SUM_OFF 56 /* the trailer checksum covers [0, 56) */
-#define SNAP_INDEX_SEED 0ULL
-#define SNAP_TRAILER_SEED 0ULL
+#define SNAP_VERSION_MIN 1 /* the oldest version a reader accepts */
+
+/*
+ * What a file's checksums are seeded with (docs/format.md, section 3):
+ * version 1 seeds chunk i with i and the index and trailer with 0; version
+ * 2 derives every seed from key, a hash of the fingerprint and shard index
+ * the reader expects (never read from the file), so a file under another
+ * shard's name fails its checks.
+ */
+struct snap_seeds {
+	uint32_t version;
+	uint64_t key; /* snap_shard_key(fp, shard); unused in version 1 */
+};
+
+/* The key of shard `shard` of fp (64 lowercase hex digits, checked). */
+uint64_t snap_shard_key(const char *fp, uint32_t shard);
+/* The seed of chunk i's checksum. */
+uint64_t snap_chunk_seed(const struct snap_seeds *s, uint32_t i);
+/* The seed of the index and of the trailer checksum. */
+uint64_t snap_meta_seed(const struct snap_seeds *s);
 
 /* One chunk as the index records it. */
 struct snap_entry {
 	uint64_t offset; /* of its stored bytes in the file */
 	uint32_t stored; /* stored (compressed) length */
 	uint32_t raw; /* uncompressed length */
-	uint64_t checksum; /* XXH3-64 of the stored bytes, seed = index */
+	uint64_t checksum; /* XXH3-64 of the stored bytes (snap_chunk_seed) */
 };
 
 /* What the trailer holds, decoded. */
@@ -54,21 +72,25 @@ void snap_put_u64(uint8_t *p, uint64_t v);
 uint32_t snap_get_u32(const uint8_t *p);
 uint64_t snap_get_u64(const uint8_t *p);
 
+/* A header of MF_SHARD_FORMAT_VERSION, the one version written. */
 void snap_header_encode(uint8_t out[SNAP_HEADER_SIZE]);
-/* 0 or -EBADMSG. */
-int snap_header_check(const uint8_t in[SNAP_HEADER_SIZE]);
+/* Checks magic and reserved bytes, and gives the version (one this reader
+ * knows) in *version; 0 or -EBADMSG. */
+int snap_header_check(const uint8_t in[SNAP_HEADER_SIZE], uint32_t *version);
 
-/* Fills every field, the trailer checksum included. */
-void snap_trailer_encode(const struct snap_trailer *t,
+/* Fills every field, the trailer checksum (seeded with seed) included. */
+void snap_trailer_encode(const struct snap_trailer *t, uint64_t seed,
 			 uint8_t out[SNAP_TRAILER_SIZE]);
-/* Checks magic, checksum and every field on its own; 0 or -EBADMSG. */
+/* Checks magic, checksum (seeded with snap_meta_seed(s)), the version
+ * against s->version (the header's), and every field on its own; 0 or
+ * -EBADMSG. */
 int snap_trailer_decode(const uint8_t in[SNAP_TRAILER_SIZE],
-			struct snap_trailer *out);
+			const struct snap_seeds *s, struct snap_trailer *out);
 /* Checks the trailer against the file size; 0 or -EBADMSG. */
 int snap_trailer_check_size(const struct snap_trailer *t, uint64_t file_size);
 
-/* XXH3-64 of the encoded index, seeded with SNAP_INDEX_SEED. */
-uint64_t snap_index_checksum(const uint8_t *idx, size_t len);
+/* XXH3-64 of the encoded index, seeded with seed (snap_meta_seed). */
+uint64_t snap_index_checksum(const uint8_t *idx, size_t len, uint64_t seed);
 
 void snap_entry_encode(const struct snap_entry *e,
 		       uint8_t out[SNAP_ENTRY_SIZE]);
@@ -96,7 +118,8 @@ int snap_compress(struct snap_cctx *c, enum mf_codec codec, int level,
 		  const void *src, size_t len, void *dst, size_t cap,
 		  size_t *out_len);
 
-uint64_t snap_chunk_checksum(const void *p, size_t len, uint32_t index);
+/* XXH3-64 of a chunk's stored bytes with the seed snap_chunk_seed gave. */
+uint64_t snap_chunk_checksum(const void *p, size_t len, uint64_t seed);
 
 /*
  * A scratch buffer of at least len bytes that belongs to the calling thread
@@ -130,9 +153,9 @@ int snap_open_at(int dirfd, const char *name, bool want_dir, int *out);
 /* Makes folder name under parent (0755) if missing, syncing parent when it
  * does, then opens it as snap_open_at does. */
 int snap_open_dir_create(int parent, const char *name, int *out);
-/* Opens STORE/snapshots/FP/RUN after checking both names. */
 /* Opens STORE/snapshots/FP (fp checked) as a directory. */
 int snap_open_fp(struct mf_store *st, const char *fp, int *out);
+/* Opens STORE/snapshots/FP/RUN after checking both names. */
 int snap_open_run(struct mf_store *st, const char *fp, const char *run_id,
 		  int *out);
 /* "shard-NNNNN" + ext into buf (>= SNAP_NAME_MAX). */
@@ -145,6 +168,7 @@ struct mf_shard_reader {
 	int fd; /* owned; read with pread only */
 	struct mf_shard_stat st;
 	int level;
+	struct snap_seeds seeds; /* the file's version, the expected key */
 	struct snap_entry *ent; /* st.chunks entries, immutable */
 };
 

@@ -5,11 +5,12 @@
  * chunk is read, the shard is verified, read with pread and copied, and
  * the answers must agree with each other and with docs/format.md.
  *
- * Every input runs twice: as it is, which exercises the checks on open,
- * and once more with its checksums recomputed (chunks, index, trailer, as
- * docs/format.md defines them; other fields untouched), so that mutated
- * layouts and chunk bytes get past the checksums to the index checks and
- * the decompressors.
+ * Every input is opened as shard FUZZ_SHARD of FUZZ_FP and runs twice: as
+ * it is, which exercises the checks on open, and once more with its
+ * checksums recomputed (chunks, index, trailer, as docs/format.md defines
+ * them for the version its header names, bound to that shard in version
+ * 2; other fields untouched), so that mutated layouts and chunk bytes get
+ * past the checksums to the index checks and the decompressors.
  *
  * Not for: the store folder (paths, renames): only descriptors here.
  */
@@ -29,6 +30,11 @@
 #define HEADER 16
 #define ENTRY 24
 #define TRAILER 64
+/* the shard every input is opened as; corpus/shard/ files of version 2
+ * were written for it */
+#define FUZZ_FP                                                                \
+	"5eed5eed00000000000000000000000000000000000000000000000000000002"
+#define FUZZ_SHARD 0
 
 static uint64_t get_le(const uint8_t *p, int n)
 {
@@ -50,11 +56,35 @@ static uint64_t xxh(const uint8_t *p, size_t n, uint64_t seed)
 	return XXH3_64bits_withSeed(n ? p : empty, n, seed);
 }
 
+/* The seeds docs/format.md gives: version 1 seeds chunk i with i and the
+ * index and trailer with 0; version 2 derives them from the shard's key. */
+struct seeds {
+	bool v2;
+	uint64_t key;
+};
+
+static struct seeds seeds_of(const uint8_t *f)
+{
+	uint8_t b[72];
+	memcpy(b, FUZZ_FP, 64);
+	put_le64(b + 64, FUZZ_SHARD); /* 4 bytes of it are hashed */
+	return (struct seeds){get_le(f + 8, 4) == 2, xxh(b, 68, 0)};
+}
+
+static uint64_t chunk_seed(const struct seeds *s, uint32_t i)
+{
+	uint8_t b[8];
+	put_le64(b, i);
+	return s->v2 ? xxh(b, 4, s->key) : i;
+}
+
 /* Recomputes every checksum that the layout lets us find. */
 static void repair(uint8_t *f, size_t size)
 {
 	if (size < HEADER + TRAILER)
 		return;
+	struct seeds s = seeds_of(f);
+	uint64_t meta = s.v2 ? s.key : 0;
 	uint8_t *t = f + size - TRAILER;
 	uint64_t chunks = get_le(t + 20, 4);
 	if (chunks * ENTRY <= size - HEADER - TRAILER) {
@@ -63,11 +93,13 @@ static void repair(uint8_t *f, size_t size)
 			uint8_t *e = f + idx + i * ENTRY;
 			uint64_t off = get_le(e, 8), stored = get_le(e + 8, 4);
 			if (off <= idx && stored <= idx - off)
-				put_le64(e + 16, xxh(f + off, stored, i));
+				put_le64(e + 16,
+					 xxh(f + off, stored,
+					     chunk_seed(&s, (uint32_t)i)));
 		}
-		put_le64(t + 48, xxh(f + idx, (size_t)chunks * ENTRY, 0));
+		put_le64(t + 48, xxh(f + idx, (size_t)chunks * ENTRY, meta));
 	}
-	put_le64(t + 56, xxh(t, 56, 0));
+	put_le64(t + 56, xxh(t, 56, meta));
 }
 
 static void put_file(int fd, const uint8_t *data, size_t size)
@@ -165,7 +197,7 @@ static void run_one(int in_fd, int out_fd, const uint8_t *data, size_t size)
 {
 	put_file(in_fd, data, size);
 	struct mf_shard_reader *r = NULL;
-	int rc = mf_shard_reader_open_fd(in_fd, &r);
+	int rc = mf_shard_reader_open_fd(in_fd, FUZZ_FP, FUZZ_SHARD, &r);
 	FUZZ_CHECK(rc == 0 || rc == -EBADMSG);
 	if (rc == 0) {
 		check_reader(r, size, out_fd);

@@ -1,11 +1,13 @@
 /*
  * snap_golden.h - what the golden store under tests/snapshot/golden holds:
- * its ids, its shards' codecs and sizes, and the deterministic content
- * every shard was written from. The generator (snap_golden_gen.c) and the
- * test (test_snap_golden.c) share it.
+ * one fingerprint folder per shard format version, their ids, their
+ * shards' codecs and sizes, and the deterministic content every shard was
+ * written from. The generator (snap_golden_gen.c) and the test
+ * (test_snap_golden.c) share it.
  *
  * Not for: changing. The golden files were made from exactly this; any
- * change here breaks the promise that old files still read.
+ * change here breaks the promise that old files still read. A new format
+ * version adds its own entry to golden_versions.
  */
 #ifndef SNAP_GOLDEN_H
 #define SNAP_GOLDEN_H
@@ -15,6 +17,7 @@
 
 #include "mf_snapshot.h"
 
+/* version 1 */
 #define GOLDEN_FP                                                              \
 	"5eed5eed00000000000000000000000000000000000000000000000000000001"
 #define GOLDEN_RUN "0000000000000000000000000000f00d"
@@ -24,6 +27,27 @@
 	"name golden\nshards 5\nchunk_size 4096\n"
 /* ZSTD_versionNumber() of the library that wrote the golden zstd shards */
 #define GOLDEN_ZSTD_VERSION 10504
+
+/* version 2: its own fingerprint, so its checksums are bound to it */
+#define GOLDEN_FP_V2                                                           \
+	"5eed5eed00000000000000000000000000000000000000000000000000000002"
+#define GOLDEN_METADATA_V2                                                     \
+	"# golden store of shard format version 2\n"                           \
+	"name golden\nshards 5\nchunk_size 4096\n"
+
+/* One version's folder: STORE/snapshots/fp/GOLDEN_RUN/shard-NNNNN.mfs. */
+struct golden_version {
+	uint32_t version;
+	const char *fp;
+	const char *metadata;
+	unsigned zstd_version; /* of the library that wrote it */
+};
+
+static const struct golden_version golden_versions[] = {
+    {1, GOLDEN_FP, GOLDEN_METADATA, GOLDEN_ZSTD_VERSION},
+    {2, GOLDEN_FP_V2, GOLDEN_METADATA_V2, 10504},
+};
+#define GOLDEN_VERSIONS (sizeof(golden_versions) / sizeof(golden_versions[0]))
 
 struct golden_shard {
 	uint32_t index;
@@ -40,6 +64,15 @@ static const struct golden_shard golden_shards[] = {
     {4, MF_CODEC_ZSTD, 3, 0},
 };
 #define GOLDEN_SHARDS (sizeof(golden_shards) / sizeof(golden_shards[0]))
+
+/* The entry of the version this writer writes; NULL if it has none. */
+static inline const struct golden_version *golden_current(void)
+{
+	for (size_t i = 0; i < GOLDEN_VERSIONS; i++)
+		if (golden_versions[i].version == MF_SHARD_FORMAT_VERSION)
+			return &golden_versions[i];
+	return NULL;
+}
 
 /* The content of shard `seed`: words from a small vocabulary picked by a
  * 32-bit LCG, with a stray byte now and then. */

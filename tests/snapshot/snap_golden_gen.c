@@ -1,12 +1,14 @@
 /*
- * snap_golden_gen.c - writes the golden store that test_snap_golden.c
- * reads: `snap_golden_gen DIR` makes DIR/snapshots/GOLDEN_FP/... from
- * snap_golden.h. Run once, by hand, when a format version is born; the
- * output is checked in under tests/snapshot/golden and never regenerated
- * for the same version.
+ * snap_golden_gen.c - writes the golden files that test_snap_golden.c
+ * reads: `snap_golden_gen DIR` makes DIR/snapshots/FP/... for the format
+ * version this writer writes (FP from golden_versions in snap_golden.h),
+ * leaving the other versions' folders alone. Run once, by hand, when a
+ * format version is born, with DIR the checked-in tests/snapshot/golden;
+ * never again for the same version.
  *
  * Not for: the test suite (it never runs this).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +16,8 @@
 #include "mf_snapshot.h"
 #include "snap_golden.h"
 
-static int write_shard(struct mf_store *st, const struct golden_shard *g)
+static int write_shard(struct mf_store *st, const char *fp,
+		       const struct golden_shard *g)
 {
 	struct mf_codec_cfg cfg = {g->codec, g->level, GOLDEN_CHUNK_SIZE, 1};
 	uint8_t *buf = malloc(g->raw + 1);
@@ -22,8 +25,7 @@ static int write_shard(struct mf_store *st, const struct golden_shard *g)
 		return -1;
 	golden_fill(buf, g->raw, g->index);
 	struct mf_shard_writer *w;
-	int rc =
-	    mf_shard_writer_open(st, GOLDEN_FP, GOLDEN_RUN, g->index, &cfg, &w);
+	int rc = mf_shard_writer_open(st, fp, GOLDEN_RUN, g->index, &cfg, &w);
 	if (rc == 0) {
 		rc = mf_shard_writer_write(w, buf, g->raw);
 		if (rc)
@@ -41,15 +43,30 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: snap_golden_gen DIR\n");
 		return 2;
 	}
+	const struct golden_version *v = golden_current();
+	if (!v) {
+		fprintf(stderr,
+			"snap_golden_gen: snap_golden.h has no entry "
+			"for format version %d\n",
+			MF_SHARD_FORMAT_VERSION);
+		return 1;
+	}
 	struct mf_store *st;
 	int rc = mf_store_open(argv[1], true, &st);
+	char *old;
+	size_t len;
+	/* golden files are never made again: refuse to overwrite them */
+	if (rc == 0 && mf_store_read_metadata(st, v->fp, &old, &len) == 0) {
+		free(old);
+		rc = -EEXIST;
+	}
 	if (rc == 0)
-		rc = mf_store_write_metadata(st, GOLDEN_FP, GOLDEN_METADATA,
-					     strlen(GOLDEN_METADATA));
+		rc = mf_store_write_metadata(st, v->fp, v->metadata,
+					     strlen(v->metadata));
 	if (rc == 0)
-		rc = mf_store_run_create(st, GOLDEN_FP, GOLDEN_RUN);
+		rc = mf_store_run_create(st, v->fp, GOLDEN_RUN);
 	for (size_t i = 0; rc == 0 && i < GOLDEN_SHARDS; i++)
-		rc = write_shard(st, &golden_shards[i]);
+		rc = write_shard(st, v->fp, &golden_shards[i]);
 	if (rc == 0)
 		mf_store_close(st);
 	if (rc) {

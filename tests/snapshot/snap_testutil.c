@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 char *tu_mkdtemp(void)
 {
 	char tmpl[] = "/tmp/mf-snap-test-XXXXXX";
@@ -126,6 +128,24 @@ int tu_write_shard(struct mf_store *st, uint32_t shard,
 		off += n;
 	}
 	return mf_shard_writer_commit(w, stat);
+}
+
+uint64_t tu_v2_key(const char *fp, uint32_t shard)
+{
+	/* the 64 hex digits as ASCII, then the index, 4 bytes little-endian */
+	uint8_t b[68];
+	memcpy(b, fp, 64);
+	for (int i = 0; i < 4; i++)
+		b[64 + i] = (uint8_t)(shard >> (8 * i));
+	return XXH3_64bits_withSeed(b, sizeof(b), 0);
+}
+
+uint64_t tu_v2_chunk_seed(uint64_t key, uint32_t i)
+{
+	uint8_t b[4];
+	for (int k = 0; k < 4; k++)
+		b[k] = (uint8_t)(i >> (8 * k));
+	return XXH3_64bits_withSeed(b, sizeof(b), key);
 }
 
 void tu_shard_path(const char *dir, uint32_t shard, char *buf, size_t len)

@@ -1,6 +1,7 @@
 /*
  * snap_testutil.h - helpers shared by the snapshot tests: temporary
- * folders, deterministic data, whole-file reads, shards written in one call.
+ * folders, deterministic data, whole-file reads, shards written in one
+ * call, the documented checksum seeds.
  *
  * Not for: the library itself; test code only (it may abort on misuse).
  */
@@ -40,6 +41,15 @@ int tu_write_file(const char *path, const void *data, size_t len);
 int tu_write_shard(struct mf_store *st, uint32_t shard,
 		   const struct mf_codec_cfg *cfg, const uint8_t *data,
 		   size_t len, struct mf_shard_stat *stat);
+
+/*
+ * The checksum seeds of a format version 2 file as docs/format.md defines
+ * them, computed here with xxHash alone (not with the library's code):
+ * the shard's key, which seeds the index and trailer checksums, and the
+ * seed of chunk i's checksum.
+ */
+uint64_t tu_v2_key(const char *fp, uint32_t shard);
+uint64_t tu_v2_chunk_seed(uint64_t key, uint32_t i);
 
 /* "DIR/snapshots/TU_FP/TU_RUN/shard-NNNNN.mfs" into buf. */
 void tu_shard_path(const char *dir, uint32_t shard, char *buf, size_t len);

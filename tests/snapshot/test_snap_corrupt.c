@@ -82,7 +82,7 @@ static int open_bytes(struct fixture *f, const uint8_t *data, size_t n,
 	assert_int_equal(tu_write_file(path, data, n), 0);
 	int fd = open(path, O_RDONLY);
 	assert_true(fd >= 0);
-	int rc = mf_shard_reader_open_fd(fd, r);
+	int rc = mf_shard_reader_open_fd(fd, TU_FP, 0, r);
 	close(fd);
 	return rc;
 }
@@ -139,7 +139,7 @@ static void flip_every_byte(struct fixture *f, const struct mf_codec_cfg *cfg)
 			uint8_t b = data[p] ^ masks[m];
 			assert_int_equal(pwrite(fd, &b, 1, (off_t)p), 1);
 			struct mf_shard_reader *r;
-			int rc = mf_shard_reader_open_fd(fd, &r);
+			int rc = mf_shard_reader_open_fd(fd, TU_FP, 0, &r);
 			bool caught = rc != 0;
 			if (rc)
 				assert_int_equal(rc, -EBADMSG);
@@ -313,12 +313,14 @@ static uint64_t get_le(const uint8_t *p, int bytes)
 }
 
 /* Recomputes the index checksum over the original index position and
- * the trailer checksum, as docs/format.md defines them. */
+ * the trailer checksum, as docs/format.md defines them for shard 0 of
+ * TU_FP (make_file's). */
 static void reseal(uint8_t *data, size_t n, size_t idx_off, size_t idx_len)
 {
 	uint8_t *t = data + n - TRAILER;
-	put_le(t + 48, XXH3_64bits_withSeed(data + idx_off, idx_len, 0), 8);
-	put_le(t + 56, XXH3_64bits_withSeed(t, 56, 0), 8);
+	uint64_t key = tu_v2_key(TU_FP, 0);
+	put_le(t + 48, XXH3_64bits_withSeed(data + idx_off, idx_len, key), 8);
+	put_le(t + 56, XXH3_64bits_withSeed(t, 56, key), 8);
 }
 
 struct mutation {
@@ -331,6 +333,7 @@ struct mutation {
 
 static const struct mutation mutations[] = {
     {"trailer version", 8, false, 4, 1},
+    {"trailer version down", 8, false, 4, -1},
     {"trailer codec", 12, false, 4, 7},
     {"trailer level", 16, false, 4, 40},
     {"trailer chunk count", 20, false, 4, 1},
@@ -390,7 +393,7 @@ static void test_resealed_fields(void **state)
 }
 
 /* Two full chunks swapped with their index entries: the checksum seed
- * (the chunk's index) tells them apart. */
+ * (derived from the chunk's index) tells them apart. */
 static void test_swapped_chunks(void **state)
 {
 	struct fixture *f = *state;
@@ -420,14 +423,14 @@ static void test_not_a_file(void **state)
 	struct fixture *f = *state;
 	struct mf_shard_reader *r;
 	int fd = open(f->dir, O_RDONLY | O_DIRECTORY);
-	assert_int_equal(mf_shard_reader_open_fd(fd, &r), -EBADMSG);
+	assert_int_equal(mf_shard_reader_open_fd(fd, TU_FP, 0, &r), -EBADMSG);
 	close(fd);
 	int p[2];
 	assert_int_equal(pipe(p), 0);
-	assert_int_equal(mf_shard_reader_open_fd(p[0], &r), -EBADMSG);
+	assert_int_equal(mf_shard_reader_open_fd(p[0], TU_FP, 0, &r), -EBADMSG);
 	close(p[0]);
 	close(p[1]);
-	assert_int_equal(mf_shard_reader_open_fd(-1, &r), -EBADF);
+	assert_int_equal(mf_shard_reader_open_fd(-1, TU_FP, 0, &r), -EBADF);
 }
 
 int main(void)

@@ -1,9 +1,13 @@
 /*
  * test_snap_golden.c - the compatibility promise: the checked-in golden
- * store (format version 1, made by snap_golden_gen) reads back bit for bit,
- * and this writer reproduces its files byte for byte (codec none always;
- * zstd when the zstd library is the version that wrote them, since zstd
- * does not promise identical output across versions).
+ * store (one fingerprint per format version, 1 and 2, each made by
+ * snap_golden_gen when its version was born) reads back bit for bit, a
+ * version 1 file by version 1's rules (its checksums bound to nothing but
+ * the chunk index), a version 2 file only as the shard it was written
+ * for; and this writer reproduces the current version's files byte for
+ * byte (codec none always; zstd when the zstd library is the version that
+ * wrote them, since zstd does not promise identical output across
+ * versions).
  *
  * Not for: exercising every code path (test_snap_roundtrip.c does).
  */
@@ -14,9 +18,11 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "mf_snapshot.h"
@@ -34,11 +40,34 @@ static const char *golden_dir(void)
 	return buf;
 }
 
-static void golden_path(const char *dir, uint32_t shard, char *buf, size_t len)
+static void golden_path(const char *dir, const char *fp, uint32_t shard,
+			char *buf, size_t len)
 {
-	int k = snprintf(buf, len, "%s/snapshots/%s/%s/shard-%05u.mfs", dir,
-			 GOLDEN_FP, GOLDEN_RUN, (unsigned)shard);
+	int k = snprintf(buf, len, "%s/snapshots/%s/%s/shard-%05u.mfs", dir, fp,
+			 GOLDEN_RUN, (unsigned)shard);
 	assert_true(k > 0 && (size_t)k < len);
+}
+
+/* r holds golden shard g, bit for bit. */
+static void assert_golden(struct mf_shard_reader *r,
+			  const struct golden_shard *g)
+{
+	uint8_t *want = malloc(g->raw + 1), *got = malloc(g->raw + 1);
+	golden_fill(want, g->raw, g->index);
+	struct mf_shard_stat s;
+	mf_shard_reader_stat(r, &s);
+	assert_int_equal(s.codec, g->codec);
+	assert_int_equal(s.chunk_size, GOLDEN_CHUNK_SIZE);
+	assert_int_equal(s.raw_bytes, g->raw);
+	assert_int_equal(s.chunks,
+			 (g->raw + GOLDEN_CHUNK_SIZE - 1) / GOLDEN_CHUNK_SIZE);
+	assert_int_equal(mf_shard_reader_pread(r, got, g->raw + 1, 0),
+			 (ssize_t)g->raw);
+	if (g->raw)
+		assert_memory_equal(got, want, g->raw);
+	assert_int_equal(mf_shard_reader_verify(r, NULL), 0);
+	free(want);
+	free(got);
 }
 
 static void test_golden_reads(void **state)
@@ -46,32 +75,59 @@ static void test_golden_reads(void **state)
 	(void)state;
 	struct mf_store *st;
 	assert_int_equal(mf_store_open(golden_dir(), false, &st), 0);
-	for (size_t i = 0; i < GOLDEN_SHARDS; i++) {
-		const struct golden_shard *g = &golden_shards[i];
-		uint8_t *want = malloc(g->raw + 1), *got = malloc(g->raw + 1);
-		golden_fill(want, g->raw, g->index);
-		struct mf_shard_reader *r;
-		assert_int_equal(mf_shard_reader_open(st, GOLDEN_FP, GOLDEN_RUN,
-						      g->index, &r),
-				 0);
-		struct mf_shard_stat s;
-		mf_shard_reader_stat(r, &s);
-		assert_int_equal(s.codec, g->codec);
-		assert_int_equal(s.chunk_size, GOLDEN_CHUNK_SIZE);
-		assert_int_equal(s.raw_bytes, g->raw);
-		assert_int_equal(s.chunks,
-				 (g->raw + GOLDEN_CHUNK_SIZE - 1) /
-				     GOLDEN_CHUNK_SIZE);
-		assert_int_equal(mf_shard_reader_pread(r, got, g->raw + 1, 0),
-				 (ssize_t)g->raw);
-		if (g->raw)
-			assert_memory_equal(got, want, g->raw);
-		assert_int_equal(mf_shard_reader_verify(r, NULL), 0);
-		mf_shard_reader_close(r);
-		free(want);
-		free(got);
+	for (size_t v = 0; v < GOLDEN_VERSIONS; v++) {
+		for (size_t i = 0; i < GOLDEN_SHARDS; i++) {
+			const struct golden_shard *g = &golden_shards[i];
+			struct mf_shard_reader *r;
+			assert_int_equal(
+			    mf_shard_reader_open(st, golden_versions[v].fp,
+						 GOLDEN_RUN, g->index, &r),
+			    0);
+			assert_golden(r, g);
+			mf_shard_reader_close(r);
+		}
 	}
 	mf_store_close(st);
+}
+
+/* Opens golden file (fp, shard) as shard `as` of fp `as_fp`. */
+static int open_as(const char *fp, uint32_t shard, const char *as_fp,
+		   uint32_t as, struct mf_shard_reader **r)
+{
+	char path[1024];
+	golden_path(golden_dir(), fp, shard, path, sizeof(path));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	int rc = mf_shard_reader_open_fd(fd, as_fp, as, r);
+	close(fd);
+	return rc;
+}
+
+/* Version 1 bound nothing but the chunk index, and its files still read
+ * by its rules under any name; a version 2 file reads only as its own. */
+static void test_golden_binding(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < GOLDEN_SHARDS; i++) {
+		const struct golden_shard *g = &golden_shards[i];
+		struct mf_shard_reader *r;
+		assert_int_equal(open_as(GOLDEN_FP, g->index, GOLDEN_FP_V2,
+					 g->index + 1, &r),
+				 0);
+		assert_golden(r, g);
+		mf_shard_reader_close(r);
+		assert_int_equal(
+		    open_as(GOLDEN_FP_V2, g->index, GOLDEN_FP_V2, g->index, &r),
+		    0);
+		assert_golden(r, g);
+		mf_shard_reader_close(r);
+		assert_int_equal(open_as(GOLDEN_FP_V2, g->index, GOLDEN_FP_V2,
+					 g->index + 1, &r),
+				 -EBADMSG);
+		assert_int_equal(
+		    open_as(GOLDEN_FP_V2, g->index, GOLDEN_FP, g->index, &r),
+		    -EBADMSG);
+	}
 }
 
 static void test_golden_store(void **state)
@@ -81,59 +137,75 @@ static void test_golden_store(void **state)
 	assert_int_equal(mf_store_open(golden_dir(), false, &st), 0);
 	char *d, **v;
 	size_t n;
-	assert_int_equal(mf_store_read_metadata(st, GOLDEN_FP, &d, &n), 0);
-	assert_int_equal(n, strlen(GOLDEN_METADATA));
-	assert_string_equal(d, GOLDEN_METADATA);
-	free(d);
 	assert_int_equal(mf_store_list_snapshots(st, &v, &n), 0);
-	assert_int_equal(n, 1);
-	assert_string_equal(v[0], GOLDEN_FP);
+	assert_int_equal(n, GOLDEN_VERSIONS);
+	for (size_t i = 0; i < GOLDEN_VERSIONS; i++) {
+		const struct golden_version *gv = &golden_versions[i];
+		size_t seen = 0;
+		for (size_t k = 0; k < n; k++)
+			seen += strcmp(v[k], gv->fp) == 0;
+		assert_int_equal(seen, 1);
+	}
 	mf_strv_free(v, n);
-	assert_int_equal(mf_store_list_runs(st, GOLDEN_FP, &v, &n), 0);
-	assert_int_equal(n, 1);
-	assert_string_equal(v[0], GOLDEN_RUN);
-	mf_strv_free(v, n);
-	uint32_t *idx;
-	assert_int_equal(
-	    mf_store_list_shards(st, GOLDEN_FP, GOLDEN_RUN, &idx, &n), 0);
-	assert_int_equal(n, GOLDEN_SHARDS);
-	for (size_t i = 0; i < n; i++)
-		assert_int_equal(idx[i], golden_shards[i].index);
-	free(idx);
+	for (size_t i = 0; i < GOLDEN_VERSIONS; i++) {
+		const struct golden_version *gv = &golden_versions[i];
+		assert_int_equal(mf_store_read_metadata(st, gv->fp, &d, &n), 0);
+		assert_int_equal(n, strlen(gv->metadata));
+		assert_string_equal(d, gv->metadata);
+		free(d);
+		assert_int_equal(mf_store_list_runs(st, gv->fp, &v, &n), 0);
+		assert_int_equal(n, 1);
+		assert_string_equal(v[0], GOLDEN_RUN);
+		mf_strv_free(v, n);
+		uint32_t *idx;
+		assert_int_equal(
+		    mf_store_list_shards(st, gv->fp, GOLDEN_RUN, &idx, &n), 0);
+		assert_int_equal(n, GOLDEN_SHARDS);
+		for (size_t k = 0; k < n; k++)
+			assert_int_equal(idx[k], golden_shards[k].index);
+		free(idx);
+	}
 	mf_store_close(st);
 }
 
-/* The golden file's first bytes spell the version 1 header. */
+/* Each version's empty shard spells its header, and its trailer names the
+ * same version. */
 static void test_golden_header(void **state)
 {
 	(void)state;
-	char path[1024];
-	golden_path(golden_dir(), 4, path, sizeof(path));
-	uint8_t *d;
-	size_t n;
-	assert_int_equal(tu_read_file(path, &d, &n), 0);
-	assert_int_equal(n, 80);
-	static const uint8_t head[16] = {'M', 'A', 'T', 'F', 'S', 'H', 'R', 'D',
-					 1,   0,   0,	0,   0,	  0,   0,   0};
-	assert_memory_equal(d, head, 16);
-	assert_memory_equal(d + 16, "MATFSEND", 8);
-	free(d);
+	for (size_t i = 0; i < GOLDEN_VERSIONS; i++) {
+		const struct golden_version *gv = &golden_versions[i];
+		char path[1024];
+		golden_path(golden_dir(), gv->fp, 4, path, sizeof(path));
+		uint8_t *d;
+		size_t n;
+		assert_int_equal(tu_read_file(path, &d, &n), 0);
+		assert_int_equal(n, 80);
+		uint8_t head[16] = {'M', 'A', 'T',
+				    'F', 'S', 'H',
+				    'R', 'D', (uint8_t)gv->version};
+		assert_memory_equal(d, head, 16);
+		assert_memory_equal(d + 16, "MATFSEND", 8);
+		assert_memory_equal(d + 24, head + 8, 4);
+		free(d);
+	}
 }
 
-/* Writes golden shard g again into a temp store and compares the files. */
-static void rewrite_one(const char *dir, const struct golden_shard *g,
-			unsigned threads)
+/* Writes golden shard g of the current version again into a temp store
+ * and compares the files. */
+static void rewrite_one(const char *dir, const struct golden_version *gv,
+			const struct golden_shard *g, unsigned threads)
 {
 	struct mf_store *st;
 	assert_int_equal(mf_store_open(dir, true, &st), 0);
-	assert_int_equal(mf_store_run_create(st, GOLDEN_FP, GOLDEN_RUN), 0);
+	assert_int_equal(mf_store_run_create(st, gv->fp, GOLDEN_RUN), 0);
 	struct mf_codec_cfg cfg = {g->codec, g->level, GOLDEN_CHUNK_SIZE,
 				   threads};
 	uint8_t *buf = malloc(g->raw + 1);
 	golden_fill(buf, g->raw, g->index);
 	struct mf_shard_writer *w;
 	assert_int_equal(
-	    mf_shard_writer_open(st, GOLDEN_FP, GOLDEN_RUN, g->index, &cfg, &w),
+	    mf_shard_writer_open(st, gv->fp, GOLDEN_RUN, g->index, &cfg, &w),
 	    0);
 	/* odd pieces: the bytes may not depend on how they were handed in */
 	for (size_t off = 0; off < g->raw; off += 1000) {
@@ -144,8 +216,8 @@ static void rewrite_one(const char *dir, const struct golden_shard *g,
 	mf_store_close(st);
 	free(buf);
 	char a[1024], b[1024];
-	golden_path(golden_dir(), g->index, a, sizeof(a));
-	golden_path(dir, g->index, b, sizeof(b));
+	golden_path(golden_dir(), gv->fp, g->index, a, sizeof(a));
+	golden_path(dir, gv->fp, g->index, b, sizeof(b));
 	uint8_t *da, *db;
 	size_t na, nb;
 	assert_int_equal(tu_read_file(a, &da, &na), 0);
@@ -156,23 +228,26 @@ static void rewrite_one(const char *dir, const struct golden_shard *g,
 	free(db);
 }
 
+/* Only the current version: the writer writes no other. */
 static void test_golden_reproducible(void **state)
 {
 	(void)state;
+	const struct golden_version *gv = golden_current();
+	assert_non_null(gv);
 	char *dir = tu_mkdtemp();
-	bool same_zstd = ZSTD_versionNumber() == GOLDEN_ZSTD_VERSION;
+	bool same_zstd = ZSTD_versionNumber() == gv->zstd_version;
 	if (!same_zstd)
 		print_message("zstd %u, golden files from %u: zstd shards "
 			      "not compared byte for byte\n",
-			      ZSTD_versionNumber(), GOLDEN_ZSTD_VERSION);
+			      ZSTD_versionNumber(), gv->zstd_version);
 	for (size_t i = 0; i < GOLDEN_SHARDS; i++) {
 		const struct golden_shard *g = &golden_shards[i];
 		if (g->codec == MF_CODEC_SNAPPY)
 			continue; /* snappy has no version to check against */
 		if (g->codec == MF_CODEC_ZSTD && !same_zstd)
 			continue;
-		rewrite_one(dir, g, 1);
-		rewrite_one(dir, g, 3);
+		rewrite_one(dir, gv, g, 1);
+		rewrite_one(dir, gv, g, 3);
 	}
 	tu_rmtree(dir);
 	free(dir);
@@ -182,6 +257,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_golden_reads),
+	    cmocka_unit_test(test_golden_binding),
 	    cmocka_unit_test(test_golden_store),
 	    cmocka_unit_test(test_golden_header),
 	    cmocka_unit_test(test_golden_reproducible),
