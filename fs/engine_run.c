@@ -37,7 +37,7 @@ struct pump {
 	uint32_t shard;
 	uint64_t bytes;
 	uint64_t next_beat_ns;
-	uint32_t attempt; /* of this claim; 0: no chunk events */
+	uint64_t generation; /* of this claim; 0: no chunk events */
 };
 
 static void pump_progress(struct pump *p, bool done)
@@ -91,8 +91,7 @@ static void chunk_event(const struct pump *p, enum mf_chunk_kind kind,
 	    .kind = kind,
 	    .fp = p->fp,
 	    .shard = p->shard,
-	    .run_id = p->run_id,
-	    .attempt = p->attempt,
+	    .generation = p->generation,
 	    .index = index,
 	    .raw = raw,
 	    .len = len,
@@ -106,8 +105,8 @@ static void pump_tap(void *arg, uint32_t chunk, const void *raw, size_t len)
 	chunk_event(arg, MF_CHUNK_DATA, chunk, raw, len, NULL);
 }
 
-/* Names this computation by the row's attempts (the claim just counted
- * it) and taps the writer; without a row that is ours, no events. */
+/* Names this computation by the row's generation (the claim just set it)
+ * and taps the writer; without a row that is ours, no events. */
 static void tap_start(struct pump *p, struct mf_shard_writer *w)
 {
 	struct mf_shard_rec rec;
@@ -115,16 +114,16 @@ static void tap_start(struct pump *p, struct mf_shard_writer *w)
 	    mf_catalog_get_shard(p->c, p->fp, p->shard, &rec) != 0)
 		return;
 	if (rec.state == MF_SHARD_RUNNING &&
-	    strcmp(rec.run_id, p->run_id) == 0 && rec.attempts > 0 &&
+	    strcmp(rec.run_id, p->run_id) == 0 && rec.generation > 0 &&
 	    mf_shard_writer_set_tap(w, pump_tap, p) == 0)
-		p->attempt = rec.attempts;
+		p->generation = rec.generation;
 	mf_shard_rec_release(&rec);
 }
 
 static void tap_end(const struct pump *p, bool committed,
 		    const struct mf_shard_stat *st)
 {
-	if (p->attempt)
+	if (p->generation)
 		chunk_event(p, committed ? MF_CHUNK_COMMITTED : MF_CHUNK_FAILED,
 			    0, NULL, 0, committed ? st : NULL);
 }

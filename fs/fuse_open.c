@@ -15,8 +15,15 @@
  * sequential reader gets the next chunks decompressed ahead on the
  * read-ahead threads; the first reader of a shard this job computed gets
  * the chunks the engine handed the cache as it wrote them, without
- * decompressing. FOPEN_KEEP_CACHE is set unless the shard's run
- * changed since the kernel last cached it (a recompute after rm).
+ * decompressing.
+ *
+ * A computation is known by its generation (mf_shard_rec.generation),
+ * never by run id and attempts, which repeat. FOPEN_KEEP_CACHE is set only
+ * when the kernel last cached this very computation for the inode;
+ * otherwise the inode's attributes and pages are invalidated before the
+ * open is answered. An open on an inode whose open handles read another
+ * computation is answered ESTALE after the shard got a new inode: the
+ * kernel then looks the name up again and opens that one.
  *
  * Not for: lookups (fuse_ops.c) or expiry (fuse_write.c).
  */
@@ -54,6 +61,7 @@ struct open_job {
 	char fp[MF_FP_HEX_LEN + 1];
 	uint32_t shard;
 	bool registered;
+	int64_t created; /* the snapshot's */
 };
 
 /* ---- data and nodes ---- */
@@ -76,7 +84,7 @@ static void data_get(struct mfs_data *d)
  * failure). With adopt, the chunks this thread's materialization of that
  * very file put in the cache become the data's. */
 static int data_new(struct mfs *m, const struct mf_shard_rec *rec,
-		    struct mf_shard_reader *r, bool adopt,
+		    struct mf_shard_reader *r, bool adopt, int64_t created,
 		    struct mfs_data **out)
 {
 	struct mfs_data *d = calloc(1, sizeof(*d));
@@ -92,46 +100,49 @@ static int data_new(struct mfs *m, const struct mf_shard_rec *rec,
 		d->id = atomic_fetch_add(&m->next_data_id, 1);
 	memcpy(d->fp, rec->fp, sizeof(d->fp));
 	d->shard = rec->index;
-	snprintf(d->ident, sizeof(d->ident), "%s/%u", rec->run_id,
-		 rec->attempts);
-	memcpy(d->run_id, rec->run_id, sizeof(d->run_id));
-	d->attempt = rec->attempts;
+	d->gen = rec->generation;
+	d->created = created;
 	*out = d;
 	return 0;
 }
 
 /*
- * Makes d the node's current data unless the current one is the same
- * committed file (then d is dropped and the current one used), and opens
- * a handle on it. *keep says whether the kernel's cached pages are of this
- * run. Takes the caller's reference on d over.
+ * Opens a handle on d, or on the node's current data when that is the same
+ * computation (d is then dropped). *keep says whether the kernel's cached
+ * pages and size are of this computation. -ESTALE when the handles open
+ * on the node read another computation: the shard then has a new inode,
+ * which the kernel finds when it looks the name up again. Takes the
+ * caller's reference on d over.
  */
 static int fh_open(struct mfs *m, fuse_ino_t ino, struct mfs_data *d,
 		   struct mfs_fh **out, bool *keep)
 {
 	struct mfs_fh *fh = calloc(1, sizeof(*fh));
-	struct mfs_data *put;
+	struct mfs_data *put = NULL;
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *n = fh ? mfs_node_get(m, ino) : NULL;
-	if (!n) {
+	int rc = n ? 0 : -ENOMEM;
+	if (n && n->cur && n->cur->gen != d->gen) {
+		mfs_node_retire_locked(m, n);
+		rc = -ESTALE;
+	}
+	if (rc) {
 		pthread_mutex_unlock(&m->node_lock);
 		free(fh);
 		mfs_data_put(m, d);
-		return -ENOMEM;
+		return rc;
 	}
-	if (n->cur && strcmp(n->cur->ident, d->ident) == 0 &&
-	    n->cur->st.stored_bytes == d->st.stored_bytes) {
+	if (n->cur) {
 		put = d;
 		d = n->cur;
 		n->nfh++;
 	} else {
-		put = n->cur; /* the caller's reference becomes the node's */
-		n->cur = d;
+		n->cur = d; /* the caller's reference becomes the node's */
 		n->nfh = 1;
 	}
 	data_get(d); /* the handle's */
-	*keep = strcmp(n->kept, d->ident) == 0;
-	memcpy(n->kept, d->ident, sizeof(n->kept));
+	*keep = n->kept != 0 && n->kept == d->gen;
+	n->kept = d->gen;
 	pthread_mutex_unlock(&m->node_lock);
 	mfs_data_put(m, put);
 	fh->d = d;
@@ -187,12 +198,10 @@ static void reply_opened(struct mfs *m, fuse_req_t req,
 static struct mfs_data *node_current(struct mfs *m, fuse_ino_t ino,
 				     const struct mf_shard_rec *rec)
 {
-	char ident[MFS_IDENT_LEN];
-	snprintf(ident, sizeof(ident), "%s/%u", rec->run_id, rec->attempts);
 	struct mfs_data *d = NULL;
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *n = mfs_node_get(m, ino);
-	if (n && n->cur && strcmp(n->cur->ident, ident) == 0) {
+	if (n && n->cur && n->cur->gen == rec->generation) {
 		d = n->cur;
 		data_get(d);
 	}
@@ -219,9 +228,11 @@ static void touch(struct mfs *m, const struct mf_shard_rec *rec)
  * file, so the file is never older than the name the handle gets (at
  * worst newer, which costs the next open an invalidation).
  */
-static int open_fast(struct mfs *m, fuse_ino_t ino, const char *fp, uint32_t k,
+static int open_fast(struct mfs *m, fuse_ino_t ino, const struct mfs_inode *in,
 		     struct mfs_data **out)
 {
+	const char *fp = in->si.fp;
+	uint32_t k = in->shard;
 	struct mf_shard_rec rec;
 	int rc = mfs_shard_rec(m, fp, k, &rec);
 	if (rc)
@@ -238,7 +249,7 @@ static int open_fast(struct mfs *m, fuse_ino_t ino, const char *fp, uint32_t k,
 				 &r) != 0)
 		rc = -EAGAIN;
 	else if (!d)
-		rc = data_new(m, &rec, r, false, &d);
+		rc = data_new(m, &rec, r, false, in->si.created, &d);
 	if (rc == 0)
 		touch(m, &rec);
 	mf_shard_rec_release(&rec);
@@ -267,7 +278,7 @@ static int open_engine(struct open_job *j, struct mfs_data **out, char **err)
 	}
 	if (rc)
 		return rc;
-	rc = data_new(m, &rec, r, true, out);
+	rc = data_new(m, &rec, r, true, j->created, out);
 	mf_shard_rec_release(&rec);
 	return rc;
 }
@@ -338,7 +349,8 @@ static int open_slow(struct mfs *m, fuse_req_t req, struct fuse_file_info *fi,
 	}
 	w->req = req;
 	w->fi = *fi;
-	*j = (struct open_job){m, ino, "", in->shard, in->si.registered};
+	*j = (struct open_job){
+	    m, ino, "", in->shard, in->si.registered, in->si.created};
 	memcpy(j->fp, in->si.fp, sizeof(j->fp));
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *n = mfs_node_get(m, ino);
@@ -373,7 +385,7 @@ void mfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = -EACCES;
 	struct mfs_data *d = NULL;
 	if (rc == 0)
-		rc = open_fast(m, ino, in.si.fp, in.shard, &d);
+		rc = open_fast(m, ino, &in, &d);
 	if (rc == 0) {
 		reply_opened(m, req, fi, ino, d);
 		return;
@@ -484,8 +496,7 @@ static void read_failed(struct mfs *m, fuse_req_t req, struct mfs_data *d,
 			 "computed again",
 			 d->shard, d->fp);
 		/* only this computation: the shard may be another by now */
-		(void)mf_engine_report_corrupt(m->eng, d->fp, d->shard,
-					       d->run_id, d->attempt);
+		(void)mf_engine_report_corrupt(m->eng, d->fp, d->shard, d->gen);
 		rc = -EIO;
 	}
 	fuse_reply_err(req, -rc);

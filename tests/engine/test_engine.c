@@ -368,8 +368,8 @@ static void test_corrupt_recomputes(void **state)
 		free(data);
 	} else {
 		assert_int_equal(rc, -EBADMSG);
-		assert_int_equal(
-		    mf_engine_report_corrupt(fx->e, fx->fp, 0, NULL, 0), 0);
+		assert_int_equal(mf_engine_report_corrupt(fx->e, fx->fp, 0, 0),
+				 0);
 	}
 	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
 	assert_int_equal(len, 4 * 13);
@@ -408,56 +408,72 @@ static bool shard_file_exists(const struct fx *fx, const char *run_id)
 }
 
 /* A corrupt chunk found in an old computation's file expires only that
- * computation: never a newer one of the same run (after an expiry) or of
- * another run. */
+ * computation: never a newer one of the same run (after an expiry, or
+ * after its rows were deleted and made again, where run id and attempts
+ * repeat) or of another run. */
 static void test_corrupt_report_names_its_file(void **state)
 {
 	struct fx *fx = *state;
 	fx_spec(fx, "  - exec: [/bin/sh, -c, 'echo x >> calls; cat']\n", 1);
 	fx_open(fx);
-	struct mf_shard_rec x, y, z;
+	struct mf_shard_rec x, y, w, z;
 	struct mf_shard_reader *rx = open_rec(fx->e, fx->fp, &x);
 	assert_int_equal(x.attempts, 1);
+	assert_true(x.generation > 0);
 	assert_int_equal(mf_engine_expire_shard(fx->e, fx->fp, 0), 0);
 	struct mf_shard_reader *ry = open_rec(fx->e, fx->fp, &y);
 	/* this process computed it again under the same run */
 	assert_string_equal(y.run_id, x.run_id);
 	assert_int_equal(y.attempts, 2);
+	assert_true(y.generation != x.generation);
 	assert_int_equal(count_calls(fx), 2);
 
 	assert_int_equal(
-	    mf_engine_report_corrupt(fx->e, fx->fp, 0, x.run_id, x.attempts),
-	    0);
+	    mf_engine_report_corrupt(fx->e, fx->fp, 0, x.generation), 0);
 	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
 	assert_true(shard_file_exists(fx, y.run_id));
 
-	/* another process's run computes it next */
+	/* another process deletes the rows (matctl rm); registered again,
+	 * the same run computes it as attempt 1 again */
 	struct mf_engine *e2;
 	struct mf_engine_opts o = {.store_dir = fx->store};
 	char *err = NULL, fp2[65];
 	assert_int_equal(mf_engine_open(&o, &e2, &err), 0);
+	assert_int_equal(mf_engine_expire_snapshot(e2, fx->fp), 0);
+	assert_int_equal(mf_engine_register(fx->e, fx->spec, fp2, &err), 0);
+	struct mf_shard_reader *rw = open_rec(fx->e, fx->fp, &w);
+	assert_string_equal(w.run_id, x.run_id);
+	assert_int_equal(w.attempts, x.attempts);
+	assert_true(w.generation != x.generation);
+	assert_int_equal(
+	    mf_engine_report_corrupt(fx->e, fx->fp, 0, x.generation), 0);
+	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
+	assert_true(shard_file_exists(fx, w.run_id));
+	assert_int_equal(count_calls(fx), 3);
+
+	/* another process's run computes it next */
 	assert_int_equal(mf_engine_register(e2, fx->spec, fp2, &err), 0);
 	assert_int_equal(mf_engine_expire_shard(e2, fx->fp, 0), 0);
 	struct mf_shard_reader *rz = open_rec(e2, fx->fp, &z);
-	assert_string_not_equal(z.run_id, y.run_id);
-	assert_int_equal(z.attempts, 3);
+	assert_string_not_equal(z.run_id, w.run_id);
 	assert_int_equal(
-	    mf_engine_report_corrupt(fx->e, fx->fp, 0, y.run_id, 0), 0);
+	    mf_engine_report_corrupt(fx->e, fx->fp, 0, w.generation), 0);
 	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
 	assert_true(shard_file_exists(fx, z.run_id));
 
 	/* the current computation's own report expires it */
 	assert_int_equal(
-	    mf_engine_report_corrupt(fx->e, fx->fp, 0, z.run_id, z.attempts),
-	    0);
+	    mf_engine_report_corrupt(fx->e, fx->fp, 0, z.generation), 0);
 	assert_state(fx, 0, MF_SHARD_ABSENT);
 	assert_false(shard_file_exists(fx, z.run_id));
-	assert_int_equal(count_calls(fx), 3);
+	assert_int_equal(count_calls(fx), 4);
 	mf_shard_reader_close(rx);
 	mf_shard_reader_close(ry);
+	mf_shard_reader_close(rw);
 	mf_shard_reader_close(rz);
 	mf_shard_rec_release(&x);
 	mf_shard_rec_release(&y);
+	mf_shard_rec_release(&w);
 	mf_shard_rec_release(&z);
 	mf_engine_close(e2);
 }
