@@ -3,6 +3,8 @@
  * yields the fingerprint, run its stages, stream their output into a shard
  * writer as it comes, commit, and record the outcome in the catalog. With
  * opts.chunk set, the writer's raw chunks and the outcome go to it too.
+ * A cancelled attempt (mf_engine_cancel) has its stages killed and gives
+ * its claim up without recording a failure.
  *
  * Not for: deciding who computes (engine.c holds the claim).
  */
@@ -151,12 +153,22 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 		(void)record_failure(p, -1, *err, NULL);
 		return -EIO;
 	}
+	if (eng_flight_job(p->e, p->fp, p->shard, mf_job_pgid(job)))
+		mf_job_kill(job); /* cancelled before it started */
 	int store_rc = 0;
 	(void)pump_output(p, job, w, &store_rc);
+	bool cancelled = eng_flight_job(p->e, p->fp, p->shard, 0);
 	if (store_rc)
 		mf_job_kill(job);
 	struct mf_job_result res;
 	rc = mf_job_finish(job, &res);
+	if (cancelled && (rc || !res.ok)) { /* killed for nobody: no failure */
+		mf_shard_writer_abort(w);
+		eng_errf(err, "shard %u of %.12s: cancelled", p->shard, p->fp);
+		(void)mf_catalog_abandon_shard(p->c, p->fp, p->shard,
+					       p->run_id);
+		return -ECANCELED;
+	}
 	if (store_rc) {
 		mf_shard_writer_abort(w);
 		eng_errf(err, "store: writing shard %u: %s", p->shard,

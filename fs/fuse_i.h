@@ -96,6 +96,11 @@ int mfs_tune_readahead(const char *mountpoint, unsigned kb);
 #define MFS_SUFFIX_MAX 32
 #define MFS_SNAP_TTL_NS 1000000000ULL /* catalog re-read of a snapshot */
 #define MFS_ATTR_TTL 1.0 /* seconds the kernel keeps final attributes */
+/* A computation whose every waiting open was interrupted (its readers
+ * were killed) is stopped after this long with no open waiting for it
+ * again: a reader that comes back soon (a restarted job) still finds it
+ * under way. */
+#define MFS_CANCEL_GRACE_S 5
 
 void mfs_logf(struct mfs *m, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -167,6 +172,7 @@ struct mfs_node {
 	unsigned nfh; /* handles open on cur; 0 iff !cur */
 	struct mfs_waiter *waiters; /* opens waiting for a worker */
 	bool queued; /* an open job is with the workers */
+	uint64_t job_seq; /* counts the jobs queued for it */
 	uint64_t kept; /* generation the kernel may cache; 0 */
 };
 
@@ -174,6 +180,7 @@ struct mfs_pool;
 struct mfs_cache;
 struct mfs_specs;
 struct mfs_expiry;
+struct mfs_reaper;
 
 struct mfs {
 	struct mfs_opts o; /* strings owned (copied) */
@@ -212,6 +219,8 @@ struct mfs {
 	struct mfs_cache *cache;
 	struct mfs_specs *specs;
 	struct mfs_expiry *expiry; /* the policy thread (fuse_expiry.c) */
+	struct mfs_reaper *reaper; /* stops abandoned computations */
+	atomic_bool stopping; /* mfs_stop began: computations are cancelled */
 	atomic_bool ra_tuned; /* readahead_kb applied (or tried) */
 };
 
@@ -312,11 +321,24 @@ void mfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void mfs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi);
 
-/* fuse_open.c: open, read, release */
+/* fuse_open.c: open, read, release. An open waiting for a computation is
+ * answered EINTR as soon as the kernel interrupts it (its process got a
+ * signal); a computation left with no open waiting goes to the reaper. */
 void mfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void mfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		 struct fuse_file_info *fi);
 void mfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+
+/* fuse_reaper.c: a thread that cancels (mf_engine_cancel) the computation
+ * of a shard inode whose waiting opens were all interrupted, once
+ * MFS_CANCEL_GRACE_S passed with none waiting again. */
+int mfs_reaper_start(struct mfs *m);
+/* The last open waiting on inode ino for its job number seq went away. */
+void mfs_reaper_watch(struct mfs *m, fuse_ino_t ino, uint64_t seq);
+/* Cancels every computation under way and every later one (so the
+ * workers finish at once: mfs_stop calls it first) and stops the
+ * thread. */
+void mfs_reaper_stop(struct mfs *m);
 
 /* fuse_node.c: shard inodes with open-time state. Removing a shard that
  * has open handles, or finding it computed anew, retires its inode (the

@@ -25,6 +25,12 @@
  * computation is answered ESTALE after the shard got a new inode: the
  * kernel then looks the name up again and opens that one.
  *
+ * A parked open whose process gets a signal is interrupted by the kernel:
+ * it is answered EINTR at once, and when no open waits for the job any
+ * more the reaper (fuse_reaper.c) cancels it after a grace period. A job
+ * whose computation was cancelled while opens were parked again tries
+ * once more for them.
+ *
  * Not for: lookups (fuse_ops.c) or expiry (fuse_write.c).
  */
 #include "fuse_i.h"
@@ -283,12 +289,19 @@ static int open_engine(struct open_job *j, struct mfs_data **out, char **err)
 	return rc;
 }
 
-static struct mfs_waiter *take_waiters(struct mfs *m, fuse_ino_t ino)
+/* Takes the parked opens for the job to answer, unless the computation
+ * was cancelled (rc -ECANCELED) and some are parked again, the mount going
+ * on: then *again is set and they stay for another try. */
+static struct mfs_waiter *take_waiters(struct mfs *m, fuse_ino_t ino, int rc,
+				       bool *again)
 {
 	struct mfs_waiter *w = NULL;
+	*again = false;
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *n = mfs_node_get(m, ino);
-	if (n) {
+	if (n && rc == -ECANCELED && n->waiters && !atomic_load(&m->stopping)) {
+		*again = true;
+	} else if (n) {
 		w = n->waiters;
 		n->waiters = NULL;
 		n->queued = false;
@@ -304,23 +317,46 @@ static struct mfs_waiter *take_waiters(struct mfs *m, fuse_ino_t ino)
 	return rev;
 }
 
+/* Runs the engine's open; again while it was cancelled with opens parked
+ * again meanwhile. Returns the waiters to answer with rc and *d. */
+static struct mfs_waiter *job_open(struct open_job *j, bool cancelled,
+				   struct mfs_data **d, int *rc_out)
+{
+	struct mfs *m = j->m;
+	struct mfs_waiter *w;
+	bool again;
+	int rc;
+	do {
+		char *err = NULL;
+		rc = cancelled ? -ENODEV : open_engine(j, d, &err);
+		mfs_cache_unstage(m->cache); /* what this thread computed */
+		if (rc == -EAGAIN)
+			rc = -EIO;
+		w = take_waiters(m, j->ino, rc, &again);
+		if (rc == -ECANCELED && !again)
+			mfs_logf(m, MFS_LOG_INFO,
+				 "shard %u of %.12s: stopped, no reader left",
+				 j->shard, j->fp);
+		else if (rc && rc != -ECANCELED && !cancelled)
+			mfs_logf(m, MFS_LOG_WARN, "shard %u of %.12s: %s",
+				 j->shard, j->fp, err ? err : strerror(-rc));
+		free(err);
+	} while (again);
+	*rc_out = rc;
+	return w;
+}
+
 static void open_job_run(void *arg, bool cancelled)
 {
 	struct open_job *j = arg;
 	struct mfs *m = j->m;
 	struct mfs_data *d = NULL;
-	char *err = NULL;
-	int rc = cancelled ? -ENODEV : open_engine(j, &d, &err);
-	mfs_cache_unstage(m->cache); /* what this thread computed, unused */
-	if (rc == -EAGAIN)
-		rc = -EIO;
-	if (rc && !cancelled)
-		mfs_logf(m, MFS_LOG_WARN, "shard %u of %.12s: %s", j->shard,
-			 j->fp, err ? err : strerror(-rc));
-	free(err);
+	int rc;
+	struct mfs_waiter *w = job_open(j, cancelled, &d, &rc);
 	if (rc == -ESTALE && j->registered)
 		mfs_specs_refresh(m, j->fp); /* inputs changed: a new fp */
-	struct mfs_waiter *w = take_waiters(m, j->ino);
+	if (rc == -ECANCELED) /* only the unmount leaves opens to it */
+		rc = -ENODEV;
 	while (w) {
 		struct mfs_waiter *next = w->next;
 		if (rc) {
@@ -336,13 +372,52 @@ static void open_job_run(void *arg, bool cancelled)
 	free(j);
 }
 
-/* Parks the open on the shard's node and queues the node's job. */
+/*
+ * libfuse calls this when the kernel interrupts an open parked on node n
+ * (its process got a signal), from another thread than the one parking
+ * it, or within fuse_req_interrupt_func when the open was interrupted
+ * before: open_slow registers it before it parks the open, so that then
+ * it finds nothing here and answers the open itself. An open found parked
+ * is taken off the node and answered EINTR; libfuse holds req meanwhile.
+ * Nodes are never freed before the unmount.
+ */
+static void on_interrupt(fuse_req_t req, void *arg)
+{
+	struct mfs_node *n = arg;
+	struct mfs *m = fuse_req_userdata(req);
+	struct mfs_waiter *w = NULL;
+	pthread_mutex_lock(&m->node_lock);
+	for (struct mfs_waiter **p = &n->waiters; *p; p = &(*p)->next) {
+		if ((*p)->req == req) {
+			w = *p;
+			*p = w->next;
+			break;
+		}
+	}
+	bool alone = w && n->queued && !n->waiters;
+	uint64_t seq = n->job_seq;
+	fuse_ino_t ino = n->ino;
+	pthread_mutex_unlock(&m->node_lock);
+	if (!w)
+		return; /* answered, or not parked yet */
+	fuse_reply_err(req, EINTR);
+	free(w);
+	if (alone)
+		mfs_reaper_watch(m, ino, seq);
+}
+
+/* Parks the open on the shard's node and queues the node's job. The node
+ * is looked up first, so that the interrupt callback is registered before
+ * the open can be answered (after which req is gone). */
 static int open_slow(struct mfs *m, fuse_req_t req, struct fuse_file_info *fi,
 		     fuse_ino_t ino, const struct mfs_inode *in)
 {
 	struct mfs_waiter *w = calloc(1, sizeof(*w));
 	struct open_job *j = calloc(1, sizeof(*j));
-	if (!w || !j) {
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *n = w && j ? mfs_node_get(m, ino) : NULL;
+	pthread_mutex_unlock(&m->node_lock);
+	if (!n) {
 		free(w);
 		free(j);
 		return -ENOMEM;
@@ -352,15 +427,16 @@ static int open_slow(struct mfs *m, fuse_req_t req, struct fuse_file_info *fi,
 	*j = (struct open_job){
 	    m, ino, "", in->shard, in->si.registered, in->si.created};
 	memcpy(j->fp, in->si.fp, sizeof(j->fp));
+	fuse_req_interrupt_func(req, on_interrupt, n);
 	pthread_mutex_lock(&m->node_lock);
-	struct mfs_node *n = mfs_node_get(m, ino);
-	int rc = n ? 0 : -ENOMEM;
-	bool submit = n && !n->queued;
+	int rc = fuse_req_interrupted(req) ? -EINTR : 0;
+	bool submit = rc == 0 && !n->queued;
 	if (submit)
 		rc = mfs_pool_submit(m->open_pool, open_job_run, j);
 	if (rc == 0) {
 		w->next = n->waiters;
 		n->waiters = w;
+		n->job_seq += submit;
 		n->queued = true;
 	}
 	pthread_mutex_unlock(&m->node_lock);

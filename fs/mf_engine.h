@@ -43,7 +43,8 @@ typedef void (*mf_progress_fn)(void *arg, const char *fp, uint32_t shard,
  * order (the bytes the file holds, as mf_shard_writer_set_tap), then
  * exactly one MF_CHUNK_COMMITTED (the file is durable and the catalog
  * names it, with its stat) or MF_CHUNK_FAILED (stage or store failure,
- * or the shard was expired meanwhile: forget its chunks). A computation whose claim cannot be read back from
+ * the shard was expired meanwhile, or the computation was cancelled:
+ * forget its chunks). A computation whose claim cannot be read back from
  * the catalog gets no events.
  */
 enum mf_chunk_kind { MF_CHUNK_DATA = 0, MF_CHUNK_COMMITTED, MF_CHUNK_FAILED };
@@ -111,8 +112,9 @@ int mf_engine_resolve(struct mf_engine *e, const char *what,
  * mf_shard_reader_close. Errors: -ENOENT (unknown snapshot or shard index
  * out of range), -EIO (a stage failed, or the store failed while writing:
  * *err says which and the catalog keeps it), -ESTALE (the spec's inputs or
- * deps changed, so this fingerprint can no longer be computed), -EBADMSG
- * never: a corrupt shard is recomputed.
+ * deps changed, so this fingerprint can no longer be computed),
+ * -ECANCELED (mf_engine_cancel stopped the computation, or the wait for
+ * another process's), -EBADMSG never: a corrupt shard is recomputed.
  */
 int mf_engine_open_shard(struct mf_engine *e, const char *fp, uint32_t shard,
 			 struct mf_shard_reader **out, char **err);
@@ -142,6 +144,21 @@ int mf_engine_open_shard_rec(struct mf_engine *e, const char *fp,
  */
 int mf_engine_report_corrupt(struct mf_engine *e, const char *fp,
 			     uint32_t shard, uint64_t generation);
+
+/*
+ * Stops this engine's attempt at shard `shard` of fp, if one is under way,
+ * for a caller whose readers all went away: its stages' process group is
+ * killed, its output dropped, and the shard goes back to absent without
+ * a failure recorded (mf_catalog_abandon_shard); a wait for another
+ * process's computation of it stops instead. Every caller of
+ * mf_engine_open_shard sharing that attempt gets -ECANCELED; a later call
+ * starts afresh. An attempt whose stages all ended well before they were
+ * killed completes as usual.
+ */
+void mf_engine_cancel(struct mf_engine *e, const char *fp, uint32_t shard);
+/* As mf_engine_cancel for every attempt under way and every later one:
+ * for a process about to exit. Opens of materialized shards still work. */
+void mf_engine_cancel_all(struct mf_engine *e);
 
 /* Expires one shard / a whole snapshot: catalog rows back to absent (the
  * snapshot row stays while its spec is registered in this engine, else it
