@@ -43,6 +43,7 @@ enum cat_stmt_id {
 	CAT_SHARD_FAIL,
 	CAT_SHARD_RESET,
 	CAT_SHARD_RESET_RUN,
+	CAT_SHARD_ABANDON,
 	CAT_SHARD_TOUCH,
 	CAT_STMT_COUNT
 };
@@ -98,7 +99,7 @@ int cat_state_parse(const char *s, enum mf_shard_state *out);
 /* Reads a row of CAT_SHARD_COLS starting at column 0 into *out. */
 #define CAT_SHARD_COLS                                                         \
 	"fp, idx, state, run_id, raw_bytes, stored_bytes, chunks, "            \
-	"exit_status, error, stderr_tail, last_read, attempts"
+	"exit_status, error, stderr_tail, last_read, attempts, generation"
 int cat_shard_from_row(sqlite3_stmt *st, struct mf_shard_rec *out);
 
 /* Finishes a write transaction: COMMIT when rc is 0, else ROLLBACK and rc. */

@@ -64,8 +64,19 @@ static const char migration_2[] =
     "CREATE INDEX snapshots_last_read ON snapshots (last_read);"
     "PRAGMA user_version = 2;";
 
+/* Version 3: the generation of a shard's computation, a random nonzero
+ * 63-bit number set by each claim, so that one computation is told from
+ * another even when run id and attempts repeat (rows deleted and made
+ * again, a run that computes a shard again); 0 for an absent shard. Rows
+ * an older version left running, materialized or failed get one now. */
+static const char migration_3[] =
+    "ALTER TABLE shards ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE shards SET generation = max(1, random() & 9223372036854775807)"
+    " WHERE state <> 'absent';"
+    "PRAGMA user_version = 3;";
+
 /* migrations[k] takes the schema from version k to k + 1 */
-static const char *const migrations[] = {migration_1, migration_2};
+static const char *const migrations[] = {migration_1, migration_2, migration_3};
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) ==
 		   MF_CATALOG_SCHEMA_VERSION,

@@ -24,8 +24,9 @@ static const char sql_pending_expiry[] =
     "SELECT pending_expiry FROM snapshots WHERE fp = ?1";
 static const char sql_take[] =
     "UPDATE shards SET state = 'running', run_id = ?3,"
-    " attempts = attempts + 1, raw_bytes = 0, stored_bytes = 0, chunks = 0,"
-    " exit_status = -1, error = NULL, stderr_tail = NULL"
+    " attempts = attempts + 1, generation = ?4, raw_bytes = 0,"
+    " stored_bytes = 0, chunks = 0, exit_status = -1, error = NULL,"
+    " stderr_tail = NULL"
     " WHERE fp = ?1 AND idx = ?2";
 static const char sql_complete[] =
     "UPDATE shards SET state = 'materialized', raw_bytes = ?4,"
@@ -39,10 +40,12 @@ static const char sql_fail[] =
 #define SQL_RESET                                                              \
 	"UPDATE shards SET state = 'absent', run_id = NULL, raw_bytes = 0,"    \
 	" stored_bytes = 0, chunks = 0, exit_status = -1, error = NULL,"       \
-	" stderr_tail = NULL WHERE fp = ?1 AND idx = ?2"
+	" stderr_tail = NULL, generation = 0 WHERE fp = ?1 AND idx = ?2"
 static const char sql_reset[] = SQL_RESET;
 static const char sql_reset_run[] =
     SQL_RESET " AND state IN ('materialized', 'failed') AND run_id = ?3";
+static const char sql_abandon[] =
+    SQL_RESET " AND state = 'running' AND run_id = ?3";
 static const char sql_touch[] =
     "UPDATE shards SET last_read = ?3 WHERE fp = ?1 AND idx = ?2";
 static const char sql_snap_touch[] =
@@ -78,6 +81,7 @@ int cat_shard_from_row(sqlite3_stmt *st, struct mf_shard_rec *out)
 	r.exit_status = (int32_t)sqlite3_column_int64(st, 7);
 	r.last_read = sqlite3_column_int64(st, 10);
 	r.attempts = (uint32_t)sqlite3_column_int64(st, 11);
+	r.generation = (uint64_t)sqlite3_column_int64(st, 12);
 	*out = r;
 	return 0;
 }
@@ -224,19 +228,37 @@ static int mark_dead(struct mf_catalog *c, const char *owner)
 	return rc == -ENOENT ? 0 : rc;
 }
 
+/* A fresh generation: random, nonzero, 63 bits (an SQLite integer). */
+static int new_generation(int64_t *out)
+{
+	char hex[17];
+	uint64_t v = 0;
+	while (v == 0) {
+		int rc = mf_random_hex(8, hex);
+		if (rc)
+			return rc;
+		v = strtoull(hex, NULL, 16) & (uint64_t)INT64_MAX;
+	}
+	*out = (int64_t)v;
+	return 0;
+}
+
 /* Gives the shard to run me, which must be active (created if absent). */
 static int shard_take(struct mf_catalog *c, const char *fp, uint32_t index,
 		      const struct mf_run_rec *me)
 {
 	struct mf_run_rec mine;
 	sqlite3_stmt *st = NULL;
+	int64_t gen = 0;
 	int rc = cat_run_ensure(c, me);
 	rc = rc ? rc : cat_run_read(c, me->run_id, &mine);
 	if (!rc && strcmp(mine.state, "active") != 0)
 		rc = -ESTALE; /* me was declared dead or done */
+	rc = rc ? rc : new_generation(&gen);
 	rc = rc ? rc
 		: shard_stmt(c, CAT_SHARD_TAKE, sql_take, fp, index, me->run_id,
 			     &st);
+	rc = rc ? rc : cat_bind_int64(c, st, 4, gen);
 	rc = rc ? rc : cat_step_done(c, st);
 	cat_stmt_put(st);
 	return rc ? rc : shard_matched(c, fp, index);
@@ -391,6 +413,16 @@ int mf_catalog_reset_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 				    index, run_id, &none);
 	return shard_update(c, CAT_SHARD_RESET, sql_reset, fp, index, NULL,
 			    &none);
+}
+
+int mf_catalog_abandon_shard(struct mf_catalog *c, const char *fp,
+			     uint32_t index, const char *run_id)
+{
+	if (!c || !fp || !run_id)
+		return -EINVAL;
+	struct shard_vals none = {0};
+	return shard_update(c, CAT_SHARD_ABANDON, sql_abandon, fp, index,
+			    run_id, &none);
 }
 
 int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,

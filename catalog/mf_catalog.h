@@ -25,7 +25,7 @@
 
 #include "mf_util.h"
 
-#define MF_CATALOG_SCHEMA_VERSION 2
+#define MF_CATALOG_SCHEMA_VERSION 3
 
 enum mf_shard_state {
 	MF_SHARD_ABSENT = 0,
@@ -79,6 +79,11 @@ struct mf_shard_rec {
 	    stderr_tail; /* last 4 KiB of the failing stage's stderr, or NULL */
 	int64_t last_read;
 	uint32_t attempts; /* materializations started */
+	/* the computation the row describes: a random nonzero 63-bit number
+	 * each claim sets anew (kept by complete and fail), unique across
+	 * processes, runs and catalogs; a file's readers compare it, never
+	 * run_id and attempts, which repeat. 0: absent, or none recorded. */
+	uint64_t generation;
 };
 void mf_shard_rec_release(struct mf_shard_rec *r);
 
@@ -137,8 +142,9 @@ enum mf_claim {
 /*
  * In one BEGIN IMMEDIATE transaction: if shard `index` of fp is
  * materialized, answers DONE; if absent or failed, or running under a dead
- * run, gives it to run `me` (state running, attempts + 1, error cleared;
- * the dead run is marked "dead") and answers MINE; otherwise WAIT.
+ * run, gives it to run `me` (state running, attempts + 1, a fresh
+ * generation, error cleared; the dead run is marked "dead") and answers
+ * MINE; otherwise WAIT.
  * A shard running under `me` itself is given to it again (MINE): a run
  * must not claim one shard twice at once, so such a row can only be left
  * by an attempt that ended without recording its outcome.
@@ -166,11 +172,16 @@ int mf_catalog_complete_shard(struct mf_catalog *c, const char *fp,
 int mf_catalog_fail_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			  const char *run_id, int32_t exit_status,
 			  const char *error, const char *stderr_tail);
-/* Back to absent (rm of a shard, a corrupt chunk). If run_id is not NULL,
- * only when the shard is still materialized or failed under that run, the
- * attempt the caller saw (-ESTALE otherwise). */
+/* Back to absent (rm of a shard, a corrupt chunk), generation 0. If run_id
+ * is not NULL, only when the shard is still materialized or failed under
+ * that run, the attempt the caller saw (-ESTALE otherwise). */
 int mf_catalog_reset_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			   const char *run_id);
+/* Gives up a claim nobody wants any more: a shard running under run_id
+ * goes back to absent (generation 0) with no error recorded, so the next
+ * open claims it afresh. -ESTALE if it is not running under run_id. */
+int mf_catalog_abandon_shard(struct mf_catalog *c, const char *fp,
+			     uint32_t index, const char *run_id);
 /* Sets the last-read time of a shard and its snapshot. */
 int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,
 		     int64_t now);

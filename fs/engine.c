@@ -8,6 +8,7 @@
 #include "engine_i.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -409,10 +410,20 @@ static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 	return rc;
 }
 
-static int lead(struct mf_engine *e, const char *fp, uint32_t shard,
+static bool flight_cancelled(struct mf_engine *e, const struct flight *f)
+{
+	pthread_mutex_lock(&e->lock);
+	bool c = f->cancelled;
+	pthread_mutex_unlock(&e->lock);
+	return c;
+}
+
+static int lead(struct mf_engine *e, const struct flight *f,
 		struct mf_shard_reader **out, struct mf_shard_rec *rec,
 		char **err)
 {
+	const char *fp = f->fp;
+	uint32_t shard = f->shard;
 	struct mf_catalog *c;
 	int rc = eng_catalog_get(e, &c);
 	if (rc)
@@ -424,6 +435,12 @@ static int lead(struct mf_engine *e, const char *fp, uint32_t shard,
 		rc = claim_step(e, c, fp, shard, out, rec, &wait, err);
 		if (rc != -EAGAIN)
 			break;
+		if (wait && flight_cancelled(e, f)) {
+			eng_errf(err, "shard %u of %.12s: wait cancelled",
+				 shard, fp);
+			rc = -ECANCELED;
+			break;
+		}
 		if (wait) {
 			sleep_ns(wait_ns);
 			wait_ns = wait_ns * 2 > WAIT_MAX_NS ? WAIT_MAX_NS
@@ -506,11 +523,12 @@ int mf_engine_open_shard_rec(struct mf_engine *e, const char *fp,
 		}
 		memcpy(f->fp, fp, sizeof(f->fp));
 		f->shard = shard;
+		f->cancelled = e->cancel_all;
 		f->next = e->flights;
 		e->flights = f;
 		pthread_mutex_unlock(&e->lock);
 
-		int rc = lead(e, fp, shard, out, rec, err);
+		int rc = lead(e, f, out, rec, err);
 
 		pthread_mutex_lock(&e->lock);
 		flight_unlink(e, f);
@@ -527,4 +545,47 @@ int mf_engine_open_shard_rec(struct mf_engine *e, const char *fp,
 		}
 		return rc;
 	}
+}
+
+/* ---- cancelling ---- */
+
+/* Caller holds e->lock. */
+static void flight_cancel(struct flight *f)
+{
+	f->cancelled = true;
+	if (f->pgid > 0)
+		(void)kill(-f->pgid, SIGKILL);
+}
+
+void mf_engine_cancel(struct mf_engine *e, const char *fp, uint32_t shard)
+{
+	pthread_mutex_lock(&e->lock);
+	struct flight *f = flight_find(e, fp, shard);
+	if (f)
+		flight_cancel(f);
+	pthread_mutex_unlock(&e->lock);
+}
+
+void mf_engine_cancel_all(struct mf_engine *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->cancel_all = true;
+	for (struct flight *f = e->flights; f; f = f->next)
+		flight_cancel(f);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* The process group is signalled only while registered here, and it is
+ * unregistered before mf_job_finish reaps stage 0, its leader: so the id
+ * is never another process group's. */
+bool eng_flight_job(struct mf_engine *e, const char *fp, uint32_t shard,
+		    pid_t pgid)
+{
+	pthread_mutex_lock(&e->lock);
+	struct flight *f = flight_find(e, fp, shard);
+	bool cancelled = f ? f->cancelled : e->cancel_all;
+	if (f)
+		f->pgid = pgid;
+	pthread_mutex_unlock(&e->lock);
+	return cancelled;
 }

@@ -37,24 +37,22 @@ static int expire_one(struct mf_engine *e, struct mf_catalog *c,
 	return rc;
 }
 
-/* True when rec is the materialized computation run_id/attempt names
- * (run_id NULL: any; attempt 0: any of run_id). */
-static bool rec_is(const struct mf_shard_rec *rec, const char *run_id,
-		   uint32_t attempt)
+/* True when rec is the materialized computation generation names
+ * (0: any). */
+static bool rec_is(const struct mf_shard_rec *rec, uint64_t generation)
 {
-	if (!run_id)
+	if (!generation)
 		return true;
 	return rec->state == MF_SHARD_MATERIALIZED &&
-	    strcmp(rec->run_id, run_id) == 0 &&
-	    (attempt == 0 || rec->attempts == attempt);
+	    rec->generation == generation;
 }
 
-/* Expires the shard when its row is the computation run_id/attempt names.
+/* Expires the shard when its row is the computation generation names.
  * The reset itself is conditional on the run (expire_one), so only the
  * same run computing the shard again between the two statements could
  * slip through: an rm and a whole computation in between. */
 static int expire_if(struct mf_engine *e, const char *fp, uint32_t shard,
-		     const char *run_id, uint32_t attempt)
+		     uint64_t generation)
 {
 	struct mf_catalog *c;
 	int rc = eng_catalog_get(e, &c);
@@ -63,7 +61,7 @@ static int expire_if(struct mf_engine *e, const char *fp, uint32_t shard,
 	struct mf_shard_rec rec;
 	rc = mf_catalog_get_shard(c, fp, shard, &rec);
 	if (rc == 0) {
-		if (rec_is(&rec, run_id, attempt))
+		if (rec_is(&rec, generation))
 			rc = expire_one(e, c, &rec);
 		mf_shard_rec_release(&rec);
 	}
@@ -73,14 +71,13 @@ static int expire_if(struct mf_engine *e, const char *fp, uint32_t shard,
 
 int mf_engine_expire_shard(struct mf_engine *e, const char *fp, uint32_t shard)
 {
-	return expire_if(e, fp, shard, NULL, 0);
+	return expire_if(e, fp, shard, 0);
 }
 
 int mf_engine_report_corrupt(struct mf_engine *e, const char *fp,
-			     uint32_t shard, const char *run_id,
-			     uint32_t attempt)
+			     uint32_t shard, uint64_t generation)
 {
-	return expire_if(e, fp, shard, run_id, attempt);
+	return expire_if(e, fp, shard, generation);
 }
 
 static int expire_all(struct mf_engine *e, struct mf_catalog *c, const char *fp,

@@ -34,6 +34,8 @@ struct flight {
 	char fp[MF_FP_HEX_LEN + 1];
 	uint32_t shard;
 	unsigned waiters; /* followers still to read rc/err */
+	bool cancelled; /* mf_engine_cancel: stop and fail with -ECANCELED */
+	pid_t pgid; /* its stages' process group while they run; 0 */
 	bool done;
 	int rc;
 	char *err;
@@ -61,6 +63,7 @@ struct mf_engine {
 	pthread_cond_t hb_cv;
 	bool hb_started;
 	bool stopping;
+	bool cancel_all; /* mf_engine_cancel_all: every flight is cancelled */
 };
 
 /* Catalog connections: take one (opening a new one when none is idle) and
@@ -79,6 +82,12 @@ bool eng_is_registered(struct mf_engine *e, const char *fp);
 int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
 		    struct spec_entry *se, uint32_t shard, const char *run_id,
 		    char **err);
+
+/* The stages of this process's attempt at (fp, shard) started, in process
+ * group pgid, or ended (pgid 0, before they are reaped): true when the
+ * attempt is cancelled (the caller then kills them, or stops). */
+bool eng_flight_job(struct mf_engine *e, const char *fp, uint32_t shard,
+		    pid_t pgid);
 
 /* Sets *err to a malloc'd formatted message (keeps the first one). */
 void eng_errf(char **err, const char *fmt, ...)

@@ -3,6 +3,8 @@
  * yields the fingerprint, run its stages, stream their output into a shard
  * writer as it comes, commit, and record the outcome in the catalog. With
  * opts.chunk set, the writer's raw chunks and the outcome go to it too.
+ * A cancelled attempt (mf_engine_cancel) has its stages killed and gives
+ * its claim up without recording a failure.
  *
  * Not for: deciding who computes (engine.c holds the claim).
  */
@@ -37,7 +39,7 @@ struct pump {
 	uint32_t shard;
 	uint64_t bytes;
 	uint64_t next_beat_ns;
-	uint32_t attempt; /* of this claim; 0: no chunk events */
+	uint64_t generation; /* of this claim; 0: no chunk events */
 };
 
 static void pump_progress(struct pump *p, bool done)
@@ -91,8 +93,7 @@ static void chunk_event(const struct pump *p, enum mf_chunk_kind kind,
 	    .kind = kind,
 	    .fp = p->fp,
 	    .shard = p->shard,
-	    .run_id = p->run_id,
-	    .attempt = p->attempt,
+	    .generation = p->generation,
 	    .index = index,
 	    .raw = raw,
 	    .len = len,
@@ -106,8 +107,8 @@ static void pump_tap(void *arg, uint32_t chunk, const void *raw, size_t len)
 	chunk_event(arg, MF_CHUNK_DATA, chunk, raw, len, NULL);
 }
 
-/* Names this computation by the row's attempts (the claim just counted
- * it) and taps the writer; without a row that is ours, no events. */
+/* Names this computation by the row's generation (the claim just set it)
+ * and taps the writer; without a row that is ours, no events. */
 static void tap_start(struct pump *p, struct mf_shard_writer *w)
 {
 	struct mf_shard_rec rec;
@@ -115,16 +116,16 @@ static void tap_start(struct pump *p, struct mf_shard_writer *w)
 	    mf_catalog_get_shard(p->c, p->fp, p->shard, &rec) != 0)
 		return;
 	if (rec.state == MF_SHARD_RUNNING &&
-	    strcmp(rec.run_id, p->run_id) == 0 && rec.attempts > 0 &&
+	    strcmp(rec.run_id, p->run_id) == 0 && rec.generation > 0 &&
 	    mf_shard_writer_set_tap(w, pump_tap, p) == 0)
-		p->attempt = rec.attempts;
+		p->generation = rec.generation;
 	mf_shard_rec_release(&rec);
 }
 
 static void tap_end(const struct pump *p, bool committed,
 		    const struct mf_shard_stat *st)
 {
-	if (p->attempt)
+	if (p->generation)
 		chunk_event(p, committed ? MF_CHUNK_COMMITTED : MF_CHUNK_FAILED,
 			    0, NULL, 0, committed ? st : NULL);
 }
@@ -152,12 +153,22 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 		(void)record_failure(p, -1, *err, NULL);
 		return -EIO;
 	}
+	if (eng_flight_job(p->e, p->fp, p->shard, mf_job_pgid(job)))
+		mf_job_kill(job); /* cancelled before it started */
 	int store_rc = 0;
 	(void)pump_output(p, job, w, &store_rc);
+	bool cancelled = eng_flight_job(p->e, p->fp, p->shard, 0);
 	if (store_rc)
 		mf_job_kill(job);
 	struct mf_job_result res;
 	rc = mf_job_finish(job, &res);
+	if (cancelled && (rc || !res.ok)) { /* killed for nobody: no failure */
+		mf_shard_writer_abort(w);
+		eng_errf(err, "shard %u of %.12s: cancelled", p->shard, p->fp);
+		(void)mf_catalog_abandon_shard(p->c, p->fp, p->shard,
+					       p->run_id);
+		return -ECANCELED;
+	}
 	if (store_rc) {
 		mf_shard_writer_abort(w);
 		eng_errf(err, "store: writing shard %u: %s", p->shard,

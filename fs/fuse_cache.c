@@ -10,8 +10,8 @@
  *
  * The engine's chunk events (mfs_cache_tap) put the raw chunks of a shard
  * being materialized here as they are produced, while the budget has
- * room, under a stage id no data has: one computation (fp, shard, run id,
- * attempt) per stage. The thread that received the events (the open job
+ * room, under a stage id no data has: one computation (fp, shard,
+ * generation) per stage. The thread that received the events (the open job
  * that ran the materialization) gives the stage id to the data it makes
  * for the committed file (mfs_cache_adopt), so its first reader
  * decompresses nothing; a failed computation's chunks are dropped, and so
@@ -59,8 +59,8 @@ struct stage {
 	struct stage *next;
 	pthread_t owner; /* the thread the engine calls for it */
 	char fp[MF_FP_HEX_LEN + 1];
-	char run_id[MF_RUN_ID_HEX_LEN + 1];
-	uint32_t shard, attempt;
+	uint32_t shard;
+	uint64_t generation;
 	uint64_t id;
 	uint32_t next_chunk; /* chunks offered so far */
 	bool full; /* a chunk was left out: so is the rest */
@@ -395,14 +395,13 @@ void mfs_cache_counts(struct mfs_cache *c, uint64_t *decompressed,
 /* The link to the stage of one computation (*link NULL: none); caller
  * holds the lock. */
 static struct stage **stage_find(struct mfs_cache *c, const char *fp,
-				 uint32_t shard, const char *run_id,
-				 uint32_t attempt)
+				 uint32_t shard, uint64_t generation)
 {
 	struct stage **p = &c->stages;
 	for (; *p; p = &(*p)->next) {
 		struct stage *g = *p;
-		if (g->shard == shard && g->attempt == attempt &&
-		    strcmp(g->fp, fp) == 0 && strcmp(g->run_id, run_id) == 0)
+		if (g->generation == generation && g->shard == shard &&
+		    strcmp(g->fp, fp) == 0)
 			break;
 	}
 	return p;
@@ -416,9 +415,8 @@ static struct stage *stage_new(struct mfs_cache *c,
 		return NULL;
 	g->owner = pthread_self();
 	snprintf(g->fp, sizeof(g->fp), "%s", ev->fp);
-	snprintf(g->run_id, sizeof(g->run_id), "%s", ev->run_id);
 	g->shard = ev->shard;
-	g->attempt = ev->attempt;
+	g->generation = ev->generation;
 	g->id = c->next_stage++;
 	g->next = c->stages;
 	c->stages = g;
@@ -464,8 +462,7 @@ static void stage_put(struct mfs_cache *c, struct stage *g,
 void mfs_cache_tap(struct mfs_cache *c, const struct mf_chunk_event *ev)
 {
 	pthread_mutex_lock(&c->lock);
-	struct stage **p =
-	    stage_find(c, ev->fp, ev->shard, ev->run_id, ev->attempt);
+	struct stage **p = stage_find(c, ev->fp, ev->shard, ev->generation);
 	struct stage *g = *p;
 	switch (ev->kind) {
 	case MF_CHUNK_DATA:
@@ -510,8 +507,7 @@ uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_shard_rec *rec,
 		return 0;
 	uint64_t id = 0;
 	pthread_mutex_lock(&c->lock);
-	struct stage **p =
-	    stage_find(c, rec->fp, rec->index, rec->run_id, rec->attempts);
+	struct stage **p = stage_find(c, rec->fp, rec->index, rec->generation);
 	struct stage *g = *p;
 	if (g && stage_is(g, rec, st)) {
 		id = g->id;

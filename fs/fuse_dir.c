@@ -183,8 +183,9 @@ static int list_snapshot(struct mfs *m, const struct mfs_snap_info *si,
 		if (rc == 0 && !(d = dent_add(l, name)))
 			rc = -ENOMEM;
 		if (d) {
-			d->ttl = mfs_attr_shard(m, mfs_shard_ino(m, si->id, k),
-						si, rec, &d->st);
+			d->ttl = mfs_attr_shard(
+			    m, mfs_shard_ino_rec(m, si->id, k, rec), si, rec,
+			    &d->st);
 			d->shard = true;
 		}
 	}

@@ -96,7 +96,11 @@ int mfs_tune_readahead(const char *mountpoint, unsigned kb);
 #define MFS_SUFFIX_MAX 32
 #define MFS_SNAP_TTL_NS 1000000000ULL /* catalog re-read of a snapshot */
 #define MFS_ATTR_TTL 1.0 /* seconds the kernel keeps final attributes */
-#define MFS_IDENT_LEN (MF_RUN_ID_HEX_LEN + 12)
+/* A computation whose every waiting open was interrupted (its readers
+ * were killed) is stopped after this long with no open waiting for it
+ * again: a reader that comes back soon (a restarted job) still finds it
+ * under way. */
+#define MFS_CANCEL_GRACE_S 5
 
 void mfs_logf(struct mfs *m, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -145,33 +149,38 @@ struct mfs_data {
 	struct mf_shard_stat st;
 	char fp[MF_FP_HEX_LEN + 1];
 	uint32_t shard;
-	char ident[MFS_IDENT_LEN]; /* "RUN/ATTEMPTS": this computation */
-	char run_id[MF_RUN_ID_HEX_LEN + 1]; /* the same, for the engine */
-	uint32_t attempt;
+	uint64_t gen; /* the computation (mf_shard_rec.generation); > 0 */
+	int64_t created; /* its snapshot's, for the times fstat shows */
 };
 
 struct mfs_waiter; /* an open request waiting for a materialization */
 
-/* Open-time state of one shard inode. Guarded by mfs.node_lock. */
+/* Open-time state of one shard inode. Guarded by mfs.node_lock.
+ * An inode serves one computation at a time: while handles are open on
+ * cur, an open that would read another computation gets ESTALE (and the
+ * shard a new inode), so the kernel's size and page cache of an inode
+ * never mix two computations. */
 struct mfs_node {
 	struct mfs_node *next; /* hash chain */
 	fuse_ino_t ino;
 	uint32_t snap_id, shard; /* the shard it is an inode of */
 	fuse_ino_t live; /* on a shard's first inode: its
 					  current inode when not this one */
-	bool retired; /* rm'd with handles open: the
-					  kernel's inode of those handles */
-	struct mfs_data *cur; /* the data current handles share */
-	unsigned nfh; /* handles open on cur */
+	bool retired; /* expired or recomputed with handles
+					  open: the kernel's inode of those */
+	struct mfs_data *cur; /* the data open handles share */
+	unsigned nfh; /* handles open on cur; 0 iff !cur */
 	struct mfs_waiter *waiters; /* opens waiting for a worker */
 	bool queued; /* an open job is with the workers */
-	char kept[MFS_IDENT_LEN]; /* computation the kernel may cache */
+	uint64_t job_seq; /* counts the jobs queued for it */
+	uint64_t kept; /* generation the kernel may cache; 0 */
 };
 
 struct mfs_pool;
 struct mfs_cache;
 struct mfs_specs;
 struct mfs_expiry;
+struct mfs_reaper;
 
 struct mfs {
 	struct mfs_opts o; /* strings owned (copied) */
@@ -210,6 +219,8 @@ struct mfs {
 	struct mfs_cache *cache;
 	struct mfs_specs *specs;
 	struct mfs_expiry *expiry; /* the policy thread (fuse_expiry.c) */
+	struct mfs_reaper *reaper; /* stops abandoned computations */
+	atomic_bool stopping; /* mfs_stop began: computations are cancelled */
 	atomic_bool ra_tuned; /* readahead_kb applied (or tried) */
 };
 
@@ -310,29 +321,55 @@ void mfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void mfs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi);
 
-/* fuse_open.c: open, read, release */
+/* fuse_open.c: open, read, release. An open waiting for a computation is
+ * answered EINTR as soon as the kernel interrupts it (its process got a
+ * signal); a computation left with no open waiting goes to the reaper. */
 void mfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void mfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		 struct fuse_file_info *fi);
 void mfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 
+/* fuse_reaper.c: a thread that cancels (mf_engine_cancel) the computation
+ * of a shard inode whose waiting opens were all interrupted, once
+ * MFS_CANCEL_GRACE_S passed with none waiting again. */
+int mfs_reaper_start(struct mfs *m);
+/* The last open waiting on inode ino for its job number seq went away. */
+void mfs_reaper_watch(struct mfs *m, fuse_ino_t ino, uint64_t seq);
+/* Cancels every computation under way and every later one (so the
+ * workers finish at once: mfs_stop calls it first) and stops the
+ * thread. */
+void mfs_reaper_stop(struct mfs *m);
+
 /* fuse_node.c: shard inodes with open-time state. Removing a shard that
- * has open handles retires its inode (the handles keep it, with the size
- * of what they read) and gives the shard a new inode number, as a Unix
- * filesystem gives a recreated file a new inode. */
+ * has open handles, or finding it computed anew, retires its inode (the
+ * handles keep it, with the size of what they read) and gives the shard a
+ * new inode number, as a Unix filesystem gives a recreated file a new
+ * inode. */
 #define MFS_INO_INC (1ULL << 63) /* inodes given after an rm */
 /* The node of inode ino, created if missing. Caller holds node_lock. */
 struct mfs_node *mfs_node_get(struct mfs *m, fuse_ino_t ino);
 /* The inode number a lookup of shard k of snapshot id answers. */
 fuse_ino_t mfs_shard_ino(struct mfs *m, uint32_t id, uint32_t k);
+/* The same for a lookup that read the shard's row rec (NULL: none): the
+ * current inode is retired first when its handles read another
+ * computation than rec's. */
+fuse_ino_t mfs_shard_ino_rec(struct mfs *m, uint32_t id, uint32_t k,
+			     const struct mf_shard_rec *rec);
+/* Retires n when it is the shard's current inode and has handles open;
+ * caller holds node_lock. */
+void mfs_node_retire_locked(struct mfs *m, struct mfs_node *n);
 /* The shard an inode given after an rm belongs to; -ENOENT. */
 int mfs_inc_decode(struct mfs *m, fuse_ino_t ino, uint32_t *id, uint32_t *k);
 /* After shard k (or every shard) of snapshot id was expired. */
 void mfs_shard_retire(struct mfs *m, uint32_t id, uint32_t k);
 void mfs_snap_retire(struct mfs *m, uint32_t id);
-/* A retired inode's stat of what its handles read: false when ino is not
- * retired (the catalog then answers). */
-bool mfs_retired_stat(struct mfs *m, fuse_ino_t ino, struct mf_shard_stat *st);
+/* The stat of what the handles open on inode ino read, and their
+ * snapshot's creation time: false when none is open (the catalog then
+ * answers). Whatever the namespace says meanwhile (expired, recomputed,
+ * no spec yields the snapshot any more), an inode with handles open shows
+ * what they read. */
+bool mfs_node_held(struct mfs *m, fuse_ino_t ino, struct mf_shard_stat *st,
+		   int64_t *created);
 void mfs_nodes_release(struct mfs *m);
 /* The data an open handle reads (fi->fh of a shard's open). */
 const struct mfs_data *mfs_fh_data(uint64_t fh);
@@ -410,9 +447,9 @@ void mfs_cache_tap(struct mfs_cache *c, const struct mf_chunk_event *ev);
 /*
  * On the thread that received the events, once the computation is
  * committed: the stage id whose chunks are those of the file rec names
- * (materialized, same fp, shard, run id and attempts) and st describes
- * (its reader's stat), to use as that data's id; 0 when there is none.
- * The stage is then the caller's.
+ * (materialized, same fp, shard and generation) and st describes (its
+ * reader's stat), to use as that data's id; 0 when there is none. The
+ * stage is then the caller's.
  */
 uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_shard_rec *rec,
 			 const struct mf_shard_stat *st);

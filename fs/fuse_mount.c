@@ -137,11 +137,14 @@ int mfs_start(struct mfs *m, struct fuse_session *se)
 		mfs_logf(m, MFS_LOG_WARN, "start-up reclaim not run");
 	if (rc == 0)
 		rc = mfs_expiry_start(m);
+	if (rc == 0)
+		rc = mfs_reaper_start(m);
 	return rc;
 }
 
 int mfs_stop(struct mfs *m, unsigned timeout_ms)
 {
+	mfs_reaper_stop(m); /* cancels computations: no stage is waited for */
 	mfs_expiry_stop(m);
 	mfs_specs_stop(m);
 	int rc = mfs_pool_stop(m->ra_pool, timeout_ms);

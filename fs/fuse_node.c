@@ -4,10 +4,15 @@
  * (fuse_open.c uses those fields). A node is created on the first open of
  * an inode and lives until the unmount.
  *
- * A shard removed (rm, rm -r) while handles are open on it keeps its
- * inode for those handles: fstat and mmap on them still see the size of
- * what they read. Later lookups of the shard answer a new inode number
- * (MFS_INO_INC | counter), whose node records which shard it is.
+ * A shard removed (rm, rm -r, expiry) while handles are open on it keeps
+ * its inode for those handles: fstat and mmap on them still see the size
+ * of what they read, even once no spec yields the snapshot. Later lookups
+ * of the shard answer a new inode number (MFS_INO_INC | counter), whose
+ * node records which shard it is. The same happens when a lookup, or an
+ * open, finds the shard computed anew by someone else (matctl rm, another
+ * daemon) while handles are open on the old computation: the kernel keeps
+ * one size and one page cache per inode, so two computations never share
+ * one.
  *
  * Not for: the numbers of fingerprints and names (fuse_model.c).
  */
@@ -112,6 +117,28 @@ static void retire_locked(struct mfs *m, uint32_t id, uint32_t k)
 	base->live = n->ino;
 }
 
+void mfs_node_retire_locked(struct mfs *m, struct mfs_node *n)
+{
+	if (!n->retired)
+		retire_locked(m, n->snap_id, n->shard);
+}
+
+fuse_ino_t mfs_shard_ino_rec(struct mfs *m, uint32_t id, uint32_t k,
+			     const struct mf_shard_rec *rec)
+{
+	uint64_t gen =
+	    rec && rec->state == MF_SHARD_MATERIALIZED ? rec->generation : 0;
+	fuse_ino_t base = mfs_ino_shard(id, k);
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *b = node_find(m, base);
+	struct mfs_node *live = b && b->live ? node_find(m, b->live) : b;
+	if (live && live->cur && live->cur->gen != gen)
+		retire_locked(m, id, k); /* its handles read another */
+	fuse_ino_t ino = b && b->live ? b->live : base;
+	pthread_mutex_unlock(&m->node_lock);
+	return ino;
+}
+
 void mfs_shard_retire(struct mfs *m, uint32_t id, uint32_t k)
 {
 	pthread_mutex_lock(&m->node_lock);
@@ -134,13 +161,16 @@ void mfs_snap_retire(struct mfs *m, uint32_t id)
 	free(ks);
 }
 
-bool mfs_retired_stat(struct mfs *m, fuse_ino_t ino, struct mf_shard_stat *st)
+bool mfs_node_held(struct mfs *m, fuse_ino_t ino, struct mf_shard_stat *st,
+		   int64_t *created)
 {
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *n = node_find(m, ino);
-	bool ok = n && n->retired && n->cur;
-	if (ok)
+	bool ok = n && n->cur;
+	if (ok) {
 		*st = n->cur->st;
+		*created = n->cur->created;
+	}
 	pthread_mutex_unlock(&m->node_lock);
 	return ok;
 }

@@ -15,8 +15,21 @@
  * sequential reader gets the next chunks decompressed ahead on the
  * read-ahead threads; the first reader of a shard this job computed gets
  * the chunks the engine handed the cache as it wrote them, without
- * decompressing. FOPEN_KEEP_CACHE is set unless the shard's run
- * changed since the kernel last cached it (a recompute after rm).
+ * decompressing.
+ *
+ * A computation is known by its generation (mf_shard_rec.generation),
+ * never by run id and attempts, which repeat. FOPEN_KEEP_CACHE is set only
+ * when the kernel last cached this very computation for the inode;
+ * otherwise the inode's attributes and pages are invalidated before the
+ * open is answered. An open on an inode whose open handles read another
+ * computation is answered ESTALE after the shard got a new inode: the
+ * kernel then looks the name up again and opens that one.
+ *
+ * A parked open whose process gets a signal is interrupted by the kernel:
+ * it is answered EINTR at once, and when no open waits for the job any
+ * more the reaper (fuse_reaper.c) cancels it after a grace period. A job
+ * whose computation was cancelled while opens were parked again tries
+ * once more for them.
  *
  * Not for: lookups (fuse_ops.c) or expiry (fuse_write.c).
  */
@@ -54,6 +67,7 @@ struct open_job {
 	char fp[MF_FP_HEX_LEN + 1];
 	uint32_t shard;
 	bool registered;
+	int64_t created; /* the snapshot's */
 };
 
 /* ---- data and nodes ---- */
@@ -76,7 +90,7 @@ static void data_get(struct mfs_data *d)
  * failure). With adopt, the chunks this thread's materialization of that
  * very file put in the cache become the data's. */
 static int data_new(struct mfs *m, const struct mf_shard_rec *rec,
-		    struct mf_shard_reader *r, bool adopt,
+		    struct mf_shard_reader *r, bool adopt, int64_t created,
 		    struct mfs_data **out)
 {
 	struct mfs_data *d = calloc(1, sizeof(*d));
@@ -92,46 +106,49 @@ static int data_new(struct mfs *m, const struct mf_shard_rec *rec,
 		d->id = atomic_fetch_add(&m->next_data_id, 1);
 	memcpy(d->fp, rec->fp, sizeof(d->fp));
 	d->shard = rec->index;
-	snprintf(d->ident, sizeof(d->ident), "%s/%u", rec->run_id,
-		 rec->attempts);
-	memcpy(d->run_id, rec->run_id, sizeof(d->run_id));
-	d->attempt = rec->attempts;
+	d->gen = rec->generation;
+	d->created = created;
 	*out = d;
 	return 0;
 }
 
 /*
- * Makes d the node's current data unless the current one is the same
- * committed file (then d is dropped and the current one used), and opens
- * a handle on it. *keep says whether the kernel's cached pages are of this
- * run. Takes the caller's reference on d over.
+ * Opens a handle on d, or on the node's current data when that is the same
+ * computation (d is then dropped). *keep says whether the kernel's cached
+ * pages and size are of this computation. -ESTALE when the handles open
+ * on the node read another computation: the shard then has a new inode,
+ * which the kernel finds when it looks the name up again. Takes the
+ * caller's reference on d over.
  */
 static int fh_open(struct mfs *m, fuse_ino_t ino, struct mfs_data *d,
 		   struct mfs_fh **out, bool *keep)
 {
 	struct mfs_fh *fh = calloc(1, sizeof(*fh));
-	struct mfs_data *put;
+	struct mfs_data *put = NULL;
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *n = fh ? mfs_node_get(m, ino) : NULL;
-	if (!n) {
+	int rc = n ? 0 : -ENOMEM;
+	if (n && n->cur && n->cur->gen != d->gen) {
+		mfs_node_retire_locked(m, n);
+		rc = -ESTALE;
+	}
+	if (rc) {
 		pthread_mutex_unlock(&m->node_lock);
 		free(fh);
 		mfs_data_put(m, d);
-		return -ENOMEM;
+		return rc;
 	}
-	if (n->cur && strcmp(n->cur->ident, d->ident) == 0 &&
-	    n->cur->st.stored_bytes == d->st.stored_bytes) {
+	if (n->cur) {
 		put = d;
 		d = n->cur;
 		n->nfh++;
 	} else {
-		put = n->cur; /* the caller's reference becomes the node's */
-		n->cur = d;
+		n->cur = d; /* the caller's reference becomes the node's */
 		n->nfh = 1;
 	}
 	data_get(d); /* the handle's */
-	*keep = strcmp(n->kept, d->ident) == 0;
-	memcpy(n->kept, d->ident, sizeof(n->kept));
+	*keep = n->kept != 0 && n->kept == d->gen;
+	n->kept = d->gen;
 	pthread_mutex_unlock(&m->node_lock);
 	mfs_data_put(m, put);
 	fh->d = d;
@@ -187,12 +204,10 @@ static void reply_opened(struct mfs *m, fuse_req_t req,
 static struct mfs_data *node_current(struct mfs *m, fuse_ino_t ino,
 				     const struct mf_shard_rec *rec)
 {
-	char ident[MFS_IDENT_LEN];
-	snprintf(ident, sizeof(ident), "%s/%u", rec->run_id, rec->attempts);
 	struct mfs_data *d = NULL;
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *n = mfs_node_get(m, ino);
-	if (n && n->cur && strcmp(n->cur->ident, ident) == 0) {
+	if (n && n->cur && n->cur->gen == rec->generation) {
 		d = n->cur;
 		data_get(d);
 	}
@@ -219,9 +234,11 @@ static void touch(struct mfs *m, const struct mf_shard_rec *rec)
  * file, so the file is never older than the name the handle gets (at
  * worst newer, which costs the next open an invalidation).
  */
-static int open_fast(struct mfs *m, fuse_ino_t ino, const char *fp, uint32_t k,
+static int open_fast(struct mfs *m, fuse_ino_t ino, const struct mfs_inode *in,
 		     struct mfs_data **out)
 {
+	const char *fp = in->si.fp;
+	uint32_t k = in->shard;
 	struct mf_shard_rec rec;
 	int rc = mfs_shard_rec(m, fp, k, &rec);
 	if (rc)
@@ -238,7 +255,7 @@ static int open_fast(struct mfs *m, fuse_ino_t ino, const char *fp, uint32_t k,
 				 &r) != 0)
 		rc = -EAGAIN;
 	else if (!d)
-		rc = data_new(m, &rec, r, false, &d);
+		rc = data_new(m, &rec, r, false, in->si.created, &d);
 	if (rc == 0)
 		touch(m, &rec);
 	mf_shard_rec_release(&rec);
@@ -267,17 +284,24 @@ static int open_engine(struct open_job *j, struct mfs_data **out, char **err)
 	}
 	if (rc)
 		return rc;
-	rc = data_new(m, &rec, r, true, out);
+	rc = data_new(m, &rec, r, true, j->created, out);
 	mf_shard_rec_release(&rec);
 	return rc;
 }
 
-static struct mfs_waiter *take_waiters(struct mfs *m, fuse_ino_t ino)
+/* Takes the parked opens for the job to answer, unless the computation
+ * was cancelled (rc -ECANCELED) and some are parked again, the mount going
+ * on: then *again is set and they stay for another try. */
+static struct mfs_waiter *take_waiters(struct mfs *m, fuse_ino_t ino, int rc,
+				       bool *again)
 {
 	struct mfs_waiter *w = NULL;
+	*again = false;
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *n = mfs_node_get(m, ino);
-	if (n) {
+	if (n && rc == -ECANCELED && n->waiters && !atomic_load(&m->stopping)) {
+		*again = true;
+	} else if (n) {
 		w = n->waiters;
 		n->waiters = NULL;
 		n->queued = false;
@@ -293,23 +317,46 @@ static struct mfs_waiter *take_waiters(struct mfs *m, fuse_ino_t ino)
 	return rev;
 }
 
+/* Runs the engine's open; again while it was cancelled with opens parked
+ * again meanwhile. Returns the waiters to answer with rc and *d. */
+static struct mfs_waiter *job_open(struct open_job *j, bool cancelled,
+				   struct mfs_data **d, int *rc_out)
+{
+	struct mfs *m = j->m;
+	struct mfs_waiter *w;
+	bool again;
+	int rc;
+	do {
+		char *err = NULL;
+		rc = cancelled ? -ENODEV : open_engine(j, d, &err);
+		mfs_cache_unstage(m->cache); /* what this thread computed */
+		if (rc == -EAGAIN)
+			rc = -EIO;
+		w = take_waiters(m, j->ino, rc, &again);
+		if (rc == -ECANCELED && !again)
+			mfs_logf(m, MFS_LOG_INFO,
+				 "shard %u of %.12s: stopped, no reader left",
+				 j->shard, j->fp);
+		else if (rc && rc != -ECANCELED && !cancelled)
+			mfs_logf(m, MFS_LOG_WARN, "shard %u of %.12s: %s",
+				 j->shard, j->fp, err ? err : strerror(-rc));
+		free(err);
+	} while (again);
+	*rc_out = rc;
+	return w;
+}
+
 static void open_job_run(void *arg, bool cancelled)
 {
 	struct open_job *j = arg;
 	struct mfs *m = j->m;
 	struct mfs_data *d = NULL;
-	char *err = NULL;
-	int rc = cancelled ? -ENODEV : open_engine(j, &d, &err);
-	mfs_cache_unstage(m->cache); /* what this thread computed, unused */
-	if (rc == -EAGAIN)
-		rc = -EIO;
-	if (rc && !cancelled)
-		mfs_logf(m, MFS_LOG_WARN, "shard %u of %.12s: %s", j->shard,
-			 j->fp, err ? err : strerror(-rc));
-	free(err);
+	int rc;
+	struct mfs_waiter *w = job_open(j, cancelled, &d, &rc);
 	if (rc == -ESTALE && j->registered)
 		mfs_specs_refresh(m, j->fp); /* inputs changed: a new fp */
-	struct mfs_waiter *w = take_waiters(m, j->ino);
+	if (rc == -ECANCELED) /* only the unmount leaves opens to it */
+		rc = -ENODEV;
 	while (w) {
 		struct mfs_waiter *next = w->next;
 		if (rc) {
@@ -325,30 +372,71 @@ static void open_job_run(void *arg, bool cancelled)
 	free(j);
 }
 
-/* Parks the open on the shard's node and queues the node's job. */
+/*
+ * libfuse calls this when the kernel interrupts an open parked on node n
+ * (its process got a signal), from another thread than the one parking
+ * it, or within fuse_req_interrupt_func when the open was interrupted
+ * before: open_slow registers it before it parks the open, so that then
+ * it finds nothing here and answers the open itself. An open found parked
+ * is taken off the node and answered EINTR; libfuse holds req meanwhile.
+ * Nodes are never freed before the unmount.
+ */
+static void on_interrupt(fuse_req_t req, void *arg)
+{
+	struct mfs_node *n = arg;
+	struct mfs *m = fuse_req_userdata(req);
+	struct mfs_waiter *w = NULL;
+	pthread_mutex_lock(&m->node_lock);
+	for (struct mfs_waiter **p = &n->waiters; *p; p = &(*p)->next) {
+		if ((*p)->req == req) {
+			w = *p;
+			*p = w->next;
+			break;
+		}
+	}
+	bool alone = w && n->queued && !n->waiters;
+	uint64_t seq = n->job_seq;
+	fuse_ino_t ino = n->ino;
+	pthread_mutex_unlock(&m->node_lock);
+	if (!w)
+		return; /* answered, or not parked yet */
+	fuse_reply_err(req, EINTR);
+	free(w);
+	if (alone)
+		mfs_reaper_watch(m, ino, seq);
+}
+
+/* Parks the open on the shard's node and queues the node's job. The node
+ * is looked up first, so that the interrupt callback is registered before
+ * the open can be answered (after which req is gone). */
 static int open_slow(struct mfs *m, fuse_req_t req, struct fuse_file_info *fi,
 		     fuse_ino_t ino, const struct mfs_inode *in)
 {
 	struct mfs_waiter *w = calloc(1, sizeof(*w));
 	struct open_job *j = calloc(1, sizeof(*j));
-	if (!w || !j) {
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *n = w && j ? mfs_node_get(m, ino) : NULL;
+	pthread_mutex_unlock(&m->node_lock);
+	if (!n) {
 		free(w);
 		free(j);
 		return -ENOMEM;
 	}
 	w->req = req;
 	w->fi = *fi;
-	*j = (struct open_job){m, ino, "", in->shard, in->si.registered};
+	*j = (struct open_job){
+	    m, ino, "", in->shard, in->si.registered, in->si.created};
 	memcpy(j->fp, in->si.fp, sizeof(j->fp));
+	fuse_req_interrupt_func(req, on_interrupt, n);
 	pthread_mutex_lock(&m->node_lock);
-	struct mfs_node *n = mfs_node_get(m, ino);
-	int rc = n ? 0 : -ENOMEM;
-	bool submit = n && !n->queued;
+	int rc = fuse_req_interrupted(req) ? -EINTR : 0;
+	bool submit = rc == 0 && !n->queued;
 	if (submit)
 		rc = mfs_pool_submit(m->open_pool, open_job_run, j);
 	if (rc == 0) {
 		w->next = n->waiters;
 		n->waiters = w;
+		n->job_seq += submit;
 		n->queued = true;
 	}
 	pthread_mutex_unlock(&m->node_lock);
@@ -373,7 +461,7 @@ void mfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = -EACCES;
 	struct mfs_data *d = NULL;
 	if (rc == 0)
-		rc = open_fast(m, ino, in.si.fp, in.shard, &d);
+		rc = open_fast(m, ino, &in, &d);
 	if (rc == 0) {
 		reply_opened(m, req, fi, ino, d);
 		return;
@@ -484,8 +572,7 @@ static void read_failed(struct mfs *m, fuse_req_t req, struct mfs_data *d,
 			 "computed again",
 			 d->shard, d->fp);
 		/* only this computation: the shard may be another by now */
-		(void)mf_engine_report_corrupt(m->eng, d->fp, d->shard,
-					       d->run_id, d->attempt);
+		(void)mf_engine_report_corrupt(m->eng, d->fp, d->shard, d->gen);
 		rc = -EIO;
 	}
 	fuse_reply_err(req, -rc);

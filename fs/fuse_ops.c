@@ -86,8 +86,9 @@ static int entry_shard(struct mfs *m, const struct mfs_snap_info *si,
 	rc = mfs_shard_rec(m, si->fp, k, &rec);
 	if (rc < 0)
 		return rc;
-	e->attr_timeout = mfs_attr_shard(m, mfs_shard_ino(m, si->id, k), si,
-					 rc == 0 ? &rec : NULL, &e->attr);
+	const struct mf_shard_rec *r = rc == 0 ? &rec : NULL;
+	e->attr_timeout = mfs_attr_shard(m, mfs_shard_ino_rec(m, si->id, k, r),
+					 si, r, &e->attr);
 	if (rc == 0)
 		mf_shard_rec_release(&rec);
 	e->ino = e->attr.st_ino;
@@ -142,32 +143,42 @@ void mfs_op_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
-/* An open handle sees its own computation to its end, even after rm:
- * its size comes from the file it reads, never from a newer state. */
-static void attr_of_handle(uint64_t fh, const struct mf_shard_rec *rec,
-			   struct stat *st, double *ttl)
+/* The attributes of a shard inode from what handles open on it read: the
+ * size of their file, whatever the catalog and the specs say by now (it
+ * expired, was computed anew, or no spec yields it any more). */
+static void attr_held(struct mfs *m, fuse_ino_t ino,
+		      const struct mf_shard_stat *ss, int64_t created,
+		      struct stat *st)
 {
-	const struct mfs_data *d = mfs_fh_data(fh);
-	char ident[MFS_IDENT_LEN];
-	snprintf(ident, sizeof(ident), "%s/%u", rec ? rec->run_id : "",
-		 rec ? rec->attempts : 0);
-	if (!rec || rec->state != MF_SHARD_MATERIALIZED ||
-	    strcmp(ident, d->ident) != 0)
-		*ttl = 0.0;
-	st->st_size = (off_t)d->st.raw_bytes;
-	st->st_blocks = (blkcnt_t)((d->st.stored_bytes + 511) / 512);
+	struct mfs_snap_info si = {.created = created};
+	(void)mfs_attr_shard(m, ino, &si, NULL, st);
+	st->st_size = (off_t)ss->raw_bytes;
+	st->st_blocks = (blkcnt_t)((ss->stored_bytes + 511) / 512);
 }
 
 /* The attributes of any inode and how long the kernel may keep them;
- * fh is the handle of an open shard, or 0. */
+ * fh is the handle of an open shard, or 0. An inode with handles open
+ * answers from them before anything else: its snapshot may be unknown by
+ * now, and fstat on those handles must keep working. */
 static int inode_attr(struct mfs *m, fuse_ino_t ino, uint64_t fh,
 		      struct stat *st, double *ttl)
 {
+	struct mf_shard_stat ss;
+	int64_t created;
+	*ttl = MFS_ATTR_TTL;
+	if (fh) {
+		const struct mfs_data *d = mfs_fh_data(fh);
+		attr_held(m, ino, &d->st, d->created, st);
+		return 0;
+	}
+	if (mfs_node_held(m, ino, &ss, &created)) {
+		attr_held(m, ino, &ss, created, st);
+		return 0;
+	}
 	struct mfs_inode in;
 	int rc = mfs_inode_decode(m, ino, &in);
 	if (rc)
 		return rc;
-	*ttl = MFS_ATTR_TTL;
 	switch (in.kind) {
 	case MFS_ROOT:
 		mfs_attr_root(m, st);
@@ -181,20 +192,11 @@ static int inode_attr(struct mfs *m, fuse_ino_t ino, uint64_t fh,
 	case MFS_SHARD:
 		break;
 	}
-	struct mf_shard_stat ss;
-	if (mfs_retired_stat(m, ino, &ss)) { /* rm'd while open */
-		(void)mfs_attr_shard(m, ino, &in.si, NULL, st);
-		st->st_size = (off_t)ss.raw_bytes;
-		st->st_blocks = (blkcnt_t)((ss.stored_bytes + 511) / 512);
-		return 0;
-	}
 	struct mf_shard_rec rec;
 	rc = mfs_shard_rec(m, in.si.fp, in.shard, &rec);
 	if (rc < 0)
 		return rc;
 	*ttl = mfs_attr_shard(m, ino, &in.si, rc == 0 ? &rec : NULL, st);
-	if (fh)
-		attr_of_handle(fh, rc == 0 ? &rec : NULL, st, ttl);
 	if (rc == 0)
 		mf_shard_rec_release(&rec);
 	return 0;

@@ -37,14 +37,15 @@ typedef void (*mf_progress_fn)(void *arg, const char *fp, uint32_t shard,
 /*
  * The raw chunks of a materialization this engine performs, for a caller
  * that wants to serve them without reading the file back. A computation is
- * named by fp, shard, run_id and attempt: the catalog row's run_id and
- * attempts while the file it wrote is the shard's (struct mf_shard_rec).
- * Per computation: one MF_CHUNK_DATA per chunk, in order (the bytes the
- * file holds, as mf_shard_writer_set_tap), then exactly one
- * MF_CHUNK_COMMITTED (the file is durable and the catalog names it, with
- * its stat) or MF_CHUNK_FAILED (stage or store failure, or the shard was
- * expired meanwhile: forget its chunks). A computation whose claim cannot
- * be read back from the catalog gets no events.
+ * named by fp, shard and generation: the catalog row's generation while
+ * the file it wrote is the shard's (struct mf_shard_rec), never the same
+ * for two computations. Per computation: one MF_CHUNK_DATA per chunk, in
+ * order (the bytes the file holds, as mf_shard_writer_set_tap), then
+ * exactly one MF_CHUNK_COMMITTED (the file is durable and the catalog
+ * names it, with its stat) or MF_CHUNK_FAILED (stage or store failure,
+ * the shard was expired meanwhile, or the computation was cancelled:
+ * forget its chunks). A computation whose claim cannot be read back from
+ * the catalog gets no events.
  */
 enum mf_chunk_kind { MF_CHUNK_DATA = 0, MF_CHUNK_COMMITTED, MF_CHUNK_FAILED };
 
@@ -53,8 +54,7 @@ struct mf_chunk_event {
 	enum mf_chunk_kind kind;
 	const char *fp;
 	uint32_t shard;
-	const char *run_id;
-	uint32_t attempt; /* the row's attempts after this claim; >= 1 */
+	uint64_t generation; /* the row's generation after this claim; > 0 */
 	uint32_t index; /* DATA: the chunk's index */
 	const void *raw; /* DATA: its uncompressed bytes */
 	size_t len; /* DATA: their length */
@@ -112,18 +112,19 @@ int mf_engine_resolve(struct mf_engine *e, const char *what,
  * mf_shard_reader_close. Errors: -ENOENT (unknown snapshot or shard index
  * out of range), -EIO (a stage failed, or the store failed while writing:
  * *err says which and the catalog keeps it), -ESTALE (the spec's inputs or
- * deps changed, so this fingerprint can no longer be computed), -EBADMSG
- * never: a corrupt shard is recomputed.
+ * deps changed, so this fingerprint can no longer be computed),
+ * -ECANCELED (mf_engine_cancel stopped the computation, or the wait for
+ * another process's), -EBADMSG never: a corrupt shard is recomputed.
  */
 int mf_engine_open_shard(struct mf_engine *e, const char *fp, uint32_t shard,
 			 struct mf_shard_reader **out, char **err);
 
 /*
  * As mf_engine_open_shard, and *rec (may be NULL) receives the catalog row
- * the reader was opened from: materialized, with the run_id, attempts and
- * sizes of the very file it reads, which a later catalog read may no
- * longer describe (the shard expired and recomputed meanwhile). Written
- * only on success; the caller releases it with mf_shard_rec_release.
+ * the reader was opened from: materialized, with the generation and sizes
+ * of the very file it reads, which a later catalog read may no longer
+ * describe (the shard expired and recomputed meanwhile). Written only on
+ * success; the caller releases it with mf_shard_rec_release.
  */
 int mf_engine_open_shard_rec(struct mf_engine *e, const char *fp,
 			     uint32_t shard, struct mf_shard_reader **out,
@@ -131,20 +132,33 @@ int mf_engine_open_shard_rec(struct mf_engine *e, const char *fp,
 
 /*
  * Tells the engine that a read from a reader it returned found corrupt
- * data. run_id and attempt name the computation whose file was read (the
- * run_id and attempts of the row mf_engine_open_shard_rec returned;
- * attempt 0: any attempt of run_id): only while the shard is still
- * materialized as that computation does it go back to absent and its file
- * is removed, so the next open recomputes it. A shard expired or
- * recomputed since (by another run, or by this process's run again after
- * an rm) is left alone. run_id NULL: whatever computation is current, as
- * mf_engine_expire_shard. Returns 0 (also when nothing was left to do),
- * -ENOENT (unknown snapshot or shard) or another -errno of the catalog or
- * the store.
+ * data. generation names the computation whose file was read (the
+ * generation of the row mf_engine_open_shard_rec returned): only while the
+ * shard is still materialized as that computation does it go back to
+ * absent and its file is removed, so the next open recomputes it. A shard
+ * expired or recomputed since (by another run, or by this process's run
+ * again after an rm) is left alone. generation 0: whatever computation is
+ * current, as mf_engine_expire_shard. Returns 0 (also when nothing was
+ * left to do), -ENOENT (unknown snapshot or shard) or another -errno of
+ * the catalog or the store.
  */
 int mf_engine_report_corrupt(struct mf_engine *e, const char *fp,
-			     uint32_t shard, const char *run_id,
-			     uint32_t attempt);
+			     uint32_t shard, uint64_t generation);
+
+/*
+ * Stops this engine's attempt at shard `shard` of fp, if one is under way,
+ * for a caller whose readers all went away: its stages' process group is
+ * killed, its output dropped, and the shard goes back to absent without
+ * a failure recorded (mf_catalog_abandon_shard); a wait for another
+ * process's computation of it stops instead. Every caller of
+ * mf_engine_open_shard sharing that attempt gets -ECANCELED; a later call
+ * starts afresh. An attempt whose stages all ended well before they were
+ * killed completes as usual.
+ */
+void mf_engine_cancel(struct mf_engine *e, const char *fp, uint32_t shard);
+/* As mf_engine_cancel for every attempt under way and every later one:
+ * for a process about to exit. Opens of materialized shards still work. */
+void mf_engine_cancel_all(struct mf_engine *e);
 
 /* Expires one shard / a whole snapshot: catalog rows back to absent (the
  * snapshot row stays while its spec is registered in this engine, else it

@@ -297,6 +297,11 @@ void mf_job_kill(struct mf_job *j)
 		(void)kill(-j->pgid, SIGKILL);
 }
 
+pid_t mf_job_pgid(const struct mf_job *j)
+{
+	return j ? j->pgid : 0;
+}
+
 static int reap(pid_t pid, int fallback)
 {
 	int status;

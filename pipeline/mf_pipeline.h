@@ -178,6 +178,11 @@ ssize_t mf_job_read(struct mf_job *j, void *buf, size_t len);
  * both work at any point after mf_job_start. */
 void mf_job_kill(struct mf_job *j);
 
+/* The job's process group. Until mf_job_finish reaps the job it names the
+ * job's processes only, so another thread may kill(-pgid, SIGKILL) it to
+ * stop the job: mf_job_read then ends as if the stages died. */
+pid_t mf_job_pgid(const struct mf_job *j);
+
 /*
  * Waits for every stage of the job; then any other process of its process
  * group still running (a background child no stage waited for) fails the

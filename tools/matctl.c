@@ -162,7 +162,7 @@ static int cmd_cat(struct ctl *ctl)
 	mf_shard_reader_close(r);
 	if (rc == -EBADMSG) /* only the file read: it may be expired since */
 		(void)mf_engine_report_corrupt(ctl->engine, fp, shard,
-					       rec.run_id, rec.attempts);
+					       rec.generation);
 	mf_shard_rec_release(&rec);
 	if (rc)
 		ctl_err("shard %u of %.12s: %s", shard, fp,

@@ -2,7 +2,8 @@
  * test_catalog_claim.c - the single-flight claim and the shard transitions
  * around it: MINE, WAIT and DONE; taking over runs that died on this host
  * (process gone) or on another (heartbeat older than pending_expiry);
- * -ESTALE for a run that lost its shard; reset and touch; and sixteen
+ * -ESTALE for a run that lost its shard; reset, abandon and touch; the
+ * generation each claim gives a computation; and sixteen
  * processes with their own connections racing for one shard.
  *
  * Not for: snapshot and run rows as such (test_catalog_records.c).
@@ -527,6 +528,103 @@ static void test_cross_process(void **state)
 	free(runs);
 }
 
+/* Every claim gives the shard a new generation, nonzero and never seen
+ * before, even when run id and attempts repeat (the rows deleted and made
+ * again); complete and fail keep it; reset and abandon clear it. */
+static void test_generation(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_run_rec a;
+	ct_run_self(&a, '1', fp_a());
+	int64_t now = mf_now_s();
+	uint64_t seen[8];
+	int n = 0;
+	for (int round = 0; round < 2; round++) {
+		struct mf_shard_rec cur =
+		    claim(f->cat, 0, &a, now, MF_CLAIM_MINE);
+		assert_int_equal(cur.attempts, 1);
+		seen[n++] = cur.generation;
+		mf_shard_rec_release(&cur);
+		assert_int_equal(mf_catalog_complete_shard(f->cat, fp_a(), 0,
+							   a.run_id, 10, 5, 1),
+				 0);
+		assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 0, &cur),
+				 0);
+		assert_int_equal(cur.generation, seen[n - 1]);
+		mf_shard_rec_release(&cur);
+		/* as matctl rm: the rows go and come back, attempts at 0 */
+		struct mf_snapshot_rec s;
+		assert_int_equal(mf_catalog_delete_snapshot(f->cat, fp_a()), 0);
+		ct_snapshot(&s, 'a', "claims", 4);
+		assert_int_equal(mf_catalog_put_snapshot(f->cat, &s), 0);
+	}
+	struct mf_shard_rec cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE);
+	seen[n++] = cur.generation;
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_fail_shard(f->cat, fp_a(), 0, a.run_id, 256,
+					       "failed", NULL),
+			 0);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 0, &cur), 0);
+	assert_int_equal(cur.generation, seen[n - 1]);
+	mf_shard_rec_release(&cur);
+	cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE); /* after a failure */
+	seen[n++] = cur.generation;
+	mf_shard_rec_release(&cur);
+	cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE); /* the same run again */
+	seen[n++] = cur.generation;
+	mf_shard_rec_release(&cur);
+	for (int i = 0; i < n; i++) {
+		assert_true(seen[i] > 0 && seen[i] <= (uint64_t)INT64_MAX);
+		for (int k = 0; k < i; k++)
+			assert_true(seen[i] != seen[k]);
+	}
+	assert_int_equal(
+	    mf_catalog_complete_shard(f->cat, fp_a(), 0, a.run_id, 10, 5, 1),
+	    0);
+	assert_int_equal(mf_catalog_reset_shard(f->cat, fp_a(), 0, a.run_id),
+			 0);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 0, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_ABSENT);
+	assert_int_equal(cur.generation, 0);
+	mf_shard_rec_release(&cur);
+}
+
+/* A claim nobody wants any more goes back to absent, with no error, and
+ * only while it is running under the run that gives it up. */
+static void test_abandon(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_run_rec a, b;
+	ct_run_self(&a, '1', fp_a());
+	ct_run_self(&b, '2', fp_a());
+	int64_t now = mf_now_s();
+	struct mf_shard_rec cur = claim(f->cat, 1, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_abandon_shard(f->cat, fp_a(), 1, b.run_id),
+			 -ESTALE);
+	assert_int_equal(mf_catalog_abandon_shard(f->cat, fp_a(), 1, a.run_id),
+			 0);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 1, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_ABSENT);
+	assert_string_equal(cur.run_id, "");
+	assert_null(cur.error);
+	assert_int_equal(cur.exit_status, -1);
+	assert_int_equal(cur.generation, 0);
+	assert_int_equal(cur.attempts, 1);
+	mf_shard_rec_release(&cur);
+	/* not running any more: nothing to give up */
+	assert_int_equal(mf_catalog_abandon_shard(f->cat, fp_a(), 1, a.run_id),
+			 -ESTALE);
+	cur = claim(f->cat, 1, &b, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(
+	    mf_catalog_complete_shard(f->cat, fp_a(), 1, b.run_id, 1, 1, 1), 0);
+	assert_int_equal(mf_catalog_abandon_shard(f->cat, fp_a(), 1, b.run_id),
+			 -ESTALE);
+	assert_int_equal(mf_catalog_abandon_shard(f->cat, fp_a(), 9, b.run_id),
+			 -ENOENT);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, ct_teardown)
@@ -541,6 +639,8 @@ int main(void)
 	    T(test_claim_refreshes_heartbeat),
 	    T(test_unknown_and_invalid),
 	    T(test_touch),
+	    T(test_generation),
+	    T(test_abandon),
 	    cmocka_unit_test_setup_teardown(test_cross_process, ct_setup,
 					    ct_teardown),
 	};

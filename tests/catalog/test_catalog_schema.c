@@ -1,7 +1,8 @@
 /*
  * test_catalog_schema.c - opening the catalog: a fresh database, the
- * forward migration of a version-1 database, refusal of a newer one, errors
- * of open, and waiting on (or timing out against) another writer.
+ * forward migration of a version-1 and of a version-2 database, refusal of
+ * a newer one, errors of open, and waiting on (or timing out against)
+ * another writer.
  *
  * Not for: rows (test_catalog_records.c) or claims (test_catalog_claim.c).
  */
@@ -30,7 +31,8 @@ static void test_fresh(void **state)
 	assert_int_equal(mf_catalog_open(f->db, 0, &f->cat), 0);
 	sqlite3 *db = ct_sqlite_open(f->db);
 	char mode[16];
-	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"),
+			 MF_CATALOG_SCHEMA_VERSION);
 	ct_sqlite_text(db, "PRAGMA journal_mode", mode, sizeof(mode));
 	assert_string_equal(mode, "wal");
 	assert_int_equal(ct_sqlite_int(db,
@@ -44,7 +46,8 @@ static void test_fresh(void **state)
 	f->cat = NULL;
 	assert_int_equal(mf_catalog_open(f->db, 1000, &f->cat), 0);
 	db = ct_sqlite_open(f->db);
-	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"),
+			 MF_CATALOG_SCHEMA_VERSION);
 	sqlite3_close(db);
 }
 
@@ -101,13 +104,14 @@ static char *dump_schema(const char *path)
 	return buf;
 }
 
-static void load_v1_fixture(const char *path)
+/* Makes path the database tests/catalog/schema_vVERSION.sql describes. */
+static void load_fixture(const char *path, int version)
 {
 	const char *root = getenv("MF_SOURCE_ROOT");
 	assert_non_null(root);
 	char fixture[4096];
-	snprintf(fixture, sizeof(fixture), "%s/tests/catalog/schema_v1.sql",
-		 root);
+	snprintf(fixture, sizeof(fixture), "%s/tests/catalog/schema_v%d.sql",
+		 root, version);
 	FILE *in = fopen(fixture, "r");
 	assert_non_null(in);
 	char sql[16384];
@@ -117,8 +121,22 @@ static void load_v1_fixture(const char *path)
 	fclose(in);
 	sqlite3 *db = ct_sqlite_open(path);
 	ct_sqlite_exec(db, sql);
-	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"), 1);
+	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"), version);
 	sqlite3_close(db);
+}
+
+/* The migrated schema of path is the schema a fresh catalog gets. */
+static void check_schema_fresh(struct cat_fixture *f)
+{
+	char fresh[160];
+	struct mf_catalog *c2 = NULL;
+	snprintf(fresh, sizeof(fresh), "%s/fresh.db", f->dir);
+	assert_int_equal(mf_catalog_open(fresh, 0, &c2), 0);
+	mf_catalog_close(c2);
+	char *a = dump_schema(f->db), *b = dump_schema(fresh);
+	assert_string_equal(a, b);
+	free(a);
+	free(b);
 }
 
 static void check_v1_rows(struct mf_catalog *cat)
@@ -157,10 +175,11 @@ static void check_v1_rows(struct mf_catalog *cat)
 static void test_migrate_v1(void **state)
 {
 	struct cat_fixture *f = *state;
-	load_v1_fixture(f->db);
+	load_fixture(f->db, 1);
 	assert_int_equal(mf_catalog_open(f->db, 0, &f->cat), 0);
 	sqlite3 *db = ct_sqlite_open(f->db);
-	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"),
+			 MF_CATALOG_SCHEMA_VERSION);
 	assert_int_equal(ct_sqlite_int(db, "SELECT count(*) FROM shards"), 3);
 	assert_int_equal(ct_sqlite_int(db,
 				       "SELECT count(*) FROM"
@@ -178,17 +197,47 @@ static void test_migrate_v1(void **state)
 			 1);
 	sqlite3_close(db);
 	check_v1_rows(f->cat);
+	check_schema_fresh(f);
+}
 
-	/* the migrated schema is the schema a fresh catalog gets */
-	char fresh[160];
-	struct mf_catalog *c2 = NULL;
-	snprintf(fresh, sizeof(fresh), "%s/fresh.db", f->dir);
-	assert_int_equal(mf_catalog_open(fresh, 0, &c2), 0);
-	mf_catalog_close(c2);
-	char *a = dump_schema(f->db), *b = dump_schema(fresh);
-	assert_string_equal(a, b);
-	free(a);
-	free(b);
+/* Version 2 to 3: every shard that is not absent gets a generation of its
+ * own, nonzero; an absent one keeps 0; the rest of each row is kept. */
+static void test_migrate_v2(void **state)
+{
+	struct cat_fixture *f = *state;
+	char fp[MF_FP_HEX_LEN + 1], run[MF_RUN_ID_HEX_LEN + 1];
+	struct mf_shard_rec h[4];
+	load_fixture(f->db, 2);
+	assert_int_equal(mf_catalog_open(f->db, 0, &f->cat), 0);
+	sqlite3 *db = ct_sqlite_open(f->db);
+	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"),
+			 MF_CATALOG_SCHEMA_VERSION);
+	sqlite3_close(db);
+	ct_fp('b', fp);
+	ct_run_id('2', run);
+	for (uint32_t k = 0; k < 4; k++)
+		assert_int_equal(mf_catalog_get_shard(f->cat, fp, k, &h[k]), 0);
+	assert_int_equal(h[0].state, MF_SHARD_MATERIALIZED);
+	assert_string_equal(h[0].run_id, run);
+	assert_int_equal(h[0].raw_bytes, 1000000);
+	assert_int_equal(h[0].attempts, 3);
+	assert_int_equal(h[1].state, MF_SHARD_FAILED);
+	assert_int_equal(h[1].exit_status, 256);
+	assert_string_equal(h[1].stderr_tail,
+			    "Traceback (most recent call last):\n"
+			    "ValueError: bad line");
+	assert_int_equal(h[2].state, MF_SHARD_RUNNING);
+	assert_int_equal(h[3].state, MF_SHARD_ABSENT);
+	assert_int_equal(h[3].generation, 0);
+	for (int i = 0; i < 3; i++) {
+		assert_true(h[i].generation > 0);
+		assert_true(h[i].generation <= (uint64_t)INT64_MAX);
+		for (int k = 0; k < i; k++)
+			assert_true(h[i].generation != h[k].generation);
+	}
+	for (int k = 0; k < 4; k++)
+		mf_shard_rec_release(&h[k]);
+	check_schema_fresh(f);
 }
 
 static char *read_all(const char *path, size_t *len)
@@ -324,6 +373,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_fresh, ct_setup, ct_teardown),
 	    cmocka_unit_test_setup_teardown(test_migrate_v1, ct_setup,
+					    ct_teardown),
+	    cmocka_unit_test_setup_teardown(test_migrate_v2, ct_setup,
 					    ct_teardown),
 	    cmocka_unit_test_setup_teardown(test_newer_refused, ct_setup,
 					    ct_teardown),

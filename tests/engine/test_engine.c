@@ -2,7 +2,8 @@
  * test_engine.c - the materialization engine end to end, without a mount:
  * single flight across threads and processes, failures that leave nothing
  * materialized, recomputation after corruption and expiry, specs whose
- * inputs changed, gc, and 1 GiB streamed in bounded memory.
+ * inputs changed, gc, cancelling a computation or a wait, and 1 GiB
+ * streamed in bounded memory.
  *
  * Stages are small /bin/sh scripts that count their own calls by appending
  * to a file, so each test asserts how many times the stages really ran.
@@ -10,6 +11,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -368,8 +371,8 @@ static void test_corrupt_recomputes(void **state)
 		free(data);
 	} else {
 		assert_int_equal(rc, -EBADMSG);
-		assert_int_equal(
-		    mf_engine_report_corrupt(fx->e, fx->fp, 0, NULL, 0), 0);
+		assert_int_equal(mf_engine_report_corrupt(fx->e, fx->fp, 0, 0),
+				 0);
 	}
 	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
 	assert_int_equal(len, 4 * 13);
@@ -408,56 +411,72 @@ static bool shard_file_exists(const struct fx *fx, const char *run_id)
 }
 
 /* A corrupt chunk found in an old computation's file expires only that
- * computation: never a newer one of the same run (after an expiry) or of
- * another run. */
+ * computation: never a newer one of the same run (after an expiry, or
+ * after its rows were deleted and made again, where run id and attempts
+ * repeat) or of another run. */
 static void test_corrupt_report_names_its_file(void **state)
 {
 	struct fx *fx = *state;
 	fx_spec(fx, "  - exec: [/bin/sh, -c, 'echo x >> calls; cat']\n", 1);
 	fx_open(fx);
-	struct mf_shard_rec x, y, z;
+	struct mf_shard_rec x, y, w, z;
 	struct mf_shard_reader *rx = open_rec(fx->e, fx->fp, &x);
 	assert_int_equal(x.attempts, 1);
+	assert_true(x.generation > 0);
 	assert_int_equal(mf_engine_expire_shard(fx->e, fx->fp, 0), 0);
 	struct mf_shard_reader *ry = open_rec(fx->e, fx->fp, &y);
 	/* this process computed it again under the same run */
 	assert_string_equal(y.run_id, x.run_id);
 	assert_int_equal(y.attempts, 2);
+	assert_true(y.generation != x.generation);
 	assert_int_equal(count_calls(fx), 2);
 
 	assert_int_equal(
-	    mf_engine_report_corrupt(fx->e, fx->fp, 0, x.run_id, x.attempts),
-	    0);
+	    mf_engine_report_corrupt(fx->e, fx->fp, 0, x.generation), 0);
 	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
 	assert_true(shard_file_exists(fx, y.run_id));
 
-	/* another process's run computes it next */
+	/* another process deletes the rows (matctl rm); registered again,
+	 * the same run computes it as attempt 1 again */
 	struct mf_engine *e2;
 	struct mf_engine_opts o = {.store_dir = fx->store};
 	char *err = NULL, fp2[65];
 	assert_int_equal(mf_engine_open(&o, &e2, &err), 0);
+	assert_int_equal(mf_engine_expire_snapshot(e2, fx->fp), 0);
+	assert_int_equal(mf_engine_register(fx->e, fx->spec, fp2, &err), 0);
+	struct mf_shard_reader *rw = open_rec(fx->e, fx->fp, &w);
+	assert_string_equal(w.run_id, x.run_id);
+	assert_int_equal(w.attempts, x.attempts);
+	assert_true(w.generation != x.generation);
+	assert_int_equal(
+	    mf_engine_report_corrupt(fx->e, fx->fp, 0, x.generation), 0);
+	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
+	assert_true(shard_file_exists(fx, w.run_id));
+	assert_int_equal(count_calls(fx), 3);
+
+	/* another process's run computes it next */
 	assert_int_equal(mf_engine_register(e2, fx->spec, fp2, &err), 0);
 	assert_int_equal(mf_engine_expire_shard(e2, fx->fp, 0), 0);
 	struct mf_shard_reader *rz = open_rec(e2, fx->fp, &z);
-	assert_string_not_equal(z.run_id, y.run_id);
-	assert_int_equal(z.attempts, 3);
+	assert_string_not_equal(z.run_id, w.run_id);
 	assert_int_equal(
-	    mf_engine_report_corrupt(fx->e, fx->fp, 0, y.run_id, 0), 0);
+	    mf_engine_report_corrupt(fx->e, fx->fp, 0, w.generation), 0);
 	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
 	assert_true(shard_file_exists(fx, z.run_id));
 
 	/* the current computation's own report expires it */
 	assert_int_equal(
-	    mf_engine_report_corrupt(fx->e, fx->fp, 0, z.run_id, z.attempts),
-	    0);
+	    mf_engine_report_corrupt(fx->e, fx->fp, 0, z.generation), 0);
 	assert_state(fx, 0, MF_SHARD_ABSENT);
 	assert_false(shard_file_exists(fx, z.run_id));
-	assert_int_equal(count_calls(fx), 3);
+	assert_int_equal(count_calls(fx), 4);
 	mf_shard_reader_close(rx);
 	mf_shard_reader_close(ry);
+	mf_shard_reader_close(rw);
 	mf_shard_reader_close(rz);
 	mf_shard_rec_release(&x);
 	mf_shard_rec_release(&y);
+	mf_shard_rec_release(&w);
 	mf_shard_rec_release(&z);
 	mf_engine_close(e2);
 }
@@ -682,6 +701,123 @@ static void test_input_changed_during_run(void **state)
 	assert_state(fx, 0, MF_SHARD_FAILED);
 }
 
+/* A stage that logs its pid to calls and waits for the file "go". */
+#define WAITING_STAGE                                                          \
+	"  - exec: [/bin/sh, -c, 'echo $$ >> calls; "                          \
+	"while [ ! -e go ]; do sleep 0.05; done; cat']\n"
+
+struct opener {
+	struct mf_engine *e;
+	const char *fp;
+	uint32_t shard;
+	int rc;
+	atomic_bool done;
+};
+
+static void *opener_main(void *arg)
+{
+	struct opener *o = arg;
+	struct mf_shard_reader *r = NULL;
+	char *err = NULL;
+	o->rc = mf_engine_open_shard(o->e, o->fp, o->shard, &r, &err);
+	mf_shard_reader_close(r);
+	free(err);
+	atomic_store(&o->done, true);
+	return NULL;
+}
+
+/* Waits until calls has n lines; returns the pid on the last one. */
+static pid_t wait_calls(const struct fx *fx, int n)
+{
+	for (int i = 0; i < 1000 && count_calls(fx) < n; i++)
+		usleep(10000);
+	assert_int_equal(count_calls(fx), n);
+	char path[256], line[64] = "";
+	fx_path(fx, "calls", path, sizeof(path));
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		;
+	fclose(f);
+	return (pid_t)atoi(line);
+}
+
+/* Cancels o's attempt until its open returned (the attempt may not have
+ * begun at the first call); returns its result. */
+static int cancel_until_done(struct opener *o, pthread_t t)
+{
+	for (int i = 0; i < 1000 && !atomic_load(&o->done); i++) {
+		mf_engine_cancel(o->e, o->fp, o->shard);
+		usleep(10000);
+	}
+	pthread_join(t, NULL);
+	return o->rc;
+}
+
+static void assert_absent_no_error(struct fx *fx, uint32_t shard)
+{
+	struct mf_catalog *c;
+	struct mf_shard_rec rec;
+	assert_int_equal(mf_engine_catalog_open(fx->e, &c), 0);
+	assert_int_equal(mf_catalog_get_shard(c, fx->fp, shard, &rec), 0);
+	assert_int_equal(rec.state, MF_SHARD_ABSENT);
+	assert_null(rec.error);
+	assert_int_equal(rec.exit_status, -1);
+	mf_shard_rec_release(&rec);
+	mf_catalog_close(c);
+}
+
+/* mf_engine_cancel stops a computation (its stages killed, the shard back
+ * to absent, no failure recorded) or a wait for another process's, which
+ * goes on; mf_engine_cancel_all stops every later computation too. */
+static void test_cancel(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, WAITING_STAGE, 2);
+	fx_open(fx);
+	struct opener a = {fx->e, fx->fp, 0, 1, false};
+	pthread_t ta, tb;
+	assert_int_equal(pthread_create(&ta, NULL, opener_main, &a), 0);
+	pid_t stage = wait_calls(fx, 1);
+	assert_int_equal(kill(stage, 0), 0);
+	assert_int_equal(cancel_until_done(&a, ta), -ECANCELED);
+	assert_int_equal(kill(stage, 0), -1); /* killed and reaped */
+	assert_int_equal(errno, ESRCH);
+	assert_absent_no_error(fx, 0);
+
+	/* another engine computes it; this one's wait is cancelled */
+	struct mf_engine *e2;
+	struct mf_engine_opts o = {.store_dir = fx->store};
+	char *err = NULL;
+	assert_int_equal(mf_engine_open(&o, &e2, &err), 0);
+	struct opener b = {e2, fx->fp, 0, 1, false};
+	assert_int_equal(pthread_create(&tb, NULL, opener_main, &b), 0);
+	stage = wait_calls(fx, 2);
+	a = (struct opener){fx->e, fx->fp, 0, 1, false};
+	assert_int_equal(pthread_create(&ta, NULL, opener_main, &a), 0);
+	assert_int_equal(cancel_until_done(&a, ta), -ECANCELED);
+	assert_int_equal(kill(stage, 0), 0); /* the other's goes on */
+	assert_false(atomic_load(&b.done));
+	char go[256];
+	fx_path(fx, "go", go, sizeof(go));
+	write_file(go, "");
+	pthread_join(tb, NULL);
+	assert_int_equal(b.rc, 0);
+	assert_int_equal(count_calls(fx), 2);
+	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
+	mf_engine_close(e2);
+
+	/* after cancel_all: materialized shards open, nothing is computed */
+	mf_engine_cancel_all(fx->e);
+	struct mf_shard_reader *r = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	mf_shard_reader_close(r);
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 1, &r, &err),
+			 -ECANCELED);
+	free(err);
+	assert_absent_no_error(fx, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -709,6 +845,7 @@ int main(void)
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_input_changed_during_run,
 					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
