@@ -192,7 +192,8 @@ static void watch_all(struct mfs_watches *w, struct mfs_deps *d, char *why,
 		checked = st.st_dev;
 		if (mfs_remote_fs(path)) {
 			snprintf(why, why_len,
-				 "'%s' is on a network filesystem", path);
+				 "'%s' is on a network or FUSE filesystem",
+				 path);
 			d->polled = true;
 			return;
 		}
