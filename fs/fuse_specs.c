@@ -195,13 +195,15 @@ static void deps_update(struct mfs *m, struct mfs_specs *s, struct spec_file *f)
 	f->deps = d;
 }
 
-/* Registers f's file; true when what the mount shows may have changed. */
+/* Registers f's file, whose identity is now st (NULL: as recorded); true
+ * when what the mount shows may have changed. */
 static bool file_register(struct mfs *m, struct mfs_specs *s,
 			  struct spec_file *f, const struct stat *st)
 {
 	char fp[MF_FP_HEX_LEN + 1], *err = NULL;
 	bool had = f->fp[0] != 0;
-	f->id = *st;
+	if (st)
+		f->id = *st;
 	f->dirty = false;
 	deps_update(m, s, f);
 	int rc = mf_engine_register(m->eng, f->path, fp, &err);
@@ -272,7 +274,7 @@ static bool follow_deps(struct mfs *m, struct mfs_specs *s, uint64_t age_ns)
 		    mf_mono_ns() - mfs_deps_checked(f->deps) >= age_ns)
 			go = mfs_deps_changed(f->deps);
 		if (go)
-			changed |= file_register(m, s, f, &f->id);
+			changed |= file_register(m, s, f, NULL);
 		polled |= f->deps && mfs_deps_polled(f->deps);
 	}
 	atomic_store(&s->any_polled, polled);
