@@ -48,6 +48,10 @@ struct mfs_opts {
 	bool allow_other; /* others may enter: dirs get u+w */
 	const char *mountpoint; /* absolute; for the read-ahead below */
 	unsigned readahead_kb; /* kernel read-ahead to set; 0: as is */
+	/* 0: deps and inputs watched with inotify; N: checked by stat every
+	 * N seconds instead (-o spec_poll, for filesystems inotify does not
+	 * see) */
+	unsigned spec_poll_s;
 	mfs_log_fn log;
 	void *log_arg;
 };
@@ -466,6 +470,10 @@ void mfs_specs_free(struct mfs_specs *s);
 /* Re-registers the spec a fingerprint came from (its catalog row was
  * removed by another process, or its inputs changed). */
 void mfs_specs_refresh(struct mfs *m, const char *fp);
+/* A name was resolved (lookup, readlink): when some spec's deps and inputs
+ * are polled and were checked over a second ago, wakes the watcher to
+ * check them now. Never blocks; callable from any thread. */
+void mfs_specs_resolved(struct mfs *m);
 
 /* fuse_expiry.c: expire_after and keep, applied every period by a thread
  * started once mounted. */

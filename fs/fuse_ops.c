@@ -64,6 +64,7 @@ static int entry_root_child(struct mfs *m, const char *name,
 		e->attr_timeout = MFS_ATTR_TTL;
 	} else {
 		struct mfs_link l;
+		mfs_specs_resolved(m); /* a polled spec may have moved it */
 		int rc = mfs_link_find(m, name, &l);
 		if (rc)
 			return rc;
@@ -223,6 +224,8 @@ void mfs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 	int rc = mfs_inode_decode(m, ino, &in);
 	if (rc == 0 && in.kind != MFS_LINK)
 		rc = -EINVAL;
+	if (rc == 0)
+		mfs_specs_resolved(m);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else

@@ -3,31 +3,50 @@
  * registered with the engine; a spec that fails to load is logged with its
  * FILE:LINE:COL message and skipped. A thread follows the folder with
  * inotify, so specs added, changed or removed take effect while mounted
- * (well within a second: events are coalesced for 50 ms).
+ * (well within a second: events are coalesced for 50 ms, 250 ms at most).
  *
  * A file is registered again when its identity (device, inode, size,
  * mtime, ctime) changes; a removed or broken file's registration is
  * forgotten (mf_engine_unregister), which moves or removes its name's
  * symlink. Fingerprint directories stay while the catalog knows them.
  *
+ * A name also follows its spec's deps and inputs (DESIGN.md: a name points
+ * at the fingerprint of the spec as it is now). Each registration records
+ * what it depends on (fuse_deps.c): the folders of its deps and every
+ * folder its input globs walk are watched, and an event that names an
+ * entry that matters there registers the spec again, as an edit of the
+ * spec file does. Editors replace files by rename, so folders are watched,
+ * never files. Where inotify cannot see changes (the user's watch limit,
+ * more than MFS_DEPS_WATCH_MAX folders, a network filesystem, or
+ * -o spec_poll=SECONDS), the spec is "polled": the watcher compares the
+ * stat identities of its deps, inputs and folders every poll period (1 s,
+ * or spec_poll), and as soon as a name is resolved (lookup, readlink) when
+ * that was last done over RECHECK_MS ago; FUSE threads only kick the
+ * watcher, they never wait for it.
+ *
  * Not for: what the tree looks like (fuse_model.c).
  */
 #include "fuse_i.h"
+#include "fuse_specs_i.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define COALESCE_MS 50
+#define COALESCE_MAX_MS 250 /* a file written without a pause is seen too */
 #define RETRY_MS 500 /* a registration to forget is in use, or no folder */
+#define RECHECK_MS 1000 /* a resolved name's spec checked longer ago: now */
+#define POLL_MS 1000 /* the default period of a polled spec */
+#define NS_PER_MS 1000000ULL
 
 struct spec_file {
 	char *path;
@@ -35,27 +54,59 @@ struct spec_file {
 	char fp[MF_FP_HEX_LEN + 1]; /* "" when it failed to load */
 	bool seen; /* in the folder at this scan */
 	bool forget; /* still to unregister (was busy) */
+	bool dirty; /* an event touched its deps or inputs */
+	/* what its last good load depends on; kept while it fails, so a
+	 * fix of its inputs is seen */
+	struct mfs_deps *deps;
 };
 
 struct mfs_specs {
-	pthread_mutex_t lock; /* guards the files and one scan at a time */
+	/* One pass at a time; guards the fields up to scanned_ns (but
+	 * watches.ifd). Taken before the engine's locks and ns_lock. */
+	pthread_mutex_t lock;
 	struct spec_file *files;
 	size_t n, cap;
+	struct mfs_watches watches; /* ifd: the inotify instance */
 	bool retry; /* something to do again without an event */
 	bool dir_missing; /* logged once until it appears */
-	int ifd, wfd, wd; /* inotify, wake-up eventfd, watch */
-	pthread_t thread;
+	bool dir_remote; /* the pipelines folder is on a network fs */
+	int wd; /* the pipelines folder's watch */
+	uint64_t scanned_ns; /* last scan of the folder */
+
+	/* fixed once created */
+	int wfd, kfd; /* eventfds: stop the thread; a name was resolved */
+	uint64_t poll_ns; /* period of polled specs */
+	bool poll_all; /* -o spec_poll: everything is polled */
+
+	/* read by FUSE threads, without the lock */
+	atomic_bool any_polled; /* a polled spec, or a polled folder */
+	atomic_uint_fast64_t kick_ns; /* last kick from a resolve */
+
+	pthread_t thread; /* the watcher; mfs_specs_start and _stop */
 	bool started;
 };
 
 int mfs_specs_new(struct mfs *m, struct mfs_specs **out)
 {
-	(void)m;
 	struct mfs_specs *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	pthread_mutex_init(&s->lock, NULL);
-	s->ifd = s->wfd = s->wd = -1;
+	s->wd = -1;
+	s->poll_all = m->o.spec_poll_s > 0;
+	s->poll_ns =
+	    (s->poll_all ? m->o.spec_poll_s * 1000ULL : POLL_MS) * NS_PER_MS;
+	atomic_init(&s->any_polled, false);
+	atomic_init(&s->kick_ns, 0);
+	/* before the first scan: its registrations add watches */
+	s->watches.ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	s->wfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->kfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->watches.ifd < 0 || s->wfd < 0 || s->kfd < 0) {
+		int rc = -errno;
+		mfs_specs_free(s);
+		return rc;
+	}
 	*out = s;
 	return 0;
 }
@@ -64,13 +115,18 @@ void mfs_specs_free(struct mfs_specs *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->n; i++)
+	for (size_t i = 0; i < s->n; i++) {
+		mfs_deps_free(&s->watches, s->files[i].deps);
 		free(s->files[i].path);
+	}
 	free(s->files);
-	if (s->ifd >= 0)
-		close(s->ifd);
+	free(s->watches.v);
+	if (s->watches.ifd >= 0)
+		close(s->watches.ifd);
 	if (s->wfd >= 0)
 		close(s->wfd);
+	if (s->kfd >= 0)
+		close(s->kfd);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -115,13 +171,41 @@ static struct spec_file *file_get(struct mfs_specs *s, const char *path)
 	return f;
 }
 
-/* Registers f's file; true when what the mount shows may have changed. */
-static bool file_register(struct mfs *m, struct spec_file *f,
-			  const struct stat *st)
+/* Records what f's spec depends on now, before it is registered: a change
+ * made while the engine reads the files is then seen. Keeps the last good
+ * set (checked afresh) when the spec does not load. */
+static void deps_update(struct mfs *m, struct mfs_specs *s, struct spec_file *f)
+{
+	struct mfs_deps *d;
+	char why[PATH_MAX + 64];
+	if (mfs_deps_new(&s->watches, f->path, !s->poll_all, &d, why,
+			 sizeof(why)) != 0) {
+		if (f->deps)
+			(void)mfs_deps_changed(f->deps);
+		return;
+	}
+	bool was = f->deps && mfs_deps_polled(f->deps);
+	if (why[0] && !was)
+		mfs_logf(m, MFS_LOG_WARN,
+			 "spec '%s': %s: its deps and inputs are checked "
+			 "every %llu ms instead",
+			 f->path, why,
+			 (unsigned long long)(s->poll_ns / NS_PER_MS));
+	mfs_deps_free(&s->watches, f->deps);
+	f->deps = d;
+}
+
+/* Registers f's file, whose identity is now st (NULL: as recorded); true
+ * when what the mount shows may have changed. */
+static bool file_register(struct mfs *m, struct mfs_specs *s,
+			  struct spec_file *f, const struct stat *st)
 {
 	char fp[MF_FP_HEX_LEN + 1], *err = NULL;
 	bool had = f->fp[0] != 0;
-	f->id = *st;
+	if (st)
+		f->id = *st;
+	f->dirty = false;
+	deps_update(m, s, f);
 	int rc = mf_engine_register(m->eng, f->path, fp, &err);
 	if (rc) {
 		mfs_logf(m, MFS_LOG_ERR, "%s (spec skipped)",
@@ -142,6 +226,7 @@ static bool file_register(struct mfs *m, struct spec_file *f,
 /* Looks at every spec file of the folder; true when something changed. */
 static bool scan_folder(struct mfs *m, struct mfs_specs *s)
 {
+	s->scanned_ns = mf_mono_ns();
 	DIR *dir = opendir(m->o.pipelines_dir);
 	if (!dir) {
 		if (!s->dir_missing)
@@ -166,9 +251,33 @@ static bool scan_folder(struct mfs *m, struct mfs_specs *s)
 			continue;
 		f->seen = true;
 		if (!same_file(&f->id, &st))
-			changed |= file_register(m, f, &st);
+			changed |= file_register(m, s, f, &st);
 	}
 	closedir(dir);
+	return changed;
+}
+
+/*
+ * Registers again the specs whose deps or inputs changed: those an event
+ * marked, and the polled ones not checked for age_ns whose identities
+ * differ. True when something changed.
+ */
+static bool follow_deps(struct mfs *m, struct mfs_specs *s, uint64_t age_ns)
+{
+	bool changed = false, polled = s->dir_remote || s->poll_all;
+	for (size_t i = 0; i < s->n; i++) {
+		struct spec_file *f = &s->files[i];
+		if (!f->seen || !f->deps)
+			continue;
+		bool go = f->dirty;
+		if (!go && mfs_deps_polled(f->deps) &&
+		    mf_mono_ns() - mfs_deps_checked(f->deps) >= age_ns)
+			go = mfs_deps_changed(f->deps);
+		if (go)
+			changed |= file_register(m, s, f, NULL);
+		polled |= f->deps && mfs_deps_polled(f->deps);
+	}
+	atomic_store(&s->any_polled, polled);
 	return changed;
 }
 
@@ -191,6 +300,7 @@ static bool forget_gone(struct mfs *m, struct mfs_specs *s)
 			s->retry |= f->forget;
 		}
 		if (!f->seen && !f->forget) {
+			mfs_deps_free(&s->watches, f->deps);
 			free(f->path);
 			*f = s->files[--s->n];
 			continue;
@@ -264,17 +374,25 @@ static void publish(struct mfs *m, struct mfs_specs *s)
 	mf_engine_spec_info_free(v, n);
 }
 
-void mfs_specs_scan(struct mfs *m)
+/* One look at everything: the folder, the marked and due specs, what to
+ * forget. Polled specs last checked age_ns ago or more are checked. */
+static void specs_pass(struct mfs *m, uint64_t age_ns)
 {
 	struct mfs_specs *s = m->specs;
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < s->n; i++)
 		s->files[i].seen = false;
 	bool changed = scan_folder(m, s);
+	changed |= follow_deps(m, s, age_ns);
 	changed |= forget_gone(m, s);
 	if (changed || !m->se)
 		publish(m, s);
 	pthread_mutex_unlock(&s->lock);
+}
+
+void mfs_specs_scan(struct mfs *m)
+{
+	specs_pass(m, UINT64_MAX);
 }
 
 void mfs_specs_refresh(struct mfs *m, const char *fp)
@@ -288,40 +406,123 @@ void mfs_specs_refresh(struct mfs *m, const char *fp)
 	mfs_specs_scan(m);
 }
 
-/* ---- the watcher ---- */
-
-static void watch_add(struct mfs *m, struct mfs_specs *s)
+void mfs_specs_resolved(struct mfs *m)
 {
-	if (s->wd >= 0)
+	struct mfs_specs *s = m->specs;
+	if (!s || !atomic_load(&s->any_polled))
 		return;
-	s->wd = inotify_add_watch(s->ifd, m->o.pipelines_dir,
-				  IN_CREATE | IN_DELETE | IN_MOVED_FROM |
-				      IN_MOVED_TO | IN_CLOSE_WRITE | IN_MODIFY |
-				      IN_ATTRIB | IN_DELETE_SELF |
-				      IN_MOVE_SELF | IN_ONLYDIR);
+	uint64_t now = mf_mono_ns(), last = atomic_load(&s->kick_ns);
+	if (now - last < RECHECK_MS * NS_PER_MS ||
+	    !atomic_compare_exchange_strong(&s->kick_ns, &last, now))
+		return;
+	uint64_t one = 1;
+	if (write(s->kfd, &one, sizeof(one)) < 0)
+		return; /* the counter is full: a kick is pending anyway */
 }
 
-/* Reads pending events; true when there were any. */
+/* ---- the watcher ---- */
+
+/* Watches the pipelines folder if it is not; true when it (re)appeared. */
+static bool watch_folder(struct mfs *m, struct mfs_specs *s)
+{
+	if (s->wd >= 0)
+		return false;
+	int wd = mfs_watch_get(&s->watches, m->o.pipelines_dir);
+	if (wd < 0)
+		return false;
+	s->wd = wd;
+	s->dir_remote = mfs_remote_fs(m->o.pipelines_dir);
+	if (s->dir_remote)
+		atomic_store(&s->any_polled, true);
+	return true;
+}
+
+/* Marks the specs an event concerns. Caller holds s->lock. */
+static void on_event(struct mfs_specs *s, const struct inotify_event *ev)
+{
+	if (ev->mask & IN_Q_OVERFLOW) { /* events were lost: look at all */
+		for (size_t i = 0; i < s->n; i++)
+			s->files[i].dirty = s->files[i].deps != NULL;
+		return;
+	}
+	const char *name = ev->len ? ev->name : NULL;
+	for (size_t i = 0; i < s->n; i++) {
+		struct spec_file *f = &s->files[i];
+		if (f->deps && !f->dirty &&
+		    mfs_deps_hit(f->deps, ev->wd, ev->mask, name))
+			f->dirty = true;
+		if (f->deps && (ev->mask & IN_IGNORED))
+			(void)mfs_deps_drop_wd(f->deps, ev->wd);
+	}
+	if (ev->mask & IN_IGNORED) {
+		(void)mfs_watch_gone(&s->watches, ev->wd);
+		if (ev->wd == s->wd)
+			s->wd = -1; /* the folder went: watch for it */
+	} else if (ev->wd == s->wd &&
+		   (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF))) {
+		mfs_watch_put(&s->watches, s->wd); /* a new one may come */
+		s->wd = -1;
+	}
+}
+
+/* Reads pending events and marks what they concern; true when any. */
 static bool drain(struct mfs_specs *s)
 {
 	char buf[8192]
 	    __attribute__((aligned(__alignof__(struct inotify_event))));
 	bool any = false;
 	ssize_t n;
-	while ((n = read(s->ifd, buf, sizeof(buf))) > 0) {
+	while ((n = read(s->watches.ifd, buf, sizeof(buf))) > 0) {
 		any = true;
+		pthread_mutex_lock(&s->lock);
 		for (char *p = buf; p < buf + n;) {
 			struct inotify_event *ev = (struct inotify_event *)p;
-			if (ev->mask &
-			    (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
-				if (ev->wd == s->wd && s->wd >= 0)
-					inotify_rm_watch(s->ifd, s->wd);
-				s->wd = -1; /* the folder went: watch for it */
-			}
+			on_event(s, ev);
 			p += sizeof(*ev) + ev->len;
 		}
+		pthread_mutex_unlock(&s->lock);
 	}
 	return any;
+}
+
+/* An editor's save is several events: waits for a pause, not for long. */
+static void coalesce(struct mfs_specs *s)
+{
+	uint64_t end = mf_mono_ns() + COALESCE_MAX_MS * NS_PER_MS;
+	struct pollfd one = {s->watches.ifd, POLLIN, 0};
+	while (drain(s)) {
+		uint64_t now = mf_mono_ns();
+		if (now >= end)
+			break;
+		uint64_t left = (end - now) / NS_PER_MS;
+		int ms = left < COALESCE_MS ? (int)left + 1 : COALESCE_MS;
+		if (poll(&one, 1, ms) <= 0)
+			break;
+	}
+}
+
+/* How long the watcher may sleep: until a retry or a polled check. */
+static int sleep_ms(struct mfs_specs *s)
+{
+	pthread_mutex_lock(&s->lock);
+	uint64_t due = UINT64_MAX;
+	if (s->dir_remote || s->poll_all) /* spec files are polled too */
+		due = s->scanned_ns + s->poll_ns;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct mfs_deps *d = s->files[i].deps;
+		if (d && s->files[i].seen && mfs_deps_polled(d) &&
+		    mfs_deps_checked(d) + s->poll_ns < due)
+			due = mfs_deps_checked(d) + s->poll_ns;
+	}
+	int ms = s->wd < 0 || s->retry ? RETRY_MS : -1;
+	pthread_mutex_unlock(&s->lock);
+	if (due == UINT64_MAX)
+		return ms;
+	uint64_t now = mf_mono_ns();
+	uint64_t wait = due > now ? (due - now + NS_PER_MS - 1) / NS_PER_MS : 0;
+	if (wait > INT_MAX)
+		wait = INT_MAX;
+	return ms >= 0 && (uint64_t)ms < wait ? ms : (int)wait;
 }
 
 static void *watch_main(void *arg)
@@ -329,24 +530,24 @@ static void *watch_main(void *arg)
 	struct mfs *m = arg;
 	struct mfs_specs *s = m->specs;
 	for (;;) {
-		bool had = s->wd >= 0;
-		watch_add(m, s);
-		bool dirty = !had && s->wd >= 0; /* (re)appeared: look */
 		pthread_mutex_lock(&s->lock);
-		int timeout = s->wd < 0 || s->retry ? RETRY_MS : -1;
+		bool look = watch_folder(m, s); /* (re)appeared: look */
 		pthread_mutex_unlock(&s->lock);
-		struct pollfd pf[2] = {{s->ifd, POLLIN, 0},
-				       {s->wfd, POLLIN, 0}};
-		if (!dirty && poll(pf, 2, timeout) < 0 && errno != EINTR)
+		int timeout = sleep_ms(s);
+		struct pollfd pf[3] = {{s->watches.ifd, POLLIN, 0},
+				       {s->wfd, POLLIN, 0},
+				       {s->kfd, POLLIN, 0}};
+		if (!look && poll(pf, 3, timeout) < 0 && errno != EINTR)
 			break;
 		if (pf[1].revents)
 			break;
-		if (drain(s)) { /* an editor's save is several events */
-			struct pollfd one = {s->ifd, POLLIN, 0};
-			while (poll(&one, 1, COALESCE_MS) > 0 && drain(s))
-				;
-		}
-		mfs_specs_scan(m);
+		uint64_t age = s->poll_ns, kicks;
+		if (pf[2].revents && read(s->kfd, &kicks, sizeof(kicks)) > 0 &&
+		    age > RECHECK_MS * NS_PER_MS)
+			age = RECHECK_MS * NS_PER_MS; /* a name was resolved */
+		if (pf[0].revents)
+			coalesce(s);
+		specs_pass(m, age);
 	}
 	return NULL;
 }
@@ -354,10 +555,6 @@ static void *watch_main(void *arg)
 int mfs_specs_start(struct mfs *m)
 {
 	struct mfs_specs *s = m->specs;
-	s->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	s->wfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (s->ifd < 0 || s->wfd < 0)
-		return -errno;
 	int rc = -pthread_create(&s->thread, NULL, watch_main, m);
 	s->started = rc == 0;
 	return rc;

@@ -80,6 +80,45 @@ void mf_spec_free(struct mf_spec *spec);
 int mf_spec_shard_inputs(const struct mf_spec *spec, uint32_t shard,
 			 const char ***paths, size_t *n);
 
+/* ---- what a spec depends on, for a watcher (spec_watch.c) ---- */
+
+/* A folder whose entries can change a spec's fingerprint, and which of its
+ * entries do: the one called name, or with glob set every entry that name
+ * matches as an input glob's component (fnmatch(3) with FNM_PERIOD, as
+ * glob(3) matches). */
+struct mf_watch_dir {
+	char *path; /* absolute, as built from the spec folder (may hold ..) */
+	char *name;
+	bool glob;
+};
+
+struct mf_spec_watch {
+	struct mf_watch_dir *dirs; /* sorted by path, no duplicates */
+	size_t n_dirs;
+	char **files; /* absolute: every deps file, then every input file */
+	size_t n_files;
+};
+
+/*
+ * Lists what the fingerprint of spec depends on, for a watcher:
+ * - for each input glob, every folder the glob walks: the spec folder and,
+ *   level by level, every folder its folder components match so far, each
+ *   with the component that applies to its entries;
+ * - for each deps file, each folder on its path from the spec folder with
+ *   the next component; for a symlink, also the folder of every link on
+ *   the way to the real file and of the real file, with their names (the
+ *   same for inputs that are symlinks);
+ * - files: the deps and the inputs, whose identity (inode, size, mtime,
+ *   ctime) a watcher without events can compare.
+ * Folders that do not exist are left out: the folder above them, listed,
+ * changes when they appear. Looks at the tree as the calling thread's
+ * credentials allow, changes nothing. Returns 0 and *out (release with
+ * mf_spec_watch_release), or -ENOMEM. Thread-safe.
+ */
+int mf_spec_watch_list(const struct mf_spec *spec, struct mf_spec_watch *out);
+/* Frees what *w holds and empties it; NULL does nothing. */
+void mf_spec_watch_release(struct mf_spec_watch *w);
+
 /* ---- fingerprint ---- */
 
 #define MF_FINGERPRINT_SCHEME 1

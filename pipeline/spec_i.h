@@ -1,8 +1,8 @@
 /*
  * spec_i.h - private to the spec loader (spec.c, spec_keys.c,
- * spec_files.c) and the fingerprint (fingerprint.c): the parse context, the
- * error helper, typed readers of YAML nodes, the handlers of each key and
- * the path helpers.
+ * spec_files.c), its watch list (spec_watch.c) and the fingerprint
+ * (fingerprint.c): the parse context, the error helper, typed readers of
+ * YAML nodes, the handlers of each key and the path helpers.
  *
  * Not for: anything outside pipeline/; the public contract is
  * mf_pipeline.h.

@@ -28,7 +28,7 @@
 #define STOP_WAIT_MS 2000 /* for materializations running at unmount */
 
 struct cli {
-	char *store, *pipelines, *max_size, *workers, *cache;
+	char *store, *pipelines, *max_size, *workers, *cache, *spec_poll;
 	char *pos[3]; /* SOURCE? MOUNTPOINT */
 	int n_pos;
 	int foreground, debug, help, version, allow_other;
@@ -50,6 +50,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("max_size=%s", max_size),
     OPT("workers=%s", workers),
     OPT("cache=%s", cache),
+    OPT("spec_poll=%s", spec_poll),
     FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP),
     FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -80,6 +81,10 @@ static const char usage[] =
     "       cache=SIZE      memory for decompressed chunks (default 256MiB)\n"
     "       max_size=SIZE   store size limit: least recently read\n"
     "                       snapshots are evicted past it\n"
+    "       spec_poll=SECONDS\n"
+    "                       check specs, their deps and inputs by stat\n"
+    "                       every SECONDS, not with inotify (network\n"
+    "                       filesystems)\n"
     "       allow_other     let other users in (adds default_permissions)\n"
     "       and the FUSE options of mount.fuse3(8)\n"
     "  -h, --help         this text\n"
@@ -162,15 +167,16 @@ static int parse_size(const char *what, const char *s, uint64_t *out)
 	return rc;
 }
 
-static int parse_workers(const char *s, unsigned *out)
+/* A whole number of what, from 1 to max; s NULL leaves *out. */
+static int parse_count(const char *what, const char *s, long max, unsigned *out)
 {
 	if (!s)
 		return 0;
 	char *end;
 	long v = strtol(s, &end, 10);
-	if (*s == 0 || *end || v < 1 || v > 1024) {
-		fprintf(stderr, "matfs: bad workers '%s': expected 1-1024\n",
-			s);
+	if (*s == 0 || *end || v < 1 || v > max) {
+		fprintf(stderr, "matfs: bad %s '%s': expected 1-%ld\n", what, s,
+			max);
 		return -EINVAL;
 	}
 	*out = (unsigned)v;
@@ -200,7 +206,10 @@ static int make_opts(struct cli *c, struct mfs_opts *o)
 	if (rc == 0)
 		rc = parse_size("cache", c->cache, &o->cache_bytes);
 	if (rc == 0)
-		rc = parse_workers(c->workers, &o->workers);
+		rc = parse_count("workers", c->workers, 1024, &o->workers);
+	if (rc == 0)
+		rc = parse_count("spec_poll", c->spec_poll, 86400,
+				 &o->spec_poll_s);
 	return rc;
 }
 
@@ -335,6 +344,7 @@ static void cli_release(struct cli *c)
 	free(c->max_size);
 	free(c->workers);
 	free(c->cache);
+	free(c->spec_poll);
 	for (int i = 0; i < c->n_pos; i++)
 		free(c->pos[i]);
 }

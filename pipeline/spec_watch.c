@@ -1,0 +1,323 @@
+/*
+ * spec_watch.c - what a loaded spec's fingerprint depends on, listed for a
+ * watcher: the folders whose entries can change it, each with the entry
+ * name (a dep's path component) or glob component (an input glob's) that
+ * matters in it, and the files whose identity does (deps and inputs).
+ *
+ * Read-only: it looks at the tree (opendir, stat, lstat, readlink,
+ * realpath) and keeps nothing. Not for: watching (the daemon does, in
+ * fs/fuse_specs.c) or hashing (fingerprint.c).
+ */
+#include "spec_i.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LINK_HOPS 40 /* as the kernel's own limit on symlinks in a path */
+
+struct watch_build {
+	struct mf_spec_watch *w;
+	size_t cap_dirs, cap_files;
+};
+
+/* A folder list of one glob level. */
+struct folders {
+	char **v;
+	size_t n, cap;
+};
+
+static int folders_push(struct folders *f, char *path)
+{
+	if (!path)
+		return -ENOMEM;
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 8;
+		char **v = realloc(f->v, cap * sizeof(*v));
+		if (!v) {
+			free(path);
+			return -ENOMEM;
+		}
+		f->v = v;
+		f->cap = cap;
+	}
+	f->v[f->n++] = path;
+	return 0;
+}
+
+static void folders_release(struct folders *f)
+{
+	spec_free_strv(f->v, f->n);
+	memset(f, 0, sizeof(*f));
+}
+
+static bool is_dir(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Characters that make a path component a pattern for glob(3). */
+static bool is_pattern(const char *part)
+{
+	return strpbrk(part, "*?[\\") != NULL;
+}
+
+/* Adds (path, name), copying both; duplicates go at the end (dedup). */
+static int add_dir(struct watch_build *b, const char *path, const char *name,
+		   bool glob)
+{
+	struct mf_spec_watch *w = b->w;
+	if (w->n_dirs == b->cap_dirs) {
+		size_t cap = b->cap_dirs ? 2 * b->cap_dirs : 16;
+		struct mf_watch_dir *v = realloc(w->dirs, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		w->dirs = v;
+		b->cap_dirs = cap;
+	}
+	struct mf_watch_dir *d = &w->dirs[w->n_dirs];
+	d->path = strdup(path);
+	d->name = strdup(name);
+	d->glob = glob;
+	if (!d->path || !d->name) {
+		free(d->path);
+		free(d->name);
+		return -ENOMEM;
+	}
+	w->n_dirs++;
+	return 0;
+}
+
+static int add_file(struct watch_build *b, const char *path)
+{
+	struct mf_spec_watch *w = b->w;
+	if (w->n_files == b->cap_files) {
+		size_t cap = b->cap_files ? 2 * b->cap_files : 16;
+		char **v = realloc(w->files, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		w->files = v;
+		b->cap_files = cap;
+	}
+	if (!(w->files[w->n_files] = strdup(path)))
+		return -ENOMEM;
+	w->n_files++;
+	return 0;
+}
+
+/* Splits path at its last slash: the folder ("/" for "/x") and the entry.
+ * Both into buffers of PATH_MAX; -ENAMETOOLONG. */
+static int split(const char *path, char *dir, char *name)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash || strlen(path) >= PATH_MAX)
+		return -ENAMETOOLONG;
+	size_t n = slash == path ? 1 : (size_t)(slash - path);
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	memcpy(name, slash + 1, strlen(slash + 1) + 1);
+	return 0;
+}
+
+/* Entries of folder matching pattern that are folders, into next. */
+static int match_folders(const char *folder, const char *pattern,
+			 struct folders *next)
+{
+	DIR *d = opendir(folder);
+	if (!d)
+		return 0; /* gone or unreadable: matches nothing, as glob */
+	int rc = 0;
+	struct dirent *de;
+	while (rc == 0 && (de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    fnmatch(pattern, de->d_name, FNM_PERIOD) != 0)
+			continue;
+		char *p = spec_join(folder, de->d_name);
+		if (p && !is_dir(p)) {
+			free(p);
+			continue;
+		}
+		rc = folders_push(next, p);
+	}
+	closedir(d);
+	return rc;
+}
+
+/* The folders of the next level: part of each folder in cur. */
+static int next_level(const struct folders *cur, const char *part, bool glob,
+		      struct folders *next)
+{
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < cur->n; i++) {
+		if (glob && is_pattern(part)) {
+			rc = match_folders(cur->v[i], part, next);
+			continue;
+		}
+		char *p = spec_join(cur->v[i], part);
+		if (p && !is_dir(p)) {
+			free(p);
+			continue;
+		}
+		rc = folders_push(next, p);
+	}
+	return rc;
+}
+
+/*
+ * Walks rel (clean, relative to dir) level by level: each folder reached
+ * is listed with the component that applies to its entries. glob: rel is
+ * an input glob, whose components may be patterns; otherwise a dep's path.
+ */
+static int walk(struct watch_build *b, const char *dir, const char *rel,
+		bool glob)
+{
+	struct folders cur = {0}, next = {0};
+	char part[NAME_MAX + 1];
+	int rc = folders_push(&cur, strdup(dir));
+	for (const char *p = rel; rc == 0 && *p;) {
+		size_t len = strcspn(p, "/");
+		if (len > NAME_MAX)
+			break; /* no such entry can exist */
+		memcpy(part, p, len);
+		part[len] = '\0';
+		p += len + (p[len] == '/');
+		bool dots = !strcmp(part, ".") || !strcmp(part, "..");
+		for (size_t i = 0; rc == 0 && !dots && i < cur.n; i++)
+			rc = add_dir(b, cur.v[i], part,
+				     glob && is_pattern(part));
+		if (rc == 0 && *p)
+			rc = next_level(&cur, part, glob, &next);
+		folders_release(&cur);
+		cur = next;
+		memset(&next, 0, sizeof(next));
+	}
+	folders_release(&cur);
+	return rc;
+}
+
+/* For a path that is a symlink: the folder and name of every link on the
+ * way to the file, and of the file itself. */
+static int add_links(struct watch_build *b, const char *path)
+{
+	char cur[PATH_MAX], dir[PATH_MAX], name[PATH_MAX], target[PATH_MAX];
+	struct stat st;
+	if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode))
+		return 0;
+	snprintf(cur, sizeof(cur), "%s", path);
+	int rc = 0;
+	for (int hop = 0; rc == 0 && hop < LINK_HOPS; hop++) {
+		if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode) ||
+		    split(cur, dir, name) != 0)
+			break;
+		ssize_t n = readlink(cur, target, sizeof(target) - 1);
+		if (n < 0)
+			break;
+		target[n] = '\0';
+		int len = target[0] == '/'
+		    ? snprintf(cur, sizeof(cur), "%s", target)
+		    : snprintf(cur, sizeof(cur), "%s/%s", dir, target);
+		if (len < 0 || (size_t)len >= sizeof(cur) ||
+		    split(cur, dir, name) != 0)
+			break;
+		rc = add_dir(b, dir, name, false);
+	}
+	if (rc == 0 && realpath(path, target) && split(target, dir, name) == 0)
+		rc = add_dir(b, dir, name, false);
+	return rc;
+}
+
+static int list_deps(struct watch_build *b, const struct mf_spec *spec)
+{
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < spec->n_stages; i++) {
+		const struct mf_stage *st = &spec->stages[i];
+		for (size_t j = 0; rc == 0 && j < st->n_deps; j++) {
+			char *rel = spec_clean_rel(st->deps_rel[j]);
+			rc = rel ? walk(b, spec->dir, rel, false) : -ENOMEM;
+			free(rel);
+			if (rc == 0)
+				rc = add_links(b, st->deps[j]);
+			if (rc == 0)
+				rc = add_file(b, st->deps[j]);
+		}
+	}
+	return rc;
+}
+
+static int list_inputs(struct watch_build *b, const struct mf_spec *spec)
+{
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < spec->n_globs; i++) {
+		char *rel = spec_clean_rel(spec->input_globs[i]);
+		rc = rel ? walk(b, spec->dir, rel, true) : -ENOMEM;
+		free(rel);
+	}
+	for (size_t i = 0; rc == 0 && i < spec->n_inputs; i++) {
+		rc = add_links(b, spec->inputs[i]);
+		if (rc == 0)
+			rc = add_file(b, spec->inputs[i]);
+	}
+	return rc;
+}
+
+static int cmp_dir(const void *a, const void *b)
+{
+	const struct mf_watch_dir *x = a, *y = b;
+	int c = strcmp(x->path, y->path);
+	if (c == 0)
+		c = strcmp(x->name, y->name);
+	return c ? c : (int)x->glob - (int)y->glob;
+}
+
+/* Sorts the folders and drops repeated ones. */
+static void dedup(struct mf_spec_watch *w)
+{
+	if (w->n_dirs < 2)
+		return;
+	qsort(w->dirs, w->n_dirs, sizeof(*w->dirs), cmp_dir);
+	size_t n = 1;
+	for (size_t i = 1; i < w->n_dirs; i++) {
+		if (cmp_dir(&w->dirs[n - 1], &w->dirs[i]) == 0) {
+			free(w->dirs[i].path);
+			free(w->dirs[i].name);
+		} else {
+			w->dirs[n++] = w->dirs[i];
+		}
+	}
+	w->n_dirs = n;
+}
+
+int mf_spec_watch_list(const struct mf_spec *spec, struct mf_spec_watch *out)
+{
+	struct mf_spec_watch w = {0};
+	struct watch_build b = {.w = &w};
+	int rc = list_deps(&b, spec);
+	if (rc == 0)
+		rc = list_inputs(&b, spec);
+	if (rc) {
+		mf_spec_watch_release(&w);
+		return rc;
+	}
+	dedup(&w);
+	*out = w;
+	return 0;
+}
+
+void mf_spec_watch_release(struct mf_spec_watch *w)
+{
+	if (!w)
+		return;
+	for (size_t i = 0; i < w->n_dirs; i++) {
+		free(w->dirs[i].path);
+		free(w->dirs[i].name);
+	}
+	free(w->dirs);
+	spec_free_strv(w->files, w->n_files);
+	memset(w, 0, sizeof(*w));
+}
