@@ -55,18 +55,27 @@ struct mf_spec {
 	char *fingerprint_key; /* NULL unless the spec sets one */
 	uid_t owner_uid; /* owner of the spec file */
 	gid_t owner_gid;
+	char *text; /* the bytes that were parsed, NUL-terminated; NULL
+		       for a spec not loaded from a file */
+	size_t text_len;
 };
 
 /*
  * Loads and validates the spec at path: YAML syntax, unknown keys, types,
  * sizes, durations, codec, name, inputs (glob(3), sorted, at least one
- * file), deps files that exist, shards <= inputs, at least one stage.
- * Returns 0 and *out (free with mf_spec_free), or a negative errno and
- * *err, a malloc'd one-line message "FILE:LINE:COLUMN: what is wrong"
- * (1-based; FILE as given in path) that the caller frees: -EINVAL for a
- * bad spec; -ENOENT, -EACCES, -EFBIG, ... when the file itself cannot be
- * read, then without a position ("FILE: cannot open: ..."). err may be
- * NULL. Thread-safe; docs/spec.md lists every key and message.
+ * file), deps files that exist, shards <= inputs, at least one stage, and
+ * the caps of docs/spec.md ("Limits": file size, YAML anchors, aliases and
+ * size with aliases expanded, stages, words, deps, globs, matches), each
+ * checked before the work it bounds. A symlink is resolved first and the
+ * real path opened without following one, without blocking (a FIFO is
+ * refused, never waited on). Returns 0 and *out (free with mf_spec_free),
+ * or a negative errno and *err, a malloc'd one-line message
+ * "FILE:LINE:COLUMN: what is wrong" (1-based; FILE as given in path) that
+ * the caller frees: -EINVAL for a bad spec; -ENOENT, -EACCES, -EFBIG, ...
+ * when the file itself cannot be read, then without a position ("FILE:
+ * cannot open: ..."; "FILE: not a regular file" is -EINVAL). A message
+ * never quotes more of a file that is not a spec than a short key name.
+ * err may be NULL. Thread-safe; docs/spec.md lists every key and message.
  */
 int mf_spec_load(const char *path, struct mf_spec **out, char **err);
 void mf_spec_free(struct mf_spec *spec);
