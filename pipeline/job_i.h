@@ -55,13 +55,13 @@ struct job_creds {
  * their copy of memory, so they never allocate. */
 struct job_plan {
 	char **paths; /* resolved program of each stage, owned */
-	char **envp; /* entries [0, JOB_ENV_OWN) owned, others borrowed */
+	char **envp; /* NULL-terminated, every entry owned */
+	size_t n_env, env_cap; /* entries in envp, and room for */
 	const char **inputs; /* this shard's input files, borrowed */
 	size_t n_inputs;
 	struct job_creds creds;
 	int max_fd; /* bound for closing fds when close_range is missing */
 };
-#define JOB_ENV_OWN 4
 
 /* What a stage child needs between fork and execve. */
 struct job_exec {

@@ -32,6 +32,13 @@ struct mf_stage {
 	int64_t timeout_s; /* 0: none */
 };
 
+/* One variable of the spec's `env`: NAME matches [A-Za-z_][A-Za-z0-9_]*
+ * and is not MATFS_*. */
+struct mf_env_var {
+	char *name;
+	char *value;
+};
+
 struct mf_spec {
 	char *path; /* absolute path of the spec file */
 	char *dir; /* absolute path of its folder: the stages' cwd */
@@ -53,6 +60,8 @@ struct mf_spec {
 	int64_t pending_expiry; /* seconds; default 86400 */
 	uint32_t keep; /* 0: no limit (default) */
 	char *fingerprint_key; /* NULL unless the spec sets one */
+	struct mf_env_var *env; /* `env`, sorted by name; NULL when none */
+	size_t n_env;
 	uid_t owner_uid; /* owner of the spec file */
 	gid_t owner_gid;
 	char *text; /* the bytes that were parsed, NUL-terminated; NULL
@@ -144,14 +153,18 @@ struct mf_job;
 
 /*
  * Starts the stages of shard `shard` (fork + execve, argv[0] looked up in
- * PATH before the fork, never a shell), chained by pipes, all in one new
- * process group, cwd the spec folder, with the caller's environment plus
- * MATFS_SHARD, MATFS_SHARDS, MATFS_INPUTS (absolute paths, one per line)
- * and MATFS_FINGERPRINT (fp_hex). A feeder child writes the shard's input
- * files, concatenated in order, to the first stage's stdin.
- * MATFS_INPUTS has no newline after the last path. When the caller runs
- * as root and spec->owner_uid is not 0, stages and feeder switch to
- * owner_uid, owner_gid and that user's groups before touching anything.
+ * the stages' PATH before the fork, never a shell), chained by pipes, all
+ * in one new process group, cwd the spec folder, with a clean environment
+ * (docs/security.md): PATH=/usr/local/bin:/usr/bin:/bin; HOME, USER and
+ * LOGNAME of the user the stages run as; LANG, LC_* and TMPDIR when the
+ * caller has them; then spec->env, which may replace any of those; then
+ * MATFS_SHARD, MATFS_SHARDS, MATFS_INPUTS (absolute paths, one per line,
+ * no newline after the last) and MATFS_FINGERPRINT (fp_hex). Nothing else
+ * of the caller's environment passes. A feeder child writes the shard's
+ * input files, concatenated in order, to the first stage's stdin. When
+ * the caller runs as root and spec->owner_uid is not 0, stages and feeder
+ * switch to owner_uid, owner_gid and that user's groups before touching
+ * anything.
  * Returns 0 or -errno with *err, a malloc'd line the caller frees (err may
  * be NULL): -ENOENT "stage N: 'prog' not found in PATH", -EACCES for a
  * program that is not executable, -EINVAL for a shard out of range, the

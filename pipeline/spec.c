@@ -37,6 +37,7 @@ static const struct spec_key top_keys[] = {
     {"pending_expiry", spec_parse_pending_expiry, false},
     {"keep", spec_parse_keep, false},
     {"fingerprint", spec_parse_fingerprint, false},
+    {"env", spec_parse_env, false},
 };
 
 /* Builds "FILE:LINE:COLUMN: msg" (or "FILE: msg" without a mark). */
@@ -580,6 +581,11 @@ void mf_spec_free(struct mf_spec *spec)
 	spec_free_strv(spec->inputs_rel, spec->n_inputs);
 	free(spec->suffix);
 	free(spec->fingerprint_key);
+	for (size_t i = 0; i < spec->n_env; i++) {
+		free(spec->env[i].name);
+		free(spec->env[i].value);
+	}
+	free(spec->env);
 	free(spec->text);
 	free(spec);
 }

@@ -1,5 +1,5 @@
 /*
- * spec_i.h - private to the spec loader (spec.c, spec_keys.c,
+ * spec_i.h - private to the spec loader (spec.c, spec_keys.c, spec_env.c,
  * spec_files.c) and the fingerprint (fingerprint.c): the parse context,
  * the caps, the error helpers, typed readers of YAML nodes, the handlers
  * of each key and the path helpers.
@@ -40,6 +40,9 @@
 #define MF_SPEC_DEPS_MAX 1000 /* deps of one stage */
 #define MF_SPEC_GLOBS_MAX 1000
 #define MF_SPEC_MATCHES_MAX 1000000 /* files matched, over every glob */
+#define MF_SPEC_ENV_MAX 64 /* variables in 'env' */
+#define MF_SPEC_ENV_NAME_MAX 128
+#define MF_SPEC_ENV_VALUE_MAX 4096
 
 /* One load. Owns nothing but err; spec is filled as keys are parsed. */
 struct spec_ctx {
@@ -114,6 +117,10 @@ int spec_parse_pending_expiry(struct spec_ctx *c, const yaml_node_t *v,
 			      void *arg);
 int spec_parse_keep(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_fingerprint(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+
+/* What a stage's processes get (spec_env.c): the spec's 'env' (arg
+ * unused). */
+int spec_parse_env(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 
 /* Files (spec_files.c): inputs expanded with glob(3) (arg unused); the
  * deps of the stage arg (a struct mf_stage *). */
