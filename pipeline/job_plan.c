@@ -2,7 +2,7 @@
  * job_plan.c - what mf_job_start prepares before it forks: the clean
  * environment of the stages, each stage's program resolved through that
  * environment's PATH or the spec folder, the shard's input files, the
- * credentials of the spec owner.
+ * credentials of the spec owner and each stage's limits.
  *
  * Not for: forking or running anything (job.c, job_child.c). Everything
  * that allocates or may take a lock (NSS lookups, malloc) happens here,
@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +25,9 @@ extern char **environ;
 
 /* The stages' PATH unless the spec's env sets one (docs/security.md). */
 #define JOB_PATH "/usr/local/bin:/usr/bin:/bin"
+/* Per-stage caps, lowered to the caller's hard limits (docs/spec.md). */
+#define JOB_NOFILE 4096
+#define JOB_NPROC 16384
 
 static bool is_executable(const char *path)
 {
@@ -308,6 +312,46 @@ static int creds_init(struct job_creds *c, const struct mf_spec *spec)
 	return 0;
 }
 
+/* want, or the caller's hard limit of resource when that is lower: a
+ * child can lower its limits, never raise them. */
+static rlim_t below_hard(int resource, rlim_t want)
+{
+	struct rlimit r;
+
+	if (getrlimit(resource, &r) != 0 || r.rlim_max == RLIM_INFINITY)
+		return want;
+	return r.rlim_max < want ? r.rlim_max : want;
+}
+
+/* Each stage's limits; a stage's nice is never below the caller's, which
+ * only a privileged process could undercut. */
+static int plan_limits(struct job_plan *plan, const struct mf_spec *spec)
+{
+	rlim_t nofile = below_hard(RLIMIT_NOFILE, JOB_NOFILE);
+	rlim_t nproc = below_hard(RLIMIT_NPROC, JOB_NPROC);
+	int own;
+
+	errno = 0;
+	own = getpriority(PRIO_PROCESS, 0);
+	if (errno)
+		own = 0;
+	plan->limits = calloc(spec->n_stages, sizeof *plan->limits);
+	if (!plan->limits)
+		return -ENOMEM;
+	for (size_t i = 0; i < spec->n_stages; i++) {
+		const struct mf_stage *st = &spec->stages[i];
+		struct job_limits *l = &plan->limits[i];
+
+		l->nofile = nofile;
+		l->nproc = nproc;
+		if (st->memory)
+			l->as = below_hard(RLIMIT_AS, (rlim_t)st->memory);
+		if (st->nice)
+			l->nice = st->nice > own ? st->nice : own;
+	}
+	return 0;
+}
+
 /*
  * Fills plan for shard of spec. Returns 0, or -ENOENT/-EACCES for a
  * program that cannot be found or run (with *err set), or -ENOMEM.
@@ -326,6 +370,8 @@ int job_plan_init(struct job_plan *plan, const struct mf_spec *spec,
 		rc = creds_init(&plan->creds, spec);
 	if (rc == 0)
 		rc = build_env(plan, spec, shard, fp_hex);
+	if (rc == 0)
+		rc = plan_limits(plan, spec);
 	if (rc < 0)
 		return rc;
 	plan->paths = calloc(spec->n_stages, sizeof *plan->paths);
@@ -350,5 +396,6 @@ void job_plan_release(struct job_plan *plan, const struct mf_spec *spec)
 	free(plan->envp);
 	free(plan->inputs);
 	free(plan->creds.groups);
+	free(plan->limits);
 	memset(plan, 0, sizeof *plan);
 }

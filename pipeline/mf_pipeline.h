@@ -30,6 +30,9 @@ struct mf_stage {
 	char **deps_rel; /* as written, relative to the spec folder */
 	size_t n_deps;
 	int64_t timeout_s; /* 0: none */
+	uint64_t memory; /* RLIMIT_AS of each of its processes; 0: none */
+	int nice; /* 1-19: its niceness (never below the caller's); 0: the
+		     caller's */
 };
 
 /* One variable of the spec's `env`: NAME matches [A-Za-z_][A-Za-z0-9_]*
@@ -160,7 +163,9 @@ struct mf_job;
  * caller has them; then spec->env, which may replace any of those; then
  * MATFS_SHARD, MATFS_SHARDS, MATFS_INPUTS (absolute paths, one per line,
  * no newline after the last) and MATFS_FINGERPRINT (fp_hex). Nothing else
- * of the caller's environment passes. A feeder child writes the shard's
+ * of the caller's environment passes. Each stage gets RLIMIT_NOFILE 4096
+ * and RLIMIT_NPROC 16384 (or the caller's hard limits when lower), its
+ * `memory` as RLIMIT_AS and its `nice`. A feeder child writes the shard's
  * input files, concatenated in order, to the first stage's stdin. When
  * the caller runs as root and spec->owner_uid is not 0, stages and feeder
  * switch to owner_uid, owner_gid and that user's groups before touching

@@ -1,10 +1,10 @@
 /*
  * spec_env.c - the keys that shape a stage's processes rather than its
  * argv: the spec's `env` (variables added to the clean environment every
- * stage gets).
+ * stage gets) and a stage's `memory` (RLIMIT_AS) and `nice`.
  *
- * Not for: building the environment when a job starts (job_plan.c), or
- * the fingerprint (fingerprint.c).
+ * Not for: building the environment or setting the limits when a job
+ * starts (job_plan.c, job_child.c), or the fingerprint (fingerprint.c).
  */
 #include "spec_i.h"
 
@@ -112,5 +112,35 @@ int spec_parse_env(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 			return rc;
 	}
 	qsort(s->env, s->n_env, sizeof(*s->env), cmp_env);
+	return 0;
+}
+
+int spec_parse_memory(struct spec_ctx *c, const yaml_node_t *v, void *arg)
+{
+	struct mf_stage *st = arg;
+	const char *s = spec_scalar(v);
+	if (!s || v->type != YAML_SCALAR_NODE)
+		return spec_fail(c, v, "'memory': expected a size");
+	uint64_t n;
+	int rc = mf_parse_size(s, &n);
+	if (rc == -EINVAL)
+		return spec_fail(c, v, "'memory': bad size '%s'", s);
+	if (rc)
+		return spec_fail(c, v, "'memory': '%s' is too large", s);
+	if (n < MF_SPEC_MEMORY_MIN)
+		return spec_fail(
+		    c, v, "'memory': '%s' is too small (at least 1MiB)", s);
+	st->memory = n;
+	return 0;
+}
+
+int spec_parse_nice(struct spec_ctx *c, const yaml_node_t *v, void *arg)
+{
+	struct mf_stage *st = arg;
+	uint64_t n;
+	int rc = spec_get_uint(c, "nice", v, false, MF_SPEC_NICE_MAX, &n);
+	if (rc)
+		return rc;
+	st->nice = (int)n;
 	return 0;
 }

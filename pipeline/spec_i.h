@@ -43,6 +43,8 @@
 #define MF_SPEC_ENV_MAX 64 /* variables in 'env' */
 #define MF_SPEC_ENV_NAME_MAX 128
 #define MF_SPEC_ENV_VALUE_MAX 4096
+#define MF_SPEC_MEMORY_MIN (1ULL << 20)
+#define MF_SPEC_NICE_MAX 19
 
 /* One load. Owns nothing but err; spec is filled as keys are parsed. */
 struct spec_ctx {
@@ -119,8 +121,10 @@ int spec_parse_keep(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_fingerprint(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 
 /* What a stage's processes get (spec_env.c): the spec's 'env' (arg
- * unused). */
+ * unused); a stage's 'memory' and 'nice' (arg: its struct mf_stage *). */
 int spec_parse_env(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_memory(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_nice(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 
 /* Files (spec_files.c): inputs expanded with glob(3) (arg unused); the
  * deps of the stage arg (a struct mf_stage *). */

@@ -307,6 +307,8 @@ static const struct spec_key stage_keys[] = {
     {"exec", parse_exec, true},
     {"deps", spec_parse_deps, false},
     {"timeout", parse_timeout, false},
+    {"memory", spec_parse_memory, false}, /* spec_env.c */
+    {"nice", spec_parse_nice, false},
 };
 
 int spec_parse_stages(struct spec_ctx *c, const yaml_node_t *v, void *arg)

@@ -1,8 +1,9 @@
 /*
  * test_job_env.c - what a stage's process gets besides its pipes: a clean
  * environment (exactly the documented variables, whatever the caller's
- * environment holds), the spec's `env` on top, and programs looked up in
- * the stages' PATH.
+ * environment holds), the spec's `env` on top, programs looked up in the
+ * stages' PATH, and the per-stage limits: RLIMIT_NOFILE and RLIMIT_NPROC,
+ * `memory` as RLIMIT_AS, `nice`.
  *
  * Not for: output, failures and timeouts (test_job_output.c,
  * test_job_fail.c, test_job_limits.c).
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -254,6 +256,87 @@ static void test_path_lookup(void **state)
 	jt_assert_clean(t);
 }
 
+static rlim_t capped(int resource, rlim_t cap)
+{
+	struct rlimit rl;
+	assert_int_equal(getrlimit(resource, &rl), 0);
+	return rl.rlim_max < cap ? rl.rlim_max : cap;
+}
+
+/* Descriptors and processes are capped, soft and hard, whatever the
+ * caller's own limits (lower hard limits of the caller win). */
+static void test_fd_and_proc_limits(void **state)
+{
+	struct jt *t = *state;
+	struct jt_run r;
+	char want[128];
+	jt_input(t, "in", "", 0);
+	jt_stage(t, 0, "/bin/sh", "-c",
+		 "ulimit -Sn; ulimit -Hn; ulimit -Sp; ulimit -Hp", NULL);
+	jt_run(t, 0, 4096, &r);
+	assert_ok(&r);
+	unsigned long long n = capped(RLIMIT_NOFILE, 4096);
+	unsigned long long p = capped(RLIMIT_NPROC, 16384);
+	snprintf(want, sizeof want, "%llu\n%llu\n%llu\n%llu\n", n, n, p, p);
+	assert_string_equal(r.out, want);
+	jt_run_release(&r);
+	jt_assert_clean(t);
+}
+
+/* memory: a stage that needs 200 MiB fails under 64 MiB; one that needs
+ * 8 MiB runs. dd allocates its whole block size as one buffer. */
+static void test_memory_limit(void **state)
+{
+	struct jt *t = *state;
+	struct jt_run r;
+	jt_input(t, "in", "", 0);
+	jt_stage(t, 0, "dd", "if=/dev/zero", "of=/dev/null", "bs=200M",
+		 "count=1", "status=none", NULL);
+	t->spec.stages[0].memory = 64ULL << 20;
+	jt_run(t, 0, 4096, &r);
+	assert_int_equal(r.start_rc, 0);
+	assert_false(r.res.ok);
+	assert_int_equal(r.res.failed_stage, 0);
+	assert_string_equal(r.res.error, "stage 0 'dd' exited with status 1");
+	assert_non_null(strstr(r.res.stderr_tail, "memory exhausted"));
+	jt_run_release(&r);
+	free(t->spec.stages[0].argv[3]);
+	t->spec.stages[0].argv[3] = strdup("bs=8M");
+	jt_run(t, 0, 4096, &r);
+	assert_ok(&r);
+	jt_run_release(&r);
+	/* the limit is the stage's, not the caller's */
+	t->spec.stages[0].memory = 0;
+	free(t->spec.stages[0].argv[3]);
+	t->spec.stages[0].argv[3] = strdup("bs=200M");
+	jt_run(t, 0, 4096, &r);
+	assert_ok(&r);
+	jt_run_release(&r);
+	jt_assert_clean(t);
+}
+
+/* nice: the stage runs at that niceness, never below the caller's; other
+ * stages keep the caller's. */
+static void test_nice(void **state)
+{
+	struct jt *t = *state;
+	struct jt_run r;
+	char want[64];
+	errno = 0;
+	int own = getpriority(PRIO_PROCESS, 0);
+	assert_int_equal(errno, 0);
+	jt_input(t, "in", "", 0);
+	jt_stage(t, 0, "nice", NULL);
+	jt_stage(t, 0, "/bin/sh", "-c", "cat; nice", NULL);
+	t->spec.stages[0].nice = 10;
+	jt_run(t, 0, 4096, &r);
+	assert_ok(&r);
+	snprintf(want, sizeof want, "%d\n%d\n", own > 10 ? own : 10, own);
+	assert_string_equal(r.out, want);
+	jt_run_release(&r);
+	jt_assert_clean(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -263,6 +346,11 @@ int main(void)
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_path_lookup, jt_setup,
 					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_fd_and_proc_limits, jt_setup,
+					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_memory_limit, jt_setup,
+					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_nice, jt_setup, jt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

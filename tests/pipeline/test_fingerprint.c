@@ -266,6 +266,7 @@ static void test_not_covered(void **state)
 	    {"suffix: .bin", "suffix: .tokens"},
 	    {"timeout: 1h", "timeout: 5s"},
 	    {"suffix: .bin", "expire_after: 7d\npending_expiry: 1h\nkeep: 3"},
+	    {"timeout: 1h", "timeout: 1h\n    memory: 1GiB\n    nice: 5"},
 	    {"suffix: .bin", "env: {}"},
 	};
 	char a[65], b[65];

@@ -1,7 +1,7 @@
 /*
  * test_spec_env.c - the keys that shape a stage's processes: the spec's
- * `env` (names, reserved names, caps, sorted result), each error with its
- * exact "FILE:LINE:COLUMN".
+ * `env` (names, reserved names, caps, sorted result) and a stage's
+ * `memory` and `nice`, each error with its exact "FILE:LINE:COLUMN".
  *
  * Not for: what a running stage sees (tests/job/test_job_env.c) or the
  * fingerprint (test_fingerprint.c).
@@ -137,6 +137,38 @@ static void test_env_caps(void **state)
 	mf_spec_free(s);
 }
 
+static void test_memory_and_nice(void **state)
+{
+	project();
+	struct mf_spec *s = load_text(BASE "    memory: 64MiB\n"
+					   "    nice: 10\n"
+					   "  - exec: [cat]\n");
+	assert_int_equal(s->stages[0].memory, 64ULL << 20);
+	assert_int_equal(s->stages[0].nice, 10);
+	assert_int_equal(s->stages[1].memory, 0);
+	assert_int_equal(s->stages[1].nice, 0);
+	mf_spec_free(s);
+	s = load_text(BASE "    memory: 1MiB\n    nice: 19\n");
+	assert_int_equal(s->stages[0].memory, 1ULL << 20);
+	assert_int_equal(s->stages[0].nice, 19);
+	mf_spec_free(s);
+	s = load_text(BASE "    nice: 0\n");
+	assert_int_equal(s->stages[0].nice, 0);
+	mf_spec_free(s);
+
+	expect(BASE "    memory: 64\n",
+	       "a.yaml:5:13: 'memory': '64' is too small (at least 1MiB)");
+	expect(BASE "    memory: lots\n",
+	       "a.yaml:5:13: 'memory': bad size 'lots'");
+	expect(BASE "    memory: [1GiB]\n",
+	       "a.yaml:5:13: 'memory': expected a size");
+	expect(BASE "    nice: 20\n",
+	       "a.yaml:5:11: 'nice': 20 is too large (at most 19)");
+	expect(BASE "    nice: -5\n",
+	       "a.yaml:5:11: 'nice': expected a non-negative integer, not "
+	       "'-5'");
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
 
 int main(void)
@@ -145,6 +177,7 @@ int main(void)
 	    T(test_env_loads_sorted),
 	    T(test_env_errors),
 	    T(test_env_caps),
+	    T(test_memory_and_nice),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
