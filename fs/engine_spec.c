@@ -40,14 +40,10 @@ static int metadata_text(const struct mf_spec *s,
 		fprintf(f, "component %s %s\n", fpr->parts[i].hex,
 			fpr->parts[i].label);
 	fputs("spec:\n", f);
-	FILE *in = fopen(s->path, "r");
-	if (in) {
-		char buf[4096];
-		size_t n;
-		while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
-			fwrite(buf, 1, n, f);
-		fclose(in);
-	}
+	/* the bytes that were parsed: the file may have changed since, or
+	 * become a FIFO that an open here would wait on */
+	if (s->text)
+		fwrite(s->text, 1, s->text_len, f);
 	if (fclose(f) != 0) {
 		free(*out);
 		return -ENOMEM;

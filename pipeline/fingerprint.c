@@ -322,6 +322,39 @@ free_deps:
 	return rc;
 }
 
+/* env: u64(n), then str(name) and str(value) of each variable, sorted by
+ * name (the loader sorted them). Only a spec with variables has it. */
+static int add_env(struct fp_build *b, const struct mf_spec *spec)
+{
+	struct mf_sha256 h;
+	uint8_t d[32];
+	char **words = calloc(spec->n_env, sizeof(*words));
+	int rc = words ? mf_sha256_init(&h) : -ENOMEM;
+	if (rc) {
+		free(words);
+		return rc;
+	}
+	rc = put_u64(&h, spec->n_env);
+	for (size_t i = 0; rc == 0 && i < spec->n_env; i++) {
+		rc = put_str(&h, spec->env[i].name);
+		if (rc == 0)
+			rc = put_str(&h, spec->env[i].value);
+		if (rc == 0)
+			words[i] = dupf("%s=%s", spec->env[i].name,
+					spec->env[i].value);
+		if (rc == 0 && !words[i])
+			rc = -ENOMEM;
+	}
+	rc = finish(&h, rc, d);
+	char *detail = rc ? NULL : show_words(words, spec->n_env);
+	for (size_t i = 0; i < spec->n_env; i++)
+		free(words[i]);
+	free(words);
+	if (rc)
+		return rc;
+	return add_part(b, strdup("env"), detail, d);
+}
+
 static int add_key(struct fp_build *b, const char *key)
 {
 	struct mf_sha256 h;
@@ -355,6 +388,8 @@ static int add_parts(struct fp_build *b, const struct mf_spec *spec)
 		rc = add_number(b, "shards", spec->shards);
 	if (rc || spec->fingerprint_key)
 		return rc;
+	if (spec->n_env)
+		rc = add_env(b, spec);
 	for (size_t i = 0; rc == 0 && i < spec->n_stages; i++) {
 		rc = add_argv(b, i, &spec->stages[i]);
 		if (rc == 0)

@@ -117,6 +117,7 @@ static int fork_stage(struct mf_job *j, struct spawn *s,
 	    .argv = spec->stages[i].argv,
 	    .envp = plan->envp,
 	    .creds = &plan->creds,
+	    .limits = &plan->limits[i],
 	    .max_fd = plan->max_fd,
 	};
 	pid_t pid = fork();

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -76,6 +77,27 @@ static int drop_creds(const struct job_creds *c)
 	return syscall(SYS_setresuid, c->uid, c->uid, c->uid) < 0 ? -1 : 0;
 }
 
+/* The stage's limits, lowered (never raised: the parent capped them at
+ * its own hard limits) while still privileged, so they hold whoever the
+ * stage becomes. RLIMIT_NPROC counts every process of the real uid. */
+static int set_limits(const struct job_limits *l)
+{
+	struct rlimit r;
+
+	r.rlim_cur = r.rlim_max = l->nofile;
+	if (setrlimit(RLIMIT_NOFILE, &r) < 0)
+		return -1;
+	r.rlim_cur = r.rlim_max = l->nproc;
+	if (setrlimit(RLIMIT_NPROC, &r) < 0)
+		return -1;
+	r.rlim_cur = r.rlim_max = l->as;
+	if (l->as && setrlimit(RLIMIT_AS, &r) < 0)
+		return -1;
+	if (l->nice && setpriority(PRIO_PROCESS, 0, l->nice) < 0)
+		return -1;
+	return 0;
+}
+
 static _Noreturn void give_up(int fd, enum job_report_kind kind, int index,
 			      int err, int status)
 {
@@ -92,9 +114,10 @@ static _Noreturn void give_up(int fd, enum job_report_kind kind, int index,
 
 /*
  * A stage: joins the job's process group, takes its pipes as 0, 1 and 2,
- * closes everything else, becomes the spec owner if asked, enters the spec
- * folder and execs. The pipes are first moved above 2 so that none of them
- * is overwritten by another's dup2 (the parent may run with 0-2 closed).
+ * closes everything else, sets its limits, becomes the spec owner if
+ * asked, enters the spec folder and execs. The pipes are first moved above
+ * 2 so that none of them is overwritten by another's dup2 (the parent may
+ * run with 0-2 closed).
  */
 _Noreturn void job_child_exec(const struct job_exec *x)
 {
@@ -115,6 +138,8 @@ _Noreturn void job_child_exec(const struct job_exec *x)
 				JOB_EXEC_EXIT);
 	close_span(3, (unsigned int)rep - 1, x->max_fd);
 	close_span((unsigned int)rep + 1, ~0U, x->max_fd);
+	if (set_limits(x->limits) < 0)
+		give_up(rep, JOB_REPORT_SETUP, x->index, errno, JOB_EXEC_EXIT);
 	if (drop_creds(x->creds) < 0)
 		give_up(rep, JOB_REPORT_CREDS, x->index, errno, JOB_EXEC_EXIT);
 	if (chdir(x->dir) < 0)

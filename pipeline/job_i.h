@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "mf_pipeline.h"
@@ -27,7 +28,7 @@
 /* What a child writes on its report pipe before it gives up. */
 enum job_report_kind {
 	JOB_REPORT_NONE = 0,
-	JOB_REPORT_SETUP, /* stage: dup of its pipes */
+	JOB_REPORT_SETUP, /* stage: dup of its pipes, or its limits */
 	JOB_REPORT_CREDS, /* stage or feeder: switching to the spec owner */
 	JOB_REPORT_CHDIR, /* stage: entering the spec folder */
 	JOB_REPORT_EXEC, /* stage: execve */
@@ -51,17 +52,26 @@ struct job_creds {
 	size_t n_groups;
 };
 
+/* Limits a stage child sets on itself before exec (docs/spec.md). */
+struct job_limits {
+	rlim_t nofile; /* RLIMIT_NOFILE, soft and hard */
+	rlim_t nproc; /* RLIMIT_NPROC, soft and hard */
+	rlim_t as; /* RLIMIT_AS, soft and hard; 0: left alone */
+	int nice; /* niceness to set; 0: left alone */
+};
+
 /* Everything mf_job_start computes before forking; children read it from
  * their copy of memory, so they never allocate. */
 struct job_plan {
 	char **paths; /* resolved program of each stage, owned */
-	char **envp; /* entries [0, JOB_ENV_OWN) owned, others borrowed */
+	char **envp; /* NULL-terminated, every entry owned */
+	size_t n_env, env_cap; /* entries in envp, and room for */
 	const char **inputs; /* this shard's input files, borrowed */
 	size_t n_inputs;
 	struct job_creds creds;
+	struct job_limits *limits; /* one per stage, owned */
 	int max_fd; /* bound for closing fds when close_range is missing */
 };
-#define JOB_ENV_OWN 4
 
 /* What a stage child needs between fork and execve. */
 struct job_exec {
@@ -73,6 +83,7 @@ struct job_exec {
 	char *const *argv;
 	char *const *envp;
 	const struct job_creds *creds;
+	const struct job_limits *limits;
 	int max_fd;
 };
 

@@ -1,7 +1,8 @@
 /*
- * job_plan.c - what mf_job_start prepares before it forks: each stage's
- * program resolved through PATH or the spec folder, the environment array,
- * the shard's input files and the credentials of the spec owner.
+ * job_plan.c - what mf_job_start prepares before it forks: the clean
+ * environment of the stages, each stage's program resolved through that
+ * environment's PATH or the spec folder, the shard's input files, the
+ * credentials of the spec owner and each stage's limits.
  *
  * Not for: forking or running anything (job.c, job_child.c). Everything
  * that allocates or may take a lock (NSS lookups, malloc) happens here,
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,8 +23,11 @@
 
 extern char **environ;
 
-/* Used when the caller's environment has no PATH, as confstr(_CS_PATH). */
-#define JOB_DEFAULT_PATH "/bin:/usr/bin"
+/* The stages' PATH unless the spec's env sets one (docs/security.md). */
+#define JOB_PATH "/usr/local/bin:/usr/bin:/bin"
+/* Per-stage caps, lowered to the caller's hard limits (docs/spec.md). */
+#define JOB_NOFILE 4096
+#define JOB_NPROC 16384
 
 static bool is_executable(const char *path)
 {
@@ -33,15 +38,26 @@ static bool is_executable(const char *path)
 	return faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) == 0;
 }
 
-/* Looks prog up in PATH; relative PATH entries are relative to dir, the
- * stages' working directory, as execvp in the stage would see them. */
-static int search_path(const char *dir, const char *prog, char **out)
+/* The value of name in the stages' environment, or NULL. */
+static const char *plan_getenv(const struct job_plan *plan, const char *name)
 {
-	const char *path = getenv("PATH");
+	size_t len = strlen(name);
+
+	for (size_t k = 0; k < plan->n_env; k++)
+		if (!strncmp(plan->envp[k], name, len) &&
+		    plan->envp[k][len] == '=')
+			return plan->envp[k] + len + 1;
+	return NULL;
+}
+
+/* Looks prog up in path (the stages' PATH); relative entries are relative
+ * to dir, the stages' working directory, as execvp in the stage would see
+ * them. */
+static int search_path(const char *path, const char *dir, const char *prog,
+		       char **out)
+{
 	const char *p, *end;
 
-	if (!path)
-		path = JOB_DEFAULT_PATH;
 	for (p = path;; p = end + 1) {
 		const char *elem = p;
 		int len, rc;
@@ -70,15 +86,18 @@ static int search_path(const char *dir, const char *prog, char **out)
 	}
 }
 
-static int resolve_stage(const struct mf_spec *spec, size_t i, char **out,
+static int resolve_stage(const struct job_plan *plan,
+			 const struct mf_spec *spec, size_t i, char **out,
 			 char **err)
 {
 	const char *prog = spec->stages[i].argv[0];
+	const char *env_path = plan_getenv(plan, "PATH");
 	char *path;
 	int rc;
 
 	if (!strchr(prog, '/')) {
-		rc = search_path(spec->dir, prog, out);
+		rc = search_path(env_path ? env_path : JOB_PATH, spec->dir,
+				 prog, out);
 		if (rc == -ENOENT &&
 		    asprintf(err, "stage %zu: '%s' not found in PATH", i,
 			     prog) < 0)
@@ -102,21 +121,6 @@ static int resolve_stage(const struct mf_spec *spec, size_t i, char **out,
 	}
 	*out = path;
 	return 0;
-}
-
-static bool is_job_var(const char *entry)
-{
-	static const char *const names[] = {
-	    "MATFS_SHARD=",
-	    "MATFS_SHARDS=",
-	    "MATFS_INPUTS=",
-	    "MATFS_FINGERPRINT=",
-	};
-
-	for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
-		if (!strncmp(entry, names[k], strlen(names[k])))
-			return true;
-	return false;
 }
 
 /* "MATFS_INPUTS=" and the paths, one per line, no newline after the last. */
@@ -144,35 +148,108 @@ static char *inputs_var(const char *const *inputs, size_t n)
 	return s;
 }
 
+/* Sets name=value (entry is "name=value", owned, or NULL: -ENOMEM) in
+ * the stages' environment, replacing an earlier value of name. */
+static int env_put(struct job_plan *plan, char *entry)
+{
+	size_t len;
+
+	if (!entry)
+		return -ENOMEM;
+	len = strcspn(entry, "=") + 1;
+	for (size_t k = 0; k < plan->n_env; k++)
+		if (!strncmp(plan->envp[k], entry, len)) {
+			free(plan->envp[k]);
+			plan->envp[k] = entry;
+			return 0;
+		}
+	if (plan->n_env + 1 >= plan->env_cap) {
+		size_t cap = plan->env_cap ? 2 * plan->env_cap : 32;
+		char **v = realloc(plan->envp, cap * sizeof *v);
+
+		if (!v) {
+			free(entry);
+			return -ENOMEM;
+		}
+		plan->envp = v;
+		plan->env_cap = cap;
+	}
+	plan->envp[plan->n_env++] = entry;
+	plan->envp[plan->n_env] = NULL;
+	return 0;
+}
+
+static char *env_entry(const char *name, const char *value)
+{
+	char *s;
+
+	return asprintf(&s, "%s=%s", name, value) < 0 ? NULL : s;
+}
+
+static char *env_uint(const char *name, unsigned value)
+{
+	char *s;
+
+	return asprintf(&s, "%s=%u", name, value) < 0 ? NULL : s;
+}
+
+/* LANG, LC_* and TMPDIR: what the caller has of them. */
+static int env_inherit(struct job_plan *plan)
+{
+	int rc = 0;
+
+	for (size_t e = 0; rc == 0 && environ && environ[e]; e++) {
+		const char *v = environ[e];
+
+		if (!strncmp(v, "LANG=", 5) || !strncmp(v, "LC_", 3) ||
+		    !strncmp(v, "TMPDIR=", 7))
+			rc = env_put(plan, strdup(v));
+	}
+	return rc;
+}
+
+/* HOME, USER and LOGNAME of uid, when it has a passwd entry. */
+static int env_user(struct job_plan *plan, uid_t uid)
+{
+	struct passwd pw, *found = NULL;
+	char buf[16384];
+	int rc;
+
+	if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) != 0 || !found)
+		return 0;
+	rc = env_put(plan, env_entry("HOME", found->pw_dir));
+	if (rc == 0)
+		rc = env_put(plan, env_entry("USER", found->pw_name));
+	if (rc == 0)
+		rc = env_put(plan, env_entry("LOGNAME", found->pw_name));
+	return rc;
+}
+
+/* The stages' environment, in the order of precedence of docs/spec.md:
+ * the clean base, then the spec's env, then the MATFS_* variables. */
 static int build_env(struct job_plan *plan, const struct mf_spec *spec,
 		     uint32_t shard, const char *fp_hex)
 {
-	size_t n = 0, k = JOB_ENV_OWN;
-	char **envp;
+	uid_t uid = plan->creds.drop ? plan->creds.uid : geteuid();
+	int rc = env_put(plan, strdup("PATH=" JOB_PATH));
 
-	while (environ && environ[n])
-		n++;
-	envp = calloc(n + JOB_ENV_OWN + 1, sizeof *envp);
-	if (!envp)
-		return -ENOMEM;
-	plan->envp = envp;
-	if (asprintf(&envp[0], "MATFS_SHARD=%u", shard) < 0)
-		envp[0] = NULL;
-	if (envp[0] && asprintf(&envp[1], "MATFS_SHARDS=%u", spec->shards) < 0)
-		envp[1] = NULL;
-	if (envp[1] &&
-	    asprintf(&envp[2], "MATFS_FINGERPRINT=%s", fp_hex ? fp_hex : "") <
-		0)
-		envp[2] = NULL;
-	if (envp[2])
-		envp[3] = inputs_var(plan->inputs, plan->n_inputs);
-	if (!envp[3])
-		return -ENOMEM;
-	for (size_t e = 0; e < n; e++)
-		if (!is_job_var(environ[e]))
-			envp[k++] = environ[e];
-	envp[k] = NULL;
-	return 0;
+	if (rc == 0)
+		rc = env_user(plan, uid);
+	if (rc == 0)
+		rc = env_inherit(plan);
+	for (size_t i = 0; rc == 0 && i < spec->n_env; i++)
+		rc = env_put(plan,
+			     env_entry(spec->env[i].name, spec->env[i].value));
+	if (rc == 0)
+		rc = env_put(plan, env_uint("MATFS_SHARD", shard));
+	if (rc == 0)
+		rc = env_put(plan, env_uint("MATFS_SHARDS", spec->shards));
+	if (rc == 0)
+		rc = env_put(
+		    plan, env_entry("MATFS_FINGERPRINT", fp_hex ? fp_hex : ""));
+	if (rc == 0)
+		rc = env_put(plan, inputs_var(plan->inputs, plan->n_inputs));
+	return rc;
 }
 
 static int shard_inputs(struct job_plan *plan, const struct mf_spec *spec,
@@ -235,6 +312,46 @@ static int creds_init(struct job_creds *c, const struct mf_spec *spec)
 	return 0;
 }
 
+/* want, or the caller's hard limit of resource when that is lower: a
+ * child can lower its limits, never raise them. */
+static rlim_t below_hard(int resource, rlim_t want)
+{
+	struct rlimit r;
+
+	if (getrlimit(resource, &r) != 0 || r.rlim_max == RLIM_INFINITY)
+		return want;
+	return r.rlim_max < want ? r.rlim_max : want;
+}
+
+/* Each stage's limits; a stage's nice is never below the caller's, which
+ * only a privileged process could undercut. */
+static int plan_limits(struct job_plan *plan, const struct mf_spec *spec)
+{
+	rlim_t nofile = below_hard(RLIMIT_NOFILE, JOB_NOFILE);
+	rlim_t nproc = below_hard(RLIMIT_NPROC, JOB_NPROC);
+	int own;
+
+	errno = 0;
+	own = getpriority(PRIO_PROCESS, 0);
+	if (errno)
+		own = 0;
+	plan->limits = calloc(spec->n_stages, sizeof *plan->limits);
+	if (!plan->limits)
+		return -ENOMEM;
+	for (size_t i = 0; i < spec->n_stages; i++) {
+		const struct mf_stage *st = &spec->stages[i];
+		struct job_limits *l = &plan->limits[i];
+
+		l->nofile = nofile;
+		l->nproc = nproc;
+		if (st->memory)
+			l->as = below_hard(RLIMIT_AS, (rlim_t)st->memory);
+		if (st->nice)
+			l->nice = st->nice > own ? st->nice : own;
+	}
+	return 0;
+}
+
 /*
  * Fills plan for shard of spec. Returns 0, or -ENOENT/-EACCES for a
  * program that cannot be found or run (with *err set), or -ENOMEM.
@@ -248,21 +365,24 @@ int job_plan_init(struct job_plan *plan, const struct mf_spec *spec,
 
 	memset(plan, 0, sizeof *plan);
 	plan->max_fd = max_fd > 0 && max_fd < (1 << 20) ? (int)max_fd : 1 << 20;
+	rc = shard_inputs(plan, spec, shard);
+	if (rc == 0)
+		rc = creds_init(&plan->creds, spec);
+	if (rc == 0)
+		rc = build_env(plan, spec, shard, fp_hex);
+	if (rc == 0)
+		rc = plan_limits(plan, spec);
+	if (rc < 0)
+		return rc;
 	plan->paths = calloc(spec->n_stages, sizeof *plan->paths);
 	if (!plan->paths)
 		return -ENOMEM;
 	for (size_t i = 0; i < spec->n_stages; i++) {
-		rc = resolve_stage(spec, i, &plan->paths[i], err);
+		rc = resolve_stage(plan, spec, i, &plan->paths[i], err);
 		if (rc < 0)
 			return rc;
 	}
-	rc = shard_inputs(plan, spec, shard);
-	if (rc < 0)
-		return rc;
-	rc = build_env(plan, spec, shard, fp_hex);
-	if (rc < 0)
-		return rc;
-	return creds_init(&plan->creds, spec);
+	return 0;
 }
 
 void job_plan_release(struct job_plan *plan, const struct mf_spec *spec)
@@ -271,11 +391,11 @@ void job_plan_release(struct job_plan *plan, const struct mf_spec *spec)
 		for (size_t i = 0; i < spec->n_stages; i++)
 			free(plan->paths[i]);
 	free(plan->paths);
-	if (plan->envp)
-		for (size_t k = 0; k < JOB_ENV_OWN; k++)
-			free(plan->envp[k]);
+	for (size_t k = 0; k < plan->n_env; k++)
+		free(plan->envp[k]);
 	free(plan->envp);
 	free(plan->inputs);
 	free(plan->creds.groups);
+	free(plan->limits);
 	memset(plan, 0, sizeof *plan);
 }

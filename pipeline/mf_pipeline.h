@@ -34,6 +34,16 @@ struct mf_stage {
 	size_t n_deps;
 	int64_t timeout_s; /* seconds; 0: none (written in the spec);
 			      MF_STAGE_TIMEOUT_DEFAULT when not set */
+	uint64_t memory; /* RLIMIT_AS of each of its processes; 0: none */
+	int nice; /* 1-19: its niceness (never below the caller's); 0: the
+		     caller's */
+};
+
+/* One variable of the spec's `env`: NAME matches [A-Za-z_][A-Za-z0-9_]*
+ * and is not MATFS_*. */
+struct mf_env_var {
+	char *name;
+	char *value;
 };
 
 struct mf_spec {
@@ -57,20 +67,31 @@ struct mf_spec {
 	int64_t pending_expiry; /* seconds; default 86400 */
 	uint32_t keep; /* 0: no limit (default) */
 	char *fingerprint_key; /* NULL unless the spec sets one */
+	struct mf_env_var *env; /* `env`, sorted by name; NULL when none */
+	size_t n_env;
 	uid_t owner_uid; /* owner of the spec file */
 	gid_t owner_gid;
+	char *text; /* the bytes that were parsed, NUL-terminated; NULL
+		       for a spec not loaded from a file */
+	size_t text_len;
 };
 
 /*
  * Loads and validates the spec at path: YAML syntax, unknown keys, types,
  * sizes, durations, codec, name, inputs (glob(3), sorted, at least one
- * file), deps files that exist, shards <= inputs, at least one stage.
- * Returns 0 and *out (free with mf_spec_free), or a negative errno and
- * *err, a malloc'd one-line message "FILE:LINE:COLUMN: what is wrong"
- * (1-based; FILE as given in path) that the caller frees: -EINVAL for a
- * bad spec; -ENOENT, -EACCES, -EFBIG, ... when the file itself cannot be
- * read, then without a position ("FILE: cannot open: ..."). err may be
- * NULL. Thread-safe; docs/spec.md lists every key and message.
+ * file), deps files that exist, shards <= inputs, at least one stage, and
+ * the caps of docs/spec.md ("Limits": file size, YAML anchors, aliases and
+ * size with aliases expanded, stages, words, deps, globs, matches), each
+ * checked before the work it bounds. A symlink is resolved first and the
+ * real path opened without following one, without blocking (a FIFO is
+ * refused, never waited on). Returns 0 and *out (free with mf_spec_free),
+ * or a negative errno and *err, a malloc'd one-line message
+ * "FILE:LINE:COLUMN: what is wrong" (1-based; FILE as given in path) that
+ * the caller frees: -EINVAL for a bad spec; -ENOENT, -EACCES, -EFBIG, ...
+ * when the file itself cannot be read, then without a position ("FILE:
+ * cannot open: ..."; "FILE: not a regular file" is -EINVAL). A message
+ * never quotes more of a file that is not a spec than a short key name.
+ * err may be NULL. Thread-safe; docs/spec.md lists every key and message.
  */
 int mf_spec_load(const char *path, struct mf_spec **out, char **err);
 void mf_spec_free(struct mf_spec *spec);
@@ -181,14 +202,20 @@ struct mf_job;
 
 /*
  * Starts the stages of shard `shard` (fork + execve, argv[0] looked up in
- * PATH before the fork, never a shell), chained by pipes, all in one new
- * process group, cwd the spec folder, with the caller's environment plus
- * MATFS_SHARD, MATFS_SHARDS, MATFS_INPUTS (absolute paths, one per line)
- * and MATFS_FINGERPRINT (fp_hex). A feeder child writes the shard's input
- * files, concatenated in order, to the first stage's stdin.
- * MATFS_INPUTS has no newline after the last path. When the caller runs
- * as root and spec->owner_uid is not 0, stages and feeder switch to
- * owner_uid, owner_gid and that user's groups before touching anything.
+ * the stages' PATH before the fork, never a shell), chained by pipes, all
+ * in one new process group, cwd the spec folder, with a clean environment
+ * (docs/security.md): PATH=/usr/local/bin:/usr/bin:/bin; HOME, USER and
+ * LOGNAME of the user the stages run as; LANG, LC_* and TMPDIR when the
+ * caller has them; then spec->env, which may replace any of those; then
+ * MATFS_SHARD, MATFS_SHARDS, MATFS_INPUTS (absolute paths, one per line,
+ * no newline after the last) and MATFS_FINGERPRINT (fp_hex). Nothing else
+ * of the caller's environment passes. Each stage gets RLIMIT_NOFILE 4096
+ * and RLIMIT_NPROC 16384 (or the caller's hard limits when lower), its
+ * `memory` as RLIMIT_AS and its `nice`. A feeder child writes the shard's
+ * input files, concatenated in order, to the first stage's stdin. When
+ * the caller runs as root and spec->owner_uid is not 0, stages and feeder
+ * switch to owner_uid, owner_gid and that user's groups before touching
+ * anything.
  * Returns 0 or -errno with *err, a malloc'd line the caller frees (err may
  * be NULL): -ENOENT "stage N: 'prog' not found in PATH", -EACCES for a
  * program that is not executable, -EINVAL for a shard out of range, the

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #define MSG_MAX 1024 /* longer messages are cut, ending in "..." */
+#define SHOWN_MAX 16 /* bytes of an unknown key a message quotes */
 
 static const struct spec_key top_keys[] = {
     {"name", spec_parse_name, true},
@@ -36,6 +37,7 @@ static const struct spec_key top_keys[] = {
     {"pending_expiry", spec_parse_pending_expiry, false},
     {"keep", spec_parse_keep, false},
     {"fingerprint", spec_parse_fingerprint, false},
+    {"env", spec_parse_env, false},
 };
 
 /* Builds "FILE:LINE:COLUMN: msg" (or "FILE: msg" without a mark). */
@@ -94,6 +96,20 @@ mark_fail(struct spec_ctx *c, yaml_mark_t mark, const char *fmt, ...)
 	return rc;
 }
 
+const char *spec_quotable(const char *key, char *buf, size_t size)
+{
+	static const char word[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				   "abcdefghijklmnopqrstuvwxyz0123456789_.-";
+	size_t len = strlen(key);
+	if (!len || strspn(key, word) != len)
+		return "(not shown: not a word of A-Z a-z 0-9 _ . -)";
+	if (len > SHOWN_MAX)
+		snprintf(buf, size, "'%.*s...'", SHOWN_MAX, key);
+	else
+		snprintf(buf, size, "'%s'", key);
+	return buf;
+}
+
 int spec_parse_mapping(struct spec_ctx *c, const yaml_node_t *map,
 		       const struct spec_key *keys, size_t n_keys, void *arg)
 {
@@ -108,8 +124,12 @@ int spec_parse_mapping(struct spec_ctx *c, const yaml_node_t *map,
 		size_t i = 0;
 		while (i < n_keys && strcmp(keys[i].name, name) != 0)
 			i++;
-		if (i == n_keys)
-			return spec_fail(c, k, "unknown key '%s'", name);
+		if (i == n_keys) {
+			char shown[SPEC_QUOTABLE_SIZE];
+			return spec_fail(
+			    c, k, "unknown key %s",
+			    spec_quotable(name, shown, sizeof(shown)));
+		}
 		if (seen & (1U << i))
 			return spec_fail(c, k, "duplicate key '%s'", name);
 		seen |= 1U << i;
@@ -203,22 +223,137 @@ delete_doc:
 	return rc;
 }
 
+/* libyaml registers an anchor by comparing it with every earlier one, and
+ * resolves an alias the same way: one pass over the events counts both
+ * and stops at the caps before any document is built. A syntax error ends
+ * the count; the load then reports the first problem in the file. */
+static int count_anchors(struct spec_ctx *c, const char *data, size_t len)
+{
+	yaml_parser_t p;
+	size_t anchors = 0, aliases = 0;
+	int rc = 0;
+	if (!yaml_parser_initialize(&p))
+		return file_fail(c, -ENOMEM, "out of memory");
+	yaml_parser_set_input_string(&p, (const unsigned char *)data, len);
+	for (bool end = false; rc == 0 && !end;) {
+		yaml_event_t e;
+		if (!yaml_parser_parse(&p, &e))
+			break;
+		const yaml_char_t *anchor = NULL;
+		if (e.type == YAML_SCALAR_EVENT)
+			anchor = e.data.scalar.anchor;
+		else if (e.type == YAML_SEQUENCE_START_EVENT)
+			anchor = e.data.sequence_start.anchor;
+		else if (e.type == YAML_MAPPING_START_EVENT)
+			anchor = e.data.mapping_start.anchor;
+		if (anchor && ++anchors > MF_SPEC_ANCHORS_MAX)
+			rc = mark_fail(c, e.start_mark,
+				       "more than %d YAML anchors",
+				       MF_SPEC_ANCHORS_MAX);
+		if (e.type == YAML_ALIAS_EVENT &&
+		    ++aliases > MF_SPEC_ALIASES_MAX)
+			rc = mark_fail(c, e.start_mark,
+				       "more than %d YAML aliases",
+				       MF_SPEC_ALIASES_MAX);
+		end = e.type == YAML_STREAM_END_EVENT;
+		yaml_event_delete(&e);
+	}
+	yaml_parser_delete(&p);
+	return rc;
+}
+
+/* Nodes still to visit while sizing a document; each was counted. */
+struct walk {
+	int *stack;
+	size_t top, cap;
+	size_t nodes;
+	size_t bytes;
+};
+
+/* Counts the node at index, and queues it when it has children. */
+static int walk_push(struct spec_ctx *c, struct walk *w, int index)
+{
+	const yaml_node_t *n = spec_node(c, index);
+	if (!n)
+		return 0; /* libyaml never leaves a dangling index */
+	if (++w->nodes > MF_SPEC_NODES_MAX)
+		return spec_fail(c, n,
+				 "more than %d YAML nodes once YAML aliases "
+				 "are expanded",
+				 MF_SPEC_NODES_MAX);
+	if (n->type == YAML_SCALAR_NODE) {
+		w->bytes += n->data.scalar.length;
+		if (w->bytes > MF_SPEC_SCALAR_BYTES_MAX)
+			return spec_fail(c, n,
+					 "more than %u bytes of text once "
+					 "YAML aliases are expanded",
+					 MF_SPEC_SCALAR_BYTES_MAX);
+		return 0;
+	}
+	if (w->top == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 64;
+		int *s = realloc(w->stack, cap * sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		w->stack = s;
+		w->cap = cap;
+	}
+	w->stack[w->top++] = index;
+	return 0;
+}
+
+/*
+ * Sizes the document as if every alias were a copy of the node it names
+ * (libyaml's document shares that node), as the key handlers and the
+ * fingerprint would see it, and stops at the caps before any of that
+ * work. The stack is explicit and every entry was counted first, so depth
+ * costs no C stack, memory stays within the node cap and an alias of its
+ * own ancestor runs into the cap.
+ */
+static int check_expanded(struct spec_ctx *c)
+{
+	struct walk w = {0};
+	int rc = walk_push(c, &w, 1); /* the root */
+	while (rc == 0 && w.top > 0) {
+		const yaml_node_t *n = spec_node(c, w.stack[--w.top]);
+		if (n->type == YAML_SEQUENCE_NODE) {
+			for (yaml_node_item_t *i = n->data.sequence.items.start;
+			     rc == 0 && i < n->data.sequence.items.top; i++)
+				rc = walk_push(c, &w, *i);
+			continue;
+		}
+		for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+		     rc == 0 && p < n->data.mapping.pairs.top; p++) {
+			rc = walk_push(c, &w, p->key);
+			if (rc == 0)
+				rc = walk_push(c, &w, p->value);
+		}
+	}
+	free(w.stack);
+	return rc;
+}
+
 static int parse_text(struct spec_ctx *c, const char *data, size_t len)
 {
 	yaml_parser_t p;
 	yaml_document_t doc;
+	int rc = count_anchors(c, data, len);
+	if (rc)
+		return rc;
 	if (!yaml_parser_initialize(&p))
 		return file_fail(c, -ENOMEM, "out of memory");
 	yaml_parser_set_input_string(&p, (const unsigned char *)data, len);
-	int rc = load_document(c, &p, &doc, data, len);
+	rc = load_document(c, &p, &doc, data, len);
 	if (rc)
 		goto delete_parser;
 	c->doc = &doc;
 	const yaml_node_t *root = yaml_document_get_root_node(&doc);
-	if (root)
-		rc = parse_root(c, root);
-	else
+	if (!root)
 		rc = spec_fail(c, NULL, "the spec is empty");
+	if (rc == 0)
+		rc = check_expanded(c);
+	if (rc == 0)
+		rc = parse_root(c, root);
 	c->doc = NULL;
 	yaml_document_delete(&doc);
 delete_parser:
@@ -226,22 +361,47 @@ delete_parser:
 	return rc;
 }
 
-/* Reads the whole spec file (at most MF_SPEC_FILE_MAX bytes). */
+/* Opens the spec for reading: symlinks resolved here, the real path then
+ * opened without following one, so a link swapped in meanwhile is refused
+ * (ELOOP); anything but a regular file is refused before it is opened,
+ * and O_NONBLOCK keeps a FIFO swapped in after that check from blocking. */
+static int open_spec(struct spec_ctx *c, int *fd, struct stat *st)
+{
+	char *real = realpath(c->file, NULL);
+	if (!real)
+		return file_fail(c, -errno, "cannot open: %s", strerror(errno));
+	int rc = 0;
+	if (lstat(real, st) != 0)
+		rc = file_fail(c, -errno, "cannot open: %s", strerror(errno));
+	else if (!S_ISREG(st->st_mode))
+		rc = file_fail(c, -EINVAL, "not a regular file");
+	if (rc == 0) {
+		*fd = open(real,
+			   O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+			       O_NOCTTY);
+		if (*fd < 0)
+			rc = file_fail(c, -errno, "cannot open: %s",
+				       strerror(errno));
+	}
+	free(real);
+	if (rc == 0 && fstat(*fd, st) != 0)
+		rc = file_fail(c, -errno, "cannot stat: %s", strerror(errno));
+	else if (rc == 0 && !S_ISREG(st->st_mode))
+		rc = file_fail(c, -EINVAL, "not a regular file");
+	if (rc && *fd >= 0)
+		close(*fd);
+	return rc;
+}
+
+/* Reads the whole spec file (at most MF_SPEC_FILE_MAX bytes) into a
+ * NUL-terminated buffer. */
 static int read_file(struct spec_ctx *c, char **data, size_t *len,
 		     struct stat *st)
 {
-	int rc = 0;
-	int fd = open(c->file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return file_fail(c, -errno, "cannot open: %s", strerror(errno));
-	if (fstat(fd, st) != 0) {
-		rc = file_fail(c, -errno, "cannot stat: %s", strerror(errno));
-		goto close_fd;
-	}
-	if (!S_ISREG(st->st_mode)) {
-		rc = file_fail(c, -EINVAL, "not a regular file");
-		goto close_fd;
-	}
+	int fd = -1;
+	int rc = open_spec(c, &fd, st);
+	if (rc)
+		return rc;
 	char *buf = malloc(MF_SPEC_FILE_MAX + 1);
 	if (!buf) {
 		rc = file_fail(c, -ENOMEM, "out of memory");
@@ -257,7 +417,9 @@ static int read_file(struct spec_ctx *c, char **data, size_t *len,
 		free(buf);
 		goto close_fd;
 	}
-	*data = buf;
+	buf[n] = '\0';
+	char *fit = realloc(buf, (size_t)n + 1);
+	*data = fit ? fit : buf;
 	*len = (size_t)n;
 close_fd:
 	close(fd);
@@ -369,9 +531,12 @@ int mf_spec_load(const char *path, struct mf_spec **out, char **err)
 		rc = check_writers(&c, s, &st);
 	if (rc == 0)
 		rc = parse_text(&c, data, len);
-	free(data);
-	if (rc)
+	if (rc) {
+		free(data);
 		goto free_spec;
+	}
+	s->text = data;
+	s->text_len = len;
 	*out = s;
 	if (err)
 		*err = NULL;
@@ -416,6 +581,12 @@ void mf_spec_free(struct mf_spec *spec)
 	spec_free_strv(spec->inputs_rel, spec->n_inputs);
 	free(spec->suffix);
 	free(spec->fingerprint_key);
+	for (size_t i = 0; i < spec->n_env; i++) {
+		free(spec->env[i].name);
+		free(spec->env[i].value);
+	}
+	free(spec->env);
+	free(spec->text);
 	free(spec);
 }
 

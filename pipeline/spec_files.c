@@ -133,6 +133,10 @@ static int add_matches(struct spec_ctx *c, const yaml_node_t *n,
 			continue; /* cannot happen: every match has our prefix */
 		if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
 			continue;
+		if (acc->n >= MF_SPEC_MATCHES_MAX)
+			return spec_fail(c, n,
+					 "'inputs': more than %d matched files",
+					 MF_SPEC_MATCHES_MAX);
 		/* MATFS_INPUTS lists one path per line */
 		if (strchr(path + skip, '\n'))
 			return spec_fail(c, n,
@@ -260,14 +264,17 @@ static int glob_nodes(struct spec_ctx *c, const yaml_node_t *v,
 		return spec_fail(c, v,
 				 "'inputs': at least one glob is "
 				 "required");
+	if (*n > MF_SPEC_GLOBS_MAX)
+		return spec_fail(c, v, "'inputs': more than %d globs",
+				 MF_SPEC_GLOBS_MAX);
 	return 0;
 }
 
 int spec_parse_inputs(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 {
 	struct mf_spec *s = c->spec;
-	const yaml_node_item_t *items;
-	size_t n;
+	const yaml_node_item_t *items = NULL;
+	size_t n = 0;
 	int rc = glob_nodes(c, v, &items, &n);
 	if (rc)
 		return rc;
@@ -318,6 +325,9 @@ int spec_parse_deps(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 		return spec_fail(c, v, "'deps': expected a list of paths");
 	size_t n =
 	    (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	if (n > MF_SPEC_DEPS_MAX)
+		return spec_fail(c, v, "'deps': more than %d files",
+				 MF_SPEC_DEPS_MAX);
 	st->deps = calloc(n ? n : 1, sizeof(*st->deps));
 	st->deps_rel = calloc(n ? n : 1, sizeof(*st->deps_rel));
 	if (!st->deps || !st->deps_rel)

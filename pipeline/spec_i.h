@@ -1,8 +1,8 @@
 /*
- * spec_i.h - private to the spec loader (spec.c, spec_keys.c,
+ * spec_i.h - private to the spec loader (spec.c, spec_keys.c, spec_env.c,
  * spec_files.c), its watch list (spec_watch.c) and the fingerprint
- * (fingerprint.c): the parse context, the error helper, typed readers of
- * YAML nodes, the handlers of each key and the path helpers.
+ * (fingerprint.c): the parse context, the caps, the error helpers, typed
+ * readers of YAML nodes, the handlers of each key and the path helpers.
  *
  * Not for: anything outside pipeline/; the public contract is
  * mf_pipeline.h.
@@ -25,6 +25,26 @@
 #define MF_SPEC_PENDING_DEFAULT 86400
 #define MF_SPEC_SUFFIX_MAX 32
 #define MF_SPEC_FILE_MAX (1U << 20) /* larger spec files are refused */
+
+/* Caps that keep loading a spec bounded in time and memory whatever its
+ * author writes (docs/spec.md, "Limits"). YAML aliases point at shared
+ * nodes: the node and byte caps count every use of an alias in full, so a
+ * small file cannot stand for a huge one. libyaml looks anchors up
+ * linearly, hence caps on anchors and aliases too. */
+#define MF_SPEC_ANCHORS_MAX 1000
+#define MF_SPEC_ALIASES_MAX 10000
+#define MF_SPEC_NODES_MAX 100000 /* with aliases expanded */
+#define MF_SPEC_SCALAR_BYTES_MAX (1U << 20) /* with aliases expanded */
+#define MF_SPEC_STAGES_MAX 64
+#define MF_SPEC_ARGV_MAX 1024 /* words of one stage's exec */
+#define MF_SPEC_DEPS_MAX 1000 /* deps of one stage */
+#define MF_SPEC_GLOBS_MAX 1000
+#define MF_SPEC_MATCHES_MAX 1000000 /* files matched, over every glob */
+#define MF_SPEC_ENV_MAX 64 /* variables in 'env' */
+#define MF_SPEC_ENV_NAME_MAX 128
+#define MF_SPEC_ENV_VALUE_MAX 4096
+#define MF_SPEC_MEMORY_MIN (1ULL << 20)
+#define MF_SPEC_NICE_MAX 19
 
 /* One load. Owns nothing but err; spec is filled as keys are parsed. */
 struct spec_ctx {
@@ -53,6 +73,14 @@ bool spec_is_null(const yaml_node_t *n);
  * (without failing) when n is anything else. Borrowed from the document. */
 const char *spec_scalar(const yaml_node_t *n);
 
+/* key as an error message may show it: a word of A-Z a-z 0-9 _ . - in
+ * single quotes, cut after 16 bytes with "...", written into buf (at least
+ * 24 bytes); anything else is not shown, so that the content of a file
+ * that is not a spec never reaches a message. Returns buf or a constant
+ * text. */
+#define SPEC_QUOTABLE_SIZE 24
+const char *spec_quotable(const char *key, char *buf, size_t size);
+
 /* Typed readers: each fails with "'KEY': expected ..." on the wrong type. */
 int spec_get_string(struct spec_ctx *c, const char *key, const yaml_node_t *n,
 		    char **out);
@@ -70,7 +98,8 @@ struct spec_key {
 
 /*
  * Runs the handler of every pair of map (a mapping node) in document order.
- * Fails at the key with "unknown key 'K'" or "duplicate key 'K'", and at the
+ * Fails at the key with "unknown key 'K'" (K as spec_quotable shows it) or
+ * "duplicate key 'K'", and at the
  * mapping's start with "missing required key 'K'" (at most 32 keys).
  */
 int spec_parse_mapping(struct spec_ctx *c, const yaml_node_t *map,
@@ -90,6 +119,12 @@ int spec_parse_pending_expiry(struct spec_ctx *c, const yaml_node_t *v,
 			      void *arg);
 int spec_parse_keep(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_fingerprint(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+
+/* What a stage's processes get (spec_env.c): the spec's 'env' (arg
+ * unused); a stage's 'memory' and 'nice' (arg: its struct mf_stage *). */
+int spec_parse_env(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_memory(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_nice(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 
 /* Files (spec_files.c): inputs expanded with glob(3) (arg unused); the
  * deps of the stage arg (a struct mf_stage *). */

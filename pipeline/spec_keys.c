@@ -278,6 +278,9 @@ static int parse_exec(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 	    (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
 	if (n == 0)
 		return spec_fail(c, v, "'exec': at least one word is required");
+	if (n > MF_SPEC_ARGV_MAX)
+		return spec_fail(c, v, "'exec': more than %d words",
+				 MF_SPEC_ARGV_MAX);
 	st->argv = calloc(n + 1, sizeof(*st->argv));
 	if (!st->argv)
 		return -ENOMEM;
@@ -306,6 +309,8 @@ static const struct spec_key stage_keys[] = {
     {"exec", parse_exec, true},
     {"deps", spec_parse_deps, false},
     {"timeout", parse_timeout, false},
+    {"memory", spec_parse_memory, false}, /* spec_env.c */
+    {"nice", spec_parse_nice, false},
 };
 
 int spec_parse_stages(struct spec_ctx *c, const yaml_node_t *v, void *arg)
@@ -320,6 +325,9 @@ int spec_parse_stages(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 		return spec_fail(c, v, "'stages': expected a list of stages");
 	size_t n =
 	    (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	if (n > MF_SPEC_STAGES_MAX)
+		return spec_fail(c, v, "'stages': more than %d stages",
+				 MF_SPEC_STAGES_MAX);
 	s->stages = calloc(n, sizeof(*s->stages));
 	if (!s->stages)
 		return -ENOMEM;

@@ -2,7 +2,7 @@
  * test_fingerprint.c - the fingerprint of a spec: what changes it (argv,
  * deps contents, input size and mtime or contents, shards, the fixed key)
  * and what does not (layout, name, storage settings, the project's
- * location); the --explain parts and the byte layout of docs/spec.md,
+ * location); `env`, a part only when it is not empty; the --explain parts and the byte layout of docs/spec.md,
  * recomputed here from the document; golden values of scheme 1.
  *
  * Not for: spec validation (test_spec.c).
@@ -266,6 +266,8 @@ static void test_not_covered(void **state)
 	    {"suffix: .bin", "suffix: .tokens"},
 	    {"timeout: 1h", "timeout: 5s"},
 	    {"suffix: .bin", "expire_after: 7d\npending_expiry: 1h\nkeep: 3"},
+	    {"timeout: 1h", "timeout: 1h\n    memory: 1GiB\n    nice: 5"},
+	    {"suffix: .bin", "env: {}"},
 	};
 	char a[65], b[65];
 	project();
@@ -467,6 +469,77 @@ static void test_explain_layout(void **state)
 	mf_spec_free(s);
 }
 
+/* `env` is covered when it is not empty, by name and value, whatever
+ * the order it is written in; with no variable the fingerprint is the one
+ * of a spec without the key (GOLDEN_STAT), so older specs keep theirs. */
+#define GOLDEN_ENV                                                             \
+	"e8730024c899e7a1ec5c60f3b043ce2aa4299c6ce542ded325735e6581cc7f6e"
+
+static void want_env(struct want_part *w)
+{
+	struct mf_sha256 h;
+	assert_int_equal(mf_sha256_init(&h), 0);
+	put_u64(&h, 2);
+	put_str(&h, "OMP_NUM_THREADS");
+	put_str(&h, "4");
+	put_str(&h, "PYTHONPATH");
+	put_str(&h, "lib dir");
+	assert_int_equal(mf_sha256_final(&h, w->d), 0);
+	w->label = "env";
+	w->detail = "OMP_NUM_THREADS=4 'PYTHONPATH=lib dir'";
+}
+
+static void test_env_covered(void **state)
+{
+	char a[65], b[65];
+	project();
+	spec_edit("proj/spec.yaml", "suffix: .bin",
+		  "env: {PYTHONPATH: lib dir, OMP_NUM_THREADS: 4}");
+	fp_proj(a);
+	assert_string_not_equal(a, GOLDEN_STAT);
+	assert_string_equal(a, GOLDEN_ENV);
+	spec_edit("proj/spec.yaml", "suffix: .bin",
+		  "env:\n  OMP_NUM_THREADS: \"4\"\n  PYTHONPATH: lib dir");
+	fp_proj(b);
+	assert_string_equal(a, b);
+	spec_edit("proj/spec.yaml", "suffix: .bin",
+		  "env: {PYTHONPATH: lib dir, OMP_NUM_THREADS: 8}");
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+	spec_edit("proj/spec.yaml", "suffix: .bin",
+		  "env: {PYTHONPATH: lib dir, OMP_NUM_THREAD: 4}");
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+	spec_edit("proj/spec.yaml", "suffix: .bin", "env: {}");
+	fp_proj(b);
+	assert_string_equal(b, GOLDEN_STAT);
+
+	/* the part, between shards and the stages, and the whole hash */
+	spec_edit("proj/spec.yaml", "suffix: .bin",
+		  "env: {PYTHONPATH: lib dir, OMP_NUM_THREADS: 4}");
+	struct want_part w;
+	want_env(&w);
+	struct mf_spec *s = fx_load("proj/spec.yaml");
+	struct mf_fingerprint fp;
+	assert_int_equal(mf_fingerprint_compute(s, &fp, NULL), 0);
+	assert_int_equal(fp.n_parts, 9);
+	assert_string_equal(fp.parts[1].label, "shards");
+	assert_string_equal(fp.parts[2].label, "env");
+	assert_string_equal(fp.parts[2].detail, w.detail);
+	char hex[65];
+	mf_hex(w.d, 32, hex);
+	assert_string_equal(fp.parts[2].hex, hex);
+	assert_string_equal(fp.parts[3].label, "stage[0].argv");
+	mf_fingerprint_release(&fp);
+	mf_spec_free(s);
+
+	/* with a fixed key, env does not enter either */
+	spec_edit("proj/spec.yaml", "suffix: .bin",
+		  "env: {A: b}\nfingerprint: my-fixed-key");
+	fp_proj(b);
+	assert_string_equal(b, GOLDEN_KEY);
+}
+
 static void test_quoted_detail(void **state)
 {
 	project();
@@ -551,6 +624,7 @@ int main(void)
 	    T(test_content_identity), T(test_fixed_key),
 	    T(test_explain_layout),   T(test_quoted_detail),
 	    T(test_unreadable_file),  T(test_check_shard),
+	    T(test_env_covered),
 	};
 	return cmocka_run_group_tests_name("fingerprint", tests, NULL, NULL);
 }
