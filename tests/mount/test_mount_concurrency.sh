@@ -2,7 +2,10 @@
 # test_mount_concurrency.sh - single flight and responsiveness: 16
 # concurrent readers make one stage call; two daemons on one store make one
 # call; workers=N bounds concurrent materializations; `ls`, `stat` and reads
-# of other shards answer in under a second while 8 slow shards materialize.
+# of other shards answer while 8 slow shards materialize: every request
+# returns while the 8 stages are still held at their gate, so none of them
+# waited for a computation (the time each took is printed, never asserted:
+# a loaded machine is slow, not wrong).
 . "$MF_SOURCE_ROOT/tests/mount/lib.sh"
 
 store=$tmp/store pipes=$tmp/p
@@ -26,7 +29,7 @@ cat >"$pipes/slow.yaml" <<'YAML'
 name: slow
 inputs: many/*.txt
 stages:
-  - exec: [/bin/sh, -c, 'echo call >> calls-slow; i=0; while [ ! -e gate ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done; cat']
+  - exec: [/bin/sh, -c, 'echo call >> calls-slow; i=0; while [ ! -e gate ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i + 1)); done; cat']
 YAML
 cat >"$pipes/bounded.yaml" <<'YAML'
 name: bounded
@@ -79,7 +82,7 @@ umount_fs "$b" "$bpid"
 pids=()
 for k in 0 1 2 3 4 5 6 7; do cat "$a/slow/shard-0000$k" >"$tmp/s$k" & pids+=($!); done
 slow_started() { [ "$(calls "$pipes/calls-slow")" -ge 8 ]; }
-wait_for 10 slow_started || fail "8 slow stages did not start"
+wait_for 60 slow_started || fail "8 slow stages did not start"
 worst=0
 timed() {
   local t0 t1
@@ -99,12 +102,11 @@ timed getfattr -d "$a/slow/shard-00005"
 still=0
 for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && still=$((still + 1)); done
 [ "$still" -eq 8 ] || fail "only $still of 8 readers were still waiting"
-[ "$worst" -lt 1000 ] || fail "a request took ${worst} ms while shards materialized"
 touch "$pipes/gate" # the slow stages end
 for p in "${pids[@]}"; do wait "$p" || fail "a slow reader failed"; done
 [ "$(calls "$pipes/calls-slow")" -eq 8 ] || fail "slow: $(calls "$pipes/calls-slow") calls"
 for k in 0 1 2 3 4 5 6 7; do
   [ "$(cat "$tmp/s$k")" = "input $k" ] || fail "slow shard $k: $(cat "$tmp/s$k")"
 done
-pass "ls, stat, getfattr and reads answer in ${worst} ms (< 1 s) while 8 shards materialize"
+pass "ls, stat, getfattr and reads answer (slowest ${worst} ms) while 8 shards materialize"
 umount_fs "$a" "$apid"
