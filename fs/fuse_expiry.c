@@ -104,17 +104,27 @@ static bool registered(struct mfs *m, const char *fp)
 	return snap_lookup(m, fp, &s, &si) != 0 || si.registered;
 }
 
-/* Number of snapshots of r's name used more recently than r (ties: the
- * later created, then the larger fingerprint, count as more recent). */
-static size_t newer_of_name(const struct mf_snapshot_rec *v, size_t n,
-			    const struct mf_snapshot_rec *r)
+/* Number of snapshots of r's name used more recently than r. A
+ * fingerprint a registered spec yields now counts as more recent than any
+ * other (it is the name's present), then the later last use, then the
+ * later created, then the larger fingerprint: created has one-second
+ * resolution, and a spec edited within the second it was registered must
+ * still expire its old fingerprint under keep. */
+static size_t newer_of_name(struct mfs *m, const struct mf_snapshot_rec *v,
+			    size_t n, const struct mf_snapshot_rec *r)
 {
 	size_t k = 0;
+	bool reg_r = registered(m, r->fp);
 	for (size_t i = 0; i < n; i++) {
 		const struct mf_snapshot_rec *o = &v[i];
 		if (o == r || strcmp(o->name, r->name) != 0)
 			continue;
+		bool reg_o = registered(m, o->fp);
 		int64_t a = last_use(o), b = last_use(r);
+		if (reg_o != reg_r) {
+			k += reg_o;
+			continue;
+		}
 		if (a > b ||
 		    (a == b &&
 		     (o->created > r->created ||
@@ -130,7 +140,7 @@ static const char *due(struct mfs *m, const struct mf_snapshot_rec *v, size_t n,
 {
 	bool expired =
 	    r->expire_after >= 0 && now - last_use(r) >= r->expire_after;
-	bool surplus = r->keep > 0 && newer_of_name(v, n, r) >= r->keep;
+	bool surplus = r->keep > 0 && newer_of_name(m, v, n, r) >= r->keep;
 	if (!expired && !surplus)
 		return NULL;
 	bool reg = registered(m, r->fp);
