@@ -32,13 +32,22 @@ void eng_errf(char **err, const char *fmt, ...)
 
 int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out)
 {
-	pthread_mutex_lock(&e->lock);
-	if (e->n_pool > 0) {
-		*out = e->pool[--e->n_pool];
+	for (;;) {
+		struct mf_catalog *c = NULL;
+		pthread_mutex_lock(&e->lock);
+		if (e->n_pool > 0)
+			c = e->pool[--e->n_pool];
 		pthread_mutex_unlock(&e->lock);
-		return 0;
+		if (!c)
+			break;
+		/* catalog.db deleted or replaced: never answer from the old
+		 * file; every idle connection to it goes the same way */
+		if (!mf_catalog_moved(c)) {
+			*out = c;
+			return 0;
+		}
+		mf_catalog_close(c);
 	}
-	pthread_mutex_unlock(&e->lock);
 	return mf_engine_catalog_open(e, out);
 }
 

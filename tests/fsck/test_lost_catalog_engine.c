@@ -3,7 +3,8 @@
  * what the store holds, through the C API: mf_engine_open indexes a new
  * catalog (once, under the index mark, also with several processes at
  * once), gc adopts the shard files of runs and the folders the catalog
- * never knew instead of removing them, and the catalog calls this rests on
+ * never knew instead of removing them, a catalog file replaced under an
+ * open engine is followed, and the catalog calls this rests on
  * (mf_catalog_begin/end, mf_catalog_moved, the index mark).
  *
  * The same through matctl and a mount: test_lost_catalog.sh here and in
@@ -353,6 +354,37 @@ static void test_gc_adopts_unknown_folders(void **state)
 	assert_int_equal(access(path, F_OK), 0);
 }
 
+/* catalog.db deleted under an open engine, then made again by another
+ * process: the engine follows the new file, indexed, and recomputes
+ * nothing. */
+static void test_replaced_under_an_open_engine(void **state)
+{
+	struct fx *fx = *state;
+	struct mf_engine *e = engine(fx);
+	char *err = NULL;
+	assert_int_equal(mf_engine_register(e, fx->spec, fx->fp, &err), 0);
+	read_all(fx, e);
+	remove_catalog(fx);
+	struct mf_catalog *c;
+	assert_int_equal(mf_catalog_open(fx->db, 0, &c), 0); /* "matctl ls" */
+	mf_catalog_close(c);
+	read_all(fx, e);
+	assert_int_equal(fx->indexed, 1);
+	/* what it does now goes to the new file */
+	assert_int_equal(mf_engine_expire_shard(e, fx->fp, 2), 0);
+	mf_engine_close(e);
+	assert_int_equal(mf_catalog_open(fx->db, 0, &c), 0);
+	struct mf_shard_rec rec;
+	assert_int_equal(mf_catalog_get_shard(c, fx->fp, 2, &rec), 0);
+	assert_int_equal(rec.state, MF_SHARD_ABSENT);
+	mf_shard_rec_release(&rec);
+	assert_int_equal(mf_catalog_get_shard(c, fx->fp, 1, &rec), 0);
+	assert_int_equal(rec.state, MF_SHARD_MATERIALIZED);
+	mf_shard_rec_release(&rec);
+	mf_catalog_close(c);
+	assert_int_equal(count_calls(fx), SHARDS);
+}
+
 static void test_catalog_calls(void **state)
 {
 	struct fx *fx = *state;
@@ -424,6 +456,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_gc_adopts_only_absent_shards,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gc_adopts_unknown_folders,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_replaced_under_an_open_engine,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_catalog_calls, setup,
 					    teardown),
