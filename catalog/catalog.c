@@ -148,14 +148,14 @@ static int run_simple(struct mf_catalog *c, enum cat_stmt_id id,
 	return rc;
 }
 
-/* The savepoint each call's transaction becomes inside mf_catalog_begin.
- * Calls never nest, so one name serves. */
 static int exec_sql(struct mf_catalog *c, const char *sql)
 {
 	int rc = sqlite3_exec(c->db, sql, NULL, NULL, NULL);
 	return rc == SQLITE_OK ? 0 : cat_errno(c->db, rc);
 }
 
+/* Inside mf_catalog_begin each call's transaction is the savepoint
+ * cat_call; calls never nest, so one name serves. */
 int cat_begin(struct mf_catalog *c)
 {
 	if (c->outer)

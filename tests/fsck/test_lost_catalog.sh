@@ -68,8 +68,8 @@ for how in deleted emptied; do
   m gc >"$tmp/gc.out" || fail "$how: gc"
   [ "$(head -n 1 "$tmp/gc.out")" = "removed 0 snapshot folders, 0 run folders, 0 shard files" ] ||
     fail "$how: gc said: $(cat "$tmp/gc.out")"
-  intact "a $how catalog"
-  pass "a $how catalog, then stat SPEC and gc: nothing removed or recomputed"
+  intact "catalog $how"
+  pass "catalog $how, then stat SPEC and gc: nothing removed or recomputed"
 done
 
 # --- a catalog that knows the snapshot but not its runs: gc adopts ---

@@ -6,7 +6,9 @@
 # running the stage again, and the start-up reclaim leaves the store's
 # shard files in place; (3) catalog.db deleted while mounted, then matctl
 # ls and stat make a new one: every shard still reads its exact bytes
-# through the mount (never 0 bytes), with its state and size right.
+# through the mount (never 0 bytes), with its state and size right, and
+# what matctl then does in the new catalog (rm, warm) is what the mount
+# serves; with the store's files gone too, every shard is computed again.
 . "$MF_SOURCE_ROOT/tests/mount/lib.sh"
 
 store=$tmp/store pipes=$tmp/p mnt=$tmp/mnt
@@ -64,7 +66,7 @@ $(store_files)"
   all_served "$how catalog"
   umount_fs "$mnt" "$mpid"
   [ "$(store_files)" = "$files" ] || fail "$how: store files after unmount"
-  pass "a $how catalog: the next mount serves every shard, nothing recomputed or removed"
+  pass "catalog $how: the next mount serves every shard, nothing recomputed or removed"
 done
 
 # --- (3): the catalog deleted while mounted, then matctl makes a new one ---
