@@ -1,7 +1,8 @@
 /*
  * catalog.c - the catalog handle: opening and closing the connection, the
- * statement cache, transactions, SQLite error translation and the column
- * helpers the other catalog_*.c files share.
+ * statement cache, transactions (a call's own, or a caller's spanning
+ * calls), the file's identity (moved, index mark), SQLite error
+ * translation and the column helpers the other catalog_*.c files share.
  *
  * Not for: the schema and its migrations (catalog_schema.c) or the rows
  * themselves (catalog_snap.c, catalog_run.c, catalog_shard.c).
@@ -10,6 +11,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -146,14 +148,25 @@ static int run_simple(struct mf_catalog *c, enum cat_stmt_id id,
 	return rc;
 }
 
+static int exec_sql(struct mf_catalog *c, const char *sql)
+{
+	int rc = sqlite3_exec(c->db, sql, NULL, NULL, NULL);
+	return rc == SQLITE_OK ? 0 : cat_errno(c->db, rc);
+}
+
+/* Inside mf_catalog_begin each call's transaction is the savepoint
+ * cat_call; calls never nest, so one name serves. */
 int cat_begin(struct mf_catalog *c)
 {
+	if (c->outer)
+		return exec_sql(c, "SAVEPOINT cat_call");
 	return run_simple(c, CAT_BEGIN, "BEGIN IMMEDIATE");
 }
 
 int cat_commit(struct mf_catalog *c)
 {
-	int rc = run_simple(c, CAT_COMMIT, "COMMIT");
+	int rc = c->outer ? exec_sql(c, "RELEASE cat_call")
+			  : run_simple(c, CAT_COMMIT, "COMMIT");
 	if (rc)
 		cat_rollback(c);
 	return rc;
@@ -161,10 +174,14 @@ int cat_commit(struct mf_catalog *c)
 
 void cat_rollback(struct mf_catalog *c)
 {
-	/* SQLite may already have rolled back (some errors do that) */
+	/* SQLite may already have rolled back (some errors do that, to the
+	 * outermost transaction: mf_catalog_end then fails to commit) */
 	if (sqlite3_get_autocommit(c->db))
 		return;
-	(void)run_simple(c, CAT_ROLLBACK, "ROLLBACK");
+	if (c->outer)
+		(void)exec_sql(c, "ROLLBACK TO cat_call; RELEASE cat_call");
+	else
+		(void)run_simple(c, CAT_ROLLBACK, "ROLLBACK");
 }
 
 int cat_finish(struct mf_catalog *c, int rc)
@@ -174,6 +191,27 @@ int cat_finish(struct mf_catalog *c, int rc)
 		return rc;
 	}
 	return cat_commit(c);
+}
+
+int mf_catalog_begin(struct mf_catalog *c)
+{
+	if (!c)
+		return -EINVAL;
+	if (c->outer)
+		return -EBUSY;
+	int rc = cat_begin(c);
+	c->outer = rc == 0;
+	return rc;
+}
+
+int mf_catalog_end(struct mf_catalog *c, int rc)
+{
+	if (!c || !c->outer)
+		return rc ? rc : -EINVAL;
+	c->outer = false;
+	if (sqlite3_get_autocommit(c->db)) /* SQLite rolled it all back */
+		return rc ? rc : -EIO;
+	return cat_finish(c, rc);
 }
 
 int cat_col_copy(sqlite3_stmt *st, int i, char *buf, size_t size)
@@ -317,6 +355,47 @@ out_close:
 	sqlite3_close(c->db); /* NULL is fine */
 	free(c);
 	return rc;
+}
+
+bool mf_catalog_moved(struct mf_catalog *c)
+{
+	int moved = 0;
+	/* the unix VFS compares the inode at the path with the open file's;
+	 * a path that no longer exists counts as moved */
+	if (sqlite3_file_control(c->db, "main", SQLITE_FCNTL_HAS_MOVED,
+				 &moved) != SQLITE_OK)
+		return false;
+	return moved != 0;
+}
+
+/* The mark of a catalog that indexes its store: "mfIX" in the database
+ * header's application id, which no migration touches. */
+#define CAT_INDEXED_MARK 0x6d664958
+
+int mf_catalog_indexed(struct mf_catalog *c, bool *out)
+{
+	sqlite3_stmt *st = NULL;
+	int rc =
+	    sqlite3_prepare_v2(c->db, "PRAGMA application_id", -1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*out = sqlite3_column_int(st, 0) == CAT_INDEXED_MARK;
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_OK ? 0 : cat_errno(c->db, rc);
+}
+
+int mf_catalog_set_indexed(struct mf_catalog *c)
+{
+	char sql[64];
+	snprintf(sql, sizeof(sql), "PRAGMA application_id = %d",
+		 CAT_INDEXED_MARK);
+	int rc = cat_begin(c);
+	if (rc)
+		return rc;
+	return cat_finish(c, exec_sql(c, sql));
 }
 
 void mf_catalog_close(struct mf_catalog *c)

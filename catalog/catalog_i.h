@@ -53,6 +53,8 @@ struct mf_catalog {
 	sqlite3 *db;
 	sqlite3_stmt
 	    *stmt[CAT_STMT_COUNT]; /* lazily prepared, NULL until then */
+	bool outer; /* in mf_catalog_begin: each call's transaction is a
+		       savepoint inside the caller's */
 };
 
 /* The one place SQLite result codes become negative errnos. rc is a primary
@@ -74,7 +76,9 @@ int cat_step_row(struct mf_catalog *c, sqlite3_stmt *st);
 /* Rows changed by the last INSERT, UPDATE or DELETE of this handle. */
 int cat_changes(const struct mf_catalog *c);
 
-/* BEGIN IMMEDIATE, waiting up to the busy timeout: 0, -EBUSY, -errno. */
+/* BEGIN IMMEDIATE, waiting up to the busy timeout: 0, -EBUSY, -errno.
+ * Inside mf_catalog_begin, a savepoint instead: cat_commit releases it and
+ * cat_rollback undoes only what came after it. */
 int cat_begin(struct mf_catalog *c);
 /* COMMIT; on failure the transaction is rolled back and -errno returned. */
 int cat_commit(struct mf_catalog *c);

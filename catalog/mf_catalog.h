@@ -96,6 +96,36 @@ int mf_catalog_open(const char *path, int busy_timeout_ms,
 		    struct mf_catalog **out);
 void mf_catalog_close(struct mf_catalog *c);
 
+/*
+ * True when the file c has open is no longer the one at its path: deleted,
+ * or replaced by another file (another inode). Such a handle still works,
+ * on the old file, which no other process opens any more: close it and
+ * open the path again. One stat(2); false when SQLite cannot tell.
+ */
+bool mf_catalog_moved(struct mf_catalog *c);
+
+/*
+ * Makes every call on c until mf_catalog_end one BEGIN IMMEDIATE
+ * transaction (waiting up to the busy timeout): other connections see all
+ * of its writes or none. Each call's own transaction becomes a savepoint
+ * inside it, so a call that fails undoes only its own writes and the
+ * caller decides. -EBUSY when c is already inside one (no nesting) or the
+ * lock did not come within the timeout.
+ * mf_catalog_end commits when rc is 0, else rolls back; it returns rc, or
+ * the commit's error (-EIO when SQLite already rolled everything back).
+ */
+int mf_catalog_begin(struct mf_catalog *c);
+int mf_catalog_end(struct mf_catalog *c, int rc);
+
+/*
+ * The index mark: set once the store's files have been recorded in this
+ * catalog (the engine sets it after indexing a new or lost catalog). A new
+ * catalog, or one made before the mark existed, has it unset. Kept in the
+ * database header (PRAGMA application_id), apart from the schema version.
+ */
+int mf_catalog_indexed(struct mf_catalog *c, bool *out);
+int mf_catalog_set_indexed(struct mf_catalog *c);
+
 /* Inserts or updates a snapshot and creates its missing shard rows (absent).
  * Keeps created and last_read of an existing row. */
 int mf_catalog_put_snapshot(struct mf_catalog *c,

@@ -33,14 +33,23 @@ void eng_errf(char **err, const char *fmt, ...)
 
 int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out)
 {
-	pthread_mutex_lock(&e->lock);
-	if (e->n_pool > 0) {
-		*out = e->pool[--e->n_pool];
+	for (;;) {
+		struct mf_catalog *c = NULL;
+		pthread_mutex_lock(&e->lock);
+		if (e->n_pool > 0)
+			c = e->pool[--e->n_pool];
 		pthread_mutex_unlock(&e->lock);
-		return 0;
+		if (!c)
+			break;
+		/* catalog.db deleted or replaced: never answer from the old
+		 * file; every idle connection to it goes the same way */
+		if (!mf_catalog_moved(c)) {
+			*out = c;
+			return 0;
+		}
+		mf_catalog_close(c);
 	}
-	pthread_mutex_unlock(&e->lock);
-	return mf_catalog_open(e->catalog_path, e->opts.busy_timeout_ms, out);
+	return mf_engine_catalog_open(e, out);
 }
 
 void eng_catalog_put(struct mf_engine *e, struct mf_catalog *c)
@@ -65,7 +74,17 @@ void eng_catalog_put(struct mf_engine *e, struct mf_catalog *c)
 
 int mf_engine_catalog_open(struct mf_engine *e, struct mf_catalog **out)
 {
-	return mf_catalog_open(e->catalog_path, e->opts.busy_timeout_ms, out);
+	struct mf_catalog *c;
+	int rc = mf_catalog_open(e->catalog_path, e->opts.busy_timeout_ms, &c);
+	if (rc)
+		return rc;
+	rc = eng_catalog_ready(e, c); /* a new catalog gets the store first */
+	if (rc) {
+		mf_catalog_close(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
 }
 
 struct mf_store *mf_engine_store(struct mf_engine *e)
@@ -145,6 +164,7 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 	e->pid_start = mf_proc_start_time(e->pid);
 	mf_hostname(e->host, sizeof(e->host));
 	pthread_mutex_init(&e->lock, NULL);
+	pthread_mutex_init(&e->index_lock, NULL);
 	pthread_cond_init(&e->flight_cv, NULL);
 
 	int rc = mf_store_open(o->store_dir, true, &e->store);
@@ -167,6 +187,15 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 			       "--rebuild rebuilds it from the "
 			       "store)"
 			     : strerror(-rc));
+		return rc;
+	}
+	/* before anything registers or reclaims: a new catalog beside a
+	 * store that holds data gets that data first */
+	rc = eng_catalog_ready(e, c);
+	if (rc) {
+		eng_errf(err, "catalog '%s': indexing the store's files: %s",
+			 e->catalog_path, strerror(-rc));
+		mf_catalog_close(c);
 		return rc;
 	}
 	eng_catalog_put(e, c);
@@ -220,6 +249,7 @@ void mf_engine_close(struct mf_engine *e)
 	mf_store_close(e->store);
 	free(e->catalog_path);
 	pthread_cond_destroy(&e->flight_cv);
+	pthread_mutex_destroy(&e->index_lock);
 	pthread_mutex_destroy(&e->lock);
 	free(e);
 }

@@ -148,6 +148,23 @@ static bool run_in_use(const struct mf_shard_rec *recs, size_t n,
 	return false;
 }
 
+/* run_in_use on the shards as they are now, read after the run's row: a
+ * run that another process adopted (eng_index) after gc listed the shards
+ * is dead and holds shards. Any doubt keeps the run. */
+static bool run_in_use_now(struct mf_catalog *c, const char *fp,
+			   const char *run_id)
+{
+	struct mf_shard_rec *recs;
+	size_t n;
+	if (mf_catalog_list_shards(c, fp, &recs, &n) != 0)
+		return true;
+	bool used = run_in_use(recs, n, run_id);
+	for (size_t i = 0; i < n; i++)
+		mf_shard_rec_release(&recs[i]);
+	free(recs);
+	return used;
+}
+
 /* The same rule as the catalog's claim: a run on this host lives while its
  * process does; a run elsewhere while its heartbeat is fresh. */
 static bool run_alive(struct mf_engine *e, struct mf_catalog *c,
@@ -202,15 +219,40 @@ static void gc_files(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 	free(idx);
 }
 
-/* A folder the catalog does not know. With its snapshot.metadata intact it
- * is more likely a lost catalog than garbage: keep it for fsck --rebuild
- * (`matctl rm FP` removes it on purpose). */
+/* True when a run folder of fp holds a committed shard file. */
+static bool holds_shards(struct mf_engine *e, const char *fp)
+{
+	char **runs;
+	size_t nr;
+	if (mf_store_list_runs(e->store, fp, &runs, &nr) != 0)
+		return true;
+	bool found = false;
+	for (size_t i = 0; !found && i < nr; i++) {
+		uint32_t *idx;
+		size_t k;
+		if (mf_store_list_shards(e->store, fp, runs[i], &idx, &k) != 0)
+			found = true;
+		else {
+			found = k > 0;
+			free(idx);
+		}
+	}
+	mf_strv_free(runs, nr);
+	return found;
+}
+
+/* A folder the catalog does not know, which eng_index did not adopt. With
+ * its snapshot.metadata intact it is more likely a lost catalog than
+ * garbage, and its shard files are data whatever the metadata says: keep
+ * it (`matctl fsck --rebuild` indexes it, `matctl rm FP` removes it on
+ * purpose). Only a folder with neither goes. */
 static void gc_unknown(struct mf_engine *e, const char *fp,
 		       struct mf_gc_stats *st)
 {
 	char *meta = NULL;
 	size_t len;
-	if (mf_store_read_metadata(e->store, fp, &meta, &len) == 0) {
+	if (mf_store_read_metadata(e->store, fp, &meta, &len) == 0 ||
+	    holds_shards(e, fp)) {
 		free(meta);
 		st->snapshots_unindexed++;
 		return;
@@ -224,7 +266,8 @@ static void gc_run(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 		   size_t n, int64_t pending_expiry, struct mf_gc_stats *st)
 {
 	bool alive = run_alive(e, c, run_id, pending_expiry);
-	if (!alive && !run_in_use(recs, n, run_id)) {
+	if (!alive && !run_in_use(recs, n, run_id) &&
+	    !run_in_use_now(c, fp, run_id)) {
 		if (mf_store_run_remove(e->store, fp, run_id) == 0)
 			st->runs_removed++;
 		return;
@@ -238,8 +281,17 @@ static void gc_run(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 static int gc_snapshot(struct mf_engine *e, struct mf_catalog *c,
 		       const char *fp, struct mf_gc_stats *st)
 {
+	/* what the catalog never knew is recorded, not judged dead: the
+	 * shard files of runs it has no row for (a lost or replaced
+	 * catalog), and a folder it lacks that holds such files */
+	struct mf_rebuild_stats ad = {0};
+	int rc = eng_index(e->store, c, fp, NULL, NULL, &ad);
+	if (rc)
+		return rc;
+	st->snapshots_adopted += ad.snapshots;
+	st->shards_adopted += ad.shards;
 	struct mf_snapshot_rec snap;
-	int rc = mf_catalog_get_snapshot(c, fp, &snap);
+	rc = mf_catalog_get_snapshot(c, fp, &snap);
 	if (rc == -ENOENT) {
 		gc_unknown(e, fp, st);
 		return 0;

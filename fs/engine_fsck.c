@@ -463,13 +463,14 @@ static int top_entry(struct fsck *x, void *ctx, int dfd, const char *name,
 	struct mf_snapshot_rec snap;
 	int rc = mf_catalog_get_snapshot(x->c, name, &snap);
 	if (rc == -ENOENT) {
-		/* after a lost catalog, every folder is unknown: say that gc
-		 * would delete what a rebuild can recover */
+		/* gc adopts such a folder when it holds shard files and keeps
+		 * it when it holds a snapshot.metadata: say what repairs it */
 		problem(x, MF_FSCK_ORPHAN_SNAPSHOT, name, -1, "", rel,
 			"fingerprint folder unknown to the catalog%s",
 			has_metadata(x, name)
-			    ? ", with a snapshot.metadata: 'matctl fsck "
-			      "--rebuild' recovers it, 'matctl gc' deletes it"
+			    ? ", with a snapshot.metadata: 'matctl gc' records "
+			      "its shard files in the catalog again, 'matctl "
+			      "rm FP' deletes it"
 			    : "");
 		return 0;
 	}

@@ -59,6 +59,10 @@ struct mf_engine {
 	struct mf_catalog **pool; /* idle catalog connections */
 	size_t n_pool, cap_pool;
 
+	/* held while a new catalog is indexed (eng_catalog_ready), across
+	 * store and catalog I/O; never while holding lock */
+	pthread_mutex_t index_lock;
+
 	pthread_t hb_thread;
 	pthread_cond_t hb_cv;
 	bool hb_started;
@@ -66,8 +70,9 @@ struct mf_engine {
 	bool cancel_all; /* mf_engine_cancel_all: every flight is cancelled */
 };
 
-/* Catalog connections: take one (opening a new one when none is idle) and
- * give it back. */
+/* Catalog connections: take one (opening a new one when none is idle, or
+ * when the idle ones are of a catalog file that was deleted or replaced)
+ * and give it back. */
 int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out);
 void eng_catalog_put(struct mf_engine *e, struct mf_catalog *c);
 
@@ -88,6 +93,25 @@ int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
  * attempt is cancelled (the caller then kills them, or stops). */
 bool eng_flight_job(struct mf_engine *e, const char *fp, uint32_t shard,
 		    pid_t pgid);
+/*
+ * Indexing (engine_rebuild.c): records in c what the store st holds and c
+ * never knew. fp NULL: every fingerprint folder, a snapshot row from the
+ * snapshot.metadata of each one c lacks, then c's index mark. fp given:
+ * that folder only, and a folder c lacks only when it holds shard files to
+ * record. In both, each committed shard file of a run c has no row for is
+ * recorded materialized under that run (marked "done") where its shard is
+ * absent, failed or held by a dead run; the newest file wins among
+ * several. One transaction per fingerprint, which records only what c
+ * still lacks, so processes indexing at once do not collide. report (may
+ * be NULL) gets what was recorded and skipped; *stats (may be NULL) is
+ * added to. 0 or -errno (-ENOMEM, -EBUSY, -EIO).
+ */
+int eng_index(struct mf_store *st, struct mf_catalog *c, const char *fp,
+	      mf_rebuild_fn report, void *arg, struct mf_rebuild_stats *stats);
+
+/* Indexes c (eng_index of every folder) unless it carries the index mark;
+ * one thread of e at a time. 0 or -errno. */
+int eng_catalog_ready(struct mf_engine *e, struct mf_catalog *c);
 
 /* Sets *err to a malloc'd formatted message (keeps the first one). */
 void eng_errf(char **err, const char *fmt, ...)

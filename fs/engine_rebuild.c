@@ -1,14 +1,16 @@
 /*
- * engine_rebuild.c - rebuilding a lost or corrupt catalog from the store's
- * own files: each fingerprint's snapshot.metadata gives the snapshot row
- * back, each committed shard file that opens gives a materialized shard
- * under its run.
+ * engine_rebuild.c - indexing the store's own files into a catalog that
+ * lacks them: each fingerprint's snapshot.metadata gives the snapshot row
+ * back, each committed shard file of a run the catalog never knew gives a
+ * materialized shard under that run. The same code rebuilds a lost or
+ * corrupt catalog (matctl fsck --rebuild: into a fresh file, the old one
+ * moved aside), indexes a new catalog the engine finds on open, and lets
+ * gc adopt what the catalog never knew instead of removing it.
  *
  * Never deletes: the old catalog is renamed aside, store files are only
  * read, and what cannot be recovered is reported and left for gc.
  *
- * Not for: checking (engine_fsck.c) or repairing store files. Expects no
- * daemon or other matctl on the store while it runs.
+ * Not for: checking (engine_fsck.c) or repairing store files.
  */
 #include "engine_i.h"
 
@@ -30,6 +32,8 @@ struct rebuild {
 	char host[256];
 	mf_rebuild_fn report;
 	void *arg;
+	bool need_data; /* a folder the catalog lacks is recorded only for
+			   shard files to record (gc), not for its metadata */
 	struct mf_rebuild_stats stats;
 };
 
@@ -104,7 +108,7 @@ static int move_aside(struct rebuild *x, int64_t now)
 	return moved ? mf_fsync_dir(dfd) : 0;
 }
 
-/* ---- rebuild: snapshot.metadata back into a snapshot row ---- */
+/* ---- snapshot.metadata back into a snapshot row ---- */
 
 enum meta_key {
 	K_VERSION,
@@ -306,36 +310,61 @@ static int load_meta(struct rebuild *x, const char *fp,
 	return 0;
 }
 
+/* One fingerprint folder to index: its row, from the catalog (known) or
+ * from its snapshot.metadata. */
+struct item {
+	struct mf_snapshot_rec m;
+	bool known;
+};
+
+/* 0, 1 when the folder is skipped (no usable metadata, reported), or
+ * -errno. */
+static int item_load(struct rebuild *x, const char *fp, struct item *it)
+{
+	int rc = mf_catalog_get_snapshot(x->c, fp, &it->m);
+	it->known = rc == 0;
+	if (rc != -ENOENT)
+		return rc;
+	return load_meta(x, fp, &it->m);
+}
+
 /* Oldest first, so the newest registration of a name stays its current
  * fingerprint (mf_catalog_find_name). */
 static int cmp_created(const void *a, const void *b)
 {
-	const struct mf_snapshot_rec *x = a, *y = b;
-	if (x->created != y->created)
-		return x->created < y->created ? -1 : 1;
-	return strcmp(x->fp, y->fp);
+	const struct item *x = a, *y = b;
+	if (x->m.created != y->m.created)
+		return x->m.created < y->m.created ? -1 : 1;
+	return strcmp(x->m.fp, y->m.fp);
 }
 
-static int load_metas(struct rebuild *x, struct mf_snapshot_rec **out,
+static void items_free(struct item *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		mf_snapshot_rec_release(&v[i].m);
+	free(v);
+}
+
+/* The folders to index: fp alone, or every one (fp NULL). */
+static int items_load(struct rebuild *x, const char *fp, struct item **out,
 		      size_t *n)
 {
-	char **fps;
-	size_t nf, k = 0;
-	int rc = mf_store_list_snapshots(x->st, &fps, &nf);
+	char **fps = NULL;
+	size_t nf = 1, k = 0;
+	int rc = fp ? 0 : mf_store_list_snapshots(x->st, &fps, &nf);
 	if (rc)
 		return rc;
-	struct mf_snapshot_rec *v = calloc(nf ? nf : 1, sizeof(*v));
+	struct item *v = calloc(nf ? nf : 1, sizeof(*v));
 	rc = v ? 0 : -ENOMEM;
 	for (size_t i = 0; rc >= 0 && i < nf; i++) {
-		rc = load_meta(x, fps[i], &v[k]);
+		rc = item_load(x, fps ? fps[i] : fp, &v[k]);
 		if (rc == 0)
 			k++;
 	}
-	mf_strv_free(fps, nf);
+	if (fps)
+		mf_strv_free(fps, nf);
 	if (rc < 0) {
-		for (size_t i = 0; i < k; i++)
-			mf_snapshot_rec_release(&v[i]);
-		free(v);
+		items_free(v, k);
 		return rc;
 	}
 	qsort(v, k, sizeof(*v), cmp_created);
@@ -344,7 +373,7 @@ static int load_metas(struct rebuild *x, struct mf_snapshot_rec **out,
 	return 0;
 }
 
-/* ---- rebuild: the shard files of one fingerprint ---- */
+/* ---- the shard files of one fingerprint ---- */
 
 /* The best file found so far for one shard. */
 struct cand {
@@ -354,6 +383,7 @@ struct cand {
 	int64_t mtime_ns;
 	int64_t atime; /* taken before this rebuild read the file */
 	struct mf_shard_stat st;
+	bool recorded; /* the catalog took it */
 };
 
 static void shard_rel(char *buf, size_t len, const char *fp, const char *run,
@@ -363,7 +393,7 @@ static void shard_rel(char *buf, size_t len, const char *fp, const char *run,
 }
 
 /* Reads one committed file into a candidate: 0, 1 when it is unusable
- * (reported), -ENOMEM. */
+ * (reported), or -errno. */
 static int cand_read(struct rebuild *x, const struct mf_snapshot_rec *m,
 		     const char *run, uint32_t k, struct cand *c)
 {
@@ -385,7 +415,10 @@ static int cand_read(struct rebuild *x, const struct mf_snapshot_rec *m,
 		mf_shard_reader_stat(r, &c->st);
 		mf_shard_reader_close(r);
 	}
-	if (rc == -ENOMEM)
+	/* gc removes what it does not record: only a file that is bad for
+	 * good may be passed over there, not one that failed to read */
+	bool bad = rc == -EBADMSG || rc == -ELOOP || rc == -ENOENT;
+	if (rc == -ENOMEM || (rc && x->need_data && !bad))
 		return rc;
 	if (rc) {
 		skipped(x, m->fp, m->name, k, run, rel, "does not open: %s",
@@ -428,12 +461,14 @@ static int collect_run(struct rebuild *x, const struct mf_snapshot_rec *m,
 	uint32_t *idx;
 	size_t n;
 	int rc = mf_store_list_shards(x->st, m->fp, run, &idx, &n);
+	if (rc == -ENOENT) /* removed meanwhile */
+		return 0;
 	if (rc) {
 		char rel[REL_MAX];
 		snprintf(rel, sizeof(rel), "snapshots/%s/%s", m->fp, run);
 		skipped(x, m->fp, m->name, -1, run, rel,
 			"cannot list the run folder: %s", strerror(-rc));
-		return rc == -ENOMEM ? rc : 0;
+		return rc == -ENOMEM || x->need_data ? rc : 0;
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct cand c = {0};
@@ -448,21 +483,52 @@ static int collect_run(struct rebuild *x, const struct mf_snapshot_rec *m,
 	return rc;
 }
 
-static int collect(struct rebuild *x, const struct mf_snapshot_rec *m,
-		   struct cand *best)
+/* A run the catalog has a row for is left to it: its files are either the
+ * catalog's shards or garbage the catalog's rules judge. 0 when the run is
+ * unknown, 1 when known, or -errno. */
+static int run_known(struct rebuild *x, const struct mf_snapshot_rec *m,
+		     const char *run)
 {
-	char **runs;
-	size_t n;
-	int rc = mf_store_list_runs(x->st, m->fp, &runs, &n);
+	struct mf_run_rec r;
+	int rc = mf_catalog_get_run(x->c, run, &r);
+	if (rc == -ENOENT)
+		return 0;
 	if (rc)
 		return rc;
-	for (size_t i = 0; rc == 0 && i < n; i++)
-		rc = collect_run(x, m, runs[i], best);
-	mf_strv_free(runs, n);
+	if (strcmp(r.fp, m->fp) != 0) {
+		char rel[REL_MAX];
+		snprintf(rel, sizeof(rel), "snapshots/%s/%s", m->fp, run);
+		skipped(x, m->fp, m->name, -1, run, rel,
+			"run id already recorded for another fingerprint");
+	}
+	return 1;
+}
+
+/* The best file of each shard among the runs the catalog does not know;
+ * *n counts the shards that have one. */
+static int collect(struct rebuild *x, const struct mf_snapshot_rec *m,
+		   struct cand *best, size_t *n)
+{
+	char **runs;
+	size_t nr;
+	*n = 0;
+	int rc = mf_store_list_runs(x->st, m->fp, &runs, &nr);
+	if (rc)
+		return rc == -ENOENT ? 0 : rc; /* removed meanwhile */
+	for (size_t i = 0; rc == 0 && i < nr; i++) {
+		rc = run_known(x, m, runs[i]);
+		if (rc == 0)
+			rc = collect_run(x, m, runs[i], best);
+		else if (rc == 1)
+			rc = 0;
+	}
+	mf_strv_free(runs, nr);
+	for (uint32_t k = 0; k < m->shards; k++)
+		*n += best[k].have;
 	return rc;
 }
 
-/* ---- rebuild: recording what was found ---- */
+/* ---- recording what was found ---- */
 
 static int cmp_cand(const void *a, const void *b)
 {
@@ -473,21 +539,21 @@ static int cmp_cand(const void *a, const void *b)
 }
 
 /* Records one shard: the only way into "materialized" is a claim by its
- * run followed by its completion, as when it was computed. Its last read
- * is its file's atime: reads of the store move it (at least daily under
- * relatime), so expiry does not count from the snapshot's creation. */
+ * run followed by its completion, as when it was computed. A shard the
+ * catalog holds materialized, or that a live run computes, stays as it is
+ * (c->recorded false). */
 static int record_shard(struct rebuild *x, const struct mf_run_rec *run,
-			const struct cand *c)
+			struct cand *c)
 {
 	enum mf_claim got;
 	int rc = mf_catalog_claim_shard(x->c, run->fp, c->index, run,
 					mf_now_s(), &got, NULL);
-	if (rc == 0 && got != MF_CLAIM_MINE)
-		rc = -EIO; /* a fresh catalog holds no other claim */
-	if (rc == 0)
-		rc = mf_catalog_complete_shard(
-		    x->c, run->fp, c->index, run->run_id, c->st.raw_bytes,
-		    c->st.stored_bytes, c->st.chunks);
+	if (rc || got != MF_CLAIM_MINE)
+		return rc;
+	rc = mf_catalog_complete_shard(x->c, run->fp, c->index, run->run_id,
+				       c->st.raw_bytes, c->st.stored_bytes,
+				       c->st.chunks);
+	c->recorded = rc == 0;
 	return rc;
 }
 
@@ -506,21 +572,36 @@ static int record_run(struct rebuild *x, const struct mf_snapshot_rec *m,
 		run.started = t < run.started ? t : run.started;
 		run.heartbeat = t > run.heartbeat ? t : run.heartbeat;
 	}
+	/* known since the folder was read: another process recorded it */
 	int rc = mf_catalog_add_run(x->c, &run);
-	if (rc == -EEXIST) {
-		char rel[REL_MAX];
-		snprintf(rel, sizeof(rel), "snapshots/%s/%s", m->fp,
-			 run.run_id);
-		skipped(x, m->fp, m->name, -1, run.run_id, rel,
-			"run id already recorded for another fingerprint");
+	if (rc == -EEXIST)
 		return 0;
-	}
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		rc = record_shard(x, &run, v[i]);
-		*got += rc == 0;
+		*got += v[i]->recorded;
 	}
 	if (rc == 0) /* a run of the past: dead to every claim and gc */
 		rc = mf_catalog_set_run_state(x->c, run.run_id, "done");
+	return rc;
+}
+
+/* The snapshot row of an item from its metadata, unless the catalog has
+ * one by now. *made says whether this call made it. */
+static int record_snapshot(struct rebuild *x, struct item *it, bool *made)
+{
+	struct mf_snapshot_rec now;
+	*made = false;
+	if (it->known)
+		return 0;
+	int rc = mf_catalog_get_snapshot(x->c, it->m.fp, &now);
+	if (rc == 0) {
+		mf_snapshot_rec_release(&now);
+		return 0;
+	}
+	if (rc != -ENOENT)
+		return rc;
+	rc = mf_catalog_put_snapshot(x->c, &it->m);
+	*made = rc == 0;
 	return rc;
 }
 
@@ -537,37 +618,29 @@ static int record(struct rebuild *x, const struct mf_snapshot_rec *m,
 	qsort(v, n, sizeof(*v), cmp_cand);
 	int rc = 0;
 	for (size_t i = 0, j; rc == 0 && i < n; i = j) {
+		uint32_t before = *got;
 		for (j = i + 1; j < n && strcmp(v[j]->run, v[i]->run) == 0;)
 			j++;
 		rc = record_run(x, m, v + i, j - i, got);
-		*runs += 1;
+		*runs += *got > before;
 	}
-	/* the snapshot's last read: the latest of its shards' */
+	/* the snapshot's last read: the latest atime of the files recorded
+	 * (reads of the store move it, at least daily under relatime), so
+	 * expiry does not count from the snapshot's creation; never earlier
+	 * than what the catalog has */
 	struct cand *last = NULL;
 	for (size_t i = 0; i < n; i++)
-		if (!last || v[i]->atime > last->atime)
+		if (v[i]->recorded && (!last || v[i]->atime > last->atime))
 			last = v[i];
-	if (rc == 0 && last)
+	if (rc == 0 && last && last->atime > m->last_read)
 		rc = mf_catalog_touch(x->c, m->fp, last->index, last->atime);
 	free(v);
 	return rc;
 }
 
-static int rebuild_snapshot(struct rebuild *x, const struct mf_snapshot_rec *m)
+static void report_snapshot(struct rebuild *x, const struct mf_snapshot_rec *m,
+			    uint32_t got, uint32_t runs)
 {
-	int rc = mf_catalog_put_snapshot(x->c, m);
-	if (rc)
-		return rc;
-	struct cand *best = calloc(m->shards, sizeof(*best));
-	if (!best)
-		return -ENOMEM;
-	uint32_t got = 0, runs = 0;
-	rc = collect(x, m, best);
-	if (rc == 0)
-		rc = record(x, m, best, &got, &runs);
-	free(best);
-	if (rc)
-		return rc;
 	struct mf_rebuild_item it = {.kind = MF_REBUILD_SNAPSHOT,
 				     .fp = m->fp,
 				     .name = m->name,
@@ -578,13 +651,91 @@ static int rebuild_snapshot(struct rebuild *x, const struct mf_snapshot_rec *m)
 				     .shards = m->shards,
 				     .materialized = got,
 				     .runs = runs};
-	x->stats.snapshots++;
 	x->stats.shards += got;
 	x->stats.runs += runs;
 	if (x->report)
 		x->report(x->arg, &it);
-	return 0;
 }
+
+/* Indexes one folder: its files read first, then what the catalog still
+ * lacks recorded in one transaction. */
+static int index_one(struct rebuild *x, struct item *it)
+{
+	struct mf_snapshot_rec *m = &it->m;
+	struct cand *best = calloc(m->shards, sizeof(*best));
+	if (!best)
+		return -ENOMEM;
+	size_t have = 0;
+	uint32_t got = 0, runs = 0;
+	bool made = false;
+	int rc = collect(x, m, best, &have);
+	bool skip = have == 0 && (it->known || x->need_data);
+	if (rc == 0 && !skip) {
+		rc = mf_catalog_begin(x->c);
+		if (rc == 0) {
+			int r = record_snapshot(x, it, &made);
+			if (r == 0)
+				r = record(x, m, best, &got, &runs);
+			/* the snapshot was removed meanwhile: nothing to do */
+			bool gone = r == -ENOENT;
+			rc = mf_catalog_end(x->c, r);
+			if (gone) {
+				rc = 0;
+				got = 0;
+				made = false;
+			}
+		}
+	}
+	free(best);
+	if (rc == 0 && made)
+		x->stats.snapshots++;
+	if (rc == 0 && (made || got))
+		report_snapshot(x, m, got, runs);
+	return rc;
+}
+
+int eng_index(struct mf_store *st, struct mf_catalog *c, const char *fp,
+	      mf_rebuild_fn report, void *arg, struct mf_rebuild_stats *stats)
+{
+	struct rebuild x = {
+	    .st = st, .c = c, .report = report, .arg = arg, .need_data = !!fp};
+	mf_hostname(x.host, sizeof(x.host));
+	struct item *v;
+	size_t n;
+	int rc = items_load(&x, fp, &v, &n);
+	if (rc == 0) {
+		for (size_t i = 0; rc == 0 && i < n; i++)
+			rc = index_one(&x, &v[i]);
+		items_free(v, n);
+	}
+	if (rc == 0 && !fp)
+		rc = mf_catalog_set_indexed(c);
+	if (stats) {
+		stats->snapshots += x.stats.snapshots;
+		stats->shards += x.stats.shards;
+		stats->runs += x.stats.runs;
+		stats->skipped += x.stats.skipped;
+	}
+	return rc;
+}
+
+int eng_catalog_ready(struct mf_engine *e, struct mf_catalog *c)
+{
+	bool indexed;
+	int rc = mf_catalog_indexed(c, &indexed);
+	if (rc || indexed)
+		return rc;
+	/* one thread indexes; the others find the mark once it is done */
+	pthread_mutex_lock(&e->index_lock);
+	rc = mf_catalog_indexed(c, &indexed);
+	if (rc == 0 && !indexed)
+		rc = eng_index(e->store, c, NULL, e->opts.indexed,
+			       e->opts.indexed_arg, NULL);
+	pthread_mutex_unlock(&e->index_lock);
+	return rc;
+}
+
+/* ---- fsck --rebuild ---- */
 
 /* Moves the old catalog aside and opens a fresh one. */
 static int fresh_catalog(struct rebuild *x, int busy, char **err)
@@ -611,9 +762,6 @@ int mf_engine_rebuild(const struct mf_engine_opts *opts, mf_rebuild_fn report,
 	if (!opts || !opts->store_dir)
 		return -EINVAL;
 	struct rebuild x = {.report = report, .arg = arg};
-	mf_hostname(x.host, sizeof(x.host));
-	struct mf_snapshot_rec *v = NULL;
-	size_t n = 0;
 	int rc = mf_store_open(opts->store_dir, false, &x.st);
 	if (rc) {
 		eng_errf(err, "store '%s': %s", opts->store_dir, strerror(-rc));
@@ -622,16 +770,7 @@ int mf_engine_rebuild(const struct mf_engine_opts *opts, mf_rebuild_fn report,
 	rc = fresh_catalog(
 	    &x, opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 10000, err);
 	if (rc == 0)
-		rc = load_metas(&x, &v, &n);
-	for (size_t i = 0; rc == 0 && i < n; i++) {
-		rc = rebuild_snapshot(&x, &v[i]);
-		if (rc)
-			eng_errf(err, "recording snapshot %s: %s", v[i].fp,
-				 strerror(-rc));
-	}
-	for (size_t i = 0; i < n; i++)
-		mf_snapshot_rec_release(&v[i]);
-	free(v);
+		rc = eng_index(x.st, x.c, NULL, report, arg, &x.stats);
 	if (rc)
 		eng_errf(err, "rebuild: %s", strerror(-rc));
 	mf_catalog_close(x.c);

@@ -20,13 +20,22 @@
 
 int mfs_cat_get(struct mfs *m, struct mf_catalog **out)
 {
-	pthread_mutex_lock(&m->cat_lock);
-	if (m->n_cats > 0) {
-		*out = m->cats[--m->n_cats];
+	for (;;) {
+		struct mf_catalog *c = NULL;
+		pthread_mutex_lock(&m->cat_lock);
+		if (m->n_cats > 0)
+			c = m->cats[--m->n_cats];
 		pthread_mutex_unlock(&m->cat_lock);
-		return 0;
+		if (!c)
+			break;
+		/* catalog.db deleted or replaced: answer from the new one
+		 * (indexed on open), never from the old file */
+		if (!mf_catalog_moved(c)) {
+			*out = c;
+			return 0;
+		}
+		mf_catalog_close(c);
 	}
-	pthread_mutex_unlock(&m->cat_lock);
 	return mf_engine_catalog_open(m->eng, out);
 }
 

@@ -1,10 +1,11 @@
 /*
- * fuse_mount.c - the life of a mount: setting up the engine, the namespace,
+ * fuse_mount.c - the life of a mount: setting up the engine (which indexes
+ * the store into a new catalog before any spec registers), the namespace,
  * the chunk cache and the pipelines folder (mfs_new); starting the worker
  * pools and the watcher once mounted (mfs_start), with one reclaim of what
  * dead runs left in the store (mf_engine_gc, on a worker, off the FUSE
- * threads) and the expiry policy thread (fuse_expiry.c); stopping them after the session loop (mfs_stop); freeing
- * everything (mfs_free).
+ * threads) and the expiry policy thread (fuse_expiry.c); stopping them
+ * after the session loop (mfs_stop); freeing everything (mfs_free).
  *
  * Not for: the command line, daemonizing or where messages go
  * (tools/matfs.c), or any request (the other fuse_*.c files).
@@ -54,6 +55,21 @@ static void on_chunk(void *arg, const struct mf_chunk_event *ev)
 	mfs_cache_tap(m->cache, ev);
 }
 
+/* A new catalog (the old one lost, emptied or replaced) being given the
+ * store's data, at start-up or while mounted. */
+static void on_indexed(void *arg, const struct mf_rebuild_item *it)
+{
+	struct mfs *m = arg;
+	if (it->kind == MF_REBUILD_SNAPSHOT)
+		mfs_logf(m, MFS_LOG_WARN,
+			 "new catalog: recorded snapshot %s %.12s from the "
+			 "store, %u/%u shards materialized",
+			 it->name, it->fp, it->materialized, it->shards);
+	else
+		mfs_logf(m, MFS_LOG_INFO, "new catalog: skipped %s: %s",
+			 it->path, it->detail);
+}
+
 static int setup(struct mfs *m, const struct mfs_opts *o, char **err)
 {
 	int rc = copy_opts(m, o);
@@ -65,8 +81,11 @@ static int setup(struct mfs *m, const struct mfs_opts *o, char **err)
 	atomic_init(&m->next_data_id, 1);
 	/* the cache first: the engine hands it chunks */
 	rc = mfs_cache_new(m->o.cache_bytes, &m->cache);
-	struct mf_engine_opts eo = {
-	    .store_dir = m->o.store_dir, .chunk = on_chunk, .chunk_arg = m};
+	struct mf_engine_opts eo = {.store_dir = m->o.store_dir,
+				    .chunk = on_chunk,
+				    .chunk_arg = m,
+				    .indexed = on_indexed,
+				    .indexed_arg = m};
 	if (rc == 0)
 		rc = mf_engine_open(&eo, &m->eng, err);
 	if (rc == 0)
@@ -112,17 +131,25 @@ static void reclaim(void *arg, bool cancelled)
 			 strerror(-rc));
 		return;
 	}
+	if (st.snapshots_adopted || st.shards_adopted)
+		mfs_logf(m, MFS_LOG_WARN,
+			 "start-up reclaim recorded %u shards and %u snapshots "
+			 "the catalog did not know",
+			 st.shards_adopted, st.snapshots_adopted);
+	if (st.snapshots_unindexed)
+		mfs_logf(m, MFS_LOG_WARN,
+			 "kept %u snapshot folders the catalog does not know "
+			 "(matctl fsck --rebuild)",
+			 st.snapshots_unindexed);
 	if (st.snapshots_removed || st.runs_removed || st.files_removed)
 		mfs_logf(m, MFS_LOG_INFO,
 			 "start-up reclaim removed %u snapshot folders, %u "
 			 "run folders, %u files",
 			 st.snapshots_removed, st.runs_removed,
 			 st.files_removed);
-	if (st.snapshots_unindexed)
-		mfs_logf(m, MFS_LOG_WARN,
-			 "kept %u snapshot folders the catalog does not know "
-			 "(matctl fsck --rebuild)",
-			 st.snapshots_unindexed);
+	else
+		mfs_logf(m, MFS_LOG_INFO,
+			 "start-up reclaim: nothing to remove");
 }
 
 int mfs_start(struct mfs *m, struct fuse_session *se)

@@ -66,6 +66,8 @@ struct mf_chunk_event {
  * the engine. */
 typedef void (*mf_chunk_fn)(void *arg, const struct mf_chunk_event *ev);
 
+struct mf_rebuild_item;
+
 struct mf_engine_opts {
 	const char *store_dir; /* required; created if missing */
 	int busy_timeout_ms; /* catalog busy timeout; <= 0: 10 s */
@@ -75,12 +77,30 @@ struct mf_engine_opts {
 	void *progress_arg;
 	mf_chunk_fn chunk; /* may be NULL */
 	void *chunk_arg;
+	/* may be NULL: told of each snapshot recorded and each thing skipped
+	 * when the engine indexes a new or lost catalog (as
+	 * mf_engine_rebuild's report), on whichever thread found it */
+	void (*indexed)(void *arg, const struct mf_rebuild_item *it);
+	void *indexed_arg;
 };
 
 struct mf_engine;
 
-/* Opens the store and its catalog. Returns 0 or -errno, with *err (caller
- * frees) saying what failed ("store '/x': Permission denied"). */
+/*
+ * Opens the store and its catalog. A catalog that does not carry the index
+ * mark (a new one: the old was deleted, emptied or replaced) first gets
+ * what the store holds: a snapshot row from each fingerprint folder's
+ * snapshot.metadata, and every committed shard file of a run it does not
+ * know recorded materialized under that run, marked "done" (as
+ * mf_engine_rebuild, without moving anything aside); then the mark. So a
+ * lost catalog never makes committed shards look absent, to be computed
+ * again or reclaimed. Several processes may do this at once: each
+ * fingerprint is recorded in one transaction that records only what the
+ * catalog still lacks. The same happens whenever the engine finds its
+ * catalog file replaced while open (see mf_engine_catalog_open).
+ * Returns 0 or -errno, with *err (caller frees) saying what failed
+ * ("store '/x': Permission denied").
+ */
 int mf_engine_open(const struct mf_engine_opts *opts, struct mf_engine **out,
 		   char **err);
 void mf_engine_close(struct mf_engine *e);
@@ -171,11 +191,25 @@ struct mf_gc_stats {
 	uint32_t runs_removed; /* run folders of dead runs no shard uses */
 	uint32_t files_removed; /* shard files no catalog row points at, and
 				   temp files of dead runs */
-	/* unknown folders kept because they hold a snapshot.metadata: more
-	 * likely a lost catalog than garbage */
+	/* unknown folders kept: they hold a snapshot.metadata, or shard
+	 * files that could not be recorded (no metadata to record them by) */
 	uint32_t snapshots_unindexed;
+	/* what the catalog never knew, recorded instead of removed: folders
+	 * given their snapshot row back, shard files of unknown runs */
+	uint32_t snapshots_adopted;
+	uint32_t shards_adopted;
 };
-/* Reclaims store space that nothing in the catalog refers to. */
+/*
+ * Reclaims store space that nothing in the catalog refers to. What the
+ * catalog never knew is adopted first, never removed: the committed shard
+ * files of runs it has no row for are recorded materialized (where their
+ * shard is absent or failed), and a fingerprint folder it does not know
+ * gets its snapshot row back from snapshot.metadata when it holds such
+ * files (as mf_engine_open does for a new catalog). Then: folders of
+ * unknown fingerprints that hold neither snapshot.metadata nor a shard
+ * file, folders of dead runs no shard uses, temp files of dead runs, and
+ * shard files no row points at are removed.
+ */
 int mf_engine_gc(struct mf_engine *e, struct mf_gc_stats *stats);
 
 /*
@@ -191,8 +225,14 @@ int mf_engine_verify(struct mf_engine *e, const char *fp,
 		     void (*report)(void *arg, uint32_t shard, int rc),
 		     void *arg);
 
-/* Opens a catalog connection of this engine's store for the caller's own
- * queries (one thread at a time); close it with mf_catalog_close. */
+/*
+ * Opens a catalog connection of this engine's store for the caller's own
+ * queries (one thread at a time); close it with mf_catalog_close. A new
+ * catalog is indexed first, as in mf_engine_open. A caller that keeps
+ * connections should close one for which mf_catalog_moved answers true
+ * (its file was deleted or replaced) and open another: the engine does so
+ * with its own.
+ */
 int mf_engine_catalog_open(struct mf_engine *e, struct mf_catalog **out);
 
 /* ---- the registry, for a daemon that follows a pipelines folder ---- */

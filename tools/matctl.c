@@ -234,6 +234,10 @@ static int cmd_gc(struct ctl *ctl)
 	printf("removed %u snapshot folders, %u run folders, %u shard "
 	       "files\n",
 	       st.snapshots_removed, st.runs_removed, st.files_removed);
+	if (st.shards_adopted || st.snapshots_adopted)
+		printf("recorded %u shard files and %u snapshot folders the "
+		       "catalog did not know, instead of removing them\n",
+		       st.shards_adopted, st.snapshots_adopted);
 	if (st.snapshots_unindexed)
 		printf("kept %u snapshot folders the catalog does not know: "
 		       "`matctl fsck --rebuild` indexes them again, `matctl rm "
