@@ -191,29 +191,22 @@ static int pending_expiry(struct mf_catalog *c, const char *fp, int64_t *out)
 }
 
 /* Whether the run owner, which holds a running shard of fp, is dead: gone
- * from the table, marked done or dead, on this host with its process gone,
- * or on another host silent for longer than the snapshot's
- * pending_expiry. */
+ * from the table, or not alive as mf_catalog_run_alive judges it with the
+ * snapshot's pending_expiry. */
 static int owner_dead(struct mf_catalog *c, const char *fp, const char *owner,
-		      const struct mf_run_rec *me, int64_t now, bool *dead)
+		      int64_t now, bool *dead)
 {
 	struct mf_run_rec r;
 	int64_t expiry;
 	int rc = owner[0] ? cat_run_read(c, owner, &r) : -ENOENT;
-	if (rc == -ENOENT || (!rc && strcmp(r.state, "active") != 0)) {
+	if (rc == -ENOENT) {
 		*dead = true;
 		return 0;
 	}
+	rc = rc ? rc : pending_expiry(c, fp, &expiry);
 	if (rc)
 		return rc;
-	if (strcmp(r.host, me->host) == 0) {
-		*dead = !mf_process_alive((pid_t)r.pid, r.pid_start);
-		return 0;
-	}
-	rc = pending_expiry(c, fp, &expiry);
-	if (rc)
-		return rc;
-	*dead = now - r.heartbeat > expiry;
+	*dead = !mf_catalog_run_alive(&r, now, expiry);
 	return 0;
 }
 
@@ -264,7 +257,7 @@ static int claim_decide(struct mf_catalog *c, const char *fp, uint32_t index,
 	 * outcome (a catalog write that failed). The caller holds the only
 	 * claim of its run on this shard, so it takes it again. */
 	if (state == MF_SHARD_RUNNING && strcmp(owner, me->run_id) != 0) {
-		rc = owner_dead(c, fp, owner, me, now, &dead);
+		rc = owner_dead(c, fp, owner, now, &dead);
 		if (rc)
 			return rc;
 		if (!dead) {

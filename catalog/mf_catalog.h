@@ -25,7 +25,7 @@
 
 #include "mf_util.h"
 
-#define MF_CATALOG_SCHEMA_VERSION 2
+#define MF_CATALOG_SCHEMA_VERSION 4
 
 enum mf_shard_state {
 	MF_SHARD_ABSENT = 0,
@@ -64,7 +64,24 @@ struct mf_run_rec {
 	int64_t started; /* unix seconds */
 	int64_t heartbeat; /* unix seconds */
 	char state[16]; /* "active", "done", "dead" */
+	/* where pid means something (mf_boot_id, mf_pid_ns); "" and 0 when
+	 * unknown, as in rows written before schema version 4 */
+	char boot_id[MF_BOOT_ID_LEN + 1];
+	uint64_t pid_ns;
 };
+
+/*
+ * Whether run r is alive at now, the one rule for every judge of runs (the
+ * claim, gc, fsck): a run whose state is not "active" is dead. A run of
+ * this host, this boot and this process's pid namespace (host, boot_id and
+ * pid_ns all equal to this process's) lives while its process does (pid
+ * and pid_start). Any other run - another host, another container with
+ * the same hostname, another boot, or a row that does not say - lives
+ * while its heartbeat is no older than pending_expiry; its pid is never
+ * looked up here, where it may name another process or none.
+ */
+bool mf_catalog_run_alive(const struct mf_run_rec *r, int64_t now,
+			  int64_t pending_expiry);
 
 struct mf_shard_rec {
 	char fp[MF_FP_HEX_LEN + 1];
@@ -142,9 +159,8 @@ enum mf_claim {
  * A shard running under `me` itself is given to it again (MINE): a run
  * must not claim one shard twice at once, so such a row can only be left
  * by an attempt that ended without recording its outcome.
- * A run on me->host is dead when mf_process_alive(pid, pid_start) is false;
- * a run on another host when now - heartbeat > pending_expiry of the
- * snapshot. *cur (may be NULL) receives the row as it is after the call;
+ * The owner is dead as mf_catalog_run_alive judges it, with the
+ * snapshot's pending_expiry. *cur (may be NULL) receives the row as it is after the call;
  * release it. -ENOENT if the shard is unknown. me->fp must be fp (-EINVAL);
  * me's run row is added when missing (its heartbeat raised to
  * me->heartbeat when it exists), and a run marked dead or done gets

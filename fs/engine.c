@@ -143,6 +143,8 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 	e->pid = getpid();
 	e->pid_start = mf_proc_start_time(e->pid);
 	mf_hostname(e->host, sizeof(e->host));
+	(void)mf_boot_id(e->boot_id); /* "" when unknown: judged by heartbeat */
+	e->pid_ns = mf_pid_ns();
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->flight_cv, NULL);
 
@@ -236,6 +238,8 @@ static void run_rec_fill(struct mf_engine *e, const char *fp,
 	me->pid_start = e->pid_start;
 	me->started = me->heartbeat = mf_now_s();
 	snprintf(me->state, sizeof(me->state), "active");
+	memcpy(me->boot_id, e->boot_id, sizeof(me->boot_id));
+	me->pid_ns = e->pid_ns;
 }
 
 /* Finds or creates (catalog row included) this process's run for fp. */

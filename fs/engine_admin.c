@@ -151,20 +151,15 @@ static bool run_in_use(const struct mf_shard_rec *recs, size_t n,
 	return false;
 }
 
-/* The same rule as the catalog's claim: a run on this host lives while its
- * process does; a run elsewhere while its heartbeat is fresh. */
-static bool run_alive(struct mf_engine *e, struct mf_catalog *c,
-		      const char *run_id, int64_t pending_expiry)
+/* Judged as the catalog's claim judges a run (mf_catalog_run_alive). */
+static bool run_alive(struct mf_catalog *c, const char *run_id,
+		      int64_t pending_expiry)
 {
 	struct mf_run_rec run;
 	int rc = mf_catalog_get_run(c, run_id, &run);
 	if (rc)
 		return rc != -ENOENT; /* a busy catalog proves nothing */
-	if (strcmp(run.state, "active") != 0)
-		return false;
-	if (strcmp(run.host, e->host) == 0)
-		return mf_process_alive(run.pid, run.pid_start);
-	return mf_now_s() - run.heartbeat <= pending_expiry;
+	return mf_catalog_run_alive(&run, mf_now_s(), pending_expiry);
 }
 
 /* True when shard k's file in run_id is, or is about to be, the one the
@@ -226,7 +221,7 @@ static void gc_run(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 		   const char *run_id, const struct mf_shard_rec *recs,
 		   size_t n, int64_t pending_expiry, struct mf_gc_stats *st)
 {
-	bool alive = run_alive(e, c, run_id, pending_expiry);
+	bool alive = run_alive(c, run_id, pending_expiry);
 	if (!alive && !run_in_use(recs, n, run_id)) {
 		if (mf_store_run_remove(e->store, fp, run_id) == 0)
 			st->runs_removed++;

@@ -43,7 +43,10 @@ struct mf_engine {
 	struct mf_engine_opts opts;
 	char *catalog_path;
 	struct mf_store *store;
+	/* this process, as its run rows record it (mf_catalog_run_alive) */
 	char host[256];
+	char boot_id[MF_BOOT_ID_LEN + 1];
+	uint64_t pid_ns;
 	pid_t pid;
 	uint64_t pid_start;
 

@@ -243,6 +243,8 @@ static void assert_run_equal(const struct mf_run_rec *a,
 	assert_int_equal(a->started, b->started);
 	assert_int_equal(a->heartbeat, b->heartbeat);
 	assert_string_equal(a->state, b->state);
+	assert_string_equal(a->boot_id, b->boot_id);
+	assert_int_equal(a->pid_ns, b->pid_ns);
 }
 
 static void test_runs(void **state)
@@ -254,6 +256,9 @@ static void test_runs(void **state)
 	assert_int_equal(mf_catalog_put_snapshot(f->cat, &s), 0);
 	ct_run(&r1, 'e', s.fp, "node-1.example", 77, 1ull << 40, 1000);
 	ct_run(&r2, 'd', s.fp, "node-2", 78, 5, 900);
+	memcpy(r1.boot_id, "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0",
+	       MF_BOOT_ID_LEN);
+	r1.pid_ns = 4026531836ull;
 	assert_int_equal(mf_catalog_add_run(f->cat, &r1), 0);
 	assert_int_equal(mf_catalog_add_run(f->cat, &r2), 0);
 	assert_int_equal(mf_catalog_add_run(f->cat, &r1), -EEXIST);

@@ -30,7 +30,8 @@ static void test_fresh(void **state)
 	assert_int_equal(mf_catalog_open(f->db, 0, &f->cat), 0);
 	sqlite3 *db = ct_sqlite_open(f->db);
 	char mode[16];
-	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"),
+			 MF_CATALOG_SCHEMA_VERSION);
 	ct_sqlite_text(db, "PRAGMA journal_mode", mode, sizeof(mode));
 	assert_string_equal(mode, "wal");
 	assert_int_equal(ct_sqlite_int(db,
@@ -44,7 +45,8 @@ static void test_fresh(void **state)
 	f->cat = NULL;
 	assert_int_equal(mf_catalog_open(f->db, 1000, &f->cat), 0);
 	db = ct_sqlite_open(f->db);
-	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"),
+			 MF_CATALOG_SCHEMA_VERSION);
 	sqlite3_close(db);
 }
 
@@ -152,6 +154,9 @@ static void check_v1_rows(struct mf_catalog *cat)
 	assert_int_equal(r.pid, 4242);
 	assert_int_equal(r.pid_start, 987654);
 	assert_string_equal(r.state, "done");
+	/* where its pid meant something was not recorded then */
+	assert_string_equal(r.boot_id, "");
+	assert_int_equal(r.pid_ns, 0);
 }
 
 static void test_migrate_v1(void **state)
@@ -160,13 +165,19 @@ static void test_migrate_v1(void **state)
 	load_v1_fixture(f->db);
 	assert_int_equal(mf_catalog_open(f->db, 0, &f->cat), 0);
 	sqlite3 *db = ct_sqlite_open(f->db);
-	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(ct_sqlite_int(db, "PRAGMA user_version"),
+			 MF_CATALOG_SCHEMA_VERSION);
 	assert_int_equal(ct_sqlite_int(db, "SELECT count(*) FROM shards"), 3);
 	assert_int_equal(ct_sqlite_int(db,
 				       "SELECT count(*) FROM"
 				       " pragma_table_info('shards') WHERE"
 				       " name IN ('stderr_tail',"
 				       " 'attempts')"),
+			 2);
+	assert_int_equal(ct_sqlite_int(db,
+				       "SELECT count(*) FROM"
+				       " pragma_table_info('runs') WHERE"
+				       " name IN ('boot_id', 'pid_ns')"),
 			 2);
 	assert_int_equal(ct_sqlite_int(db,
 				       "SELECT sum(attempts) +"

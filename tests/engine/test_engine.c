@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -682,6 +683,113 @@ static void test_input_changed_during_run(void **state)
 	assert_state(fx, 0, MF_SHARD_FAILED);
 }
 
+/* A pid of a process that has exited and been reaped, with the start time
+ * it had. */
+static pid_t dead_pid(uint64_t *start)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	*start = mf_proc_start_time(pid);
+	assert_true(*start != 0);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	assert_false(mf_process_alive(pid, *start));
+	return pid;
+}
+
+/* A run of this host and boot that holds shard `shard` and has a temp
+ * file in its folder, as a writer mid-way leaves it; pid_ns as given. */
+static void foreign_writer(struct fx *fx, char seed, uint32_t shard, pid_t pid,
+			   uint64_t start, uint64_t pid_ns,
+			   struct mf_run_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	memset(r->run_id, seed, MF_RUN_ID_HEX_LEN);
+	memcpy(r->fp, fx->fp, sizeof(r->fp));
+	mf_hostname(r->host, sizeof(r->host));
+	assert_int_equal(mf_boot_id(r->boot_id), 0);
+	r->pid_ns = pid_ns;
+	r->pid = pid;
+	r->pid_start = start;
+	r->started = r->heartbeat = mf_now_s();
+	snprintf(r->state, sizeof(r->state), "active");
+	struct mf_catalog *c;
+	enum mf_claim got;
+	assert_int_equal(mf_engine_catalog_open(fx->e, &c), 0);
+	assert_int_equal(
+	    mf_catalog_claim_shard(c, fx->fp, shard, r, mf_now_s(), &got, NULL),
+	    0);
+	assert_int_equal(got, MF_CLAIM_MINE);
+	mf_catalog_close(c);
+	char path[512];
+	assert_int_equal(
+	    mf_store_run_create(mf_engine_store(fx->e), fx->fp, r->run_id), 0);
+	snprintf(path, sizeof(path), "%s/snapshots/%s/%s/shard-%05u.tmp",
+		 fx->store, fx->fp, r->run_id, shard);
+	write_file(path, "partial");
+}
+
+static bool tmp_exists(const struct fx *fx, const struct mf_run_rec *r,
+		       uint32_t shard)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/snapshots/%s/%s/shard-%05u.tmp",
+		 fx->store, fx->fp, r->run_id, shard);
+	return access(path, F_OK) == 0;
+}
+
+static uint32_t fsck_problems(const struct fx *fx)
+{
+	struct mf_engine_opts o = {.store_dir = fx->store};
+	uint32_t n = 99;
+	char *err = NULL;
+	assert_int_equal(mf_engine_fsck(&o, NULL, NULL, &n, &err), 0);
+	return n;
+}
+
+/* Two containers on one host may share a hostname without sharing pids.
+ * A writer in another pid namespace whose pid is gone from ours is alive
+ * while it heartbeats: gc keeps its temp file, fsck sees no orphan. Once
+ * silent past pending_expiry (1d) it is dead. And the reverse: a writer of
+ * this very namespace is dead as soon as its process is, heartbeat or
+ * not. */
+static void test_gc_judges_by_namespace(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 2);
+	fx_open(fx);
+	uint64_t start;
+	pid_t gone = dead_pid(&start);
+	struct mf_run_rec other, here;
+	foreign_writer(fx, 'a', 0, gone, start, mf_pid_ns() + 1, &other);
+	struct mf_gc_stats st;
+	assert_int_equal(mf_engine_gc(fx->e, &st), 0);
+	assert_true(tmp_exists(fx, &other, 0));
+	assert_int_equal(st.files_removed, 0);
+	assert_int_equal(fsck_problems(fx), 0);
+
+	char sql[256];
+	snprintf(sql, sizeof(sql),
+		 "UPDATE runs SET heartbeat = heartbeat - 2 * 86400"
+		 " WHERE run_id = '%s'",
+		 other.run_id);
+	sql_exec(fx, sql);
+	assert_int_equal(fsck_problems(fx), 1); /* its temp file */
+	assert_int_equal(mf_engine_gc(fx->e, &st), 0);
+	assert_false(tmp_exists(fx, &other, 0));
+	assert_int_equal(st.files_removed, 1);
+
+	foreign_writer(fx, 'b', 1, gone, start, mf_pid_ns(), &here);
+	assert_int_equal(fsck_problems(fx), 1);
+	assert_int_equal(mf_engine_gc(fx->e, &st), 0);
+	assert_false(tmp_exists(fx, &here, 1));
+	assert_int_equal(st.files_removed, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -709,6 +817,8 @@ int main(void)
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_input_changed_during_run,
 					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_gc_judges_by_namespace, setup,
+					    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
