@@ -20,12 +20,15 @@ struct spec_entry {
 			    from the catalog to compute a shard */
 };
 
-/* This process's run for one fingerprint, created on first claim. */
+/* This process's run for one fingerprint, created on first claim. One
+ * per fingerprint is current; retired ones (declared dead by the catalog)
+ * stay until their last materialization in flight ends. */
 struct run_entry {
 	struct run_entry *next;
 	char fp[MF_FP_HEX_LEN + 1];
 	char run_id[MF_RUN_ID_HEX_LEN + 1];
 	unsigned active; /* materializations in flight under this run */
+	bool retired; /* never handed to a new claim */
 };
 
 /* One attempt at a shard that callers of this process share. */
@@ -78,7 +81,9 @@ int eng_spec_for(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 bool eng_is_registered(struct mf_engine *e, const char *fp);
 
 /* Runs the stages of a claimed shard into the store under run_id and
- * records the outcome in the catalog. 0, -EIO or -ESTALE with *err. */
+ * records the outcome in the catalog. 0 (committed and recorded), -EIO or
+ * -ESTALE with *err, or -EAGAIN: the claim was lost meanwhile (taken over
+ * by another run, or the shard reset), nothing recorded, look again. */
 int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
 		    struct spec_entry *se, uint32_t shard, const char *run_id,
 		    char **err);

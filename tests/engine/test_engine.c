@@ -790,6 +790,233 @@ static void test_gc_judges_by_namespace(void **state)
 	assert_int_equal(st.files_removed, 1);
 }
 
+/* Waits (up to a minute) until the stage has been called n times. */
+static void wait_calls(const struct fx *fx, int n)
+{
+	for (int i = 0; i < 60000 && count_calls(fx) < n; i++)
+		usleep(1000);
+	assert_int_equal(count_calls(fx), n);
+}
+
+static void touch(const struct fx *fx, const char *name)
+{
+	char path[256];
+	fx_path(fx, name, path, sizeof(path));
+	write_file(path, "");
+}
+
+static int count_runs(const struct fx *fx)
+{
+	struct mf_catalog *c;
+	struct mf_run_rec *runs = NULL;
+	size_t n = 0;
+	assert_int_equal(mf_engine_catalog_open(fx->e, &c), 0);
+	assert_int_equal(mf_catalog_list_runs(c, fx->fp, &runs, &n), 0);
+	free(runs);
+	mf_catalog_close(c);
+	return (int)n;
+}
+
+#define MANY 16
+
+struct opener {
+	struct mf_engine *e;
+	const char *fp;
+	uint32_t shard;
+	pthread_barrier_t *go; /* may be NULL */
+	int rc;
+	char *data;
+	size_t len;
+	char *err;
+};
+
+static void *open_thread(void *arg)
+{
+	struct opener *o = arg;
+	if (o->go)
+		pthread_barrier_wait(o->go);
+	o->rc = read_shard(o->e, o->fp, o->shard, &o->data, &o->len, &o->err);
+	return NULL;
+}
+
+static void opener_start(struct opener *o, pthread_t *tid, struct mf_engine *e,
+			 const char *fp, uint32_t shard, pthread_barrier_t *go)
+{
+	*o = (struct opener){
+	    .e = e, .fp = fp, .shard = shard, .go = go, .rc = -1};
+	assert_int_equal(pthread_create(tid, NULL, open_thread, o), 0);
+}
+
+/* Joins the opener and checks it read want. */
+static void opener_expect(pthread_t tid, struct opener *o, const char *want)
+{
+	pthread_join(tid, NULL);
+	if (o->rc)
+		fail_msg("open of shard %u: %s: %s", o->shard, strerror(-o->rc),
+			 o->err ? o->err : "");
+	assert_int_equal(o->len, strlen(want));
+	assert_memory_equal(o->data, want, o->len);
+	free(o->data);
+	free(o->err);
+}
+
+/* Opens shard i of fp on thread i, all at once, and checks the bytes. */
+static void open_many_at_once(struct mf_engine *e, const char *fp)
+{
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, MANY);
+	pthread_t tids[MANY];
+	struct opener o[MANY];
+	char want[64];
+	for (int i = 0; i < MANY; i++)
+		opener_start(&o[i], &tids[i], e, fp, (uint32_t)i, &go);
+	for (int i = 0; i < MANY; i++) {
+		snprintf(want, sizeof(want), "input %02d\n", i);
+		opener_expect(tids[i], &o[i], want);
+	}
+	pthread_barrier_destroy(&go);
+}
+
+/* Opens of many shards of one fingerprint at once, in one process: one
+ * run (one catalog row, one folder) for them all. A first round on
+ * another fingerprint fills the engine's pool of catalog connections, so
+ * that the second round's threads reach the run bookkeeping together. */
+static void test_one_run_per_process(void **state)
+{
+	struct fx *fx = *state;
+	char path[256], text[512], warm[65], *err = NULL;
+	snprintf(path, sizeof(path), "%s/in", fx->dir);
+	mkdir(path, 0755);
+	for (int i = 0; i < MANY; i++) {
+		snprintf(path, sizeof(path), "%s/in/%02d.txt", fx->dir, i);
+		snprintf(text, sizeof(text), "input %02d\n", i);
+		write_file(path, text);
+	}
+	snprintf(text, sizeof(text),
+		 "name: warm\ninputs: in/*.txt\nshards: %d\nstages:\n"
+		 "  - exec: [cat, '-']\n",
+		 MANY);
+	fx_path(fx, "warm.yaml", path, sizeof(path));
+	write_file(path, text);
+	snprintf(text, sizeof(text),
+		 "name: t\ninputs: in/*.txt\nshards: %d\nstages:\n"
+		 "  - exec: [cat]\n",
+		 MANY);
+	write_file(fx->spec, text);
+	fx_open(fx);
+	assert_int_equal(mf_engine_register(fx->e, path, warm, &err), 0);
+	open_many_at_once(fx->e, warm);
+	open_many_at_once(fx->e, fx->fp);
+	assert_int_equal(count_runs(fx), 1);
+	char **runs;
+	size_t n;
+	assert_int_equal(
+	    mf_store_list_runs(mf_engine_store(fx->e), fx->fp, &runs, &n), 0);
+	assert_int_equal(n, 1);
+	mf_strv_free(runs, n);
+}
+
+/* Shard 0's stage waits for the file "go"; other shards run at once. */
+#define GATED_STAGE                                                            \
+	"  - exec: [/bin/sh, -c, 'echo $MATFS_SHARD >> calls; "                \
+	"[ $MATFS_SHARD != 0 ] || while [ ! -e go ]; do sleep 0.02; done; "    \
+	"cat']\n"
+
+/* Our run is declared dead (by a claimer elsewhere that misjudged it)
+ * while it computes shard 0: opens of other shards start a new run rather
+ * than fail, and shard 0 still completes. */
+static void test_run_declared_dead_in_flight(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, GATED_STAGE, 2);
+	fx_open(fx);
+	pthread_t tid;
+	struct opener o;
+	opener_start(&o, &tid, fx->e, fx->fp, 0, NULL);
+	wait_calls(fx, 1);
+	sql_exec(fx, "UPDATE runs SET state = 'dead'");
+	char *data, *err = NULL;
+	size_t len;
+	int rc = read_shard(fx->e, fx->fp, 1, &data, &len, &err);
+	if (rc)
+		fail_msg("shard 1: %s: %s", strerror(-rc), err ? err : "");
+	assert_int_equal(len, 26);
+	assert_memory_equal(data, "input b line\ninput d line\n", len);
+	free(data);
+	touch(fx, "go");
+	opener_expect(tid, &o, "input a line\ninput c line\n");
+	assert_int_equal(count_calls(fx), 2);
+	assert_int_equal(count_runs(fx), 2);
+}
+
+/* The first call of the stage fails once "go" exists; later calls
+ * succeed. */
+#define FIRST_FAILS_STAGE                                                      \
+	"  - exec: [/bin/sh, -c, 'echo x >> calls; n=$(wc -l < calls); "       \
+	"while [ ! -e go ]; do sleep 0.02; done; [ $n != 1 ] || exit 1; "      \
+	"cat']\n"
+
+/* Our run is declared dead while it computes and another process takes
+ * the shard over; then our stage fails. That failure is no longer the
+ * shard's: our opens (the leader and its followers) get the new owner's
+ * result. */
+static void test_claim_taken_over_in_flight(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, FIRST_FAILS_STAGE, 1);
+	fx_open(fx);
+	pthread_t lead, follow, other;
+	struct opener a, f, b;
+	opener_start(&a, &lead, fx->e, fx->fp, 0, NULL);
+	wait_calls(fx, 1);
+	opener_start(&f, &follow, fx->e, fx->fp, 0, NULL);
+	sql_exec(fx, "UPDATE runs SET state = 'dead'");
+
+	struct mf_engine *e2;
+	struct mf_engine_opts opts = {.store_dir = fx->store};
+	char *err = NULL;
+	assert_int_equal(mf_engine_open(&opts, &e2, &err), 0);
+	opener_start(&b, &other, e2, fx->fp, 0, NULL);
+	wait_calls(fx, 2);
+	touch(fx, "go");
+	const char want[] =
+	    "input a line\ninput b line\ninput c line\ninput d line\n";
+	opener_expect(other, &b, want);
+	opener_expect(lead, &a, want);
+	opener_expect(follow, &f, want);
+	assert_int_equal(count_calls(fx), 2);
+	mf_engine_close(e2);
+}
+
+/* A failure before the stages start (the run folder cannot be made: the
+ * snapshot's folder is a file) with err NULL: the caller did not ask for
+ * the message, the catalog still gets it. */
+static void test_failure_without_err(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 1);
+	fx_open(fx);
+	char path[256], cmd[512];
+	snprintf(path, sizeof(path), "%s/snapshots/%s", fx->store, fx->fp);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+	assert_int_equal(system(cmd), 0);
+	write_file(path, "not a folder");
+	struct mf_shard_reader *r = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, NULL),
+			 -EIO);
+	assert_null(r);
+	struct mf_catalog *c;
+	struct mf_shard_rec rec;
+	assert_int_equal(mf_engine_catalog_open(fx->e, &c), 0);
+	assert_int_equal(mf_catalog_get_shard(c, fx->fp, 0, &rec), 0);
+	assert_int_equal(rec.state, MF_SHARD_FAILED);
+	assert_non_null(rec.error);
+	assert_non_null(strstr(rec.error, "run folder"));
+	mf_shard_rec_release(&rec);
+	mf_catalog_close(c);
+	assert_int_equal(count_calls(fx), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -818,6 +1045,14 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_input_changed_during_run,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gc_judges_by_namespace, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_one_run_per_process, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_run_declared_dead_in_flight,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_claim_taken_over_in_flight,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_failure_without_err, setup,
 					    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
