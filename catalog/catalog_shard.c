@@ -43,6 +43,8 @@ static const char sql_fail[] =
 static const char sql_reset[] = SQL_RESET;
 static const char sql_reset_run[] =
     SQL_RESET " AND state IN ('materialized', 'failed') AND run_id = ?3";
+static const char sql_expire[] =
+    SQL_RESET " AND state = ?3 AND run_id = ?4 AND attempts = ?5";
 static const char sql_touch[] =
     "UPDATE shards SET last_read = ?3 WHERE fp = ?1 AND idx = ?2";
 static const char sql_snap_touch[] =
@@ -384,6 +386,42 @@ int mf_catalog_reset_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 				    index, run_id, &none);
 	return shard_update(c, CAT_SHARD_RESET, sql_reset, fp, index, NULL,
 			    &none);
+}
+
+/* Expires recs[i] if its row is still as listed; *done says whether. */
+static int expire_rec(struct mf_catalog *c, const struct mf_shard_rec *r,
+		      bool *done)
+{
+	*done = false;
+	if (r->state != MF_SHARD_MATERIALIZED && r->state != MF_SHARD_FAILED)
+		return 0;
+	sqlite3_stmt *st = NULL;
+	int rc = shard_stmt(c, CAT_SHARD_EXPIRE, sql_expire, r->fp, r->index,
+			    NULL, &st);
+	rc = rc ? rc : cat_bind_text(c, st, 3, mf_shard_state_name(r->state));
+	rc = rc ? rc : cat_bind_text(c, st, 4, r->run_id);
+	rc = rc ? rc : cat_bind_int64(c, st, 5, r->attempts);
+	rc = rc ? rc : cat_step_done(c, st);
+	cat_stmt_put(st);
+	*done = rc == 0 && cat_changes(c) > 0;
+	return rc;
+}
+
+int mf_catalog_expire_shards(struct mf_catalog *c,
+			     const struct mf_shard_rec *recs, size_t n,
+			     bool *expired)
+{
+	if (!c || (n > 0 && (!recs || !expired)))
+		return -EINVAL;
+	int rc = cat_begin(c);
+	if (rc == 0) {
+		for (size_t i = 0; !rc && i < n; i++)
+			rc = expire_rec(c, &recs[i], &expired[i]);
+		rc = cat_finish(c, rc);
+	}
+	if (rc && n > 0)
+		memset(expired, 0, n * sizeof(*expired));
+	return rc;
 }
 
 int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,

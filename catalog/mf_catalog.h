@@ -122,8 +122,14 @@ int mf_catalog_find_name(struct mf_catalog *c, const char *name,
  * frees the array. */
 int mf_catalog_list_snapshots(struct mf_catalog *c,
 			      struct mf_snapshot_rec **out, size_t *n);
-/* Deletes a snapshot with its shards and runs rows. */
-int mf_catalog_delete_snapshot(struct mf_catalog *c, const char *fp);
+/* Deletes a snapshot with its shards and runs rows, in one transaction
+ * and only if every shard is absent: -ENOTEMPTY (nothing deleted) when one
+ * is running, materialized or failed, which a caller that decided from an
+ * earlier listing (mf_catalog_expire_shards) did not see. *runs (may be
+ * NULL; caller frees) receives the run rows it deleted, whose folders are
+ * now the caller's to remove. -ENOENT: no such snapshot. */
+int mf_catalog_delete_snapshot(struct mf_catalog *c, const char *fp,
+			       struct mf_run_rec **runs, size_t *nruns);
 
 /* -EEXIST: run_id is taken; -ENOENT: fp is no snapshot. The others answer
  * -ENOENT for an unknown run_id; list_runs with fp NULL lists every run
@@ -187,6 +193,17 @@ int mf_catalog_fail_shard(struct mf_catalog *c, const char *fp, uint32_t index,
  * attempt the caller saw (-ESTALE otherwise). */
 int mf_catalog_reset_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			   const char *run_id);
+/* Expiry of what a caller listed: in one transaction, each recs[i] that
+ * is materialized or failed goes back to absent if its row is still in
+ * that state under the same run and attempt; expired[i] says whether it
+ * did (running and absent ones never do). A row that changed since the
+ * listing - claimed, or expired and computed again, even by the same
+ * run - is left alone, and so is its file: the caller removes the files
+ * of the shards expired[] names, and no other. On error nothing changed
+ * and expired[] is all false. */
+int mf_catalog_expire_shards(struct mf_catalog *c,
+			     const struct mf_shard_rec *recs, size_t n,
+			     bool *expired);
 /* Sets the last-read time of a shard and its snapshot. */
 int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,
 		     int64_t now);

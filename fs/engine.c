@@ -332,7 +332,8 @@ static void sleep_ns(uint64_t ns)
 }
 
 /* Opens the committed file of a materialized shard; a file that is gone or
- * corrupt sends the shard back to absent and answers -EAGAIN. */
+ * corrupt sends the shard back to absent (if the row still names that
+ * computation) and answers -EAGAIN. */
 static int open_committed(struct mf_engine *e, struct mf_catalog *c,
 			  const struct mf_shard_rec *rec,
 			  struct mf_shard_reader **out)
@@ -340,10 +341,7 @@ static int open_committed(struct mf_engine *e, struct mf_catalog *c,
 	int rc = mf_shard_reader_open(e->store, rec->fp, rec->run_id,
 				      rec->index, out);
 	if (rc == -ENOENT || rc == -EBADMSG || rc == -ELOOP) {
-		(void)mf_catalog_reset_shard(c, rec->fp, rec->index,
-					     rec->run_id);
-		(void)mf_store_shard_remove(e->store, rec->fp, rec->run_id,
-					    rec->index);
+		(void)eng_expire_recs(e, c, rec, 1);
 		return -EAGAIN;
 	}
 	if (rc == 0)

@@ -88,6 +88,13 @@ int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
 		    struct spec_entry *se, uint32_t shard, const char *run_id,
 		    char **err);
 
+/* Expires what recs lists (read earlier from the catalog), where the
+ * catalog still says what recs says (mf_catalog_expire_shards), then
+ * removes the files of the shards that went, and only those: a row
+ * claimed or computed again since keeps its file. 0 or -errno. */
+int eng_expire_recs(struct mf_engine *e, struct mf_catalog *c,
+		    const struct mf_shard_rec *recs, size_t n);
+
 /* Sets *err to a malloc'd formatted message (keeps the first one). */
 void eng_errf(char **err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -3,7 +3,8 @@
  * around it: MINE, WAIT and DONE; taking over runs that died on this host
  * (process gone), in another pid namespace or boot, or on another host
  * (heartbeat older than pending_expiry);
- * -ESTALE for a run that lost its shard; reset and touch; and sixteen
+ * -ESTALE for a run that lost its shard; reset, expiry of what a listing
+ * showed, and touch; and sixteen
  * processes with their own connections racing for one shard.
  *
  * Not for: snapshot and run rows as such (test_catalog_records.c).
@@ -421,6 +422,81 @@ static void test_reset(void **state)
 	mf_shard_rec_release(&cur);
 }
 
+/* An expiry decides from a listing, then writes: what changed in between
+ * on another connection - a shard expired and computed again by the same
+ * run, a shard claimed - is left alone, and the snapshot stays. */
+static void test_expire_what_was_listed(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_catalog *other;
+	struct mf_run_rec a, b;
+	struct mf_shard_rec *list, cur;
+	size_t n;
+	bool done[4];
+	int64_t now = mf_now_s();
+	assert_int_equal(mf_catalog_open(f->db, 0, &other), 0);
+	ct_run_self(&a, '1', fp_a());
+	ct_run_self(&b, '2', fp_a());
+	cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(
+	    mf_catalog_complete_shard(f->cat, fp_a(), 0, a.run_id, 10, 5, 1),
+	    0);
+	cur = claim(f->cat, 1, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(
+	    mf_catalog_fail_shard(f->cat, fp_a(), 1, a.run_id, 256, "x", NULL),
+	    0);
+	assert_int_equal(mf_catalog_list_shards(f->cat, fp_a(), &list, &n), 0);
+	assert_int_equal(n, 4);
+
+	assert_int_equal(mf_catalog_reset_shard(other, fp_a(), 0, a.run_id), 0);
+	cur = claim(other, 0, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(
+	    mf_catalog_complete_shard(other, fp_a(), 0, a.run_id, 10, 5, 1), 0);
+	cur = claim(other, 2, &b, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+
+	assert_int_equal(mf_catalog_expire_shards(f->cat, list, n, done), 0);
+	assert_false(done[0]); /* the same run, but a newer attempt */
+	assert_true(done[1]);
+	assert_false(done[2]); /* absent when listed, never expired */
+	assert_false(done[3]);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 0, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_MATERIALIZED);
+	assert_int_equal(cur.attempts, 2);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 1, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_ABSENT);
+	mf_shard_rec_release(&cur);
+	for (size_t i = 0; i < n; i++)
+		mf_shard_rec_release(&list[i]);
+	free(list);
+
+	/* a snapshot with a claim in flight is not deleted */
+	assert_int_equal(mf_catalog_delete_snapshot(f->cat, fp_a(), NULL, NULL),
+			 -ENOTEMPTY);
+	assert_run_state(f->cat, b.run_id, "active");
+	assert_int_equal(
+	    mf_catalog_complete_shard(other, fp_a(), 2, b.run_id, 7, 7, 1), 0);
+	mf_catalog_close(other);
+
+	/* once all it lists has expired, it goes, with its runs */
+	assert_int_equal(mf_catalog_list_shards(f->cat, fp_a(), &list, &n), 0);
+	assert_int_equal(mf_catalog_expire_shards(f->cat, list, n, done), 0);
+	assert_true(done[0] && !done[1] && done[2] && !done[3]);
+	for (size_t i = 0; i < n; i++)
+		mf_shard_rec_release(&list[i]);
+	free(list);
+	struct mf_run_rec *runs;
+	assert_int_equal(mf_catalog_delete_snapshot(f->cat, fp_a(), &runs, &n),
+			 0);
+	assert_int_equal(n, 2);
+	free(runs);
+	assert_int_equal(mf_catalog_get_run(f->cat, a.run_id, &a), -ENOENT);
+}
+
 static void test_unknown_and_invalid(void **state)
 {
 	struct cat_fixture *f = *state;
@@ -612,6 +688,7 @@ int main(void)
 	    T(test_same_namespace_by_pid),
 	    T(test_missing_run_row),
 	    T(test_reset),
+	    T(test_expire_what_was_listed),
 	    T(test_claim_refreshes_heartbeat),
 	    T(test_unknown_and_invalid),
 	    T(test_touch),

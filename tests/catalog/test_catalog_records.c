@@ -186,14 +186,21 @@ static void test_delete(void **state)
 	ct_run(&r, '2', b.fp, "h", 10, 20, 30);
 	assert_int_equal(mf_catalog_add_run(f->cat, &r), 0);
 
-	assert_int_equal(mf_catalog_delete_snapshot(f->cat, a.fp), 0);
+	struct mf_run_rec *gone = NULL;
+	size_t ngone = 0;
+	assert_int_equal(
+	    mf_catalog_delete_snapshot(f->cat, a.fp, &gone, &ngone), 0);
+	assert_int_equal(ngone, 1); /* the rows it deleted */
+	char id[MF_RUN_ID_HEX_LEN + 1];
+	ct_run_id('1', id);
+	assert_string_equal(gone[0].run_id, id);
+	free(gone);
 	assert_int_equal(mf_catalog_get_snapshot(f->cat, a.fp, &out), -ENOENT);
 	struct mf_shard_rec h;
 	assert_int_equal(mf_catalog_get_shard(f->cat, a.fp, 0, &h), -ENOENT);
-	char id[MF_RUN_ID_HEX_LEN + 1];
-	ct_run_id('1', id);
 	assert_int_equal(mf_catalog_get_run(f->cat, id, &r), -ENOENT);
-	assert_int_equal(mf_catalog_delete_snapshot(f->cat, a.fp), -ENOENT);
+	assert_int_equal(mf_catalog_delete_snapshot(f->cat, a.fp, NULL, NULL),
+			 -ENOENT);
 
 	/* the other snapshot is untouched */
 	assert_int_equal(mf_catalog_get_snapshot(f->cat, b.fp, &out), 0);

@@ -399,13 +399,19 @@ static struct mf_shard_reader *open_rec(struct mf_engine *e, const char *fp,
 	return r;
 }
 
-static bool shard_file_exists(const struct fx *fx, const char *run_id)
+static bool shard_file_exists_at(const struct fx *fx, const char *run_id,
+				 uint32_t shard)
 {
 	char path[512];
 	struct stat sb;
-	snprintf(path, sizeof(path), "%s/snapshots/%s/%s/shard-00000.mfs",
-		 fx->store, fx->fp, run_id);
+	snprintf(path, sizeof(path), "%s/snapshots/%s/%s/shard-%05u.mfs",
+		 fx->store, fx->fp, run_id, shard);
 	return stat(path, &sb) == 0;
+}
+
+static bool shard_file_exists(const struct fx *fx, const char *run_id)
+{
+	return shard_file_exists_at(fx, run_id, 0);
 }
 
 /* A corrupt chunk found in an old computation's file expires only that
@@ -916,11 +922,16 @@ static void test_one_run_per_process(void **state)
 	mf_strv_free(runs, n);
 }
 
-/* Shard 0's stage waits for the file "go"; other shards run at once. */
+/* Waits for the file "go", for a minute at most (a failed test leaves
+ * no stage behind for long). */
+#define GATE                                                                   \
+	"i=0; while [ ! -e go ] && [ $i -lt 3000 ]; do sleep 0.02; "           \
+	"i=$((i+1)); done; "
+
+/* Shard 0's stage waits for the gate; other shards run at once. */
 #define GATED_STAGE                                                            \
 	"  - exec: [/bin/sh, -c, 'echo $MATFS_SHARD >> calls; "                \
-	"[ $MATFS_SHARD != 0 ] || while [ ! -e go ]; do sleep 0.02; done; "    \
-	"cat']\n"
+	"if [ $MATFS_SHARD = 0 ]; then " GATE "fi; cat']\n"
 
 /* Our run is declared dead (by a claimer elsewhere that misjudged it)
  * while it computes shard 0: opens of other shards start a new run rather
@@ -952,9 +963,8 @@ static void test_run_declared_dead_in_flight(void **state)
 /* The first call of the stage fails once "go" exists; later calls
  * succeed. */
 #define FIRST_FAILS_STAGE                                                      \
-	"  - exec: [/bin/sh, -c, 'echo x >> calls; n=$(wc -l < calls); "       \
-	"while [ ! -e go ]; do sleep 0.02; done; [ $n != 1 ] || exit 1; "      \
-	"cat']\n"
+	"  - exec: [/bin/sh, -c, 'echo x >> calls; n=$(wc -l < calls); " GATE  \
+	"[ $n != 1 ] || exit 1; cat']\n"
 
 /* Our run is declared dead while it computes and another process takes
  * the shard over; then our stage fails. That failure is no longer the
@@ -1017,6 +1027,120 @@ static void test_failure_without_err(void **state)
 	assert_int_equal(count_calls(fx), 0);
 }
 
+/* ---- something happens between expiry's listing and its writes ---- */
+
+/* The engine's calls to mf_catalog_list_shards go through this wrapper
+ * (-Wl,--wrap): once armed, after_listing runs right after the listing,
+ * before the caller acts on it. */
+int __real_mf_catalog_list_shards(struct mf_catalog *c, const char *fp,
+				  struct mf_shard_rec **out, size_t *n);
+int __wrap_mf_catalog_list_shards(struct mf_catalog *c, const char *fp,
+				  struct mf_shard_rec **out, size_t *n);
+static void (*after_listing)(void *arg);
+static void *after_listing_arg;
+
+int __wrap_mf_catalog_list_shards(struct mf_catalog *c, const char *fp,
+				  struct mf_shard_rec **out, size_t *n)
+{
+	int rc = __real_mf_catalog_list_shards(c, fp, out, n);
+	void (*fn)(void *) = after_listing;
+	after_listing = NULL;
+	if (fn)
+		fn(after_listing_arg);
+	return rc;
+}
+
+struct meanwhile {
+	struct fx *fx;
+	pthread_t tid;
+	struct opener o;
+};
+
+/* Another engine (fx->e) opens shard 0 and is computing it. */
+static void claim_meanwhile(void *arg)
+{
+	struct meanwhile *m = arg;
+	opener_start(&m->o, &m->tid, m->fx->e, m->fx->fp, 0, NULL);
+	wait_calls(m->fx, 1);
+}
+
+/* An engine that does not serve the snapshot expires it (matctl rm, or a
+ * daemon whose spec is gone) while another claims shard 0 between the
+ * listing and the delete: the claim, its run row and its folder survive,
+ * and the shard completes. */
+static void test_expiry_spares_a_claim_made_meanwhile(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, GATED_STAGE, 2);
+	fx_open(fx);
+	struct mf_engine *rm;
+	struct mf_engine_opts o = {.store_dir = fx->store};
+	char *err = NULL;
+	assert_int_equal(mf_engine_open(&o, &rm, &err), 0);
+	struct meanwhile m = {.fx = fx};
+	after_listing = claim_meanwhile;
+	after_listing_arg = &m;
+	assert_int_equal(mf_engine_expire_snapshot(rm, fx->fp), 0);
+	assert_null(after_listing); /* it did run */
+	mf_engine_close(rm);
+
+	assert_int_equal(count_runs(fx), 1);
+	char **runs;
+	size_t n;
+	assert_int_equal(
+	    mf_store_list_runs(mf_engine_store(fx->e), fx->fp, &runs, &n), 0);
+	assert_int_equal(n, 1);
+	mf_strv_free(runs, n);
+	assert_state(fx, 0, MF_SHARD_RUNNING);
+	touch(fx, "go");
+	opener_expect(m.tid, &m.o, "input a line\ninput c line\n");
+	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
+	assert_int_equal(count_calls(fx), 1);
+}
+
+/* Shard 1 is expired and computed again by the same run between the
+ * listing and the expiry's writes: the expiry decided from the older
+ * computation, so the newer one and its file stay. */
+static void recompute_meanwhile(void *arg)
+{
+	struct fx *fx = arg;
+	char *data, *err = NULL;
+	size_t len;
+	assert_int_equal(mf_engine_expire_shard(fx->e, fx->fp, 1), 0);
+	assert_int_equal(read_shard(fx->e, fx->fp, 1, &data, &len, &err), 0);
+	free(data);
+}
+
+static void test_expiry_spares_a_newer_computation(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, GATED_STAGE, 2);
+	fx_open(fx);
+	struct mf_shard_rec x;
+	struct mf_shard_reader *r;
+	char *data, *err = NULL;
+	size_t len;
+	assert_int_equal(read_shard(fx->e, fx->fp, 1, &data, &len, &err), 0);
+	free(data);
+	after_listing = recompute_meanwhile;
+	after_listing_arg = fx;
+	assert_int_equal(mf_engine_expire_snapshot(fx->e, fx->fp), 0);
+	assert_null(after_listing);
+
+	assert_int_equal(
+	    mf_engine_open_shard_rec(fx->e, fx->fp, 1, &r, &x, &err), 0);
+	mf_shard_reader_close(r);
+	assert_int_equal(x.state, MF_SHARD_MATERIALIZED);
+	assert_int_equal(x.attempts, 2);
+	assert_true(shard_file_exists_at(fx, x.run_id, 1));
+	assert_int_equal(count_calls(fx), 2);
+	/* and the expiry of what is there now does expire it */
+	assert_int_equal(mf_engine_expire_snapshot(fx->e, fx->fp), 0);
+	assert_state(fx, 1, MF_SHARD_ABSENT);
+	assert_false(shard_file_exists_at(fx, x.run_id, 1));
+	mf_shard_rec_release(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1054,6 +1178,10 @@ int main(void)
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_failure_without_err, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(
+		test_expiry_spares_a_claim_made_meanwhile, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+		test_expiry_spares_a_newer_computation, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
