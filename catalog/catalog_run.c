@@ -1,9 +1,11 @@
 /*
- * catalog_run.c - run rows: one attempt to materialize (host, pid and its
- * start time, heartbeat, state "active", "done" or "dead").
+ * catalog_run.c - run rows: one process's attempt to materialize (host,
+ * boot id, pid namespace, pid and its start time, heartbeat, state
+ * "active", "done" or "dead"), and the one rule that says whether a run is
+ * alive.
  *
- * Not for: deciding whether a run is alive (catalog_shard.c does that when
- * it claims a shard) or the run's files in the store.
+ * Not for: taking shards from dead runs (catalog_shard.c) or the run's
+ * files in the store.
  */
 #include "catalog_i.h"
 
@@ -12,15 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RUN_COLS "run_id, fp, host, pid, pid_start, started, heartbeat, state"
+#define RUN_COLS                                                               \
+	"run_id, fp, host, pid, pid_start, started, heartbeat, state,"         \
+	" boot_id, pid_ns"
+#define RUN_VALUES " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
 
-static const char sql_add[] = "INSERT INTO runs (" RUN_COLS ")"
-			      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+static const char sql_add[] = "INSERT INTO runs (" RUN_COLS ")" RUN_VALUES;
 /* A claimer's own row: added when missing, its heartbeat refreshed when
  * it is still active (a run reused after a quiet spell must not look dead
  * to other hosts at the moment it takes a shard). */
 static const char sql_ensure[] =
-    "INSERT INTO runs (" RUN_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+    "INSERT INTO runs (" RUN_COLS ")" RUN_VALUES
     " ON CONFLICT (run_id) DO UPDATE SET heartbeat = excluded.heartbeat"
     " WHERE state = 'active' AND heartbeat < excluded.heartbeat";
 static const char sql_get[] = "SELECT " RUN_COLS " FROM runs WHERE run_id = ?1";
@@ -32,6 +36,28 @@ static const char sql_heartbeat[] =
 static const char sql_set_state[] =
     "UPDATE runs SET state = ?2 WHERE run_id = ?1";
 static const char sql_del[] = "DELETE FROM runs WHERE run_id = ?1";
+
+/* Whether r ran where this process can look its pid up: the same host,
+ * boot and pid namespace. A row that does not say is not. */
+static bool run_is_local(const struct mf_run_rec *r)
+{
+	char host[256], boot[MF_BOOT_ID_LEN + 1];
+	if (!r->boot_id[0] || r->pid_ns == 0)
+		return false;
+	mf_hostname(host, sizeof(host));
+	return strcmp(r->host, host) == 0 && mf_boot_id(boot) == 0 &&
+	    strcmp(r->boot_id, boot) == 0 && r->pid_ns == mf_pid_ns();
+}
+
+bool mf_catalog_run_alive(const struct mf_run_rec *r, int64_t now,
+			  int64_t pending_expiry)
+{
+	if (!r || strcmp(r->state, "active") != 0)
+		return false;
+	if (run_is_local(r))
+		return mf_process_alive((pid_t)r->pid, r->pid_start);
+	return now - r->heartbeat <= pending_expiry;
+}
 
 bool cat_run_state_valid(const char *state)
 {
@@ -46,6 +72,7 @@ static bool run_valid(const struct mf_run_rec *r)
 	    mf_is_hex(r->fp, MF_FP_HEX_LEN) && r->host[0] &&
 	    memchr(r->host, '\0', sizeof(r->host)) &&
 	    memchr(r->state, '\0', sizeof(r->state)) &&
+	    memchr(r->boot_id, '\0', sizeof(r->boot_id)) &&
 	    cat_run_state_valid(r->state);
 }
 
@@ -60,6 +87,8 @@ static int run_bind(struct mf_catalog *c, sqlite3_stmt *st,
 	rc = rc ? rc : cat_bind_int64(c, st, 6, r->started);
 	rc = rc ? rc : cat_bind_int64(c, st, 7, r->heartbeat);
 	rc = rc ? rc : cat_bind_text(c, st, 8, r->state);
+	rc = rc ? rc : cat_bind_text(c, st, 9, r->boot_id);
+	rc = rc ? rc : cat_bind_int64(c, st, 10, (int64_t)r->pid_ns);
 	return rc;
 }
 
@@ -109,8 +138,10 @@ static int run_from_row(sqlite3_stmt *st, struct mf_run_rec *out)
 	rc = rc ? rc : cat_col_copy(st, 1, r.fp, sizeof(r.fp));
 	rc = rc ? rc : cat_col_copy(st, 2, r.host, sizeof(r.host));
 	rc = rc ? rc : cat_col_copy(st, 7, r.state, sizeof(r.state));
+	rc = rc ? rc : cat_col_copy(st, 8, r.boot_id, sizeof(r.boot_id));
 	if (rc)
 		return rc;
+	r.pid_ns = (uint64_t)sqlite3_column_int64(st, 9);
 	r.pid = (int32_t)sqlite3_column_int64(st, 3);
 	r.pid_start = (uint64_t)sqlite3_column_int64(st, 4);
 	r.started = sqlite3_column_int64(st, 5);

@@ -75,8 +75,17 @@ static const char migration_3[] =
     " WHERE state <> 'absent';"
     "PRAGMA user_version = 3;";
 
+/* Version 4: where a run's pid means something - the kernel's boot id and
+ * the inode of its pid namespace. Rows from before say '' and 0: their
+ * liveness is judged by heartbeat alone (mf_catalog_run_alive). */
+static const char migration_4[] =
+    "ALTER TABLE runs ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE runs ADD COLUMN pid_ns INTEGER NOT NULL DEFAULT 0;"
+    "PRAGMA user_version = 4;";
+
 /* migrations[k] takes the schema from version k to k + 1 */
-static const char *const migrations[] = {migration_1, migration_2, migration_3};
+static const char *const migrations[] = {migration_1, migration_2, migration_3,
+					 migration_4};
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) ==
 		   MF_CATALOG_SCHEMA_VERSION,

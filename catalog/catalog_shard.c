@@ -46,6 +46,8 @@ static const char sql_reset_run[] =
     SQL_RESET " AND state IN ('materialized', 'failed') AND run_id = ?3";
 static const char sql_abandon[] =
     SQL_RESET " AND state = 'running' AND run_id = ?3";
+static const char sql_expire[] =
+    SQL_RESET " AND state = ?3 AND generation = ?4";
 static const char sql_touch[] =
     "UPDATE shards SET last_read = ?3 WHERE fp = ?1 AND idx = ?2";
 static const char sql_snap_touch[] =
@@ -195,29 +197,22 @@ static int pending_expiry(struct mf_catalog *c, const char *fp, int64_t *out)
 }
 
 /* Whether the run owner, which holds a running shard of fp, is dead: gone
- * from the table, marked done or dead, on this host with its process gone,
- * or on another host silent for longer than the snapshot's
- * pending_expiry. */
+ * from the table, or not alive as mf_catalog_run_alive judges it with the
+ * snapshot's pending_expiry. */
 static int owner_dead(struct mf_catalog *c, const char *fp, const char *owner,
-		      const struct mf_run_rec *me, int64_t now, bool *dead)
+		      int64_t now, bool *dead)
 {
 	struct mf_run_rec r;
 	int64_t expiry;
 	int rc = owner[0] ? cat_run_read(c, owner, &r) : -ENOENT;
-	if (rc == -ENOENT || (!rc && strcmp(r.state, "active") != 0)) {
+	if (rc == -ENOENT) {
 		*dead = true;
 		return 0;
 	}
+	rc = rc ? rc : pending_expiry(c, fp, &expiry);
 	if (rc)
 		return rc;
-	if (strcmp(r.host, me->host) == 0) {
-		*dead = !mf_process_alive((pid_t)r.pid, r.pid_start);
-		return 0;
-	}
-	rc = pending_expiry(c, fp, &expiry);
-	if (rc)
-		return rc;
-	*dead = now - r.heartbeat > expiry;
+	*dead = !mf_catalog_run_alive(&r, now, expiry);
 	return 0;
 }
 
@@ -286,7 +281,7 @@ static int claim_decide(struct mf_catalog *c, const char *fp, uint32_t index,
 	 * outcome (a catalog write that failed). The caller holds the only
 	 * claim of its run on this shard, so it takes it again. */
 	if (state == MF_SHARD_RUNNING && strcmp(owner, me->run_id) != 0) {
-		rc = owner_dead(c, fp, owner, me, now, &dead);
+		rc = owner_dead(c, fp, owner, now, &dead);
 		if (rc)
 			return rc;
 		if (!dead) {
@@ -423,6 +418,41 @@ int mf_catalog_abandon_shard(struct mf_catalog *c, const char *fp,
 	struct shard_vals none = {0};
 	return shard_update(c, CAT_SHARD_ABANDON, sql_abandon, fp, index,
 			    run_id, &none);
+}
+
+/* Expires recs[i] if its row is still as listed; *done says whether. */
+static int expire_rec(struct mf_catalog *c, const struct mf_shard_rec *r,
+		      bool *done)
+{
+	*done = false;
+	if (r->state != MF_SHARD_MATERIALIZED && r->state != MF_SHARD_FAILED)
+		return 0;
+	sqlite3_stmt *st = NULL;
+	int rc = shard_stmt(c, CAT_SHARD_EXPIRE, sql_expire, r->fp, r->index,
+			    NULL, &st);
+	rc = rc ? rc : cat_bind_text(c, st, 3, mf_shard_state_name(r->state));
+	rc = rc ? rc : cat_bind_int64(c, st, 4, (int64_t)r->generation);
+	rc = rc ? rc : cat_step_done(c, st);
+	cat_stmt_put(st);
+	*done = rc == 0 && cat_changes(c) > 0;
+	return rc;
+}
+
+int mf_catalog_expire_shards(struct mf_catalog *c,
+			     const struct mf_shard_rec *recs, size_t n,
+			     bool *expired)
+{
+	if (!c || (n > 0 && (!recs || !expired)))
+		return -EINVAL;
+	int rc = cat_begin(c);
+	if (rc == 0) {
+		for (size_t i = 0; !rc && i < n; i++)
+			rc = expire_rec(c, &recs[i], &expired[i]);
+		rc = cat_finish(c, rc);
+	}
+	if (rc && n > 0)
+		memset(expired, 0, n * sizeof(*expired));
+	return rc;
 }
 
 int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,

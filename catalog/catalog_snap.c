@@ -44,6 +44,8 @@ static const char sql_add_shards[] =
     " SELECT ?1, i FROM n";
 static const char sql_find_name[] = "SELECT fp FROM snapshots WHERE name = ?1"
 				    " ORDER BY registered DESC LIMIT 1";
+static const char sql_busy[] =
+    "SELECT 1 FROM shards WHERE fp = ?1 AND state != 'absent' LIMIT 1";
 static const char sql_del_shards[] = "DELETE FROM shards WHERE fp = ?1";
 static const char sql_del_runs[] = "DELETE FROM runs WHERE fp = ?1";
 static const char sql_del[] = "DELETE FROM snapshots WHERE fp = ?1";
@@ -253,23 +255,48 @@ int mf_catalog_list_snapshots(struct mf_catalog *c,
 	return 0;
 }
 
-int mf_catalog_delete_snapshot(struct mf_catalog *c, const char *fp)
+/* -ENOTEMPTY when a shard of fp is not absent. */
+static int snap_check_idle(struct mf_catalog *c, const char *fp)
 {
-	if (!c || !fp)
+	sqlite3_stmt *st;
+	int rc = cat_stmt(c, CAT_SNAP_BUSY, sql_busy, &st);
+	if (rc)
+		return rc;
+	rc = cat_bind_text(c, st, 1, fp);
+	rc = rc ? rc : cat_step_row(c, st);
+	cat_stmt_put(st);
+	return rc == 1 ? -ENOTEMPTY : rc;
+}
+
+int mf_catalog_delete_snapshot(struct mf_catalog *c, const char *fp,
+			       struct mf_run_rec **runs, size_t *nruns)
+{
+	if (!c || !fp || (runs && !nruns))
 		return -EINVAL;
+	struct mf_run_rec *list = NULL;
+	size_t n = 0;
 	int rc = cat_begin(c);
 	if (rc)
 		return rc;
-	rc = exec_fp(c, CAT_SNAP_DEL_SHARDS, sql_del_shards, fp, -1);
+	rc = snap_check_idle(c, fp);
+	if (!rc && runs)
+		rc = mf_catalog_list_runs(c, fp, &list, &n);
+	if (!rc)
+		rc = exec_fp(c, CAT_SNAP_DEL_SHARDS, sql_del_shards, fp, -1);
 	if (!rc)
 		rc = exec_fp(c, CAT_SNAP_DEL_RUNS, sql_del_runs, fp, -1);
 	if (!rc)
 		rc = exec_fp(c, CAT_SNAP_DEL, sql_del, fp, -1);
 	if (!rc && cat_changes(c) == 0)
 		rc = -ENOENT;
+	rc = cat_finish(c, rc);
 	if (rc) {
-		cat_rollback(c);
+		free(list);
 		return rc;
 	}
-	return cat_commit(c);
+	if (runs) {
+		*runs = list;
+		*nruns = n;
+	}
+	return 0;
 }

@@ -25,7 +25,7 @@
 
 #include "mf_util.h"
 
-#define MF_CATALOG_SCHEMA_VERSION 3
+#define MF_CATALOG_SCHEMA_VERSION 4
 
 enum mf_shard_state {
 	MF_SHARD_ABSENT = 0,
@@ -64,7 +64,24 @@ struct mf_run_rec {
 	int64_t started; /* unix seconds */
 	int64_t heartbeat; /* unix seconds */
 	char state[16]; /* "active", "done", "dead" */
+	/* where pid means something (mf_boot_id, mf_pid_ns); "" and 0 when
+	 * unknown, as in rows written before schema version 4 */
+	char boot_id[MF_BOOT_ID_LEN + 1];
+	uint64_t pid_ns;
 };
+
+/*
+ * Whether run r is alive at now, the one rule for every judge of runs (the
+ * claim, gc, fsck): a run whose state is not "active" is dead. A run of
+ * this host, this boot and this process's pid namespace (host, boot_id and
+ * pid_ns all equal to this process's) lives while its process does (pid
+ * and pid_start). Any other run - another host, another container with
+ * the same hostname, another boot, or a row that does not say - lives
+ * while its heartbeat is no older than pending_expiry; its pid is never
+ * looked up here, where it may name another process or none.
+ */
+bool mf_catalog_run_alive(const struct mf_run_rec *r, int64_t now,
+			  int64_t pending_expiry);
 
 struct mf_shard_rec {
 	char fp[MF_FP_HEX_LEN + 1];
@@ -140,8 +157,14 @@ int mf_catalog_find_name(struct mf_catalog *c, const char *name,
  * frees the array. */
 int mf_catalog_list_snapshots(struct mf_catalog *c,
 			      struct mf_snapshot_rec **out, size_t *n);
-/* Deletes a snapshot with its shards and runs rows. */
-int mf_catalog_delete_snapshot(struct mf_catalog *c, const char *fp);
+/* Deletes a snapshot with its shards and runs rows, in one transaction
+ * and only if every shard is absent: -ENOTEMPTY (nothing deleted) when one
+ * is running, materialized or failed, which a caller that decided from an
+ * earlier listing (mf_catalog_expire_shards) did not see. *runs (may be
+ * NULL; caller frees) receives the run rows it deleted, whose folders are
+ * now the caller's to remove. -ENOENT: no such snapshot. */
+int mf_catalog_delete_snapshot(struct mf_catalog *c, const char *fp,
+			       struct mf_run_rec **runs, size_t *nruns);
 
 /* -EEXIST: run_id is taken; -ENOENT: fp is no snapshot. The others answer
  * -ENOENT for an unknown run_id; list_runs with fp NULL lists every run
@@ -178,9 +201,8 @@ enum mf_claim {
  * A shard running under `me` itself is given to it again (MINE): a run
  * must not claim one shard twice at once, so such a row can only be left
  * by an attempt that ended without recording its outcome.
- * A run on me->host is dead when mf_process_alive(pid, pid_start) is false;
- * a run on another host when now - heartbeat > pending_expiry of the
- * snapshot. *cur (may be NULL) receives the row as it is after the call;
+ * The owner is dead as mf_catalog_run_alive judges it, with the
+ * snapshot's pending_expiry. *cur (may be NULL) receives the row as it is after the call;
  * release it. -ENOENT if the shard is unknown. me->fp must be fp (-EINVAL);
  * me's run row is added when missing (its heartbeat raised to
  * me->heartbeat when it exists), and a run marked dead or done gets
@@ -212,6 +234,18 @@ int mf_catalog_reset_shard(struct mf_catalog *c, const char *fp, uint32_t index,
  * open claims it afresh. -ESTALE if it is not running under run_id. */
 int mf_catalog_abandon_shard(struct mf_catalog *c, const char *fp,
 			     uint32_t index, const char *run_id);
+/* Expiry of what a caller listed: in one transaction, each recs[i] that
+ * is materialized or failed goes back to absent if its row is still in
+ * that state as the same computation (its generation); expired[i] says
+ * whether it
+ * did (running and absent ones never do). A row that changed since the
+ * listing - claimed, or expired and computed again, even by the same
+ * run - is left alone, and so is its file: the caller removes the files
+ * of the shards expired[] names, and no other. On error nothing changed
+ * and expired[] is all false. */
+int mf_catalog_expire_shards(struct mf_catalog *c,
+			     const struct mf_shard_rec *recs, size_t n,
+			     bool *expired);
 /* Sets the last-read time of a shard and its snapshot. */
 int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,
 		     int64_t now);

@@ -94,23 +94,28 @@ struct mf_store *mf_engine_store(struct mf_engine *e)
 
 /* ---- heartbeat ---- */
 
+/* Refreshes the rows of every run with work in flight: elsewhere (another
+ * host or pid namespace) the heartbeat is all that tells it is alive. */
 static void heartbeat_once(struct mf_engine *e)
 {
-	char ids[64][MF_RUN_ID_HEX_LEN + 1];
-	size_t n = 0;
+	typedef char run_id_t[MF_RUN_ID_HEX_LEN + 1];
+	run_id_t *ids = NULL;
+	size_t n = 0, cap = 0;
 	pthread_mutex_lock(&e->lock);
-	for (struct run_entry *r = e->runs; r && n < 64; r = r->next)
-		if (r->active)
+	for (struct run_entry *r = e->runs; r; r = r->next)
+		cap += r->active && !r->retired;
+	ids = cap ? calloc(cap, sizeof(*ids)) : NULL;
+	for (struct run_entry *r = e->runs; ids && r; r = r->next)
+		if (r->active && !r->retired)
 			memcpy(ids[n++], r->run_id, sizeof(ids[0]));
 	pthread_mutex_unlock(&e->lock);
-	if (n == 0)
-		return;
 	struct mf_catalog *c;
-	if (eng_catalog_get(e, &c) != 0)
-		return;
-	for (size_t i = 0; i < n; i++)
-		(void)mf_catalog_heartbeat(c, ids[i], mf_now_s());
-	eng_catalog_put(e, c);
+	if (n > 0 && eng_catalog_get(e, &c) == 0) {
+		for (size_t i = 0; i < n; i++)
+			(void)mf_catalog_heartbeat(c, ids[i], mf_now_s());
+		eng_catalog_put(e, c);
+	}
+	free(ids);
 }
 
 static void *heartbeat_main(void *arg)
@@ -163,6 +168,8 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 	e->pid = getpid();
 	e->pid_start = mf_proc_start_time(e->pid);
 	mf_hostname(e->host, sizeof(e->host));
+	(void)mf_boot_id(e->boot_id); /* "" when unknown: judged by heartbeat */
+	e->pid_ns = mf_pid_ns();
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_mutex_init(&e->index_lock, NULL);
 	pthread_cond_init(&e->flight_cv, NULL);
@@ -267,64 +274,81 @@ static void run_rec_fill(struct mf_engine *e, const char *fp,
 	me->pid_start = e->pid_start;
 	me->started = me->heartbeat = mf_now_s();
 	snprintf(me->state, sizeof(me->state), "active");
+	memcpy(me->boot_id, e->boot_id, sizeof(me->boot_id));
+	me->pid_ns = e->pid_ns;
 }
 
-/* Finds or creates (catalog row included) this process's run for fp. */
-static int run_for(struct mf_engine *e, struct mf_catalog *c, const char *fp,
-		   struct mf_run_rec *me)
+/* This process's run for fp, found or made under e->lock, so that threads
+ * opening shards of fp at once share one run. Its catalog row is added by
+ * its first claim (mf_catalog_claim_shard). */
+static int run_for(struct mf_engine *e, const char *fp, struct mf_run_rec *me)
+{
+	int rc = 0;
+	pthread_mutex_lock(&e->lock);
+	struct run_entry *r = e->runs;
+	while (r && (r->retired || strcmp(r->fp, fp) != 0))
+		r = r->next;
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		rc = r ? mf_random_hex(MF_RUN_ID_HEX_LEN / 2, r->run_id)
+		       : -ENOMEM;
+		if (rc == 0) {
+			memcpy(r->fp, fp, sizeof(r->fp));
+			r->next = e->runs;
+			e->runs = r;
+		} else {
+			free(r);
+		}
+	}
+	if (rc == 0)
+		run_rec_fill(e, fp, r->run_id, me);
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}
+
+/* Unlinks and frees r; e->lock held. */
+static void run_free_locked(struct mf_engine *e, struct run_entry *r)
+{
+	for (struct run_entry **p = &e->runs; *p; p = &(*p)->next) {
+		if (*p == r) {
+			*p = r->next;
+			free(r);
+			return;
+		}
+	}
+}
+
+/* Counts a materialization in (delta 1) or out (-1) of run_id; a retired
+ * run goes once its last one is out. */
+static void run_set_active(struct mf_engine *e, const char *run_id, int delta)
 {
 	pthread_mutex_lock(&e->lock);
 	for (struct run_entry *r = e->runs; r; r = r->next) {
-		if (strcmp(r->fp, fp) == 0) {
-			run_rec_fill(e, fp, r->run_id, me);
-			pthread_mutex_unlock(&e->lock);
-			return 0;
-		}
-	}
-	pthread_mutex_unlock(&e->lock);
-
-	char id[MF_RUN_ID_HEX_LEN + 1];
-	int rc = mf_random_hex(MF_RUN_ID_HEX_LEN / 2, id);
-	if (rc)
-		return rc;
-	run_rec_fill(e, fp, id, me);
-	rc = mf_catalog_add_run(c, me);
-	if (rc)
-		return rc;
-	struct run_entry *r = calloc(1, sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	memcpy(r->fp, me->fp, sizeof(r->fp));
-	memcpy(r->run_id, id, sizeof(r->run_id));
-	pthread_mutex_lock(&e->lock);
-	r->next = e->runs;
-	e->runs = r;
-	pthread_mutex_unlock(&e->lock);
-	return 0;
-}
-
-/* Forgets this process's run for fp: the catalog declared it dead (a
- * claimer elsewhere judged it so), so a new run takes over. */
-static void run_drop(struct mf_engine *e, const char *fp)
-{
-	pthread_mutex_lock(&e->lock);
-	for (struct run_entry **p = &e->runs; *p; p = &(*p)->next) {
-		struct run_entry *r = *p;
-		if (strcmp(r->fp, fp) == 0 && r->active == 0) {
-			*p = r->next;
-			free(r);
+		if (strcmp(r->run_id, run_id) == 0) {
+			r->active = (unsigned)((int)r->active + delta);
+			if (r->retired && r->active == 0)
+				run_free_locked(e, r);
 			break;
 		}
 	}
 	pthread_mutex_unlock(&e->lock);
 }
 
-static void run_set_active(struct mf_engine *e, const char *run_id, int delta)
+/* The catalog declared run_id dead or done (a claimer elsewhere judged
+ * it so): no new claim may use it, so the next run_for makes a new run.
+ * Its materializations still in flight finish (their outcome is recorded
+ * only where their claim still holds); it is freed after the last. */
+static void run_retire(struct mf_engine *e, const char *run_id)
 {
 	pthread_mutex_lock(&e->lock);
-	for (struct run_entry *r = e->runs; r; r = r->next)
-		if (strcmp(r->run_id, run_id) == 0)
-			r->active = (unsigned)((int)r->active + delta);
+	for (struct run_entry *r = e->runs; r; r = r->next) {
+		if (strcmp(r->run_id, run_id) == 0) {
+			r->retired = true;
+			if (r->active == 0)
+				run_free_locked(e, r);
+			break;
+		}
+	}
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -339,7 +363,8 @@ static void sleep_ns(uint64_t ns)
 }
 
 /* Opens the committed file of a materialized shard; a file that is gone or
- * corrupt sends the shard back to absent and answers -EAGAIN. */
+ * corrupt sends the shard back to absent (if the row still names that
+ * computation) and answers -EAGAIN. */
 static int open_committed(struct mf_engine *e, struct mf_catalog *c,
 			  const struct mf_shard_rec *rec,
 			  struct mf_shard_reader **out)
@@ -347,10 +372,7 @@ static int open_committed(struct mf_engine *e, struct mf_catalog *c,
 	int rc = mf_shard_reader_open(e->store, rec->fp, rec->run_id,
 				      rec->index, out);
 	if (rc == -ENOENT || rc == -EBADMSG || rc == -ELOOP) {
-		(void)mf_catalog_reset_shard(c, rec->fp, rec->index,
-					     rec->run_id);
-		(void)mf_store_shard_remove(e->store, rec->fp, rec->run_id,
-					    rec->index);
+		(void)eng_expire_recs(e, c, rec, 1);
 		return -EAGAIN;
 	}
 	if (rc == 0)
@@ -358,28 +380,37 @@ static int open_committed(struct mf_engine *e, struct mf_catalog *c,
 	return rc;
 }
 
+/* Computes a shard this process's run run_id has claimed. 0 once it is
+ * committed and recorded; -EAGAIN when the claim was lost meanwhile (the
+ * new owner's result is the one to wait for); else an error with *err
+ * (may be NULL: the catalog still gets the message). */
 static int compute_claimed(struct mf_engine *e, struct mf_catalog *c,
 			   const char *fp, uint32_t shard, const char *run_id,
 			   char **err)
 {
 	struct spec_entry *se;
-	int rc = eng_spec_for(e, c, fp, &se, err);
+	char *why = NULL;
+	/* active from the claim on: the heartbeat covers loading the spec */
+	run_set_active(e, run_id, 1);
+	int rc = eng_spec_for(e, c, fp, &se, &why);
 	if (rc) {
 		(void)mf_catalog_fail_shard(c, fp, shard, run_id, -1,
-					    err && *err ? *err : strerror(-rc),
+					    why ? why : strerror(-rc), NULL);
+		rc = rc == -ENOENT ? -ESTALE : rc;
+	} else if ((rc = mf_store_run_create(e->store, fp, run_id)) != 0) {
+		eng_errf(&why, "store: creating run folder: %s", strerror(-rc));
+		(void)mf_catalog_fail_shard(c, fp, shard, run_id, -1, why,
 					    NULL);
-		return rc == -ENOENT ? -ESTALE : rc;
+		rc = -EIO;
+	} else {
+		rc = eng_materialize(e, c, se, shard, run_id, &why);
 	}
-	rc = mf_store_run_create(e->store, fp, run_id);
-	if (rc) {
-		eng_errf(err, "store: creating run folder: %s", strerror(-rc));
-		(void)mf_catalog_fail_shard(c, fp, shard, run_id, -1, *err,
-					    NULL);
-		return -EIO;
-	}
-	run_set_active(e, run_id, 1);
-	rc = eng_materialize(e, c, se, shard, run_id, err);
 	run_set_active(e, run_id, -1);
+	if (rc && rc != -EAGAIN && err && !*err) {
+		*err = why;
+		why = NULL;
+	}
+	free(why);
 	return rc;
 }
 
@@ -398,45 +429,57 @@ static int open_committed_rec(struct mf_engine *e, struct mf_catalog *c,
 	return rc;
 }
 
+/* Why the claim loop goes round again. */
+enum again {
+	AGAIN_NOW, /* computed here: read it back */
+	AGAIN_WAIT, /* a live run elsewhere computes it: poll */
+	AGAIN_VANISHED, /* its committed file was gone or corrupt */
+	AGAIN_LOST, /* our run was declared dead, or lost its claim */
+};
+
 /* One step of the claim loop. Returns 0 with *out (and *rec, the row it
- * was opened from), -EAGAIN to go round again (after waiting when *wait
- * is set), or an error. */
+ * was opened from), -EAGAIN to go round again for the reason in *again,
+ * or an error. */
 static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 		      uint32_t shard, struct mf_shard_reader **out,
-		      struct mf_shard_rec *rec, bool *wait, char **err)
+		      struct mf_shard_rec *rec, enum again *again, char **err)
 {
 	struct mf_shard_rec cur;
 	int rc = mf_catalog_get_shard(c, fp, shard, &cur);
 	if (rc)
 		return rc;
-	*wait = false;
+	*again = AGAIN_VANISHED; /* what -EAGAIN from open_committed means */
 	if (cur.state == MF_SHARD_MATERIALIZED)
 		return open_committed_rec(e, c, &cur, out, rec);
 	mf_shard_rec_release(&cur);
 
 	struct mf_run_rec me;
-	rc = run_for(e, c, fp, &me);
+	rc = run_for(e, fp, &me);
 	if (rc)
 		return rc;
 	enum mf_claim got;
 	rc = mf_catalog_claim_shard(c, fp, shard, &me, mf_now_s(), &got, &cur);
 	if (rc == -ESTALE) {
-		run_drop(e, fp);
+		run_retire(e, me.run_id);
+		*again = AGAIN_LOST;
 		return -EAGAIN;
 	}
 	if (rc)
 		return rc;
 	if (got == MF_CLAIM_DONE)
 		return open_committed_rec(e, c, &cur, out, rec);
-	if (got == MF_CLAIM_WAIT) {
-		*wait = true;
-		rc = -EAGAIN;
-	} else {
-		rc = compute_claimed(e, c, fp, shard, me.run_id, err);
-		if (rc == 0) /* read it through the catalog like anyone */
-			rc = -EAGAIN;
-	}
 	mf_shard_rec_release(&cur);
+	if (got == MF_CLAIM_WAIT) {
+		*again = AGAIN_WAIT;
+		return -EAGAIN;
+	}
+	rc = compute_claimed(e, c, fp, shard, me.run_id, err);
+	if (rc == -EAGAIN) {
+		*again = AGAIN_LOST;
+	} else if (rc == 0) { /* read it through the catalog like anyone */
+		*again = AGAIN_NOW;
+		rc = -EAGAIN;
+	}
 	return rc;
 }
 
@@ -459,26 +502,34 @@ static int lead(struct mf_engine *e, const struct flight *f,
 	if (rc)
 		return rc;
 	uint64_t wait_ns = WAIT_MIN_NS;
-	int attempts = 0;
+	int vanished = 0, lost = 0;
 	for (;;) {
-		bool wait = false;
-		rc = claim_step(e, c, fp, shard, out, rec, &wait, err);
+		enum again again = AGAIN_NOW;
+		rc = claim_step(e, c, fp, shard, out, rec, &again, err);
 		if (rc != -EAGAIN)
 			break;
-		if (wait && flight_cancelled(e, f)) {
+		if (again == AGAIN_WAIT && flight_cancelled(e, f)) {
 			eng_errf(err, "shard %u of %.12s: wait cancelled",
 				 shard, fp);
 			rc = -ECANCELED;
 			break;
 		}
-		if (wait) {
+		if (again == AGAIN_WAIT) {
 			sleep_ns(wait_ns);
 			wait_ns = wait_ns * 2 > WAIT_MAX_NS ? WAIT_MAX_NS
 							    : wait_ns * 2;
-		} else if (++attempts > MAX_ATTEMPTS) {
+		} else if (again == AGAIN_VANISHED &&
+			   ++vanished > MAX_ATTEMPTS) {
 			eng_errf(err,
 				 "shard %u of %.12s vanished %d times "
 				 "after it was computed",
+				 shard, fp, MAX_ATTEMPTS);
+			rc = -EIO;
+			break;
+		} else if (again == AGAIN_LOST && ++lost > MAX_ATTEMPTS) {
+			eng_errf(err,
+				 "shard %u of %.12s: this process's claim "
+				 "was taken %d times",
 				 shard, fp, MAX_ATTEMPTS);
 			rc = -EIO;
 			break;

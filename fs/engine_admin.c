@@ -4,8 +4,12 @@
  *
  * Files are removed only after the catalog stopped pointing at them, so a
  * crash in between leaves garbage for gc, never a catalog entry without
- * its data. Open readers keep their descriptors: unlinked files stay
- * readable until closed.
+ * its data. Every catalog write is conditional on what was read before
+ * it (the run and attempt of a shard; no shard left but absent for a
+ * snapshot), so a claim or a computation made in between is never taken
+ * away, and only the files of what the catalog let go are removed. Open
+ * readers keep their descriptors: unlinked files stay readable until
+ * closed.
  *
  * Not for: deciding when to expire (the daemon's policy, matctl's user).
  */
@@ -15,25 +19,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Sends a materialized shard back to absent and removes its file. */
-static int expire_one(struct mf_engine *e, struct mf_catalog *c,
-		      const struct mf_shard_rec *rec)
+int eng_expire_recs(struct mf_engine *e, struct mf_catalog *c,
+		    const struct mf_shard_rec *recs, size_t n)
 {
-	if (rec->state != MF_SHARD_MATERIALIZED &&
-	    rec->state != MF_SHARD_FAILED)
-		return 0; /* absent, or running: its writer commits later */
-	/* only the attempt we saw: someone may have claimed it since */
-	int rc = mf_catalog_reset_shard(c, rec->fp, rec->index, rec->run_id);
-	if (rc == -ESTALE)
-		return 0;
-	if (rc)
-		return rc;
-	if (rec->state == MF_SHARD_MATERIALIZED) {
-		rc = mf_store_shard_remove(e->store, rec->fp, rec->run_id,
-					   rec->index);
-		if (rc == -ENOENT)
-			rc = 0;
+	bool one, *done = n > 1 ? calloc(n, sizeof(*done)) : &one;
+	if (!done)
+		return -ENOMEM;
+	int rc = mf_catalog_expire_shards(c, recs, n, done);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (!done[i] || recs[i].state != MF_SHARD_MATERIALIZED)
+			continue;
+		int r = mf_store_shard_remove(e->store, recs[i].fp,
+					      recs[i].run_id, recs[i].index);
+		if (r && r != -ENOENT && rc == 0)
+			rc = r;
 	}
+	if (done != &one)
+		free(done);
 	return rc;
 }
 
@@ -47,10 +49,8 @@ static bool rec_is(const struct mf_shard_rec *rec, uint64_t generation)
 	    rec->generation == generation;
 }
 
-/* Expires the shard when its row is the computation generation names.
- * The reset itself is conditional on the run (expire_one), so only the
- * same run computing the shard again between the two statements could
- * slip through: an rm and a whole computation in between. */
+/* Expires the shard when its row is the computation generation names;
+ * the expiry holds only while the row is still the one read here. */
 static int expire_if(struct mf_engine *e, const char *fp, uint32_t shard,
 		     uint64_t generation)
 {
@@ -62,7 +62,7 @@ static int expire_if(struct mf_engine *e, const char *fp, uint32_t shard,
 	rc = mf_catalog_get_shard(c, fp, shard, &rec);
 	if (rc == 0) {
 		if (rec_is(&rec, generation))
-			rc = expire_one(e, c, &rec);
+			rc = eng_expire_recs(e, c, &rec, 1);
 		mf_shard_rec_release(&rec);
 	}
 	eng_catalog_put(e, c);
@@ -80,24 +80,61 @@ int mf_engine_report_corrupt(struct mf_engine *e, const char *fp,
 	return expire_if(e, fp, shard, generation);
 }
 
-static int expire_all(struct mf_engine *e, struct mf_catalog *c, const char *fp,
-		      bool *running)
+static int expire_all(struct mf_engine *e, struct mf_catalog *c, const char *fp)
 {
 	struct mf_shard_rec *recs;
 	size_t n;
 	int rc = mf_catalog_list_shards(c, fp, &recs, &n);
 	if (rc)
 		return rc;
-	*running = false;
-	for (size_t i = 0; i < n; i++) {
-		if (recs[i].state == MF_SHARD_RUNNING)
-			*running = true;
-		int r = expire_one(e, c, &recs[i]);
-		if (r && !rc)
-			rc = r;
+	rc = eng_expire_recs(e, c, recs, n);
+	for (size_t i = 0; i < n; i++)
 		mf_shard_rec_release(&recs[i]);
-	}
 	free(recs);
+	return rc;
+}
+
+/* The store side of a snapshot whose rows went: the folders of the runs
+ * deleted with it, then the fingerprint folder with its snapshot.metadata
+ * if no other run folder is left in it (one made since belongs to a claim
+ * after a new registration, not to what was deleted). */
+static int remove_dropped(struct mf_engine *e, const char *fp,
+			  const struct mf_run_rec *runs, size_t n)
+{
+	int rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		int r = mf_store_run_remove(e->store, fp, runs[i].run_id);
+		if (r && r != -ENOENT && rc == 0)
+			rc = r;
+	}
+	char **left;
+	size_t nleft;
+	int r = mf_store_list_runs(e->store, fp, &left, &nleft);
+	if (r == 0) {
+		mf_strv_free(left, nleft);
+		if (nleft == 0)
+			r = mf_store_snapshot_remove(e->store, fp);
+	}
+	if (r && r != -ENOENT && rc == 0)
+		rc = r;
+	return rc;
+}
+
+/* A snapshot nobody serves here leaves the catalog and the store, if
+ * every shard is absent once what was listed has expired; a shard claimed
+ * or computed since keeps it (-ENOTEMPTY from the catalog: nothing to
+ * do, the next expiry tries again). */
+static int drop_snapshot(struct mf_engine *e, struct mf_catalog *c,
+			 const char *fp)
+{
+	struct mf_run_rec *runs = NULL;
+	size_t n = 0;
+	int rc = mf_catalog_delete_snapshot(c, fp, &runs, &n);
+	if (rc == -ENOTEMPTY)
+		return 0;
+	if (rc == 0)
+		rc = remove_dropped(e, fp, runs, n);
+	free(runs);
 	return rc;
 }
 
@@ -109,28 +146,19 @@ int mf_engine_expire_snapshot(struct mf_engine *e, const char *fp)
 	int rc = eng_catalog_get(e, &c);
 	if (rc)
 		return rc;
-	bool running = false;
 	struct mf_snapshot_rec snap;
 	rc = mf_catalog_get_snapshot(c, fp, &snap);
 	if (rc == -ENOENT) { /* only in the store: remove it on purpose */
 		eng_catalog_put(e, c);
-		rc = mf_store_snapshot_remove(e->store, fp);
-		return rc;
+		return mf_store_snapshot_remove(e->store, fp);
 	}
-	if (rc == 0)
+	if (rc == 0) {
 		mf_snapshot_rec_release(&snap);
-	if (rc == 0)
-		rc = expire_all(e, c, fp, &running);
-	/* A snapshot nobody serves and nobody writes leaves the catalog and
-	 * the store; one still registered stays listed, every shard absent. */
-	if (rc == 0 && !running && !eng_is_registered(e, fp)) {
-		rc = mf_catalog_delete_snapshot(c, fp);
-		if (rc == 0) {
-			rc = mf_store_snapshot_remove(e->store, fp);
-			if (rc == -ENOENT)
-				rc = 0;
-		}
+		rc = expire_all(e, c, fp);
 	}
+	/* one still registered here stays listed, every shard absent */
+	if (rc == 0 && !eng_is_registered(e, fp))
+		rc = drop_snapshot(e, c, fp);
 	eng_catalog_put(e, c);
 	return rc;
 }
@@ -165,20 +193,15 @@ static bool run_in_use_now(struct mf_catalog *c, const char *fp,
 	return used;
 }
 
-/* The same rule as the catalog's claim: a run on this host lives while its
- * process does; a run elsewhere while its heartbeat is fresh. */
-static bool run_alive(struct mf_engine *e, struct mf_catalog *c,
-		      const char *run_id, int64_t pending_expiry)
+/* Judged as the catalog's claim judges a run (mf_catalog_run_alive). */
+static bool run_alive(struct mf_catalog *c, const char *run_id,
+		      int64_t pending_expiry)
 {
 	struct mf_run_rec run;
 	int rc = mf_catalog_get_run(c, run_id, &run);
 	if (rc)
 		return rc != -ENOENT; /* a busy catalog proves nothing */
-	if (strcmp(run.state, "active") != 0)
-		return false;
-	if (strcmp(run.host, e->host) == 0)
-		return mf_process_alive(run.pid, run.pid_start);
-	return mf_now_s() - run.heartbeat <= pending_expiry;
+	return mf_catalog_run_alive(&run, mf_now_s(), pending_expiry);
 }
 
 /* True when shard k's file in run_id is, or is about to be, the one the
@@ -265,7 +288,7 @@ static void gc_run(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 		   const char *run_id, const struct mf_shard_rec *recs,
 		   size_t n, int64_t pending_expiry, struct mf_gc_stats *st)
 {
-	bool alive = run_alive(e, c, run_id, pending_expiry);
+	bool alive = run_alive(c, run_id, pending_expiry);
 	if (!alive && !run_in_use(recs, n, run_id) &&
 	    !run_in_use_now(c, fp, run_id)) {
 		if (mf_store_run_remove(e->store, fp, run_id) == 0)
@@ -366,7 +389,7 @@ static int verify_one(struct mf_engine *e, struct mf_catalog *c,
 		mf_shard_reader_close(r);
 	}
 	if (rc == -EBADMSG || rc == -ENOENT || rc == -ELOOP) {
-		(void)expire_one(e, c, rec);
+		(void)eng_expire_recs(e, c, rec, 1);
 		rc = -EBADMSG;
 	}
 	return rc;

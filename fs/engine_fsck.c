@@ -95,7 +95,6 @@ static int busy_ms(const struct mf_engine_opts *o)
 struct fsck {
 	struct mf_store *st;
 	struct mf_catalog *c;
-	char host[256];
 	int64_t now;
 	mf_fsck_fn report;
 	void *arg;
@@ -358,17 +357,15 @@ struct fp_walk {
 	bool live;
 };
 
-/* Dead as mf_catalog_claim_shard judges a run holding a shard. */
+/* Alive as mf_catalog_claim_shard judges a run holding a shard
+ * (mf_catalog_run_alive), and a run of this very snapshot. */
 static bool run_live(struct fsck *x, const struct mf_snapshot_rec *s,
 		     const char *run_id)
 {
 	struct mf_run_rec r;
-	if (mf_catalog_get_run(x->c, run_id, &r) != 0 ||
-	    strcmp(r.state, "active") != 0 || strcmp(r.fp, s->fp) != 0)
-		return false;
-	if (strcmp(r.host, x->host) == 0)
-		return mf_process_alive((pid_t)r.pid, r.pid_start);
-	return x->now - r.heartbeat <= s->pending_expiry;
+	return mf_catalog_get_run(x->c, run_id, &r) == 0 &&
+	    strcmp(r.fp, s->fp) == 0 &&
+	    mf_catalog_run_alive(&r, x->now, s->pending_expiry);
 }
 
 static const struct mf_shard_rec *rec_of(const struct fp_walk *w, uint32_t i)
@@ -509,7 +506,6 @@ int mf_engine_fsck(const struct mf_engine_opts *opts, mf_fsck_fn report,
 	if (!opts || !opts->store_dir)
 		return -EINVAL;
 	struct fsck x = {.report = report, .arg = arg, .now = mf_now_s()};
-	mf_hostname(x.host, sizeof(x.host));
 	int rc = mf_store_open(opts->store_dir, false, &x.st);
 	if (rc) {
 		eng_errf(err, "store '%s': %s", opts->store_dir, strerror(-rc));

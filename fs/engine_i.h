@@ -20,12 +20,15 @@ struct spec_entry {
 			    from the catalog to compute a shard */
 };
 
-/* This process's run for one fingerprint, created on first claim. */
+/* This process's run for one fingerprint, created on first claim. One
+ * per fingerprint is current; retired ones (declared dead by the catalog)
+ * stay until their last materialization in flight ends. */
 struct run_entry {
 	struct run_entry *next;
 	char fp[MF_FP_HEX_LEN + 1];
 	char run_id[MF_RUN_ID_HEX_LEN + 1];
 	unsigned active; /* materializations in flight under this run */
+	bool retired; /* never handed to a new claim */
 };
 
 /* One attempt at a shard that callers of this process share. */
@@ -45,7 +48,10 @@ struct mf_engine {
 	struct mf_engine_opts opts;
 	char *catalog_path;
 	struct mf_store *store;
+	/* this process, as its run rows record it (mf_catalog_run_alive) */
 	char host[256];
+	char boot_id[MF_BOOT_ID_LEN + 1];
+	uint64_t pid_ns;
 	pid_t pid;
 	uint64_t pid_start;
 
@@ -83,7 +89,9 @@ int eng_spec_for(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 bool eng_is_registered(struct mf_engine *e, const char *fp);
 
 /* Runs the stages of a claimed shard into the store under run_id and
- * records the outcome in the catalog. 0, -EIO or -ESTALE with *err. */
+ * records the outcome in the catalog. 0 (committed and recorded), -EIO or
+ * -ESTALE with *err, or -EAGAIN: the claim was lost meanwhile (taken over
+ * by another run, or the shard reset), nothing recorded, look again. */
 int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
 		    struct spec_entry *se, uint32_t shard, const char *run_id,
 		    char **err);
@@ -112,6 +120,12 @@ int eng_index(struct mf_store *st, struct mf_catalog *c, const char *fp,
 /* Indexes c (eng_index of every folder) unless it carries the index mark;
  * one thread of e at a time. 0 or -errno. */
 int eng_catalog_ready(struct mf_engine *e, struct mf_catalog *c);
+/* Expires what recs lists (read earlier from the catalog), where the
+ * catalog still says what recs says (mf_catalog_expire_shards), then
+ * removes the files of the shards that went, and only those: a row
+ * claimed or computed again since keeps its file. 0 or -errno. */
+int eng_expire_recs(struct mf_engine *e, struct mf_catalog *c,
+		    const struct mf_shard_rec *recs, size_t n);
 
 /* Sets *err to a malloc'd formatted message (keeps the first one). */
 void eng_errf(char **err, const char *fmt, ...)

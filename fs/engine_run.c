@@ -40,6 +40,7 @@ struct pump {
 	uint64_t bytes;
 	uint64_t next_beat_ns;
 	uint64_t generation; /* of this claim; 0: no chunk events */
+	bool lost; /* the claim was taken over or reset meanwhile */
 };
 
 static void pump_progress(struct pump *p, bool done)
@@ -132,11 +133,15 @@ static void tap_end(const struct pump *p, bool committed,
 
 /* ---- running, storing, recording ---- */
 
+/* Records the failure as the shard's, unless the claim was lost: then
+ * it is nobody's outcome, and p->lost says so. */
 static int record_failure(struct pump *p, int32_t status, const char *error,
 			  const char *tail)
 {
 	int rc = mf_catalog_fail_shard(p->c, p->fp, p->shard, p->run_id, status,
 				       error, tail);
+	if (rc == -ESTALE)
+		p->lost = true;
 	return rc == -ESTALE ? 0 : rc;
 }
 
@@ -188,7 +193,8 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 }
 
 /* Stores the stages' output through w and records it; 0, -EIO with *err,
- * or 0 with *committed false when the shard was expired meanwhile. */
+ * or 0 with *committed false and p->lost when the claim was lost
+ * meanwhile. */
 static int store_shard(struct pump *p, struct spec_entry *se,
 		       struct mf_shard_writer *w, struct mf_shard_stat *st,
 		       bool *committed, char **err)
@@ -214,8 +220,13 @@ static int store_shard(struct pump *p, struct spec_entry *se,
 	rc = mf_catalog_complete_shard(p->c, p->fp, p->shard, p->run_id,
 				       st->raw_bytes, st->stored_bytes,
 				       st->chunks);
-	if (rc == -ESTALE) /* expired meanwhile: the caller looks again */
+	if (rc == -ESTALE) { /* lost meanwhile: the caller looks again */
+		p->lost = true;
+		/* no row will ever name this file */
+		(void)mf_store_shard_remove(p->e->store, p->fp, p->run_id,
+					    p->shard);
 		return 0;
+	}
 	if (rc) {
 		eng_errf(err, "catalog: recording shard %u: %s", p->shard,
 			 strerror(-rc));
@@ -229,7 +240,11 @@ static int materialize(struct mf_engine *e, struct mf_catalog *c,
 		       struct spec_entry *se, uint32_t shard,
 		       const char *run_id, char **err)
 {
-	struct pump p = {e, c, se->fpr.hex, run_id, shard, 0, 0, 0};
+	struct pump p = {.e = e,
+			 .c = c,
+			 .fp = se->fpr.hex,
+			 .run_id = run_id,
+			 .shard = shard};
 	int rc = check_fingerprint(se, shard, err);
 	if (rc) {
 		(void)record_failure(&p, -1, *err, NULL);
@@ -244,14 +259,16 @@ static int materialize(struct mf_engine *e, struct mf_catalog *c,
 		eng_errf(err, "store: creating shard %u: %s", shard,
 			 strerror(-rc));
 		(void)record_failure(&p, -1, *err, NULL);
-		return -EIO;
+		return p.lost ? -EAGAIN : -EIO;
 	}
 	tap_start(&p, w);
 	struct mf_shard_stat st;
 	bool committed = false;
 	rc = store_shard(&p, se, w, &st, &committed, err);
 	tap_end(&p, committed, &st);
-	return rc;
+	/* what happened to a lost claim is not the shard's outcome; a
+	 * fingerprint that can no longer be computed stays a fact */
+	return p.lost && rc != -ESTALE ? -EAGAIN : rc;
 }
 
 int eng_materialize(struct mf_engine *e, struct mf_catalog *c,

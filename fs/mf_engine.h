@@ -316,8 +316,9 @@ typedef void (*mf_fsck_fn)(void *arg, const struct mf_fsck_problem *p);
  * and never touches a store file (mf_engine_gc and mf_engine_verify
  * repair). A catalog that is missing or unreadable is one problem, after
  * which nothing else is checked. A run is dead as mf_catalog_claim_shard
- * judges it: no row, a state other than "active", a pid gone on this
- * host, or a heartbeat older than pending_expiry on another host.
+ * judges it (mf_catalog_run_alive): no row, a state other than "active",
+ * a pid gone in this pid namespace of this host and boot, or elsewhere a
+ * heartbeat older than pending_expiry.
  * Returns 0 (whatever was found), or -errno with *err (caller frees) when
  * the check could not run: -ENOENT (no store), -EPROTO (catalog of a
  * newer matfs), -EBUSY, -ENOMEM, -EIO.

@@ -113,4 +113,15 @@ void mf_hostname(char *buf, size_t len);
  * pid it names one process even after the pid is reused. */
 uint64_t mf_proc_start_time(pid_t pid);
 
+/* A pid names a process only within one pid namespace of one boot of one
+ * kernel: two containers on a host may share a hostname and still not see
+ * each other's pids. These say where this process's pids mean something. */
+#define MF_BOOT_ID_LEN 36 /* a UUID: 8-4-4-4-12 lowercase hex digits */
+/* The kernel's boot id (/proc/sys/kernel/random/boot_id), new at every
+ * boot, into out; "" (and -errno) when it cannot be read or is malformed. */
+int mf_boot_id(char out[MF_BOOT_ID_LEN + 1]);
+/* The inode number of this process's pid namespace (/proc/self/ns/pid),
+ * fixed for the life of the process; 0 when /proc does not tell. */
+uint64_t mf_pid_ns(void);
+
 #endif

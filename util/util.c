@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -338,6 +339,41 @@ void mf_format_codec(enum mf_codec codec, int level, char *buf, size_t len)
 		snprintf(buf, len, "none");
 		break;
 	}
+}
+
+int mf_boot_id(char out[MF_BOOT_ID_LEN + 1])
+{
+	char buf[MF_BOOT_ID_LEN + 2];
+	out[0] = '\0';
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = mf_pread_full(fd, buf, sizeof(buf), 0);
+	close(fd);
+	if (n < 0)
+		return (int)n;
+	/* 36 characters and a newline */
+	if (n < MF_BOOT_ID_LEN ||
+	    (n > MF_BOOT_ID_LEN && buf[MF_BOOT_ID_LEN] != '\n'))
+		return -EBADMSG;
+	for (int i = 0; i < MF_BOOT_ID_LEN; i++) {
+		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+		char c = buf[i];
+		if (dash ? c != '-'
+			 : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return -EBADMSG;
+	}
+	memcpy(out, buf, MF_BOOT_ID_LEN);
+	out[MF_BOOT_ID_LEN] = '\0';
+	return 0;
+}
+
+uint64_t mf_pid_ns(void)
+{
+	struct stat sb;
+	if (stat("/proc/self/ns/pid", &sb) != 0)
+		return 0;
+	return (uint64_t)sb.st_ino;
 }
 
 bool mf_process_alive(pid_t pid, uint64_t start_time)

@@ -107,12 +107,21 @@ void ct_run(struct mf_run_rec *r, char seed, const char *fp, const char *host,
 	snprintf(r->state, sizeof(r->state), "active");
 }
 
-void ct_run_self(struct mf_run_rec *r, char seed, const char *fp)
+void ct_run_here(struct mf_run_rec *r, char seed, const char *fp, int32_t pid,
+		 uint64_t pid_start, int64_t heartbeat)
 {
 	char host[256];
 	mf_hostname(host, sizeof(host));
-	ct_run(r, seed, fp, host, (int32_t)getpid(),
-	       mf_proc_start_time(getpid()), mf_now_s());
+	ct_run(r, seed, fp, host, pid, pid_start, heartbeat);
+	assert_int_equal(mf_boot_id(r->boot_id), 0);
+	r->pid_ns = mf_pid_ns();
+	assert_true(r->pid_ns != 0);
+}
+
+void ct_run_self(struct mf_run_rec *r, char seed, const char *fp)
+{
+	ct_run_here(r, seed, fp, (int32_t)getpid(),
+		    mf_proc_start_time(getpid()), mf_now_s());
 }
 
 sqlite3 *ct_sqlite_open(const char *path)

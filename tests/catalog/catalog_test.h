@@ -34,9 +34,13 @@ void ct_run_id(char c, char out[MF_RUN_ID_HEX_LEN + 1]);
  * from static storage, so never release it. */
 void ct_snapshot(struct mf_snapshot_rec *r, char seed, const char *name,
 		 uint32_t shards);
-/* An active run of fp on host with pid and pid_start. */
+/* An active run of fp on host with pid and pid_start, its boot id and
+ * pid namespace unknown (as a row from before schema 4). */
 void ct_run(struct mf_run_rec *r, char seed, const char *fp, const char *host,
 	    int32_t pid, uint64_t pid_start, int64_t heartbeat);
+/* An active run of pid here: this host, boot and pid namespace. */
+void ct_run_here(struct mf_run_rec *r, char seed, const char *fp, int32_t pid,
+		 uint64_t pid_start, int64_t heartbeat);
 /* An active run of this process on this host. */
 void ct_run_self(struct mf_run_rec *r, char seed, const char *fp);
 

@@ -1,8 +1,9 @@
 /*
  * test_catalog_claim.c - the single-flight claim and the shard transitions
  * around it: MINE, WAIT and DONE; taking over runs that died on this host
- * (process gone) or on another (heartbeat older than pending_expiry);
- * -ESTALE for a run that lost its shard; reset, abandon and touch; the
+ * (process gone), in another pid namespace or boot, or on another host
+ * (heartbeat older than pending_expiry); -ESTALE for a run that lost its
+ * shard; reset, abandon, expiry of what a listing showed, and touch; the
  * generation each claim gives a computation; and sixteen
  * processes with their own connections racing for one shard.
  *
@@ -191,12 +192,10 @@ static void test_take_over_dead_pid(void **state)
 {
 	struct cat_fixture *f = *state;
 	struct mf_run_rec a, d;
-	char host[256];
 	uint64_t start;
-	mf_hostname(host, sizeof(host));
 	int64_t now = mf_now_s();
 	pid_t pid = dead_pid(&start);
-	ct_run(&d, 'd', fp_a(), host, pid, start, now); /* fresh heartbeat */
+	ct_run_here(&d, 'd', fp_a(), pid, start, now); /* fresh heartbeat */
 	assert_int_equal(mf_catalog_add_run(f->cat, &d), 0);
 	ct_run_self(&a, '1', fp_a());
 	struct mf_shard_rec cur = claim(f->cat, 2, &d, now, MF_CLAIM_MINE);
@@ -226,18 +225,91 @@ static void test_take_over_reused_pid(void **state)
 {
 	struct cat_fixture *f = *state;
 	struct mf_run_rec a, r;
-	char host[256];
-	mf_hostname(host, sizeof(host));
 	int64_t now = mf_now_s();
 	/* this pid is alive, but it is not the process that started then */
-	ct_run(&r, 'c', fp_a(), host, (int32_t)getpid(),
-	       mf_proc_start_time(getpid()) + 1, now);
+	ct_run_here(&r, 'c', fp_a(), (int32_t)getpid(),
+		    mf_proc_start_time(getpid()) + 1, now);
 	ct_run_self(&a, '1', fp_a());
 	struct mf_shard_rec cur = claim(f->cat, 0, &r, now, MF_CLAIM_MINE);
 	mf_shard_rec_release(&cur);
 	cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE);
 	mf_shard_rec_release(&cur);
 	assert_run_state(f->cat, r.run_id, "dead");
+}
+
+/* Takes shard idx for owner, then answers what a claim by this process
+ * sees: the owner judged alive (WAIT) or dead (MINE). */
+static void judge(struct mf_catalog *cat, uint32_t idx,
+		  const struct mf_run_rec *owner, int64_t now,
+		  enum mf_claim want)
+{
+	struct mf_run_rec me;
+	ct_run_self(&me, '1', fp_a());
+	struct mf_shard_rec cur = claim(cat, idx, owner, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	cur = claim(cat, idx, &me, now, want);
+	assert_string_equal(cur.run_id,
+			    want == MF_CLAIM_WAIT ? owner->run_id : me.run_id);
+	mf_shard_rec_release(&cur);
+	assert_run_state(cat, owner->run_id,
+			 want == MF_CLAIM_WAIT ? "active" : "dead");
+}
+
+/* Same hostname, but another pid namespace (a container beside this one)
+ * or another boot, or a row that does not say: the pid means nothing
+ * here, so only the heartbeat may decide. */
+static void test_other_namespace_by_heartbeat(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_run_rec r;
+	uint64_t start;
+	int64_t now = mf_now_s();
+	pid_t gone = dead_pid(&start);
+	char host[256];
+	mf_hostname(host, sizeof(host));
+
+	/* this very pid lives here, yet the run is silent: dead */
+	ct_run_self(&r, 'a', fp_a());
+	r.pid_ns += 1;
+	r.heartbeat = now - 7200;
+	judge(f->cat, 0, &r, now, MF_CLAIM_MINE);
+	/* its pid is gone here, yet it heartbeats: alive */
+	ct_run_here(&r, 'b', fp_a(), gone, start, now - 60);
+	r.pid_ns += 1;
+	judge(f->cat, 1, &r, now, MF_CLAIM_WAIT);
+	/* another boot of this host */
+	ct_run_here(&r, 'c', fp_a(), gone, start, now);
+	memcpy(r.boot_id, "00000000-0000-4000-8000-000000000000",
+	       MF_BOOT_ID_LEN);
+	judge(f->cat, 2, &r, now, MF_CLAIM_WAIT);
+	/* a row from before schema 4 */
+	ct_run(&r, 'd', fp_a(), host, gone, start, now);
+	judge(f->cat, 3, &r, now, MF_CLAIM_WAIT);
+}
+
+/* The reverse: a run of this host, boot and pid namespace is judged by
+ * its process, whatever its heartbeat says. */
+static void test_same_namespace_by_pid(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_run_rec r;
+	uint64_t start;
+	int64_t now = mf_now_s();
+	pid_t gone = dead_pid(&start);
+	ct_run_self(&r, 'a', fp_a());
+	r.heartbeat = now - 7200;
+	judge(f->cat, 0, &r, now, MF_CLAIM_WAIT);
+	ct_run_here(&r, 'b', fp_a(), gone, start, now);
+	judge(f->cat, 1, &r, now, MF_CLAIM_MINE);
+
+	/* the rule itself, for gc and fsck */
+	ct_run_self(&r, 'c', fp_a());
+	assert_true(mf_catalog_run_alive(&r, now + 100000, 3600));
+	snprintf(r.state, sizeof(r.state), "done");
+	assert_false(mf_catalog_run_alive(&r, now, 3600));
+	ct_run(&r, 'd', fp_a(), OTHER_HOST, (int32_t)getpid(), 0, now);
+	assert_true(mf_catalog_run_alive(&r, now + 3600, 3600));
+	assert_false(mf_catalog_run_alive(&r, now + 3601, 3600));
 }
 
 static void test_other_host(void **state)
@@ -348,6 +420,81 @@ static void test_reset(void **state)
 	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 0, &cur), 0);
 	assert_int_equal(cur.state, MF_SHARD_ABSENT);
 	mf_shard_rec_release(&cur);
+}
+
+/* An expiry decides from a listing, then writes: what changed in between
+ * on another connection - a shard expired and computed again by the same
+ * run, a shard claimed - is left alone, and the snapshot stays. */
+static void test_expire_what_was_listed(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_catalog *other;
+	struct mf_run_rec a, b;
+	struct mf_shard_rec *list, cur;
+	size_t n;
+	bool done[4];
+	int64_t now = mf_now_s();
+	assert_int_equal(mf_catalog_open(f->db, 0, &other), 0);
+	ct_run_self(&a, '1', fp_a());
+	ct_run_self(&b, '2', fp_a());
+	cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(
+	    mf_catalog_complete_shard(f->cat, fp_a(), 0, a.run_id, 10, 5, 1),
+	    0);
+	cur = claim(f->cat, 1, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(
+	    mf_catalog_fail_shard(f->cat, fp_a(), 1, a.run_id, 256, "x", NULL),
+	    0);
+	assert_int_equal(mf_catalog_list_shards(f->cat, fp_a(), &list, &n), 0);
+	assert_int_equal(n, 4);
+
+	assert_int_equal(mf_catalog_reset_shard(other, fp_a(), 0, a.run_id), 0);
+	cur = claim(other, 0, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(
+	    mf_catalog_complete_shard(other, fp_a(), 0, a.run_id, 10, 5, 1), 0);
+	cur = claim(other, 2, &b, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+
+	assert_int_equal(mf_catalog_expire_shards(f->cat, list, n, done), 0);
+	assert_false(done[0]); /* the same run, but a newer attempt */
+	assert_true(done[1]);
+	assert_false(done[2]); /* absent when listed, never expired */
+	assert_false(done[3]);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 0, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_MATERIALIZED);
+	assert_int_equal(cur.attempts, 2);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_get_shard(f->cat, fp_a(), 1, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_ABSENT);
+	mf_shard_rec_release(&cur);
+	for (size_t i = 0; i < n; i++)
+		mf_shard_rec_release(&list[i]);
+	free(list);
+
+	/* a snapshot with a claim in flight is not deleted */
+	assert_int_equal(mf_catalog_delete_snapshot(f->cat, fp_a(), NULL, NULL),
+			 -ENOTEMPTY);
+	assert_run_state(f->cat, b.run_id, "active");
+	assert_int_equal(
+	    mf_catalog_complete_shard(other, fp_a(), 2, b.run_id, 7, 7, 1), 0);
+	mf_catalog_close(other);
+
+	/* once all it lists has expired, it goes, with its runs */
+	assert_int_equal(mf_catalog_list_shards(f->cat, fp_a(), &list, &n), 0);
+	assert_int_equal(mf_catalog_expire_shards(f->cat, list, n, done), 0);
+	assert_true(done[0] && !done[1] && done[2] && !done[3]);
+	for (size_t i = 0; i < n; i++)
+		mf_shard_rec_release(&list[i]);
+	free(list);
+	struct mf_run_rec *runs;
+	assert_int_equal(mf_catalog_delete_snapshot(f->cat, fp_a(), &runs, &n),
+			 0);
+	assert_int_equal(n, 2);
+	free(runs);
+	assert_int_equal(mf_catalog_get_run(f->cat, a.run_id, &a), -ENOENT);
 }
 
 static void test_unknown_and_invalid(void **state)
@@ -552,9 +699,13 @@ static void test_generation(void **state)
 				 0);
 		assert_int_equal(cur.generation, seen[n - 1]);
 		mf_shard_rec_release(&cur);
-		/* as matctl rm: the rows go and come back, attempts at 0 */
+		/* as matctl rm: the shard expires, the rows go and come
+		 * back, attempts at 0 */
 		struct mf_snapshot_rec s;
-		assert_int_equal(mf_catalog_delete_snapshot(f->cat, fp_a()), 0);
+		assert_int_equal(
+		    mf_catalog_reset_shard(f->cat, fp_a(), 0, NULL), 0);
+		assert_int_equal(
+		    mf_catalog_delete_snapshot(f->cat, fp_a(), NULL, NULL), 0);
 		ct_snapshot(&s, 'a', "claims", 4);
 		assert_int_equal(mf_catalog_put_snapshot(f->cat, &s), 0);
 	}
@@ -634,8 +785,11 @@ int main(void)
 	    T(test_take_over_dead_pid),
 	    T(test_take_over_reused_pid),
 	    T(test_other_host),
+	    T(test_other_namespace_by_heartbeat),
+	    T(test_same_namespace_by_pid),
 	    T(test_missing_run_row),
 	    T(test_reset),
+	    T(test_expire_what_was_listed),
 	    T(test_claim_refreshes_heartbeat),
 	    T(test_unknown_and_invalid),
 	    T(test_touch),

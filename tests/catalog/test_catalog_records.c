@@ -186,14 +186,21 @@ static void test_delete(void **state)
 	ct_run(&r, '2', b.fp, "h", 10, 20, 30);
 	assert_int_equal(mf_catalog_add_run(f->cat, &r), 0);
 
-	assert_int_equal(mf_catalog_delete_snapshot(f->cat, a.fp), 0);
+	struct mf_run_rec *gone = NULL;
+	size_t ngone = 0;
+	assert_int_equal(
+	    mf_catalog_delete_snapshot(f->cat, a.fp, &gone, &ngone), 0);
+	assert_int_equal(ngone, 1); /* the rows it deleted */
+	char id[MF_RUN_ID_HEX_LEN + 1];
+	ct_run_id('1', id);
+	assert_string_equal(gone[0].run_id, id);
+	free(gone);
 	assert_int_equal(mf_catalog_get_snapshot(f->cat, a.fp, &out), -ENOENT);
 	struct mf_shard_rec h;
 	assert_int_equal(mf_catalog_get_shard(f->cat, a.fp, 0, &h), -ENOENT);
-	char id[MF_RUN_ID_HEX_LEN + 1];
-	ct_run_id('1', id);
 	assert_int_equal(mf_catalog_get_run(f->cat, id, &r), -ENOENT);
-	assert_int_equal(mf_catalog_delete_snapshot(f->cat, a.fp), -ENOENT);
+	assert_int_equal(mf_catalog_delete_snapshot(f->cat, a.fp, NULL, NULL),
+			 -ENOENT);
 
 	/* the other snapshot is untouched */
 	assert_int_equal(mf_catalog_get_snapshot(f->cat, b.fp, &out), 0);
@@ -243,6 +250,8 @@ static void assert_run_equal(const struct mf_run_rec *a,
 	assert_int_equal(a->started, b->started);
 	assert_int_equal(a->heartbeat, b->heartbeat);
 	assert_string_equal(a->state, b->state);
+	assert_string_equal(a->boot_id, b->boot_id);
+	assert_int_equal(a->pid_ns, b->pid_ns);
 }
 
 static void test_runs(void **state)
@@ -254,6 +263,9 @@ static void test_runs(void **state)
 	assert_int_equal(mf_catalog_put_snapshot(f->cat, &s), 0);
 	ct_run(&r1, 'e', s.fp, "node-1.example", 77, 1ull << 40, 1000);
 	ct_run(&r2, 'd', s.fp, "node-2", 78, 5, 900);
+	memcpy(r1.boot_id, "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0",
+	       MF_BOOT_ID_LEN);
+	r1.pid_ns = 4026531836ull;
 	assert_int_equal(mf_catalog_add_run(f->cat, &r1), 0);
 	assert_int_equal(mf_catalog_add_run(f->cat, &r2), 0);
 	assert_int_equal(mf_catalog_add_run(f->cat, &r1), -EEXIST);

@@ -170,6 +170,9 @@ static void check_v1_rows(struct mf_catalog *cat)
 	assert_int_equal(r.pid, 4242);
 	assert_int_equal(r.pid_start, 987654);
 	assert_string_equal(r.state, "done");
+	/* where its pid meant something was not recorded then */
+	assert_string_equal(r.boot_id, "");
+	assert_int_equal(r.pid_ns, 0);
 }
 
 static void test_migrate_v1(void **state)
@@ -186,6 +189,11 @@ static void test_migrate_v1(void **state)
 				       " pragma_table_info('shards') WHERE"
 				       " name IN ('stderr_tail',"
 				       " 'attempts')"),
+			 2);
+	assert_int_equal(ct_sqlite_int(db,
+				       "SELECT count(*) FROM"
+				       " pragma_table_info('runs') WHERE"
+				       " name IN ('boot_id', 'pid_ns')"),
 			 2);
 	assert_int_equal(ct_sqlite_int(db,
 				       "SELECT sum(attempts) +"

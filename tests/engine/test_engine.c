@@ -11,9 +11,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -401,13 +401,19 @@ static struct mf_shard_reader *open_rec(struct mf_engine *e, const char *fp,
 	return r;
 }
 
-static bool shard_file_exists(const struct fx *fx, const char *run_id)
+static bool shard_file_exists_at(const struct fx *fx, const char *run_id,
+				 uint32_t shard)
 {
 	char path[512];
 	struct stat sb;
-	snprintf(path, sizeof(path), "%s/snapshots/%s/%s/shard-00000.mfs",
-		 fx->store, fx->fp, run_id);
+	snprintf(path, sizeof(path), "%s/snapshots/%s/%s/shard-%05u.mfs",
+		 fx->store, fx->fp, run_id, shard);
 	return stat(path, &sb) == 0;
+}
+
+static bool shard_file_exists(const struct fx *fx, const char *run_id)
+{
+	return shard_file_exists_at(fx, run_id, 0);
 }
 
 /* A corrupt chunk found in an old computation's file expires only that
@@ -705,8 +711,459 @@ static void test_input_changed_during_run(void **state)
 #define WAITING_STAGE                                                          \
 	"  - exec: [/bin/sh, -c, 'echo $$ >> calls; "                          \
 	"while [ ! -e go ]; do sleep 0.05; done; cat']\n"
+/* A pid of a process that has exited and been reaped, with the start time
+ * it had. */
+static pid_t dead_pid(uint64_t *start)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	*start = mf_proc_start_time(pid);
+	assert_true(*start != 0);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	assert_false(mf_process_alive(pid, *start));
+	return pid;
+}
+
+/* A run of this host and boot that holds shard `shard` and has a temp
+ * file in its folder, as a writer mid-way leaves it; pid_ns as given. */
+static void foreign_writer(struct fx *fx, char seed, uint32_t shard, pid_t pid,
+			   uint64_t start, uint64_t pid_ns,
+			   struct mf_run_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	memset(r->run_id, seed, MF_RUN_ID_HEX_LEN);
+	memcpy(r->fp, fx->fp, sizeof(r->fp));
+	mf_hostname(r->host, sizeof(r->host));
+	assert_int_equal(mf_boot_id(r->boot_id), 0);
+	r->pid_ns = pid_ns;
+	r->pid = pid;
+	r->pid_start = start;
+	r->started = r->heartbeat = mf_now_s();
+	snprintf(r->state, sizeof(r->state), "active");
+	struct mf_catalog *c;
+	enum mf_claim got;
+	assert_int_equal(mf_engine_catalog_open(fx->e, &c), 0);
+	assert_int_equal(
+	    mf_catalog_claim_shard(c, fx->fp, shard, r, mf_now_s(), &got, NULL),
+	    0);
+	assert_int_equal(got, MF_CLAIM_MINE);
+	mf_catalog_close(c);
+	char path[512];
+	assert_int_equal(
+	    mf_store_run_create(mf_engine_store(fx->e), fx->fp, r->run_id), 0);
+	snprintf(path, sizeof(path), "%s/snapshots/%s/%s/shard-%05u.tmp",
+		 fx->store, fx->fp, r->run_id, shard);
+	write_file(path, "partial");
+}
+
+static bool tmp_exists(const struct fx *fx, const struct mf_run_rec *r,
+		       uint32_t shard)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/snapshots/%s/%s/shard-%05u.tmp",
+		 fx->store, fx->fp, r->run_id, shard);
+	return access(path, F_OK) == 0;
+}
+
+static uint32_t fsck_problems(const struct fx *fx)
+{
+	struct mf_engine_opts o = {.store_dir = fx->store};
+	uint32_t n = 99;
+	char *err = NULL;
+	assert_int_equal(mf_engine_fsck(&o, NULL, NULL, &n, &err), 0);
+	return n;
+}
+
+/* Two containers on one host may share a hostname without sharing pids.
+ * A writer in another pid namespace whose pid is gone from ours is alive
+ * while it heartbeats: gc keeps its temp file, fsck sees no orphan. Once
+ * silent past pending_expiry (1d) it is dead. And the reverse: a writer of
+ * this very namespace is dead as soon as its process is, heartbeat or
+ * not. */
+static void test_gc_judges_by_namespace(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 2);
+	fx_open(fx);
+	uint64_t start;
+	pid_t gone = dead_pid(&start);
+	struct mf_run_rec other, here;
+	foreign_writer(fx, 'a', 0, gone, start, mf_pid_ns() + 1, &other);
+	struct mf_gc_stats st;
+	assert_int_equal(mf_engine_gc(fx->e, &st), 0);
+	assert_true(tmp_exists(fx, &other, 0));
+	assert_int_equal(st.files_removed, 0);
+	assert_int_equal(fsck_problems(fx), 0);
+
+	char sql[256];
+	snprintf(sql, sizeof(sql),
+		 "UPDATE runs SET heartbeat = heartbeat - 2 * 86400"
+		 " WHERE run_id = '%s'",
+		 other.run_id);
+	sql_exec(fx, sql);
+	assert_int_equal(fsck_problems(fx), 1); /* its temp file */
+	assert_int_equal(mf_engine_gc(fx->e, &st), 0);
+	assert_false(tmp_exists(fx, &other, 0));
+	assert_int_equal(st.files_removed, 1);
+
+	foreign_writer(fx, 'b', 1, gone, start, mf_pid_ns(), &here);
+	assert_int_equal(fsck_problems(fx), 1);
+	assert_int_equal(mf_engine_gc(fx->e, &st), 0);
+	assert_false(tmp_exists(fx, &here, 1));
+	assert_int_equal(st.files_removed, 1);
+}
+
+/* Waits (up to a minute) until the stage has been called n times. */
+static void wait_calls(const struct fx *fx, int n)
+{
+	for (int i = 0; i < 60000 && count_calls(fx) < n; i++)
+		usleep(1000);
+	assert_int_equal(count_calls(fx), n);
+}
+
+static void touch(const struct fx *fx, const char *name)
+{
+	char path[256];
+	fx_path(fx, name, path, sizeof(path));
+	write_file(path, "");
+}
+
+static int count_runs(const struct fx *fx)
+{
+	struct mf_catalog *c;
+	struct mf_run_rec *runs = NULL;
+	size_t n = 0;
+	assert_int_equal(mf_engine_catalog_open(fx->e, &c), 0);
+	assert_int_equal(mf_catalog_list_runs(c, fx->fp, &runs, &n), 0);
+	free(runs);
+	mf_catalog_close(c);
+	return (int)n;
+}
+
+#define MANY 16
 
 struct opener {
+	struct mf_engine *e;
+	const char *fp;
+	uint32_t shard;
+	pthread_barrier_t *go; /* may be NULL */
+	int rc;
+	char *data;
+	size_t len;
+	char *err;
+};
+
+static void *open_thread(void *arg)
+{
+	struct opener *o = arg;
+	if (o->go)
+		pthread_barrier_wait(o->go);
+	o->rc = read_shard(o->e, o->fp, o->shard, &o->data, &o->len, &o->err);
+	return NULL;
+}
+
+static void opener_start(struct opener *o, pthread_t *tid, struct mf_engine *e,
+			 const char *fp, uint32_t shard, pthread_barrier_t *go)
+{
+	*o = (struct opener){
+	    .e = e, .fp = fp, .shard = shard, .go = go, .rc = -1};
+	assert_int_equal(pthread_create(tid, NULL, open_thread, o), 0);
+}
+
+/* Joins the opener and checks it read want. */
+static void opener_expect(pthread_t tid, struct opener *o, const char *want)
+{
+	pthread_join(tid, NULL);
+	if (o->rc)
+		fail_msg("open of shard %u: %s: %s", o->shard, strerror(-o->rc),
+			 o->err ? o->err : "");
+	assert_int_equal(o->len, strlen(want));
+	assert_memory_equal(o->data, want, o->len);
+	free(o->data);
+	free(o->err);
+}
+
+/* Opens shard i of fp on thread i, all at once, and checks the bytes. */
+static void open_many_at_once(struct mf_engine *e, const char *fp)
+{
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, MANY);
+	pthread_t tids[MANY];
+	struct opener o[MANY];
+	char want[64];
+	for (int i = 0; i < MANY; i++)
+		opener_start(&o[i], &tids[i], e, fp, (uint32_t)i, &go);
+	for (int i = 0; i < MANY; i++) {
+		snprintf(want, sizeof(want), "input %02d\n", i);
+		opener_expect(tids[i], &o[i], want);
+	}
+	pthread_barrier_destroy(&go);
+}
+
+/* Opens of many shards of one fingerprint at once, in one process: one
+ * run (one catalog row, one folder) for them all. A first round on
+ * another fingerprint fills the engine's pool of catalog connections, so
+ * that the second round's threads reach the run bookkeeping together. */
+static void test_one_run_per_process(void **state)
+{
+	struct fx *fx = *state;
+	char path[256], text[512], warm[65], *err = NULL;
+	snprintf(path, sizeof(path), "%s/in", fx->dir);
+	mkdir(path, 0755);
+	for (int i = 0; i < MANY; i++) {
+		snprintf(path, sizeof(path), "%s/in/%02d.txt", fx->dir, i);
+		snprintf(text, sizeof(text), "input %02d\n", i);
+		write_file(path, text);
+	}
+	snprintf(text, sizeof(text),
+		 "name: warm\ninputs: in/*.txt\nshards: %d\nstages:\n"
+		 "  - exec: [cat, '-']\n",
+		 MANY);
+	fx_path(fx, "warm.yaml", path, sizeof(path));
+	write_file(path, text);
+	snprintf(text, sizeof(text),
+		 "name: t\ninputs: in/*.txt\nshards: %d\nstages:\n"
+		 "  - exec: [cat]\n",
+		 MANY);
+	write_file(fx->spec, text);
+	fx_open(fx);
+	assert_int_equal(mf_engine_register(fx->e, path, warm, &err), 0);
+	open_many_at_once(fx->e, warm);
+	open_many_at_once(fx->e, fx->fp);
+	assert_int_equal(count_runs(fx), 1);
+	char **runs;
+	size_t n;
+	assert_int_equal(
+	    mf_store_list_runs(mf_engine_store(fx->e), fx->fp, &runs, &n), 0);
+	assert_int_equal(n, 1);
+	mf_strv_free(runs, n);
+}
+
+/* Waits for the file "go", for a minute at most (a failed test leaves
+ * no stage behind for long). */
+#define GATE                                                                   \
+	"i=0; while [ ! -e go ] && [ $i -lt 3000 ]; do sleep 0.02; "           \
+	"i=$((i+1)); done; "
+
+/* Shard 0's stage waits for the gate; other shards run at once. */
+#define GATED_STAGE                                                            \
+	"  - exec: [/bin/sh, -c, 'echo $MATFS_SHARD >> calls; "                \
+	"if [ $MATFS_SHARD = 0 ]; then " GATE "fi; cat']\n"
+
+/* Our run is declared dead (by a claimer elsewhere that misjudged it)
+ * while it computes shard 0: opens of other shards start a new run rather
+ * than fail, and shard 0 still completes. */
+static void test_run_declared_dead_in_flight(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, GATED_STAGE, 2);
+	fx_open(fx);
+	pthread_t tid;
+	struct opener o;
+	opener_start(&o, &tid, fx->e, fx->fp, 0, NULL);
+	wait_calls(fx, 1);
+	sql_exec(fx, "UPDATE runs SET state = 'dead'");
+	char *data, *err = NULL;
+	size_t len;
+	int rc = read_shard(fx->e, fx->fp, 1, &data, &len, &err);
+	if (rc)
+		fail_msg("shard 1: %s: %s", strerror(-rc), err ? err : "");
+	assert_int_equal(len, 26);
+	assert_memory_equal(data, "input b line\ninput d line\n", len);
+	free(data);
+	touch(fx, "go");
+	opener_expect(tid, &o, "input a line\ninput c line\n");
+	assert_int_equal(count_calls(fx), 2);
+	assert_int_equal(count_runs(fx), 2);
+}
+
+/* The first call of the stage fails once "go" exists; later calls
+ * succeed. */
+#define FIRST_FAILS_STAGE                                                      \
+	"  - exec: [/bin/sh, -c, 'echo x >> calls; n=$(wc -l < calls); " GATE  \
+	"[ $n != 1 ] || exit 1; cat']\n"
+
+/* Our run is declared dead while it computes and another process takes
+ * the shard over; then our stage fails. That failure is no longer the
+ * shard's: our opens (the leader and its followers) get the new owner's
+ * result. */
+static void test_claim_taken_over_in_flight(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, FIRST_FAILS_STAGE, 1);
+	fx_open(fx);
+	pthread_t lead, follow, other;
+	struct opener a, f, b;
+	opener_start(&a, &lead, fx->e, fx->fp, 0, NULL);
+	wait_calls(fx, 1);
+	opener_start(&f, &follow, fx->e, fx->fp, 0, NULL);
+	sql_exec(fx, "UPDATE runs SET state = 'dead'");
+
+	struct mf_engine *e2;
+	struct mf_engine_opts opts = {.store_dir = fx->store};
+	char *err = NULL;
+	assert_int_equal(mf_engine_open(&opts, &e2, &err), 0);
+	opener_start(&b, &other, e2, fx->fp, 0, NULL);
+	wait_calls(fx, 2);
+	touch(fx, "go");
+	const char want[] =
+	    "input a line\ninput b line\ninput c line\ninput d line\n";
+	opener_expect(other, &b, want);
+	opener_expect(lead, &a, want);
+	opener_expect(follow, &f, want);
+	assert_int_equal(count_calls(fx), 2);
+	mf_engine_close(e2);
+}
+
+/* A failure before the stages start (the run folder cannot be made: the
+ * snapshot's folder is a file) with err NULL: the caller did not ask for
+ * the message, the catalog still gets it. */
+static void test_failure_without_err(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 1);
+	fx_open(fx);
+	char path[256], cmd[512];
+	snprintf(path, sizeof(path), "%s/snapshots/%s", fx->store, fx->fp);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+	assert_int_equal(system(cmd), 0);
+	write_file(path, "not a folder");
+	struct mf_shard_reader *r = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, NULL),
+			 -EIO);
+	assert_null(r);
+	struct mf_catalog *c;
+	struct mf_shard_rec rec;
+	assert_int_equal(mf_engine_catalog_open(fx->e, &c), 0);
+	assert_int_equal(mf_catalog_get_shard(c, fx->fp, 0, &rec), 0);
+	assert_int_equal(rec.state, MF_SHARD_FAILED);
+	assert_non_null(rec.error);
+	assert_non_null(strstr(rec.error, "run folder"));
+	mf_shard_rec_release(&rec);
+	mf_catalog_close(c);
+	assert_int_equal(count_calls(fx), 0);
+}
+
+/* ---- something happens between expiry's listing and its writes ---- */
+
+/* The engine's calls to mf_catalog_list_shards go through this wrapper
+ * (-Wl,--wrap): once armed, after_listing runs right after the listing,
+ * before the caller acts on it. */
+int __real_mf_catalog_list_shards(struct mf_catalog *c, const char *fp,
+				  struct mf_shard_rec **out, size_t *n);
+int __wrap_mf_catalog_list_shards(struct mf_catalog *c, const char *fp,
+				  struct mf_shard_rec **out, size_t *n);
+static void (*after_listing)(void *arg);
+static void *after_listing_arg;
+
+int __wrap_mf_catalog_list_shards(struct mf_catalog *c, const char *fp,
+				  struct mf_shard_rec **out, size_t *n)
+{
+	int rc = __real_mf_catalog_list_shards(c, fp, out, n);
+	void (*fn)(void *) = after_listing;
+	after_listing = NULL;
+	if (fn)
+		fn(after_listing_arg);
+	return rc;
+}
+
+struct meanwhile {
+	struct fx *fx;
+	pthread_t tid;
+	struct opener o;
+};
+
+/* Another engine (fx->e) opens shard 0 and is computing it. */
+static void claim_meanwhile(void *arg)
+{
+	struct meanwhile *m = arg;
+	opener_start(&m->o, &m->tid, m->fx->e, m->fx->fp, 0, NULL);
+	wait_calls(m->fx, 1);
+}
+
+/* An engine that does not serve the snapshot expires it (matctl rm, or a
+ * daemon whose spec is gone) while another claims shard 0 between the
+ * listing and the delete: the claim, its run row and its folder survive,
+ * and the shard completes. */
+static void test_expiry_spares_a_claim_made_meanwhile(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, GATED_STAGE, 2);
+	fx_open(fx);
+	struct mf_engine *rm;
+	struct mf_engine_opts o = {.store_dir = fx->store};
+	char *err = NULL;
+	assert_int_equal(mf_engine_open(&o, &rm, &err), 0);
+	struct meanwhile m = {.fx = fx};
+	after_listing = claim_meanwhile;
+	after_listing_arg = &m;
+	assert_int_equal(mf_engine_expire_snapshot(rm, fx->fp), 0);
+	assert_null(after_listing); /* it did run */
+	mf_engine_close(rm);
+
+	assert_int_equal(count_runs(fx), 1);
+	char **runs;
+	size_t n;
+	assert_int_equal(
+	    mf_store_list_runs(mf_engine_store(fx->e), fx->fp, &runs, &n), 0);
+	assert_int_equal(n, 1);
+	mf_strv_free(runs, n);
+	assert_state(fx, 0, MF_SHARD_RUNNING);
+	touch(fx, "go");
+	opener_expect(m.tid, &m.o, "input a line\ninput c line\n");
+	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
+	assert_int_equal(count_calls(fx), 1);
+}
+
+/* Shard 1 is expired and computed again by the same run between the
+ * listing and the expiry's writes: the expiry decided from the older
+ * computation, so the newer one and its file stay. */
+static void recompute_meanwhile(void *arg)
+{
+	struct fx *fx = arg;
+	char *data, *err = NULL;
+	size_t len;
+	assert_int_equal(mf_engine_expire_shard(fx->e, fx->fp, 1), 0);
+	assert_int_equal(read_shard(fx->e, fx->fp, 1, &data, &len, &err), 0);
+	free(data);
+}
+
+static void test_expiry_spares_a_newer_computation(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, GATED_STAGE, 2);
+	fx_open(fx);
+	struct mf_shard_rec x;
+	struct mf_shard_reader *r;
+	char *data, *err = NULL;
+	size_t len;
+	assert_int_equal(read_shard(fx->e, fx->fp, 1, &data, &len, &err), 0);
+	free(data);
+	after_listing = recompute_meanwhile;
+	after_listing_arg = fx;
+	assert_int_equal(mf_engine_expire_snapshot(fx->e, fx->fp), 0);
+	assert_null(after_listing);
+
+	assert_int_equal(
+	    mf_engine_open_shard_rec(fx->e, fx->fp, 1, &r, &x, &err), 0);
+	mf_shard_reader_close(r);
+	assert_int_equal(x.state, MF_SHARD_MATERIALIZED);
+	assert_int_equal(x.attempts, 2);
+	assert_true(shard_file_exists_at(fx, x.run_id, 1));
+	assert_int_equal(count_calls(fx), 2);
+	/* and the expiry of what is there now does expire it */
+	assert_int_equal(mf_engine_expire_snapshot(fx->e, fx->fp), 0);
+	assert_state(fx, 1, MF_SHARD_ABSENT);
+	assert_false(shard_file_exists_at(fx, x.run_id, 1));
+	mf_shard_rec_release(&x);
+}
+
+struct cancel_opener {
 	struct mf_engine *e;
 	const char *fp;
 	uint32_t shard;
@@ -716,7 +1173,7 @@ struct opener {
 
 static void *opener_main(void *arg)
 {
-	struct opener *o = arg;
+	struct cancel_opener *o = arg;
 	struct mf_shard_reader *r = NULL;
 	char *err = NULL;
 	o->rc = mf_engine_open_shard(o->e, o->fp, o->shard, &r, &err);
@@ -727,7 +1184,7 @@ static void *opener_main(void *arg)
 }
 
 /* Waits until calls has n lines; returns the pid on the last one. */
-static pid_t wait_calls(const struct fx *fx, int n)
+static pid_t wait_calls_pid(const struct fx *fx, int n)
 {
 	for (int i = 0; i < 1000 && count_calls(fx) < n; i++)
 		usleep(10000);
@@ -744,7 +1201,7 @@ static pid_t wait_calls(const struct fx *fx, int n)
 
 /* Cancels o's attempt until its open returned (the attempt may not have
  * begun at the first call); returns its result. */
-static int cancel_until_done(struct opener *o, pthread_t t)
+static int cancel_until_done(struct cancel_opener *o, pthread_t t)
 {
 	for (int i = 0; i < 1000 && !atomic_load(&o->done); i++) {
 		mf_engine_cancel(o->e, o->fp, o->shard);
@@ -775,10 +1232,10 @@ static void test_cancel(void **state)
 	struct fx *fx = *state;
 	fx_spec(fx, WAITING_STAGE, 2);
 	fx_open(fx);
-	struct opener a = {fx->e, fx->fp, 0, 1, false};
+	struct cancel_opener a = {fx->e, fx->fp, 0, 1, false};
 	pthread_t ta, tb;
 	assert_int_equal(pthread_create(&ta, NULL, opener_main, &a), 0);
-	pid_t stage = wait_calls(fx, 1);
+	pid_t stage = wait_calls_pid(fx, 1);
 	assert_int_equal(kill(stage, 0), 0);
 	assert_int_equal(cancel_until_done(&a, ta), -ECANCELED);
 	assert_int_equal(kill(stage, 0), -1); /* killed and reaped */
@@ -790,10 +1247,10 @@ static void test_cancel(void **state)
 	struct mf_engine_opts o = {.store_dir = fx->store};
 	char *err = NULL;
 	assert_int_equal(mf_engine_open(&o, &e2, &err), 0);
-	struct opener b = {e2, fx->fp, 0, 1, false};
+	struct cancel_opener b = {e2, fx->fp, 0, 1, false};
 	assert_int_equal(pthread_create(&tb, NULL, opener_main, &b), 0);
-	stage = wait_calls(fx, 2);
-	a = (struct opener){fx->e, fx->fp, 0, 1, false};
+	stage = wait_calls_pid(fx, 2);
+	a = (struct cancel_opener){fx->e, fx->fp, 0, 1, false};
 	assert_int_equal(pthread_create(&ta, NULL, opener_main, &a), 0);
 	assert_int_equal(cancel_until_done(&a, ta), -ECANCELED);
 	assert_int_equal(kill(stage, 0), 0); /* the other's goes on */
@@ -846,6 +1303,20 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_input_changed_during_run,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_gc_judges_by_namespace, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_one_run_per_process, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_run_declared_dead_in_flight,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_claim_taken_over_in_flight,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_failure_without_err, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(
+		test_expiry_spares_a_claim_made_meanwhile, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+		test_expiry_spares_a_newer_computation, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -427,7 +427,7 @@ static void test_catalog_calls(void **state)
 
 	/* rolled back as a whole */
 	assert_int_equal(mf_catalog_begin(c), 0);
-	assert_int_equal(mf_catalog_delete_snapshot(c, fx->fp), 0);
+	assert_int_equal(mf_catalog_delete_snapshot(c, fx->fp, NULL, NULL), 0);
 	assert_int_equal(mf_catalog_end(c, -EIO), -EIO);
 	assert_int_equal(mf_catalog_get_snapshot(d, fx->fp, &got), 0);
 	mf_snapshot_rec_release(&got);
