@@ -48,7 +48,8 @@ def parse():
                     f"{CI_BUDGET} with --ci, or $MF_MODEL_BUDGET)")
     ap.add_argument("--build", help="the meson build folder holding tools/")
     ap.add_argument("--max-violations", type=int, default=10,
-                    help="stop a seed after this many (default 10)")
+                    help="stop a seed after this many operations and kinds "
+                    "of violation (default 10)")
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="print the op log of clean runs too")
     ap.add_argument("--only", metavar="KINDS", default="",
@@ -90,7 +91,7 @@ def run_seed(a, seed, nops, deadline):
                 m.note(f"(budget reached: stopped before op {m.op_no + 1})")
                 break
             m.run_op(kind, r)
-            if len(m.violations) >= a.max_violations:
+            if len(m.distinct()) >= a.max_violations:
                 m.note("(too many violations: stopped)")
                 break
         m.finish()
@@ -120,8 +121,9 @@ def report(a, seed, m, rig, err):
         return
     if err:
         print(f"seed {seed}: the test itself failed: {err}")
-    for n, kind, msg in m.violations:
-        print(f"  VIOLATION at op {n} [{kind}]: {msg}")
+    for n, kind, msg, count in m.distinct():
+        more = f" (and {count - 1} more like it)" if count > 1 else ""
+        print(f"  VIOLATION at op {n} [{kind}]: {msg}{more}")
     print("op log:")
     for line in m.log:
         print("  " + line)
@@ -129,7 +131,7 @@ def report(a, seed, m, rig, err):
         print(f"daemon {label} log (last lines):")
         print("    " + tail.replace("\n", "\n    "))
     if m.violations:
-        first = m.violations[0][0]
+        first = min(m.violations[0][0], m.stats["ops"])  # finish counts as one more
         print(f"replay: {replay_line(a, seed, max(first, 1))}")
     sys.stdout.flush()
 

@@ -1,4 +1,4 @@
-"""model_ops.py - the model test's operations and the checks on each.
+"""model_ops.py - the model test's operations.
 
 The operation sequence is drawn from the seed alone, before anything runs
 (gen_ops): every operation is a kind and eight random integers that it
@@ -7,15 +7,15 @@ the same operations, --ops K replays a prefix of them, and outcomes (an
 open that failed, a daemon that died) never shift what comes next.
 
 Every byte read through the mount or matctl is compared with the oracle
-(model_world.py) for the fingerprint it came from; every errno is either
-allowed where the contract allows it (counted by class) or a violation.
+(model_world.py) for the fingerprint it came from (model_check.py); every
+errno is either allowed where the contract allows it (counted by class)
+or a violation. finish() checks the store at the end of a seed.
 
 Not for: starting processes (model_rig.py) or the command line (model.py).
 """
 import errno
 import glob
 import json
-import mmap
 import os
 import random
 import shutil
@@ -23,12 +23,9 @@ import subprocess
 import threading
 import time
 
+from model_check import (GRACE, IO_TIMEOUT, NSLOTS, Checks, ename, io_call,
+                         read_whole)
 from model_rig import RigError
-
-GRACE = 1.5  # "within about a second" of a spec, deps or input change
-IO_TIMEOUT = 90  # an open or read longer than this is a hang
-NAME_LATE = 8  # seconds past GRACE before a name that has not moved is stale
-NSLOTS = 4  # held descriptors at once
 
 # kind -> (weight, the --no-FLAG that disables it)
 OPS = {
@@ -68,109 +65,7 @@ def gen_ops(seed, n, disabled, only=None):
     return [(rng.choices(kinds, weights)[0],
              [rng.randrange(1 << 30) for _ in range(8)]) for _ in range(n)]
 
-
-def ename(e):
-    return errno.errorcode.get(e, str(e))
-
-
-def first_diff(a, b):
-    n = min(len(a), len(b))
-    for i in range(0, n, 4096):
-        if a[i:i + 4096] != b[i:i + 4096]:
-            for j in range(i, min(i + 4096, n)):
-                if a[j] != b[j]:
-                    return j
-    return n
-
-
-def _io(fn, timeout=IO_TIMEOUT):
-    """Runs fn in a thread; returns (value, OSError or None, hung)."""
-    box = {}
-
-    def run():
-        try:
-            box["v"] = fn()
-        except OSError as e:
-            box["e"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        return None, None, True
-    return box.get("v"), box.get("e"), False
-
-
-def _read_whole(path):
-    """(fstat size after open, bytes); raises OSError with .phase set."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as e:
-        e.phase = "open"
-        raise
-    try:
-        size = os.fstat(fd).st_size
-        chunks = []
-        while True:
-            b = os.read(fd, 1 << 20)
-            if not b:
-                break
-            chunks.append(b)
-        return size, b"".join(chunks)
-    except OSError as e:
-        e.phase = "read"
-        raise
-    finally:
-        os.close(fd)
-
-
-class Held:
-    """A descriptor opened, read in part and kept open."""
-
-    def __init__(self, fd, path, d, cands, k, prefix, op):
-        self.fd, self.path, self.d, self.cands, self.k = fd, path, d, cands, k
-        self.prefix, self.op = prefix, op
-
-
-class Model:
-    def __init__(self, world, rig, disabled):
-        self.w, self.rig, self.disabled = world, rig, disabled
-        self.d = rig.daemons
-        self.history = []  # per pipeline: [(monotonic time, fp)]
-        self.seen = []  # per pipeline: distinct fps in order of appearance
-        self.slots = [None] * NSLOTS
-        self.lost = set()  # daemons that lived through an online catalog loss
-        self.stale = set()  # (daemon, pipeline, change) whose name was found stale
-        self.lock = threading.Lock()
-        self.stats = {"ops": 0, "reads": 0, "descriptors": 0, "late_names": 0}
-        self.errors = {}  # "context errno" -> count
-        self.violations = []  # (op number, kind, message)
-        self.log = []  # op log lines
-        self.op_no = 0
-
-    # -- bookkeeping --
-
-    def note(self, text):
-        self.log.append(f"{self.op_no:4d} {text}" if not text.startswith(" ") else
-                        f"     {text}")
-
-    def violation(self, kind, msg):
-        with self.lock:
-            self.violations.append((self.op_no, kind, msg))
-            self.log.append(f"     !! VIOLATION [{kind}] {msg}")
-
-    def allowed(self, ctx, err):
-        with self.lock:
-            key = f"{ctx} {ename(err)}"
-            self.errors[key] = self.errors.get(key, 0) + 1
-
-    def count(self, key, n=1):
-        with self.lock:
-            self.stats[key] += n
-
-    def short(self, fp):
-        return fp[:12] if fp else "?"
-
+class Model(Checks):
     def start(self):
         self.w.write_all(self.rig.pipes)
         now = time.monotonic()
@@ -186,284 +81,6 @@ class Model:
                                f"{self.history[pi][-1][1]}, matctl says {out!r} {err}")
         for d in self.d:
             d.start()
-
-    def changed(self, pi):
-        fp = self.w.current_fp(pi)
-        self.history[pi].append((time.monotonic(), fp))
-        if fp not in self.seen[pi]:
-            self.seen[pi].append(fp)
-        return fp
-
-    def settled(self, pi, t):
-        return self.history[pi][-1][0] <= t - GRACE
-
-    def name_fps(self, pi, t):
-        """The fps the name may point at for an open at time t."""
-        out = set()
-        for when, fp in reversed(self.history[pi]):
-            out.add(fp)
-            if when <= t - GRACE:
-                break
-        return out
-
-    def yielded(self, fp, t):
-        """fp is yielded by a spec and has been for GRACE at time t."""
-        pi = self.w.fp_info[fp][0]
-        return self.history[pi][-1][1] == fp and self.settled(pi, t)
-
-    def settle(self, pi):
-        wait = self.history[pi][-1][0] + GRACE - time.monotonic()
-        if wait > 0:
-            time.sleep(wait + 0.05)
-
-    # -- choosing what an op acts on, from its integers --
-
-    def pick_fp(self, pi, r):
-        if r % 2 == 0:
-            return self.history[pi][-1][1]
-        return self.seen[pi][(r // 2) % len(self.seen[pi])]
-
-    def pick_d(self, r):
-        return self.d[r % len(self.d)]
-
-    def shard_path(self, d, via_name, pi, fp, k):
-        top = self.w.pipelines[pi].name if via_name else fp
-        return os.path.join(d.mnt, top, self.w.shard_name(fp, k))
-
-    # -- the read check --
-
-    def judge(self, what, size, data, cands, k):
-        """Compares a successful read with the oracle of every candidate
-        fingerprint; returns the one it matched, else records why not."""
-        for fp in cands:
-            want = self.w.expected(fp, k)
-            if data == want:
-                if size != len(want):
-                    self.violation("fstat-size", f"{what}: fstat after open says {size}, "
-                                   f"the shard has {len(want)} bytes")
-                self.count("reads")
-                return fp
-        wants = {self.short(fp): len(self.w.expected(fp, k)) for fp in cands}
-        if not data:
-            self.violation("empty-read", f"{what}: open and read succeeded with 0 bytes "
-                           f"(fstat {size}); want {wants}")
-        else:
-            diffs = {self.short(fp): first_diff(data, self.w.expected(fp, k)) for fp in cands}
-            self.violation("wrong-bytes", f"{what}: {len(data)} bytes (fstat {size}) match "
-                           f"no candidate; want sizes {wants}, first difference at {diffs}")
-        return None
-
-    def read_check(self, what, path, cands, k, allow, ctx):
-        """Reads path whole; allow: errnos the contract permits here."""
-        v, e, hung = _io(lambda: _read_whole(path))
-        if hung:
-            self.violation("hang", f"{what}: no answer in {IO_TIMEOUT} s")
-            raise RigError("a read hung")
-        if e is not None:
-            if e.errno in allow:
-                self.allowed(ctx, e.errno)
-                return f"{ename(e.errno)} (allowed)"
-            self.violation(f"errno-{ctx}", f"{what}: {getattr(e, 'phase', '')} failed "
-                           f"with {ename(e.errno)} ({e.strerror})")
-            return f"{ename(e.errno)} VIOLATION"
-        fp = self.judge(what, v[0], v[1], cands, k)
-        return f"ok {len(v[1])} B from {self.short(fp)}" if fp else "BAD BYTES"
-
-    def lenient(self, d):
-        return {errno.EIO, errno.ENOENT, errno.ESTALE} if d in self.lost else set()
-
-    def wait_name(self, d, pi, t):
-        """readlink of the name; when the spec changed more than GRACE ago
-        and the name still points elsewhere, waits up to NAME_LATE more
-        seconds: a name that moves late is counted, one that never moves is
-        a violation. Returns the target (None when unreadable)."""
-        name = self.w.pipelines[pi].name
-        cur = self.history[pi][-1][1]
-        key = (d.label, pi, len(self.history[pi]))  # one wait per change
-        end = time.monotonic() + (0 if key in self.stale else NAME_LATE)
-        waited = False
-        while True:
-            try:
-                link = os.readlink(os.path.join(d.mnt, name))
-            except OSError as e:
-                link = ename(e.errno)
-            if not self.settled(pi, t) or link == cur or d in self.lost:
-                break
-            if time.monotonic() >= end:
-                if key not in self.stale:
-                    self.stale.add(key)
-                    self.violation("name-stale", f"{d.label}:{name} -> {self.short(link)} "
-                                   f"{time.monotonic() - self.history[pi][-1][0]:.1f} s "
-                                   f"after the change; want {self.short(cur)}")
-                return link
-            waited = True
-            time.sleep(0.1)
-        if waited:
-            self.count("late_names")
-            self.note(f"  {d.label}:{name} moved {time.monotonic() - self.history[pi][-1][0]:.1f} s "
-                      "after the change (late, not a violation)")
-        return link
-
-    def read_name(self, d, pi, r, settle=False):
-        if settle:
-            self.settle(pi)
-        name = self.w.pipelines[pi].name
-        t = time.monotonic()
-        cands = self.name_fps(pi, t)
-        cur = self.history[pi][-1][1]
-        k = r % self.w.nshards(cur)
-        link = self.wait_name(d, pi, t)
-        allow = set() if self.settled(pi, t) else {errno.ENOENT, errno.ESTALE}
-        if link != cur and self.settled(pi, t):  # stale, reported: judge the bytes only
-            cands = cands | ({link} if link in self.w.fp_info else set())
-            allow = {errno.ENOENT, errno.ESTALE}
-        cands = {fp for fp in cands if k < self.w.nshards(fp)}
-        what = f"read {d.label}:{name}/{self.w.shard_name(cur, k)}"
-        res = self.read_check(what, self.shard_path(d, True, pi, cur, k), cands, k,
-                              allow | self.lenient(d), "name")
-        self.note(f"  {what}{' (settled)' if settle else ''} -> {res}")
-        return res
-
-    def read_pinned(self, d, fp, k):
-        pi = self.w.fp_info[fp][0]
-        k %= self.w.nshards(fp)
-        t = time.monotonic()
-        allow = set() if self.yielded(fp, t) else {errno.ENOENT, errno.ESTALE}
-        ctx = "pinned" if self.yielded(fp, t) else "pinned-unyielded"
-        what = f"read {d.label}:{self.short(fp)}/{self.w.shard_name(fp, k)}"
-        res = self.read_check(what, self.shard_path(d, False, pi, fp, k), {fp}, k,
-                              allow | self.lenient(d), ctx)
-        self.note(f"  {what}{'' if self.yielded(fp, t) else ' (not yielded)'} -> {res}")
-        return res
-
-    # -- held descriptors --
-
-    def hold(self, slot, d, via_name, pi, fp, k, frac):
-        self.release(slot)
-        t = time.monotonic()
-        if via_name:
-            cands = self.name_fps(pi, t)
-            fp = self.history[pi][-1][1]
-            allow = set() if self.settled(pi, t) else {errno.ENOENT, errno.ESTALE}
-        else:
-            cands = {fp}
-            allow = set() if self.yielded(fp, t) else {errno.ENOENT, errno.ESTALE}
-        k %= self.w.nshards(fp)
-        cands = {c for c in cands if k < self.w.nshards(c)}
-        path = self.shard_path(d, via_name, pi, fp, k)
-        what = f"hold[{slot}] {os.path.relpath(path, self.rig.tmp)}"
-
-        def opener():
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                size = os.fstat(fd).st_size
-                n = max(1, int(size * frac))
-                buf = b""
-                while len(buf) < n:
-                    b = os.read(fd, n - len(buf))
-                    if not b:
-                        break
-                    buf += b
-                return fd, size, buf
-            except OSError:
-                os.close(fd)
-                raise
-        v, e, hung = _io(opener)
-        if hung:
-            self.violation("hang", f"{what}: no answer in {IO_TIMEOUT} s")
-            raise RigError("an open hung")
-        if e is not None:
-            if e.errno in allow | self.lenient(d):
-                self.allowed("hold", e.errno)
-                self.note(f"  {what} -> {ename(e.errno)} (allowed)")
-            else:
-                self.violation("errno-hold", f"{what}: {ename(e.errno)} ({e.strerror})")
-            return
-        fd, size, buf = v
-        ok = {c for c in cands if len(self.w.expected(c, k)) == size
-              and self.w.expected(c, k).startswith(buf)}
-        if not ok:
-            os.close(fd)
-            kind = "empty-read" if size == 0 or not buf else "wrong-bytes"
-            self.violation(kind, f"{what}: fstat {size} and the first {len(buf)} bytes "
-                           f"match no candidate ({[self.short(c) for c in cands]})")
-            return
-        self.slots[slot] = Held(fd, path, d, ok, k, buf, self.op_no)
-        self.note(f"  {what} -> open, {len(buf)} of {size} B read, "
-                  f"from {'/'.join(self.short(c) for c in ok)}")
-
-    def release(self, slot):
-        h = self.slots[slot]
-        if h is None:
-            return
-        self.slots[slot] = None
-        what = (f"held[{slot}] (opened at op {h.op}) "
-                f"{os.path.relpath(h.path, self.rig.tmp)}")
-
-        def check():
-            size = os.fstat(h.fd).st_size
-            rest = b""
-            while True:
-                b = os.read(h.fd, 1 << 20)
-                if not b:
-                    break
-                rest += b
-            whole = b""
-            while True:
-                b = os.pread(h.fd, 1 << 20, len(whole))
-                if not b:
-                    break
-                whole += b
-            mapped = None
-            if size > 0:
-                with mmap.mmap(h.fd, size, prot=mmap.PROT_READ) as m:
-                    mapped = m[:]
-            return size, rest, whole, mapped
-        v, e, hung = _io(check)
-        if hung:
-            self.violation("hang", f"{what}: no answer in {IO_TIMEOUT} s")
-            raise RigError("a held descriptor hung")
-        os.close(h.fd)
-        self.count("descriptors")
-        if e is not None:
-            self.violation("held-descriptor", f"{what}: {ename(e.errno)} ({e.strerror}) "
-                           "on fstat/read/mmap")
-            self.note(f"  release {what} -> {ename(e.errno)} VIOLATION")
-            return
-        size, rest, whole, mapped = v
-        problems = []
-        for fp in h.cands:
-            want = self.w.expected(fp, h.k)
-            p = []
-            if size != len(want):
-                p.append(f"fstat {size} != {len(want)}")
-            if h.prefix + rest != want:
-                p.append(f"read to the end gives {len(h.prefix) + len(rest)} B, "
-                         f"first difference at {first_diff(h.prefix + rest, want)}")
-            if whole != want:
-                p.append(f"pread from 0 gives {len(whole)} B")
-            if mapped is not None and mapped != want:
-                p.append(f"mmap differs at {first_diff(mapped, want)}")
-            if not p:
-                self.note(f"  release {what} -> ok ({len(want)} B)")
-                return
-            problems.append(f"{self.short(fp)}: {'; '.join(p)}")
-        self.violation("held-descriptor", f"{what}: {' | '.join(problems)}")
-        self.note(f"  release {what} -> VIOLATION")
-
-    def drop_fds(self):
-        """Closes every held descriptor unchecked (the run is ending early)."""
-        for s, h in enumerate(self.slots):
-            if h is not None:
-                self.slots[s] = None
-                os.close(h.fd)
-
-    def release_on(self, d):
-        for s, h in enumerate(self.slots):
-            if h is not None and h.d is d:
-                self.release(s)
-
-    # -- one operation --
 
     def run_op(self, kind, r):
         self.op_no += 1
@@ -500,7 +117,8 @@ class Model:
             return
         name = self.w.pipelines[pi].name
         if which == 1:
-            fp, cands, strict = None, self.name_fps(pi, t), self.settled(pi, t)
+            fp = None
+            cands, strict = self.name_view(d, pi, t)
             top = name
         else:
             fp = self.pick_fp(pi, r[3])
@@ -510,7 +128,7 @@ class Model:
         def lister():
             return {n: os.lstat(os.path.join(d.mnt, top, n)).st_size
                     for n in os.listdir(os.path.join(d.mnt, top))}
-        v, e, hung = _io(lister)
+        v, e, hung = io_call(lister)
         if hung:
             self.violation("hang", f"ls -l {d.label}:{top}: no answer")
             raise RigError("a listing hung")
@@ -536,7 +154,7 @@ class Model:
                 p = os.path.join(d.mnt, n)
                 out[n] = os.readlink(p) if os.path.islink(p) else None
             return out
-        v, e, hung = _io(lister)
+        v, e, hung = io_call(lister)
         if hung:
             self.violation("hang", f"ls {d.label}:/: no answer")
             raise RigError("a listing hung")
@@ -608,7 +226,7 @@ class Model:
         k %= self.w.nshards(fp)
         path = self.shard_path(d, via_name, pi, fp, k)
         what = f"rm {os.path.relpath(path, self.rig.tmp)}"
-        _, e, hung = _io(lambda: os.unlink(path))
+        _, e, hung = io_call(lambda: os.unlink(path))
         if hung:
             self.violation("hang", f"{what}: no answer")
             raise RigError("rm hung")
@@ -635,14 +253,15 @@ class Model:
             self.violation("hang", f"rm -r {d.label}:{self.short(fp)}: no answer")
             raise RigError("rm -r hung")
         err = res.stderr.strip()
+        y = self.yielded(fp, t)
         if res.returncode == 0:
             self.note(f"  rm -r {d.label}:{self.short(fp)} -> ok")
-        elif "No such file or directory" in err and not self.yielded(fp, t):
+        elif "No such file or directory" in err and not y:
             self.allowed("rm-r", errno.ENOENT)
             self.note(f"  rm -r {d.label}:{self.short(fp)} -> ENOENT (allowed)")
         else:
             self.violation("errno-rm", f"rm -r {d.label}:{self.short(fp)}: {err}")
-        if self.yielded(fp, t) and d not in self.lost and not os.path.isdir(path):
+        if y and d not in self.lost and not os.path.isdir(path):
             self.violation("listing", f"after rm -r {d.label}:{self.short(fp)}, a "
                            "snapshot a spec yields left the mount")
 
@@ -795,10 +414,14 @@ class Model:
         cfg = self.w.configs[pi]
         if (cfg.spec, cfg.deps, cfg.inputs) == saved:
             return
+        spec, deps, inputs = cfg.spec != saved[0], cfg.deps != saved[1], cfg.inputs != saved[2]
         cfg.spec, cfg.deps, cfg.inputs = saved
-        self.w.write_spec(self.rig.pipes, pi)
-        self.w.write_deps(self.rig.pipes, pi)
-        self.w.write_inputs(self.rig.pipes, pi)
+        if spec:  # only what changed: every moment on disk is a known config
+            self.w.write_spec(self.rig.pipes, pi)
+        if deps:
+            self.w.write_deps(self.rig.pipes, pi)
+        if inputs:
+            self.w.write_inputs(self.rig.pipes, pi)
         fp = self.changed(pi)
         self.note(f"  change back: {self.w.pipelines[pi].name} -> {self.short(fp)}")
 
@@ -838,7 +461,7 @@ class Model:
 
         def reader(i):
             try:
-                results[i] = ("ok", _read_whole(paths[i][2]))
+                results[i] = ("ok", read_whole(paths[i][2]))
             except OSError as e:
                 results[i] = ("err", e)
         threads = [threading.Thread(target=reader, args=(i,), daemon=True)
@@ -864,12 +487,12 @@ class Model:
                 self.violation("hang", f"race reader on {self.short(fp)} shard {k}: "
                                f"no answer in {IO_TIMEOUT} s")
                 raise RigError("a race reader hung")
+        views = {d.label: self.name_view(d, pi, t0) for d in self.d}  # after any edit
         for i, (kind, v) in enumerate(results):
             d, via_name, path = paths[i]
             what = f"race reader {i} {os.path.relpath(path, self.rig.tmp)}"
-            cands = self.name_fps(pi, t0) if via_name else {fp}
+            cands, strict = views[d.label] if via_name else ({fp}, self.yielded(fp, t0))
             cands = {c for c in cands if k < self.w.nshards(c)}
-            strict = self.settled(pi, t0) if via_name else self.yielded(fp, t0)
             allow = set() if strict else {errno.ENOENT, errno.ESTALE}
             if disrupt in ("rm_shard", "rm_dir"):
                 allow = allow | {errno.ENOENT}  # the path was removed under it
@@ -925,7 +548,7 @@ class Model:
 
             def reader():
                 try:
-                    box["v"] = _read_whole(path)
+                    box["v"] = read_whole(path)
                 except OSError as e:
                     box["e"] = e
             t = threading.Thread(target=reader, daemon=True)
@@ -954,9 +577,9 @@ class Model:
             cmd = [["ls"], ["stat", "alpha"], ["gc"], ["warm", "gamma"]][r[7] % 4]
             self.note(f"catalog_loss while mounted: read, rm catalog.db*, "
                       f"matctl {' '.join(cmd)}, read everything at once")
-            for i, d in enumerate(self.d):
+            for d in self.d:  # some shards materialized before the loss
                 for pi in range(3):
-                    self.read_pinned(d, self.history[pi][-1][1], r[2] + i)
+                    self.read_pinned(d, self.history[pi][-1][1], r[2])
             for suffix in ("", "-wal", "-shm"):
                 try:
                     os.unlink(cat + suffix)
@@ -965,17 +588,20 @@ class Model:
             st, _, err = self.rig.matctl(*cmd)
             self.note(f"  matctl {' '.join(cmd)} -> {st}{' ' + err if err else ''}")
             self.lost.update(self.d)
+            # bursts of concurrent reads: more catalog connections than the
+            # daemons held before, so some are opened after the loss
             jobs = [(d, self.history[pi][-1][1], k) for d in self.d for pi in range(3)
                     for k in range(self.w.nshards(self.history[pi][-1][1]))]
-            threads = [threading.Thread(target=self.read_pinned, args=j, daemon=True)
-                       for j in jobs]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(IO_TIMEOUT)
-                if t.is_alive():
-                    self.violation("hang", "a read after the catalog loss: no answer")
-                    raise RigError("a read hung")
+            for _ in range(2):
+                threads = [threading.Thread(target=self.read_pinned, args=j, daemon=True)
+                           for j in jobs * 2]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(IO_TIMEOUT)
+                    if t.is_alive():
+                        self.violation("hang", "a read after the catalog loss: no answer")
+                        raise RigError("a read hung")
             return
         self.note("catalog_loss offline: stop, rm catalog.db*, one daemon start, "
                   "fsck --rebuild")
