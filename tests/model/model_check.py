@@ -209,8 +209,12 @@ class Checks:
         return None
 
     def read_check(self, what, path, cands, k, allow, ctx):
-        """Reads path whole; allow: errnos the contract permits here."""
+        """Reads path whole; cands: the fingerprints it may come from (or a
+        function that says so once the read is done); allow: errnos the
+        contract permits here."""
         v, e, hung = io_call(lambda: read_whole(path))
+        if callable(cands):
+            cands = cands()
         if hung:
             self.violation("hang", f"{what}: no answer in {IO_TIMEOUT} s")
             raise RigError("a read hung")
@@ -238,10 +242,7 @@ class Checks:
         end = time.monotonic() + (0 if key in self.stale else NAME_LATE)
         waited = False
         while True:
-            try:
-                link = os.readlink(os.path.join(d.mnt, name))
-            except OSError as e:
-                link = ename(e.errno)
+            link = self.readlink(d, pi)
             if not self.settled(pi, t) or link == cur or d in self.lost:
                 break
             if time.monotonic() >= end:
@@ -262,15 +263,21 @@ class Checks:
 
     def name_view(self, d, pi, t):
         """(fingerprints a read through d's name may give, whether errors
-        are violations): a stale name, once reported, adds its target and
-        leaves its errors to that report."""
+        are violations, where the name points): a stale name, once
+        reported, adds its target and leaves its errors to that report."""
         cands = self.name_fps(pi, t)
         strict = self.settled(pi, t)
         link = self.wait_name(d, pi, t)
         if strict and link != self.history[pi][-1][1]:
             cands = cands | ({link} if link in self.w.fp_info else set())
             strict = False
-        return cands, strict
+        return cands, strict, link
+
+    def readlink(self, d, pi):
+        try:
+            return os.readlink(os.path.join(d.mnt, self.w.pipelines[pi].name))
+        except OSError as e:
+            return ename(e.errno)
 
     def read_name(self, d, pi, r, settle=False):
         if settle:
@@ -279,13 +286,17 @@ class Checks:
         t = time.monotonic()
         cur = self.history[pi][-1][1]
         k = r % self.w.nshards(cur)
-        cands, strict = self.name_view(d, pi, t)
+        cands, strict, before = self.name_view(d, pi, t)
         allow = set() if strict else {errno.ENOENT, errno.ESTALE}
         cands = {fp for fp in cands if k < self.w.nshards(fp)}
+
+        def narrowed():  # the name pointed at one fingerprint throughout
+            after = self.readlink(d, pi)
+            return {after} if after == before and after in cands else cands
         what = f"read {d.label}:{name}/{self.w.shard_name(cur, k)}"
-        res = self.read_check(what, self.shard_path(d, True, pi, cur, k), cands, k,
+        res = self.read_check(what, self.shard_path(d, True, pi, cur, k), narrowed, k,
                               allow | self.lenient(d), "name")
-        self.note(f"  {what}{' (settled)' if settle else ''} -> {res}")
+        self.note(f"  {what} (-> {self.short(before)}){' settled' if settle else ''}: {res}")
         return res
 
     def read_pinned(self, d, fp, k):
@@ -306,7 +317,7 @@ class Checks:
         self.release(slot)
         t = time.monotonic()
         if via_name:
-            cands, strict = self.name_view(d, pi, t)
+            cands, strict, before = self.name_view(d, pi, t)
             fp = self.history[pi][-1][1]
             allow = set() if strict else {errno.ENOENT, errno.ESTALE}
         else:
@@ -344,6 +355,8 @@ class Checks:
                 self.violation("errno-hold", f"{what}: {ename(e.errno)} ({e.strerror})")
             return
         fd, size, buf = v
+        if via_name and self.readlink(d, pi) == before and before in cands:
+            cands = {before}  # the name pointed at one fingerprint throughout
         ok = {c for c in cands if len(self.w.expected(c, k)) == size
               and self.w.expected(c, k).startswith(buf)}
         if not ok:

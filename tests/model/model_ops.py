@@ -118,7 +118,7 @@ class Model(Checks):
         name = self.w.pipelines[pi].name
         if which == 1:
             fp = None
-            cands, strict = self.name_view(d, pi, t)
+            cands, strict, _ = self.name_view(d, pi, t)
             top = name
         else:
             fp = self.pick_fp(pi, r[3])
@@ -487,7 +487,7 @@ class Model(Checks):
                 self.violation("hang", f"race reader on {self.short(fp)} shard {k}: "
                                f"no answer in {IO_TIMEOUT} s")
                 raise RigError("a race reader hung")
-        views = {d.label: self.name_view(d, pi, t0) for d in self.d}  # after any edit
+        views = {d.label: self.name_view(d, pi, t0)[:2] for d in self.d}  # after any edit
         for i, (kind, v) in enumerate(results):
             d, via_name, path = paths[i]
             what = f"race reader {i} {os.path.relpath(path, self.rig.tmp)}"
