@@ -55,9 +55,9 @@ def parse():
     ap.add_argument("--only", metavar="KINDS", default="",
                     help="only these operation kinds, comma-separated: "
                     + ", ".join(OPS))
-    for f in FLAGS:
+    for f, what in FLAGS.items():
         ap.add_argument(f"--no-{f}", dest="no_" + f.replace("-", "_"),
-                        action="store_true", help=f"leave out: {f}")
+                        action="store_true", help=f"leave out {what}")
     a = ap.parse_args()
     a.disabled = {f for f in FLAGS if getattr(a, "no_" + f.replace("-", "_"))}
     a.only = [k for k in a.only.split(",") if k]
@@ -102,7 +102,7 @@ def run_seed(a, seed, nops, deadline):
         raise
     finally:
         m.drop_fds()
-        tails = {d.label: d.log_tail() for d in rig.daemons}
+        tails = {d.label: (d.log_tail(), d.log_errors()) for d in rig.daemons}
         rig.close()
     m.tails = tails
     m.rig_error = err
@@ -127,9 +127,12 @@ def report(a, seed, m, rig, err):
     print("op log:")
     for line in m.log:
         print("  " + line)
-    for label, tail in getattr(m, "tails", {}).items():
+    for label, (tail, errors) in getattr(m, "tails", {}).items():
         print(f"daemon {label} log (last lines):")
         print("    " + tail.replace("\n", "\n    "))
+        if errors:
+            print(f"daemon {label} log (last lines saying something failed):")
+            print("    " + errors.replace("\n", "\n    "))
     if m.violations:
         first = min(m.violations[0][0], m.stats["ops"])  # finish counts as one more
         print(f"replay: {replay_line(a, seed, max(first, 1))}")

@@ -50,9 +50,25 @@ OPS = {
     "wait": (1.5, None),
     "catalog_loss": (0.6, "catalog-loss"),
 }
-# flags that disable a behaviour inside other operations, not an op kind
-EXTRA_FLAGS = ["keep", "expire-after", "second-daemon"]
-FLAGS = sorted({f for _, f in OPS.values() if f} | set(EXTRA_FLAGS))
+# --no-FLAG: what each leaves out (in every operation that would do it)
+FLAGS = {
+    "spec-edits": "spec edits (an argv word, shards, keep, expire_after, codec)",
+    "deps-edits": "edits of deps files",
+    "input-edits": "edits of input files",
+    "rm": "rm of a shard and rm -r of a snapshot through the mount",
+    "matctl-rm": "matctl rm",
+    "expire": "matctl expire",
+    "gc": "matctl gc",
+    "matctl-cat": "matctl cat",
+    "holds": "descriptors held across operations",
+    "race": "concurrent readers of one shard with a disruption",
+    "remount": "clean remounts",
+    "kill": "kill -9 of a daemon",
+    "catalog-loss": "deleting catalog.db, mounted and with the daemons stopped",
+    "keep": "keep: in specs",
+    "expire-after": "expire_after: in specs",
+    "second-daemon": "the second daemon (one mount only)",
+}
 
 
 def gen_ops(seed, n, disabled, only=None):
@@ -162,10 +178,8 @@ class Model(Checks):
             self.violation("errno-list", f"ls {d.label}:/: {ename(e.errno)}")
             return
         for pi, p in enumerate(self.w.pipelines):
-            if self.settled(pi, t) and v.get(p.name) not in self.name_fps(pi, t):
-                self.wait_name(d, pi, t)
             cur = self.history[pi][-1][1]
-            if self.settled(pi, t) and cur not in v:
+            if self.yielded(cur, t) and cur not in v:  # (a stale name is reported there)
                 self.violation("listing", f"ls {d.label}:/: the current fingerprint "
                                f"{self.short(cur)} of {p.name} is not listed")
         for n, target in v.items():
@@ -314,7 +328,8 @@ class Model(Checks):
         if st == 0:
             fp_ok = self.judge(what, len(out), out, {fp}, k)
             self.note(f"  {what} -> {'ok' if fp_ok else 'BAD BYTES'} {len(out)} B")
-        elif not self.yielded(fp, t) and ("no snapshot" in err or "changed" in err):
+        elif not self.yielded(fp, t) and ("no snapshot" in err or
+                                          "can no longer be computed" in err):
             self.allowed("matctl-cat", errno.ENOENT if "no snapshot" in err else errno.ESTALE)
             self.note(f"  {what} -> {st} (allowed: {err})")
         else:

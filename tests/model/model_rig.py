@@ -106,6 +106,16 @@ class Daemon:
             return ""
         return "\n".join(lines[-n:])
 
+    def log_errors(self, n=15):
+        """The last n lines of the log that say something failed."""
+        try:
+            with open(self.log, "rb") as f:
+                lines = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            return ""
+        keys = ("error", "fail", "corrupt", "cannot", "exited", "Sanitizer")
+        return "\n".join([ln for ln in lines if any(k in ln for k in keys)][-n:])
+
     def sanitizer_report(self):
         try:
             with open(self.log, "rb") as f:
