@@ -98,6 +98,7 @@ class Checks:
         self.slots = [None] * NSLOTS
         self.lost = set()  # daemons that lived through an online catalog loss
         self.stale = set()  # (daemon, pipeline, change) whose name was found stale
+        self.stale_to = {}  # (daemon, pipeline) -> the targets it was found stale at
         self.lock = threading.Lock()
         self.stats = {"ops": 0, "reads": 0, "descriptors": 0, "late_names": 0}
         self.errors = {}  # "context errno" -> count
@@ -235,7 +236,8 @@ class Checks:
         """readlink of the name; when the spec changed more than GRACE ago
         and the name still points elsewhere, waits up to NAME_LATE more
         seconds: a name that moves late is counted, one that never moves is
-        a violation. Returns the target (an errno name when unreadable)."""
+        a violation (not through a daemon whose catalog was deleted under
+        it). Returns the target (an errno name when unreadable)."""
         name = self.w.pipelines[pi].name
         cur = self.history[pi][-1][1]
         key = (d.label, pi, len(self.history[pi]))  # one wait per change
@@ -243,10 +245,11 @@ class Checks:
         waited = False
         while True:
             link = self.readlink(d, pi)
-            if not self.settled(pi, t) or link == cur or d in self.lost:
+            if not self.settled(pi, t) or link == cur:
                 break
-            if time.monotonic() >= end:
-                if key not in self.stale:
+            if time.monotonic() >= end or d in self.lost:
+                self.stale_to.setdefault(key[:2], set()).add(link)
+                if key not in self.stale and d not in self.lost:
                     self.stale.add(key)
                     self.violation("name-stale", f"{d.label}:{name} -> {self.short(link)} "
                                    f"{time.monotonic() - self.history[pi][-1][0]:.1f} s "
@@ -268,7 +271,8 @@ class Checks:
         cands = self.name_fps(pi, t)
         strict = self.settled(pi, t)
         link = self.wait_name(d, pi, t)
-        if strict and link != self.history[pi][-1][1]:
+        if (strict and link != self.history[pi][-1][1]) or \
+                link in self.stale_to.get((d.label, pi), ()):
             cands = cands | ({link} if link in self.w.fp_info else set())
             strict = False
         return cands, strict, link
