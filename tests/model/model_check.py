@@ -129,8 +129,9 @@ class Checks:
         return list(out.values())
 
     def allowed(self, ctx, err):
+        """Counts an allowed error: an errno, or a word saying what."""
         with self.lock:
-            key = f"{ctx} {ename(err)}"
+            key = f"{ctx} {ename(err) if isinstance(err, int) else err}"
             self.errors[key] = self.errors.get(key, 0) + 1
 
     def count(self, key, n=1):
