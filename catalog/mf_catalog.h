@@ -155,6 +155,9 @@ enum mf_claim {
 	MF_CLAIM_MINE = 0, /* the caller's run now owns the shard: compute it */
 	MF_CLAIM_DONE = 1, /* already materialized: read it */
 	MF_CLAIM_WAIT = 2, /* a live run is computing it: wait and ask again */
+	MF_CLAIM_FAILED = 3, /* the attempt the caller waited on failed: its
+				error is the caller's answer (only from
+				mf_catalog_claim_shard_waited) */
 };
 
 /*
@@ -175,6 +178,20 @@ enum mf_claim {
 int mf_catalog_claim_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			   const struct mf_run_rec *me, int64_t now,
 			   enum mf_claim *result, struct mf_shard_rec *cur);
+
+/*
+ * As mf_catalog_claim_shard, for a caller that was told WAIT while attempt
+ * `waited` of the shard ran (cur->attempts of that answer; 0: it did not
+ * wait): if that very attempt has failed since, answers FAILED with the
+ * failed row in *cur and changes nothing. So one failed attempt reaches
+ * everyone who waited on it, in any process, instead of each running the
+ * stage again; the next claim that did not wait on it tries again.
+ */
+int mf_catalog_claim_shard_waited(struct mf_catalog *c, const char *fp,
+				  uint32_t index, const struct mf_run_rec *me,
+				  int64_t now, uint32_t waited,
+				  enum mf_claim *result,
+				  struct mf_shard_rec *cur);
 
 /* Marks a shard owned by run_id materialized with its sizes. -ESTALE if the
  * shard is no longer running under run_id (nothing changes then). */
