@@ -205,9 +205,10 @@ int mf_catalog_complete_shard(struct mf_catalog *c, const char *fp,
 int mf_catalog_fail_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			  const char *run_id, int32_t exit_status,
 			  const char *error, const char *stderr_tail);
-/* Back to absent (rm of a shard, a corrupt chunk). If run_id is not NULL,
- * only when the shard is still materialized or failed under that run, the
- * attempt the caller saw (-ESTALE otherwise). */
+/* Back to absent. If run_id is not NULL, only when the shard is still
+ * materialized or failed under that run, whatever the attempt (-ESTALE
+ * otherwise); the engine expires through mf_catalog_expire_shards, which
+ * checks the attempt too. */
 int mf_catalog_reset_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			   const char *run_id);
 /* Expiry of what a caller listed: in one transaction, each recs[i] that
