@@ -262,7 +262,7 @@ static int shard_take(struct mf_catalog *c, const char *fp, uint32_t index,
 /* The decision, inside the caller's transaction. */
 static int claim_decide(struct mf_catalog *c, const char *fp, uint32_t index,
 			const struct mf_run_rec *me, int64_t now,
-			enum mf_claim *res)
+			uint64_t waited, enum mf_claim *res)
 {
 	struct mf_shard_rec row;
 	char owner[MF_RUN_ID_HEX_LEN + 1];
@@ -271,10 +271,15 @@ static int claim_decide(struct mf_catalog *c, const char *fp, uint32_t index,
 	if (rc)
 		return rc;
 	enum mf_shard_state state = row.state;
+	uint64_t generation = row.generation;
 	memcpy(owner, row.run_id, sizeof(owner));
 	mf_shard_rec_release(&row);
 	if (state == MF_SHARD_MATERIALIZED) {
 		*res = MF_CLAIM_DONE;
+		return 0;
+	}
+	if (state == MF_SHARD_FAILED && waited != 0 && generation == waited) {
+		*res = MF_CLAIM_FAILED;
 		return 0;
 	}
 	/* Running under me: my earlier attempt ended without recording its
@@ -302,6 +307,16 @@ int mf_catalog_claim_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			   const struct mf_run_rec *me, int64_t now,
 			   enum mf_claim *result, struct mf_shard_rec *cur)
 {
+	return mf_catalog_claim_shard_waited(c, fp, index, me, now, 0, result,
+					     cur);
+}
+
+int mf_catalog_claim_shard_waited(struct mf_catalog *c, const char *fp,
+				  uint32_t index, const struct mf_run_rec *me,
+				  int64_t now, uint64_t waited,
+				  enum mf_claim *result,
+				  struct mf_shard_rec *cur)
+{
 	if (!c || !fp || !me || !result || strcmp(me->fp, fp) != 0)
 		return -EINVAL;
 	struct mf_shard_rec row = {0};
@@ -309,7 +324,7 @@ int mf_catalog_claim_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 	int rc = cat_begin(c);
 	if (rc)
 		return rc;
-	rc = claim_decide(c, fp, index, me, now, &res);
+	rc = claim_decide(c, fp, index, me, now, waited, &res);
 	if (!rc && cur)
 		rc = shard_read(c, fp, index, &row);
 	rc = cat_finish(c, rc);

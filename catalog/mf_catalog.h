@@ -190,6 +190,9 @@ enum mf_claim {
 	MF_CLAIM_MINE = 0, /* the caller's run now owns the shard: compute it */
 	MF_CLAIM_DONE = 1, /* already materialized: read it */
 	MF_CLAIM_WAIT = 2, /* a live run is computing it: wait and ask again */
+	MF_CLAIM_FAILED = 3, /* the attempt the caller waited on failed: its
+				error is the caller's answer (only from
+				mf_catalog_claim_shard_waited) */
 };
 
 /*
@@ -212,6 +215,20 @@ int mf_catalog_claim_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			   const struct mf_run_rec *me, int64_t now,
 			   enum mf_claim *result, struct mf_shard_rec *cur);
 
+/*
+ * As mf_catalog_claim_shard, for a caller that was told WAIT while the
+ * computation `waited` of the shard ran (cur->generation of that answer;
+ * 0: it did not wait): if that very computation has failed since, answers FAILED with the
+ * failed row in *cur and changes nothing. So one failed attempt reaches
+ * everyone who waited on it, in any process, instead of each running the
+ * stage again; the next claim that did not wait on it tries again.
+ */
+int mf_catalog_claim_shard_waited(struct mf_catalog *c, const char *fp,
+				  uint32_t index, const struct mf_run_rec *me,
+				  int64_t now, uint64_t waited,
+				  enum mf_claim *result,
+				  struct mf_shard_rec *cur);
+
 /* Marks a shard owned by run_id materialized with its sizes. -ESTALE if the
  * shard is no longer running under run_id (nothing changes then). */
 int mf_catalog_complete_shard(struct mf_catalog *c, const char *fp,
@@ -226,7 +243,8 @@ int mf_catalog_fail_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			  const char *error, const char *stderr_tail);
 /* Back to absent (rm of a shard, a corrupt chunk), generation 0. If run_id
  * is not NULL, only when the shard is still materialized or failed under
- * that run, the attempt the caller saw (-ESTALE otherwise). */
+ * that run, whatever the attempt (-ESTALE otherwise); the engine expires
+ * through mf_catalog_expire_shards, which checks the generation too. */
 int mf_catalog_reset_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			   const char *run_id);
 /* Gives up a claim nobody wants any more: a shard running under run_id

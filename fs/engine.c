@@ -437,50 +437,87 @@ enum again {
 	AGAIN_LOST, /* our run was declared dead, or lost its claim */
 };
 
+/* What the claim loop of one open keeps between its steps. */
+struct claim_loop {
+	enum again again; /* why the last step answered -EAGAIN */
+	uint64_t waited; /* generation running elsewhere we last waited on; 0:
+			    none */
+};
+
+/* The attempt this open waited on failed elsewhere: that failure is the
+ * answer here too (-EIO with its error), rather than running the stage
+ * again; the next open tries again. */
+static int waited_failed(const char *fp, uint32_t shard,
+			 const struct mf_shard_rec *cur, char **err)
+{
+	if (cur->error)
+		eng_errf(err, "%s", cur->error);
+	else
+		eng_errf(err, "shard %u of %.12s failed in another process",
+			 shard, fp);
+	return -EIO;
+}
+
+/* Computes the shard just claimed; 0 never: -EAGAIN to read it back (or to
+ * wait for the owner that took the claim over), or an error. */
+static int compute_step(struct mf_engine *e, struct mf_catalog *c,
+			const char *fp, uint32_t shard, const char *run_id,
+			struct claim_loop *l, char **err)
+{
+	int rc = compute_claimed(e, c, fp, shard, run_id, err);
+	if (rc == -EAGAIN) {
+		l->again = AGAIN_LOST;
+	} else if (rc == 0) { /* read it through the catalog like anyone */
+		l->again = AGAIN_NOW;
+		rc = -EAGAIN;
+	}
+	return rc;
+}
+
 /* One step of the claim loop. Returns 0 with *out (and *rec, the row it
- * was opened from), -EAGAIN to go round again for the reason in *again,
- * or an error. */
+ * was opened from), -EAGAIN to go round again for the reason in
+ * l->again, or an error. */
 static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 		      uint32_t shard, struct mf_shard_reader **out,
-		      struct mf_shard_rec *rec, enum again *again, char **err)
+		      struct mf_shard_rec *rec, struct claim_loop *l,
+		      char **err)
 {
 	struct mf_shard_rec cur;
 	int rc = mf_catalog_get_shard(c, fp, shard, &cur);
 	if (rc)
 		return rc;
-	*again = AGAIN_VANISHED; /* what -EAGAIN from open_committed means */
+	l->again = AGAIN_VANISHED; /* what -EAGAIN from open_committed means */
 	if (cur.state == MF_SHARD_MATERIALIZED)
 		return open_committed_rec(e, c, &cur, out, rec);
 	mf_shard_rec_release(&cur);
 
 	struct mf_run_rec me;
-	rc = run_for(e, fp, &me);
-	if (rc)
-		return rc;
 	enum mf_claim got;
-	rc = mf_catalog_claim_shard(c, fp, shard, &me, mf_now_s(), &got, &cur);
+	rc = run_for(e, fp, &me);
+	rc = rc ? rc
+		: mf_catalog_claim_shard_waited(c, fp, shard, &me, mf_now_s(),
+						l->waited, &got, &cur);
 	if (rc == -ESTALE) {
 		run_retire(e, me.run_id);
-		*again = AGAIN_LOST;
+		l->again = AGAIN_LOST;
 		return -EAGAIN;
 	}
 	if (rc)
 		return rc;
 	if (got == MF_CLAIM_DONE)
 		return open_committed_rec(e, c, &cur, out, rec);
+	if (got == MF_CLAIM_FAILED)
+		rc = waited_failed(fp, shard, &cur, err);
+	else if (got == MF_CLAIM_WAIT)
+		l->waited = cur.generation;
 	mf_shard_rec_release(&cur);
+	if (got == MF_CLAIM_FAILED)
+		return rc;
 	if (got == MF_CLAIM_WAIT) {
-		*again = AGAIN_WAIT;
+		l->again = AGAIN_WAIT;
 		return -EAGAIN;
 	}
-	rc = compute_claimed(e, c, fp, shard, me.run_id, err);
-	if (rc == -EAGAIN) {
-		*again = AGAIN_LOST;
-	} else if (rc == 0) { /* read it through the catalog like anyone */
-		*again = AGAIN_NOW;
-		rc = -EAGAIN;
-	}
-	return rc;
+	return compute_step(e, c, fp, shard, me.run_id, l, err);
 }
 
 static bool flight_cancelled(struct mf_engine *e, const struct flight *f)
@@ -503,11 +540,12 @@ static int lead(struct mf_engine *e, const struct flight *f,
 		return rc;
 	uint64_t wait_ns = WAIT_MIN_NS;
 	int vanished = 0, lost = 0;
+	struct claim_loop l = {AGAIN_NOW, 0};
 	for (;;) {
-		enum again again = AGAIN_NOW;
-		rc = claim_step(e, c, fp, shard, out, rec, &again, err);
+		rc = claim_step(e, c, fp, shard, out, rec, &l, err);
 		if (rc != -EAGAIN)
 			break;
+		enum again again = l.again;
 		if (again == AGAIN_WAIT && flight_cancelled(e, f)) {
 			eng_errf(err, "shard %u of %.12s: wait cancelled",
 				 shard, fp);

@@ -13,6 +13,9 @@
  * one attempt (and its result, success or error). Across processes on the
  * host the catalog's claim decides; a process that loses waits, polling the
  * catalog, until the owner commits or dies, and then reads or takes over.
+ * When the attempt it waited on fails, that failure is its answer too
+ * (-EIO): a failing stage runs once for all who waited, and the next open
+ * tries again.
  *
  * Thread-safety: every function may be called from any thread at once,
  * except mf_engine_close, which must be called once nothing else runs.

@@ -164,6 +164,55 @@ static void test_fail_then_retry(void **state)
 	mf_shard_rec_release(&cur);
 }
 
+/* One failed attempt reaches everyone who waited on it; a claimer that
+ * did not wait on that very attempt tries again. */
+static void test_waiter_gets_the_failure(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_run_rec a, b, c;
+	enum mf_claim got;
+	struct mf_shard_rec cur;
+	int64_t now = mf_now_s();
+	ct_run_self(&a, '1', fp_a());
+	ct_run_self(&b, '2', fp_a());
+	ct_run_self(&c, '3', fp_a());
+	cur = claim(f->cat, 1, &a, now, MF_CLAIM_MINE);
+	mf_shard_rec_release(&cur);
+	cur = claim(f->cat, 1, &b, now, MF_CLAIM_WAIT);
+	uint64_t waited = cur.generation;
+	assert_int_equal(cur.attempts, 1);
+	assert_true(waited != 0);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_fail_shard(f->cat, fp_a(), 1, a.run_id, 256,
+					       "stage exited 1", "tail"),
+			 0);
+	assert_int_equal(mf_catalog_claim_shard_waited(f->cat, fp_a(), 1, &b,
+						       now, waited, &got, &cur),
+			 0);
+	assert_int_equal(got, MF_CLAIM_FAILED);
+	assert_int_equal(cur.state, MF_SHARD_FAILED); /* nothing changed */
+	assert_int_equal(cur.attempts, 1);
+	assert_string_equal(cur.error, "stage exited 1");
+	assert_string_equal(cur.run_id, a.run_id);
+	mf_shard_rec_release(&cur);
+
+	/* c waited on nothing: it tries again; attempt 2 fails too */
+	cur = claim(f->cat, 1, &c, now, MF_CLAIM_MINE);
+	assert_int_equal(cur.attempts, 2);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(
+	    mf_catalog_fail_shard(f->cat, fp_a(), 1, c.run_id, 256, "x", NULL),
+	    0);
+	/* b's wait was on attempt 1's computation: attempt 2's failure is not
+	 * its answer */
+	assert_int_equal(mf_catalog_claim_shard_waited(f->cat, fp_a(), 1, &b,
+						       now, waited, &got, &cur),
+			 0);
+	assert_int_equal(got, MF_CLAIM_MINE);
+	assert_int_equal(cur.attempts, 3);
+	mf_shard_rec_release(&cur);
+}
+
 /* A pid of a process that has exited and been reaped, with the start time
  * it had. */
 static pid_t dead_pid(uint64_t *start)
@@ -782,6 +831,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    T(test_claim_mine_wait_done),
 	    T(test_fail_then_retry),
+	    T(test_waiter_gets_the_failure),
 	    T(test_take_over_dead_pid),
 	    T(test_take_over_reused_pid),
 	    T(test_other_host),

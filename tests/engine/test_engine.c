@@ -1049,6 +1049,92 @@ static void test_failure_without_err(void **state)
 	assert_int_equal(count_calls(fx), 0);
 }
 
+/* A stage that fails slowly: it waits at the gate, then exits 1 unless
+ * the file "ok" exists. */
+#define SLOW_FAIL_STAGE                                                        \
+	"  - exec: [/bin/sh, -c, 'echo x >> calls; " GATE                      \
+	"[ -e ok ] || exit 1; cat']\n"
+
+/* Joins the opener and checks it failed with EIO and the stage's error. */
+static void opener_expect_eio(pthread_t tid, struct opener *o)
+{
+	pthread_join(tid, NULL);
+	if (o->rc == 0)
+		free(o->data);
+	assert_int_equal(o->rc, -EIO);
+	assert_non_null(o->err);
+	assert_non_null(strstr(o->err, "exited with status 1"));
+	free(o->err);
+}
+
+/* The engine's claims go through this wrapper (-Wl,--wrap), which counts
+ * the WAIT answers: a test knows when an open is waiting. */
+int __real_mf_catalog_claim_shard_waited(struct mf_catalog *c, const char *fp,
+					 uint32_t index,
+					 const struct mf_run_rec *me,
+					 int64_t now, uint64_t waited,
+					 enum mf_claim *result,
+					 struct mf_shard_rec *cur);
+int __wrap_mf_catalog_claim_shard_waited(struct mf_catalog *c, const char *fp,
+					 uint32_t index,
+					 const struct mf_run_rec *me,
+					 int64_t now, uint64_t waited,
+					 enum mf_claim *result,
+					 struct mf_shard_rec *cur);
+static int claims_waiting; /* WAIT answers so far; atomic */
+
+int __wrap_mf_catalog_claim_shard_waited(struct mf_catalog *c, const char *fp,
+					 uint32_t index,
+					 const struct mf_run_rec *me,
+					 int64_t now, uint64_t waited,
+					 enum mf_claim *result,
+					 struct mf_shard_rec *cur)
+{
+	int rc = __real_mf_catalog_claim_shard_waited(c, fp, index, me, now,
+						      waited, result, cur);
+	if (rc == 0 && *result == MF_CLAIM_WAIT)
+		__atomic_add_fetch(&claims_waiting, 1, __ATOMIC_SEQ_CST);
+	return rc;
+}
+
+/* Two engines on one store (two daemons): one runs a stage that fails,
+ * the other waits on its claim. The failure reaches both, the stage ran
+ * once; the next open tries again, once. */
+static void test_failure_reaches_every_waiter(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, SLOW_FAIL_STAGE, 1);
+	fx_open(fx);
+	struct mf_engine *e2;
+	struct mf_engine_opts o = {.store_dir = fx->store};
+	char *err = NULL, *data;
+	size_t len;
+	assert_int_equal(mf_engine_open(&o, &e2, &err), 0);
+	pthread_t ta, tb;
+	struct opener a, b;
+	opener_start(&a, &ta, fx->e, fx->fp, 0, NULL);
+	wait_calls(fx, 1);
+	__atomic_store_n(&claims_waiting, 0, __ATOMIC_SEQ_CST);
+	opener_start(&b, &tb, e2, fx->fp, 0, NULL);
+	for (int i = 0; i < 60000 &&
+	     __atomic_load_n(&claims_waiting, __ATOMIC_SEQ_CST) == 0;
+	     i++)
+		usleep(1000);
+	assert_true(__atomic_load_n(&claims_waiting, __ATOMIC_SEQ_CST) > 0);
+	touch(fx, "go");
+	opener_expect_eio(ta, &a);
+	opener_expect_eio(tb, &b);
+	assert_int_equal(count_calls(fx), 1);
+	assert_state(fx, 0, MF_SHARD_FAILED);
+
+	touch(fx, "ok");
+	assert_int_equal(read_shard(e2, fx->fp, 0, &data, &len, &err), 0);
+	assert_int_equal(len, 4 * 13);
+	free(data);
+	assert_int_equal(count_calls(fx), 2);
+	mf_engine_close(e2);
+}
+
 /* ---- something happens between expiry's listing and its writes ---- */
 
 /* The engine's calls to mf_catalog_list_shards go through this wrapper
@@ -1317,6 +1403,8 @@ int main(void)
 		test_expiry_spares_a_claim_made_meanwhile, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 		test_expiry_spares_a_newer_computation, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_failure_reaches_every_waiter,
+					    setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
