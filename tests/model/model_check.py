@@ -140,6 +140,9 @@ class Checks:
 
     def short(self, fp):
         return fp[:12] if fp else "?"
+
+    # -- what the specs yield, and since when --
+
     def changed(self, pi):
         fp = self.w.current_fp(pi)
         self.history[pi].append((time.monotonic(), fp))
@@ -215,11 +218,11 @@ class Checks:
         function that says so once the read is done); allow: errnos the
         contract permits here."""
         v, e, hung = io_call(lambda: read_whole(path))
-        if callable(cands):
-            cands = cands()
         if hung:
             self.violation("hang", f"{what}: no answer in {IO_TIMEOUT} s")
             raise RigError("a read hung")
+        if callable(cands):
+            cands = cands()
         if e is not None:
             if e.errno in allow:
                 self.allowed(ctx, e.errno)
@@ -249,9 +252,11 @@ class Checks:
             if not self.settled(pi, t) or link == cur:
                 break
             if time.monotonic() >= end or d in self.lost:
-                self.stale_to.setdefault(key[:2], set()).add(link)
-                if key not in self.stale and d not in self.lost:
+                with self.lock:  # reads after a catalog loss run in threads
+                    self.stale_to.setdefault(key[:2], set()).add(link)
+                    report = key not in self.stale and d not in self.lost
                     self.stale.add(key)
+                if report:
                     self.violation("name-stale", f"{d.label}:{name} -> {self.short(link)} "
                                    f"{time.monotonic() - self.history[pi][-1][0]:.1f} s "
                                    f"after the change; want {self.short(cur)}")
