@@ -186,7 +186,12 @@ static int cmd_rm(struct ctl *ctl)
 			continue;
 		}
 		int rc = mf_engine_expire_snapshot(ctl->engine, fp);
-		if (rc) {
+		if (rc == -ENOENT) {
+			ctl_err("rm '%s': no snapshot %s in the catalog or the "
+				"store",
+				ctl->argv[i], fp);
+			bad = 1;
+		} else if (rc) {
 			ctl_err("rm '%s': %s", ctl->argv[i], strerror(-rc));
 			bad = 1;
 		} else {

@@ -131,5 +131,8 @@ m fsck --rebuild >/dev/null || fail "rebuild"
 m cat tokens 0 | cmp -s - "$tmp/want0" || fail "data after rebuild"
 m rm "$tfp" >/dev/null || fail "rm by fingerprint"
 [ -d "$tdir" ] && fail "rm FP left $tdir"
+out=$(m rm "$tfp" 2>&1) && fail "rm of a fingerprint that is gone succeeded"
+[[ $out == *"no snapshot $tfp in the catalog or the store"* ]] ||
+  fail "rm of a gone fingerprint: $out"
 pass "gc keeps a lost catalog's data and removes dead runs' temp files"
 echo "all matctl tests passed"
