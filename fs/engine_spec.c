@@ -137,18 +137,25 @@ static void free_entry(struct spec_entry *se)
 }
 
 /* Records se in the catalog and the store, then in the registry (newest
- * first, so the latest settings of a fingerprint win). */
+ * first, so the latest settings of a fingerprint win). Another process
+ * (matctl rm or expire) may remove the snapshot's row and folder between
+ * the two writes, since it does not know this registration: the folder
+ * vanishing under the metadata write (-ENOENT) makes both writes start
+ * again, a few times, rather than leave the spec unregistered. */
 static int add_entry(struct mf_engine *e, struct mf_catalog *c,
 		     struct spec_entry *se, bool registered, char **err)
 {
 	se->registered = registered;
-	int rc = put_snapshot(c, se->spec, se->fpr.hex);
-	if (rc) {
-		eng_errf(err, "catalog: recording '%s': %s", se->spec->path,
-			 strerror(-rc));
-		return rc;
+	int rc = -ENOENT;
+	for (int tries = 0; rc == -ENOENT && tries < 4; tries++) {
+		rc = put_snapshot(c, se->spec, se->fpr.hex);
+		if (rc) {
+			eng_errf(err, "catalog: recording '%s': %s",
+				 se->spec->path, strerror(-rc));
+			return rc;
+		}
+		rc = write_metadata(e, se->spec, &se->fpr);
 	}
-	rc = write_metadata(e, se->spec, &se->fpr);
 	if (rc) {
 		eng_errf(err, "store: writing metadata of %s: %s", se->fpr.hex,
 			 strerror(-rc));

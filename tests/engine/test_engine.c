@@ -1361,6 +1361,60 @@ static void test_cancel(void **state)
 	assert_absent_no_error(fx, 1);
 }
 
+/* The engine's metadata writes go through this wrapper (-Wl,--wrap): with
+ * vanish_next set, the next one finds the snapshot removed by another
+ * process first (its catalog row deleted, its folder gone), as a matctl
+ * expire between a daemon's catalog write and its metadata write does. */
+int __real_mf_store_write_metadata(struct mf_store *st, const char *fp,
+				   const void *data, size_t len);
+int __wrap_mf_store_write_metadata(struct mf_store *st, const char *fp,
+				   const void *data, size_t len);
+static const struct fx *vanish_next;
+
+int __wrap_mf_store_write_metadata(struct mf_store *st, const char *fp,
+				   const void *data, size_t len)
+{
+	const struct fx *fx = vanish_next;
+	if (fx) {
+		vanish_next = NULL;
+		char sql[256];
+		snprintf(sql, sizeof(sql),
+			 "DELETE FROM snapshots WHERE fp = '%s'", fp);
+		sql_exec(fx, sql);
+		(void)mf_store_snapshot_remove(st, fp);
+		return -ENOENT;
+	}
+	return __real_mf_store_write_metadata(st, fp, data, len);
+}
+
+/* A registration whose snapshot another process removed midway still
+ * registers: the row and the metadata are both there afterwards, and the
+ * shard computes. */
+static void test_register_survives_a_removal(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 2);
+	fx_open(fx);
+	/* no metadata: the registration below has to write it */
+	assert_int_equal(
+	    mf_store_snapshot_remove(mf_engine_store(fx->e), fx->fp), 0);
+	vanish_next = fx;
+	char fp[65], *err = NULL;
+	int rc = mf_engine_register(fx->e, fx->spec, fp, &err);
+	if (rc)
+		fail_msg("register: %s", err ? err : strerror(-rc));
+	assert_null(vanish_next);
+	assert_string_equal(fp, fx->fp);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/snapshots/%s/snapshot.metadata",
+		 fx->store, fx->fp);
+	assert_int_equal(access(path, F_OK), 0);
+	assert_state(fx, 0, MF_SHARD_ABSENT);
+	struct mf_shard_reader *r = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	mf_shard_reader_close(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1389,6 +1443,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_input_changed_during_run,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_register_survives_a_removal,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gc_judges_by_namespace, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_one_run_per_process, setup,
