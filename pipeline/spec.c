@@ -224,13 +224,16 @@ delete_doc:
 }
 
 /* libyaml registers an anchor by comparing it with every earlier one, and
- * resolves an alias the same way: one pass over the events counts both
- * and stops at the caps before any document is built. A syntax error ends
- * the count; the load then reports the first problem in the file. */
+ * resolves an alias the same way; its scanner also does work in the
+ * nesting depth for every token, so a file of nothing but '[' costs time
+ * quadratic in its size. One pass over the events counts anchors, aliases
+ * and depth and stops at the caps before any document is built. A syntax
+ * error ends the count; the load then reports the first problem in the
+ * file. */
 static int count_anchors(struct spec_ctx *c, const char *data, size_t len)
 {
 	yaml_parser_t p;
-	size_t anchors = 0, aliases = 0;
+	size_t anchors = 0, aliases = 0, depth = 0;
 	int rc = 0;
 	if (!yaml_parser_initialize(&p))
 		return file_fail(c, -ENOMEM, "out of memory");
@@ -255,6 +258,17 @@ static int count_anchors(struct spec_ctx *c, const char *data, size_t len)
 			rc = mark_fail(c, e.start_mark,
 				       "more than %d YAML aliases",
 				       MF_SPEC_ALIASES_MAX);
+		if (e.type == YAML_SEQUENCE_START_EVENT ||
+		    e.type == YAML_MAPPING_START_EVENT) {
+			if (++depth > MF_SPEC_DEPTH_MAX && rc == 0)
+				rc = mark_fail(c, e.start_mark,
+					       "YAML nested deeper than %d "
+					       "levels",
+					       MF_SPEC_DEPTH_MAX);
+		} else if (e.type == YAML_SEQUENCE_END_EVENT ||
+			   e.type == YAML_MAPPING_END_EVENT) {
+			depth--;
+		}
 		end = e.type == YAML_STREAM_END_EVENT;
 		yaml_event_delete(&e);
 	}

@@ -32,6 +32,7 @@
  * small file cannot stand for a huge one. libyaml looks anchors up
  * linearly, hence caps on anchors and aliases too. */
 #define MF_SPEC_ANCHORS_MAX 1000
+#define MF_SPEC_DEPTH_MAX 64 /* nesting of sequences and mappings */
 #define MF_SPEC_ALIASES_MAX 10000
 #define MF_SPEC_NODES_MAX 100000 /* with aliases expanded */
 #define MF_SPEC_SCALAR_BYTES_MAX (1U << 20) /* with aliases expanded */

@@ -197,6 +197,25 @@ static void test_alias_cycle(void **state)
 		       "aliases are expanded");
 }
 
+/* 100,000 nested flow sequences in 200 KB: libyaml's scanner alone would
+ * take minutes over them, so the depth is refused as it is reached. */
+static void test_deep_nesting(void **state)
+{
+	project();
+	struct text t;
+	FILE *f = text_open(&t);
+	fprintf(f, "name: x\ninputs: raw/*.jsonl\nstages: ");
+	for (int i = 0; i < 100000; i++)
+		fputc('[', f);
+	for (int i = 0; i < 100000; i++)
+		fputc(']', f);
+	fprintf(f, "\n");
+	text_write(&t, "a.yaml");
+	/* the 65th '[' after "stages: " */
+	expect_bounded("a.yaml", -EINVAL,
+		       "a.yaml:3:72: YAML nested deeper than 64 levels");
+}
+
 /* 20,000 aliases of one glob: refused before any glob runs. */
 static void test_aliased_globs(void **state)
 {
@@ -405,6 +424,7 @@ int main(void)
 	    T(test_alias_bomb_wide),
 	    T(test_alias_bomb_deep),
 	    T(test_alias_cycle),
+	    T(test_deep_nesting),
 	    T(test_aliased_globs),
 	    T(test_anchor_flood),
 	    T(test_too_many_stages),
