@@ -99,12 +99,15 @@ timed getfattr -d "$a/slow/shard-00005"
 still=0
 for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && still=$((still + 1)); done
 [ "$still" -eq 8 ] || fail "only $still of 8 readers were still waiting"
-[ "$worst" -lt 1000 ] || fail "a request took ${worst} ms while shards materialized"
+# MF_TIME_SCALE stretches the bound where the build is slow by design
+# (tools/test sets it for ThreadSanitizer)
+limit=$((1000 * ${MF_TIME_SCALE:-1}))
+[ "$worst" -lt "$limit" ] || fail "a request took ${worst} ms (limit $limit) while shards materialized"
 touch "$pipes/gate" # the slow stages end
 for p in "${pids[@]}"; do wait "$p" || fail "a slow reader failed"; done
 [ "$(calls "$pipes/calls-slow")" -eq 8 ] || fail "slow: $(calls "$pipes/calls-slow") calls"
 for k in 0 1 2 3 4 5 6 7; do
   [ "$(cat "$tmp/s$k")" = "input $k" ] || fail "slow shard $k: $(cat "$tmp/s$k")"
 done
-pass "ls, stat, getfattr and reads answer in ${worst} ms (< 1 s) while 8 shards materialize"
+pass "ls, stat, getfattr and reads answer in ${worst} ms (< $limit ms) while 8 shards materialize"
 umount_fs "$a" "$apid"
