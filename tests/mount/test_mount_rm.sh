@@ -136,8 +136,13 @@ f = open(path, "rb", buffering=0)   # computes X in this daemon's run
 os.unlink(path)                     # expires X; f still reads it
 assert open(path, "rb").read() == want  # Y: the same run, computed again
 fds = "/proc/%s/fd" % pid
+def target(n):  # the daemon may close n while we look
+    try:
+        return os.readlink(os.path.join(fds, n))
+    except FileNotFoundError:
+        return ""
 old = [os.path.join(fds, n) for n in os.listdir(fds)
-       if os.readlink(os.path.join(fds, n)).endswith("shard-00001.mfs (deleted)")]
+       if target(n).endswith("shard-00001.mfs (deleted)")]
 assert len(old) == 1, old
 with open(old[0], "r+b") as x:     # X's chunks, not its index and trailer
     size = os.fstat(x.fileno()).st_size
