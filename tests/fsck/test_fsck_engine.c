@@ -205,7 +205,8 @@ static void test_problem_fields(void **state)
 }
 
 /* A run folder holding only a .tmp, owned by run `id` in the state,
- * host, pid and heartbeat given. */
+ * host, pid and heartbeat given; a run of this host is recorded in this
+ * boot and pid namespace, so that its pid decides. */
 static void add_run(struct fx *fx, const char *id, const char *host, pid_t pid,
 		    int64_t heartbeat, const char *state)
 {
@@ -217,6 +218,12 @@ static void add_run(struct fx *fx, const char *id, const char *host, pid_t pid,
 	snprintf(r.state, sizeof(r.state), "%s", state);
 	r.pid_start = pid > 0 ? mf_proc_start_time(pid) : 0;
 	r.started = heartbeat;
+	char here[256];
+	mf_hostname(here, sizeof(here));
+	if (strcmp(host, here) == 0) {
+		assert_int_equal(mf_boot_id(r.boot_id), 0);
+		r.pid_ns = mf_pid_ns();
+	}
 	(void)mf_catalog_delete_run(c, id);
 	assert_int_equal(mf_catalog_add_run(c, &r), 0);
 	mf_catalog_close(c);
