@@ -435,12 +435,17 @@ int mf_catalog_abandon_shard(struct mf_catalog *c, const char *fp,
 			    run_id, &none);
 }
 
+static bool expirable(const struct mf_shard_rec *r)
+{
+	return r->state == MF_SHARD_MATERIALIZED || r->state == MF_SHARD_FAILED;
+}
+
 /* Expires recs[i] if its row is still as listed; *done says whether. */
 static int expire_rec(struct mf_catalog *c, const struct mf_shard_rec *r,
 		      bool *done)
 {
 	*done = false;
-	if (r->state != MF_SHARD_MATERIALIZED && r->state != MF_SHARD_FAILED)
+	if (!expirable(r))
 		return 0;
 	sqlite3_stmt *st = NULL;
 	int rc = shard_stmt(c, CAT_SHARD_EXPIRE, sql_expire, r->fp, r->index,
@@ -459,6 +464,13 @@ int mf_catalog_expire_shards(struct mf_catalog *c,
 {
 	if (!c || (n > 0 && (!recs || !expired)))
 		return -EINVAL;
+	size_t todo = 0;
+	for (size_t i = 0; i < n; i++) {
+		expired[i] = false;
+		todo += expirable(&recs[i]);
+	}
+	if (todo == 0) /* nothing to write: no transaction */
+		return 0;
 	int rc = cat_begin(c);
 	if (rc == 0) {
 		for (size_t i = 0; !rc && i < n; i++)
