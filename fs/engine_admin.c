@@ -5,7 +5,7 @@
  * Files are removed only after the catalog stopped pointing at them, so a
  * crash in between leaves garbage for gc, never a catalog entry without
  * its data. Every catalog write is conditional on what was read before
- * it (the run and attempt of a shard; no shard left but absent for a
+ * it (the generation of a shard; no shard left but absent for a
  * snapshot), so a claim or a computation made in between is never taken
  * away, and only the files of what the catalog let go are removed. Open
  * readers keep their descriptors: unlinked files stay readable until
