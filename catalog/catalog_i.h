@@ -36,6 +36,12 @@ enum cat_stmt_id {
 	CAT_RUN_HEARTBEAT,
 	CAT_RUN_SET_STATE,
 	CAT_RUN_DEL,
+	CAT_HOLD_PUT,
+	CAT_HOLD_RELEASE,
+	CAT_HOLD_LIST,
+	CAT_HOLD_HEARTBEAT,
+	CAT_HOLD_DEL,
+	CAT_HOLD_DEL_SNAP,
 	CAT_SHARD_GET,
 	CAT_SHARD_LIST,
 	CAT_SHARD_EXISTS,
@@ -118,6 +124,16 @@ int cat_run_ensure(struct mf_catalog *c, const struct mf_run_rec *r);
 /* The row of run_id in *out (written only on success); -ENOENT. */
 int cat_run_read(struct mf_catalog *c, const char *run_id,
 		 struct mf_run_rec *out);
+/* Binds a run's ten columns (RUN_COLS order) as ?1..?10, and reads them
+ * from a row of the same order into *out (written only on success). */
+int cat_run_bind(struct mf_catalog *c, sqlite3_stmt *st,
+		 const struct mf_run_rec *r);
+int cat_run_from_row(sqlite3_stmt *st, struct mf_run_rec *out);
+/* Holds (catalog_hold.c) inside a caller's transaction: -ENOTEMPTY when a
+ * live process holds fp, else the dead holds of fp are deleted. */
+int cat_holds_check(struct mf_catalog *c, const char *fp);
+/* The pending_expiry of snapshot fp; -ENOENT. */
+int cat_pending_expiry(struct mf_catalog *c, const char *fp, int64_t *out);
 /* Sets the state of run_id; -ENOENT when there is no such run. */
 int cat_run_set_state(struct mf_catalog *c, const char *run_id,
 		      const char *state);

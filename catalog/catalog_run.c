@@ -76,8 +76,8 @@ static bool run_valid(const struct mf_run_rec *r)
 	    cat_run_state_valid(r->state);
 }
 
-static int run_bind(struct mf_catalog *c, sqlite3_stmt *st,
-		    const struct mf_run_rec *r)
+int cat_run_bind(struct mf_catalog *c, sqlite3_stmt *st,
+		 const struct mf_run_rec *r)
 {
 	int rc = cat_bind_text(c, st, 1, r->run_id);
 	rc = rc ? rc : cat_bind_text(c, st, 2, r->fp);
@@ -99,7 +99,7 @@ static int run_insert(struct mf_catalog *c, enum cat_stmt_id id,
 	int rc = cat_stmt(c, id, sql, &st);
 	if (rc)
 		return rc;
-	rc = run_bind(c, st, r);
+	rc = cat_run_bind(c, st, r);
 	if (!rc)
 		rc = cat_step_done(c, st);
 	cat_stmt_put(st);
@@ -131,7 +131,7 @@ int mf_catalog_add_run(struct mf_catalog *c, const struct mf_run_rec *run)
 }
 
 /* A row of RUN_COLS into *out, written only on success. */
-static int run_from_row(sqlite3_stmt *st, struct mf_run_rec *out)
+int cat_run_from_row(sqlite3_stmt *st, struct mf_run_rec *out)
 {
 	struct mf_run_rec r = {0};
 	int rc = cat_col_copy(st, 0, r.run_id, sizeof(r.run_id));
@@ -161,7 +161,7 @@ int cat_run_read(struct mf_catalog *c, const char *run_id,
 	if (!rc)
 		rc = cat_step_row(c, st);
 	if (rc == 1)
-		rc = run_from_row(st, out);
+		rc = cat_run_from_row(st, out);
 	else if (rc == 0)
 		rc = -ENOENT;
 	cat_stmt_put(st);
@@ -197,7 +197,7 @@ int mf_catalog_list_runs(struct mf_catalog *c, const char *fp,
 			}
 			a = grown;
 		}
-		rc = run_from_row(st, &a[len]);
+		rc = cat_run_from_row(st, &a[len]);
 		len += !rc;
 	}
 	cat_stmt_put(st);

@@ -83,9 +83,26 @@ static const char migration_4[] =
     "ALTER TABLE runs ADD COLUMN pid_ns INTEGER NOT NULL DEFAULT 0;"
     "PRAGMA user_version = 4;";
 
+/* Version 5: holds - which processes serve a snapshot (have a spec
+ * registered that yields it), so that another process's expiry keeps its
+ * row. Liveness columns as in runs. */
+static const char migration_5[] =
+    "CREATE TABLE holds ("
+    " fp TEXT NOT NULL REFERENCES snapshots (fp) ON DELETE CASCADE,"
+    " holder TEXT NOT NULL,"
+    " host TEXT NOT NULL,"
+    " pid INTEGER NOT NULL,"
+    " pid_start INTEGER NOT NULL,"
+    " heartbeat INTEGER NOT NULL,"
+    " boot_id TEXT NOT NULL,"
+    " pid_ns INTEGER NOT NULL,"
+    " PRIMARY KEY (fp, holder)) WITHOUT ROWID;"
+    "CREATE INDEX holds_holder ON holds (holder);"
+    "PRAGMA user_version = 5;";
+
 /* migrations[k] takes the schema from version k to k + 1 */
 static const char *const migrations[] = {migration_1, migration_2, migration_3,
-					 migration_4};
+					 migration_4, migration_5};
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) ==
 		   MF_CATALOG_SCHEMA_VERSION,

@@ -180,7 +180,7 @@ static int shard_matched(struct mf_catalog *c, const char *fp, uint32_t index)
 	return rc == 1 ? -ESTALE : -ENOENT;
 }
 
-static int pending_expiry(struct mf_catalog *c, const char *fp, int64_t *out)
+int cat_pending_expiry(struct mf_catalog *c, const char *fp, int64_t *out)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = cat_stmt(c, CAT_SNAP_PENDING_EXPIRY, sql_pending_expiry, &st);
@@ -209,7 +209,7 @@ static int owner_dead(struct mf_catalog *c, const char *fp, const char *owner,
 		*dead = true;
 		return 0;
 	}
-	rc = rc ? rc : pending_expiry(c, fp, &expiry);
+	rc = rc ? rc : cat_pending_expiry(c, fp, &expiry);
 	if (rc)
 		return rc;
 	*dead = !mf_catalog_run_alive(&r, now, expiry);

@@ -279,6 +279,8 @@ int mf_catalog_delete_snapshot(struct mf_catalog *c, const char *fp,
 	if (rc)
 		return rc;
 	rc = snap_check_idle(c, fp);
+	if (!rc)
+		rc = cat_holds_check(c, fp);
 	if (!rc && runs)
 		rc = mf_catalog_list_runs(c, fp, &list, &n);
 	if (!rc)

@@ -25,7 +25,7 @@
 
 #include "mf_util.h"
 
-#define MF_CATALOG_SCHEMA_VERSION 4
+#define MF_CATALOG_SCHEMA_VERSION 5
 
 enum mf_shard_state {
 	MF_SHARD_ABSENT = 0,
@@ -157,10 +157,12 @@ int mf_catalog_find_name(struct mf_catalog *c, const char *name,
  * frees the array. */
 int mf_catalog_list_snapshots(struct mf_catalog *c,
 			      struct mf_snapshot_rec **out, size_t *n);
-/* Deletes a snapshot with its shards and runs rows, in one transaction
- * and only if every shard is absent: -ENOTEMPTY (nothing deleted) when one
- * is running, materialized or failed, which a caller that decided from an
- * earlier listing (mf_catalog_expire_shards) did not see. *runs (may be
+/* Deletes a snapshot with its shards, runs and holds rows, in one
+ * transaction and only if every shard is absent and no live process holds
+ * it: -ENOTEMPTY (nothing deleted) when a shard is running, materialized or
+ * failed, which a caller that decided from an earlier listing
+ * (mf_catalog_expire_shards) did not see, or when a hold's process is
+ * alive (mf_catalog_run_alive, with the snapshot's pending_expiry). *runs (may be
  * NULL; caller frees) receives the run rows it deleted, whose folders are
  * now the caller's to remove. -ENOENT: no such snapshot. */
 int mf_catalog_delete_snapshot(struct mf_catalog *c, const char *fp,
@@ -178,6 +180,32 @@ int mf_catalog_heartbeat(struct mf_catalog *c, const char *run_id, int64_t now);
 int mf_catalog_set_run_state(struct mf_catalog *c, const char *run_id,
 			     const char *state);
 int mf_catalog_delete_run(struct mf_catalog *c, const char *run_id);
+
+/*
+ * Holds. A process that serves a snapshot - it has a spec registered that
+ * yields the fingerprint, so a mount shows it and reads compute it - holds
+ * it: mf_catalog_delete_snapshot keeps the row of a snapshot that a live
+ * process holds, whoever expires it (matctl rm, another daemon's expiry).
+ * A hold is described by a run record: run_id is the holder's id (32 hex
+ * digits, one per process and catalog), fp the snapshot, and host,
+ * boot_id, pid_ns, pid, pid_start and heartbeat judge its liveness as
+ * mf_catalog_run_alive does (state and started are not stored). A dead
+ * holder's holds count for nothing; mf_catalog_prune_holds deletes them.
+ */
+/* Records or refreshes (heartbeat) hold h; -ENOENT: fp is no snapshot. */
+int mf_catalog_hold(struct mf_catalog *c, const struct mf_run_rec *h);
+/* Deletes holder's hold on fp, or every hold of holder when fp is NULL. */
+int mf_catalog_release(struct mf_catalog *c, const char *holder,
+		       const char *fp);
+/* Every hold on fp (fp NULL: every hold), state "active". Caller frees. */
+int mf_catalog_list_holds(struct mf_catalog *c, const char *fp,
+			  struct mf_run_rec **out, size_t *n);
+/* Sets the heartbeat of every hold of holder to now. */
+int mf_catalog_heartbeat_holds(struct mf_catalog *c, const char *holder,
+			       int64_t now);
+/* Deletes the holds of holders that are not alive at now; *pruned (may be
+ * NULL) receives how many. */
+int mf_catalog_prune_holds(struct mf_catalog *c, int64_t now, size_t *pruned);
 
 /* Fills out (release with mf_shard_rec_release); -ENOENT. */
 int mf_catalog_get_shard(struct mf_catalog *c, const char *fp, uint32_t index,

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #define MAX_ATTEMPTS 4 /* recomputations of a vanished shard */
+#define HOLDS_REFRESH_S 60 /* holds held again, heartbeats refreshed */
 #define WAIT_MIN_NS 5000000ULL /* polling a claim held elsewhere */
 #define WAIT_MAX_NS 200000000ULL
 
@@ -126,11 +127,18 @@ static void *heartbeat_main(void *arg)
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_sec += e->opts.heartbeat_s;
-		pthread_cond_timedwait(&e->hb_cv, &e->lock, &ts);
+		if (!e->holds_stale)
+			pthread_cond_timedwait(&e->hb_cv, &e->lock, &ts);
 		if (e->stopping)
 			break;
+		bool holds = e->holds_stale ||
+		    (int64_t)(mf_mono_ns() / 1000000000) - e->holds_refreshed >=
+			HOLDS_REFRESH_S;
+		e->holds_stale = false;
 		pthread_mutex_unlock(&e->lock);
 		heartbeat_once(e);
+		if (holds)
+			eng_holds_refresh(e);
 		pthread_mutex_lock(&e->lock);
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -170,11 +178,14 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 	mf_hostname(e->host, sizeof(e->host));
 	(void)mf_boot_id(e->boot_id); /* "" when unknown: judged by heartbeat */
 	e->pid_ns = mf_pid_ns();
+	int rc = mf_random_hex(MF_RUN_ID_HEX_LEN / 2, e->holder);
+	if (rc)
+		return rc;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_mutex_init(&e->index_lock, NULL);
 	pthread_cond_init(&e->flight_cv, NULL);
 
-	int rc = mf_store_open(o->store_dir, true, &e->store);
+	rc = mf_store_open(o->store_dir, true, &e->store);
 	if (rc) {
 		eng_errf(err, "store '%s': %s", o->store_dir, strerror(-rc));
 		return rc;
@@ -238,6 +249,8 @@ void mf_engine_close(struct mf_engine *e)
 		pthread_join(e->hb_thread, NULL);
 		pthread_cond_destroy(&e->hb_cv);
 	}
+	if (e->n_pool > 0) /* what this process served: no longer held */
+		(void)mf_catalog_release(e->pool[0], e->holder, NULL);
 	for (size_t i = 0; i < e->n_pool; i++)
 		mf_catalog_close(e->pool[i]);
 	free(e->pool);

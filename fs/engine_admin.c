@@ -353,6 +353,8 @@ int mf_engine_gc(struct mf_engine *e, struct mf_gc_stats *stats)
 	rc = eng_catalog_get(e, &c);
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		rc = gc_snapshot(e, c, fps[i], &st);
+	if (rc == 0) /* holds of processes that died without releasing */
+		rc = mf_catalog_prune_holds(c, mf_now_s(), NULL);
 	eng_catalog_put(e, c);
 	mf_strv_free(fps, n);
 	if (rc == 0 && stats)

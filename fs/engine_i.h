@@ -54,6 +54,11 @@ struct mf_engine {
 	uint64_t pid_ns;
 	pid_t pid;
 	uint64_t pid_start;
+	/* the id of this engine's holds (mf_catalog_hold): the snapshots of
+	 * its registered specs */
+	char holder[MF_RUN_ID_HEX_LEN + 1];
+	int64_t holds_refreshed; /* mono seconds of the last eng_holds_refresh;
+				    the heartbeat thread's */
 
 	/* lock guards everything below; never held across I/O that can
 	 * block for long (stages, SQLite busy waits). */
@@ -74,6 +79,7 @@ struct mf_engine {
 	bool hb_started;
 	bool stopping;
 	bool cancel_all; /* mf_engine_cancel_all: every flight is cancelled */
+	bool holds_stale; /* a new catalog was indexed: hold everything now */
 };
 
 /* Catalog connections: take one (opening a new one when none is idle, or
@@ -87,6 +93,14 @@ void eng_catalog_put(struct mf_engine *e, struct mf_catalog *c);
 int eng_spec_for(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 		 struct spec_entry **out, char **err);
 bool eng_is_registered(struct mf_engine *e, const char *fp);
+
+/* Holds (engine_spec.c): this engine's hold on fp as a record; hold and
+ * release in c; refresh: every registered fingerprint held again (and its
+ * snapshot row put back if another process or a replaced catalog.db lost
+ * it), the heartbeat of each hold refreshed. */
+void eng_hold_rec(struct mf_engine *e, const char *fp, struct mf_run_rec *h);
+void eng_release(struct mf_engine *e, struct mf_catalog *c, const char *fp);
+void eng_holds_refresh(struct mf_engine *e);
 
 /* Runs the stages of a claimed shard into the store under run_id and
  * records the outcome in the catalog. 0 (committed and recorded), -EIO or

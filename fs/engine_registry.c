@@ -114,12 +114,18 @@ int mf_engine_unregister(struct mf_engine *e, const char *spec_path,
 		dead = s;
 	}
 	pthread_mutex_unlock(&e->lock);
+	struct mf_catalog *c = NULL;
+	if (dead && eng_catalog_get(e, &c) != 0)
+		c = NULL;
 	while (dead) {
 		struct spec_entry *s = dead;
 		dead = s->next;
+		if (c && s->registered) /* unless another spec yields it */
+			eng_release(e, c, s->fpr.hex);
 		mf_fingerprint_release(&s->fpr);
 		mf_spec_free(s->spec);
 		free(s);
 	}
+	eng_catalog_put(e, c);
 	return busy ? -EBUSY : 0;
 }

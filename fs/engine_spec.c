@@ -69,24 +69,32 @@ static int write_metadata(struct mf_engine *e, const struct mf_spec *s,
 	return rc;
 }
 
+/* The snapshot row of spec s with fingerprint fp, its strings borrowed
+ * from s and codec (32 bytes). */
+static void snap_rec_of(const struct mf_spec *s, const char *fp, char codec[32],
+			struct mf_snapshot_rec *rec)
+{
+	mf_format_codec(s->codec, s->level, codec, 32);
+	memset(rec, 0, sizeof(*rec));
+	snprintf(rec->fp, sizeof(rec->fp), "%s", fp);
+	snprintf(rec->name, sizeof(rec->name), "%s", s->name);
+	rec->shards = s->shards;
+	rec->spec_path = s->path;
+	rec->compression = codec;
+	rec->suffix = s->suffix;
+	rec->chunk_size = s->chunk_size;
+	rec->expire_after = s->expire_after;
+	rec->pending_expiry = s->pending_expiry;
+	rec->keep = s->keep;
+	rec->created = mf_now_s();
+}
+
 static int put_snapshot(struct mf_catalog *c, const struct mf_spec *s,
 			const char *fp)
 {
 	char codec[32];
-	mf_format_codec(s->codec, s->level, codec, sizeof(codec));
 	struct mf_snapshot_rec rec;
-	memset(&rec, 0, sizeof(rec));
-	snprintf(rec.fp, sizeof(rec.fp), "%s", fp);
-	snprintf(rec.name, sizeof(rec.name), "%s", s->name);
-	rec.shards = s->shards;
-	rec.spec_path = s->path;
-	rec.compression = codec;
-	rec.suffix = s->suffix;
-	rec.chunk_size = s->chunk_size;
-	rec.expire_after = s->expire_after;
-	rec.pending_expiry = s->pending_expiry;
-	rec.keep = s->keep;
-	rec.created = mf_now_s();
+	snap_rec_of(s, fp, codec, &rec);
 	return mf_catalog_put_snapshot(c, &rec);
 }
 
@@ -136,19 +144,134 @@ static void free_entry(struct spec_entry *se)
 	free(se);
 }
 
+void eng_hold_rec(struct mf_engine *e, const char *fp, struct mf_run_rec *h)
+{
+	memset(h, 0, sizeof(*h));
+	memcpy(h->run_id, e->holder, sizeof(h->run_id));
+	snprintf(h->fp, sizeof(h->fp), "%s", fp);
+	snprintf(h->host, sizeof(h->host), "%s", e->host);
+	h->pid = (int32_t)e->pid;
+	h->pid_start = e->pid_start;
+	h->started = h->heartbeat = mf_now_s();
+	memcpy(h->boot_id, e->boot_id, sizeof(h->boot_id));
+	h->pid_ns = e->pid_ns;
+}
+
+/* The snapshot row of a registered spec, and this engine's hold on it, in
+ * one transaction: no other process's expiry can drop the row in between. */
+static int put_held(struct mf_engine *e, struct mf_catalog *c,
+		    const struct mf_spec *s, const char *fp)
+{
+	struct mf_run_rec h;
+	eng_hold_rec(e, fp, &h);
+	int rc = mf_catalog_begin(c);
+	if (rc)
+		return rc;
+	rc = put_snapshot(c, s, fp);
+	if (rc == 0)
+		rc = mf_catalog_hold(c, &h);
+	return mf_catalog_end(c, rc);
+}
+
+void eng_release(struct mf_engine *e, struct mf_catalog *c, const char *fp)
+{
+	if (!eng_is_registered(e, fp))
+		(void)mf_catalog_release(c, e->holder, fp);
+}
+
+/* The first registered fingerprint of the registry that is not in held
+ * (this engine's holds): a copy of its snapshot row in *out (release
+ * with mf_snapshot_rec_release). False when every one is held. */
+static bool first_unheld(struct mf_engine *e, const struct mf_run_rec *held,
+			 size_t n, struct mf_snapshot_rec *out)
+{
+	bool found = false;
+	pthread_mutex_lock(&e->lock);
+	for (const struct spec_entry *s = e->specs; s && !found; s = s->next) {
+		bool have = !s->registered;
+		for (size_t i = 0; i < n && !have; i++)
+			have = strcmp(held[i].fp, s->fpr.hex) == 0;
+		if (have)
+			continue;
+		char codec[32];
+		snap_rec_of(s->spec, s->fpr.hex, codec, out);
+		out->spec_path = strdup(out->spec_path);
+		out->compression = strdup(codec);
+		out->suffix = strdup(out->suffix);
+		found = true;
+	}
+	pthread_mutex_unlock(&e->lock);
+	if (found && (!out->spec_path || !out->compression || !out->suffix)) {
+		mf_snapshot_rec_release(out);
+		return false;
+	}
+	return found;
+}
+
+void eng_holds_refresh(struct mf_engine *e)
+{
+	struct mf_catalog *c;
+	e->holds_refreshed = (int64_t)(mf_mono_ns() / 1000000000);
+	if (eng_catalog_get(e, &c) != 0)
+		return;
+	(void)mf_catalog_heartbeat_holds(c, e->holder, mf_now_s());
+	struct mf_run_rec *held = NULL;
+	size_t n = 0;
+	if (mf_catalog_list_holds(c, NULL, &held, &n) == 0) {
+		size_t k = 0; /* keep this engine's */
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(held[i].run_id, e->holder) == 0)
+				held[k++] = held[i];
+		n = k;
+	} else {
+		n = 0;
+	}
+	/* one missing hold per turn: the registry may change meanwhile */
+	for (int turns = 0; turns < 1024; turns++) {
+		struct mf_snapshot_rec rec;
+		if (!first_unheld(e, held, n, &rec))
+			break;
+		struct mf_run_rec h, *grown;
+		eng_hold_rec(e, rec.fp, &h);
+		int rc = mf_catalog_begin(c);
+		if (rc == 0) {
+			struct mf_snapshot_rec have;
+			rc = mf_catalog_get_snapshot(c, rec.fp, &have);
+			if (rc == 0)
+				mf_snapshot_rec_release(&have);
+			else if (rc == -ENOENT) /* lost: the row comes back */
+				rc = mf_catalog_put_snapshot(c, &rec);
+			if (rc == 0)
+				rc = mf_catalog_hold(c, &h);
+			rc = mf_catalog_end(c, rc);
+		}
+		mf_snapshot_rec_release(&rec);
+		grown = rc ? NULL : realloc(held, (n + 1) * sizeof(*held));
+		if (!grown)
+			break;
+		held = grown;
+		held[n++] = h;
+	}
+	free(held);
+	eng_catalog_put(e, c);
+}
+
 /* Records se in the catalog and the store, then in the registry (newest
- * first, so the latest settings of a fingerprint win). Another process
- * (matctl rm or expire) may remove the snapshot's row and folder between
- * the two writes, since it does not know this registration: the folder
- * vanishing under the metadata write (-ENOENT) makes both writes start
- * again, a few times, rather than leave the spec unregistered. */
+ * first, so the latest settings of a fingerprint win). A registered spec's
+ * snapshot is held (mf_catalog_hold), so another process's expiry keeps
+ * its row. Another process may still have removed the folder between the
+ * two writes, when its expiry deleted the row just before this
+ * registration: the folder vanishing under the metadata write (-ENOENT)
+ * makes both writes start again, a few times, rather than leave the spec
+ * unregistered. */
 static int add_entry(struct mf_engine *e, struct mf_catalog *c,
 		     struct spec_entry *se, bool registered, char **err)
 {
 	se->registered = registered;
 	int rc = -ENOENT;
 	for (int tries = 0; rc == -ENOENT && tries < 4; tries++) {
-		rc = put_snapshot(c, se->spec, se->fpr.hex);
+		rc = registered ? put_held(e, c, se->spec, se->fpr.hex)
+				: put_snapshot(c, se->spec, se->fpr.hex);
 		if (rc) {
 			eng_errf(err, "catalog: recording '%s': %s",
 				 se->spec->path, strerror(-rc));

@@ -288,11 +288,13 @@ int cmd_expire(struct ctl *ctl)
 		if (expire_due(&v[i], older, now)) {
 			int rc =
 			    mf_engine_expire_snapshot(ctl->engine, v[i].fp);
-			if (rc) {
+			/* -ENOENT: another process expired it since the
+			 * listing; nothing is left to do */
+			if (rc && rc != -ENOENT) {
 				ctl_err("expire %s: %s", v[i].fp,
 					strerror(-rc));
 				bad++;
-			} else {
+			} else if (rc == 0) {
 				expired_line(ctl, &v[i], now, done++);
 			}
 		}

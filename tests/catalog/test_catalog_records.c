@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "catalog_test.h"
 
@@ -326,6 +327,72 @@ static void test_run_errors(void **state)
 	assert_int_equal(mf_catalog_add_run(f->cat, &r), -EINVAL);
 }
 
+/* A hold by a live process keeps a snapshot's row from being deleted; a
+ * released hold, a dead process's and a remote one past its snapshot's
+ * pending_expiry do not, and prune deletes only dead ones. */
+static void test_holds(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_snapshot_rec snap;
+	ct_snapshot(&snap, 'a', "held", 2);
+	struct mf_run_rec me, dead, far, stale, *v;
+	size_t n;
+	ct_run_self(&me, '1', snap.fp);
+	assert_int_equal(mf_catalog_hold(f->cat, &me), -ENOENT);
+	assert_int_equal(mf_catalog_put_snapshot(f->cat, &snap), 0);
+	assert_int_equal(mf_catalog_hold(f->cat, &me), 0);
+	assert_int_equal(mf_catalog_hold(f->cat, &me), 0); /* refresh */
+	assert_int_equal(
+	    mf_catalog_delete_snapshot(f->cat, snap.fp, NULL, NULL),
+	    -ENOTEMPTY);
+	assert_int_equal(mf_catalog_release(f->cat, me.run_id, snap.fp), 0);
+	assert_int_equal(mf_catalog_list_holds(f->cat, snap.fp, &v, &n), 0);
+	assert_int_equal(n, 0);
+	free(v);
+
+	/* this pid, another start time: a process that is gone */
+	ct_run_here(&dead, '2', snap.fp, (int32_t)getpid(),
+		    mf_proc_start_time(getpid()) + 1, mf_now_s());
+	/* another host: alive while its heartbeat is recent */
+	ct_run(&far, '3', snap.fp, "elsewhere", 1, 1, mf_now_s());
+	ct_run(&stale, '4', snap.fp, "elsewhere", 1, 1,
+	       mf_now_s() - snap.pending_expiry - 10);
+	assert_int_equal(mf_catalog_hold(f->cat, &dead), 0);
+	assert_int_equal(mf_catalog_hold(f->cat, &far), 0);
+	assert_int_equal(mf_catalog_hold(f->cat, &stale), 0);
+	assert_int_equal(
+	    mf_catalog_delete_snapshot(f->cat, snap.fp, NULL, NULL),
+	    -ENOTEMPTY);
+	size_t pruned = 9;
+	assert_int_equal(mf_catalog_prune_holds(f->cat, mf_now_s(), &pruned),
+			 0);
+	assert_int_equal(pruned, 2);
+	assert_int_equal(mf_catalog_list_holds(f->cat, NULL, &v, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(v[0].run_id, far.run_id);
+	assert_string_equal(v[0].host, "elsewhere");
+	assert_string_equal(v[0].state, "active");
+	free(v);
+	assert_int_equal(
+	    mf_catalog_heartbeat_holds(f->cat, far.run_id, mf_now_s() - 100000),
+	    0);
+	assert_int_equal(
+	    mf_catalog_delete_snapshot(f->cat, snap.fp, NULL, NULL), 0);
+	assert_int_equal(mf_catalog_list_holds(f->cat, NULL, &v, &n), 0);
+	assert_int_equal(n, 0);
+	free(v);
+
+	/* release of every hold of a holder */
+	assert_int_equal(mf_catalog_put_snapshot(f->cat, &snap), 0);
+	assert_int_equal(mf_catalog_hold(f->cat, &me), 0);
+	assert_int_equal(mf_catalog_release(f->cat, me.run_id, NULL), 0);
+	assert_int_equal(
+	    mf_catalog_delete_snapshot(f->cat, snap.fp, NULL, NULL), 0);
+	me.run_id[0] = 'x';
+	assert_int_equal(mf_catalog_hold(f->cat, &me), -EINVAL);
+	assert_int_equal(mf_catalog_release(f->cat, "x", NULL), -EINVAL);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, ct_setup_open, ct_teardown)
@@ -339,6 +406,7 @@ int main(void)
 	    T(test_snapshot_errors),
 	    T(test_runs),
 	    T(test_run_errors),
+	    T(test_holds),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);

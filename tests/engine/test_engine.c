@@ -416,6 +416,20 @@ static bool shard_file_exists(const struct fx *fx, const char *run_id)
 	return shard_file_exists_at(fx, run_id, 0);
 }
 
+/* Deletes every hold of the catalog, as a catalog that lost them. */
+static void drop_holds(struct fx *fx)
+{
+	struct mf_catalog *c;
+	struct mf_run_rec *v;
+	size_t n;
+	assert_int_equal(mf_engine_catalog_open(fx->e, &c), 0);
+	assert_int_equal(mf_catalog_list_holds(c, NULL, &v, &n), 0);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(mf_catalog_release(c, v[i].run_id, NULL), 0);
+	free(v);
+	mf_catalog_close(c);
+}
+
 /* A corrupt chunk found in an old computation's file expires only that
  * computation: never a newer one of the same run (after an expiry, or
  * after its rows were deleted and made again, where run id and attempts
@@ -442,12 +456,14 @@ static void test_corrupt_report_names_its_file(void **state)
 	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
 	assert_true(shard_file_exists(fx, y.run_id));
 
-	/* another process deletes the rows (matctl rm); registered again,
-	 * the same run computes it as attempt 1 again */
+	/* another process deletes the rows (matctl rm, once this process's
+	 * hold is gone: a catalog.db replaced under it, say); registered
+	 * again, the same run computes it as attempt 1 again */
 	struct mf_engine *e2;
 	struct mf_engine_opts o = {.store_dir = fx->store};
 	char *err = NULL, fp2[65];
 	assert_int_equal(mf_engine_open(&o, &e2, &err), 0);
+	drop_holds(fx);
 	assert_int_equal(mf_engine_expire_snapshot(e2, fx->fp), 0);
 	assert_int_equal(mf_engine_register(fx->e, fx->spec, fp2, &err), 0);
 	struct mf_shard_reader *rw = open_rec(fx->e, fx->fp, &w);

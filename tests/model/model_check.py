@@ -171,6 +171,13 @@ class Checks:
             return False
         return all(self.wait_name(d, pi, t) == fp for d in self.d if d.proc is not None)
 
+    def served(self, fp, t):
+        """fp is yielded (above) and a running daemon serves it: it holds
+        fp in the catalog, so no other process's expiry drops its row. A
+        daemon that lived through an online catalog loss holds it again
+        within its heartbeat, so it counts once its names are right."""
+        return self.yielded(fp, t) and any(d.proc is not None for d in self.d)
+
     def settle(self, pi):
         wait = self.history[pi][-1][0] + GRACE - time.monotonic()
         if wait > 0:
@@ -209,8 +216,13 @@ class Checks:
                            f"(fstat {size}); want {wants}")
         else:
             diffs = {self.short(fp): first_diff(data, self.w.expected(fp, k)) for fp in cands}
+            # whose bytes they are, if another known fingerprint's
+            other = [self.short(f) for f in self.w.fp_info
+                     if f not in cands and k < self.w.nshards(f) and
+                     self.w.expected(f, k) == data]
             self.violation("wrong-bytes", f"{what}: {len(data)} bytes (fstat {size}) match "
-                           f"no candidate; want sizes {wants}, first difference at {diffs}")
+                           f"no candidate; want sizes {wants}, first difference at {diffs}; "
+                           f"the bytes of {other or 'no known fingerprint'}")
         return None
 
     def read_check(self, what, path, cands, k, allow, ctx):

@@ -68,8 +68,6 @@ FLAGS = {
     "keep": "keep: in specs",
     "expire-after": "expire_after: in specs",
     "second-daemon": "the second daemon (one mount only)",
-    "served-rm-check": "judging a failed matctl rm of a fingerprint a daemon "
-    "serves (another matctl removed its rows: an open finding)",
 }
 
 
@@ -297,14 +295,9 @@ class Model(Checks):
         t = time.monotonic()
         st, _, err = self.rig.matctl("rm", target)
         gone = "no snapshot" in err or "No such file or directory" in err
-        ok = st == 0 or (gone and (fp is None or not self.yielded(fp, t)))
+        ok = st == 0 or (gone and (fp is None or not self.served(fp, t)))
         if st != 0 and ok:
             self.allowed("matctl-rm", errno.ENOENT)
-        elif st != 0 and gone and "served-rm-check" in self.disabled:
-            # a fingerprint a daemon serves, whose catalog rows another
-            # matctl removed: an open finding (docs/reliability.md)
-            self.allowed("matctl-rm-served", errno.ENOENT)
-            ok = True
         self.note(f"  matctl rm {self.short(target) if fp else target} -> "
                   f"{st}{' ' + err if err else ''}")
         if not ok:
@@ -345,7 +338,7 @@ class Model(Checks):
         if st == 0:
             fp_ok = self.judge(what, len(out), out, {fp}, k)
             self.note(f"  {what} -> {'ok' if fp_ok else 'BAD BYTES'} {len(out)} B")
-        elif not self.yielded(fp, t) and ("no snapshot" in err or
+        elif not self.served(fp, t) and ("no snapshot" in err or
                                           "can no longer be computed" in err):
             self.allowed("matctl-cat", errno.ENOENT if "no snapshot" in err else errno.ESTALE)
             self.note(f"  {what} -> {st} (allowed: {err})")

@@ -1,0 +1,207 @@
+/*
+ * catalog_hold.c - holds: which processes serve a snapshot. A daemon that
+ * has a spec registered holds its fingerprint, so that an expiry in
+ * another process (matctl rm, matctl expire, another daemon's keep) keeps
+ * the snapshot's row while the daemon shows it; liveness as for runs.
+ *
+ * Not for: runs that compute shards (catalog_run.c).
+ */
+#include "catalog_i.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ?8 (a run's state) and ?6 (started) are bound but not stored */
+static const char sql_put[] =
+    "INSERT INTO holds (holder, fp, host, pid, pid_start, heartbeat,"
+    " boot_id, pid_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?7, ?9, ?10)"
+    " ON CONFLICT (fp, holder) DO UPDATE SET heartbeat = excluded.heartbeat,"
+    " host = excluded.host, pid = excluded.pid,"
+    " pid_start = excluded.pid_start, boot_id = excluded.boot_id,"
+    " pid_ns = excluded.pid_ns";
+static const char sql_release[] =
+    "DELETE FROM holds WHERE holder = ?1 AND (?2 IS NULL OR fp = ?2)";
+/* RUN_COLS order, for cat_run_from_row */
+static const char sql_list[] =
+    "SELECT holder, fp, host, pid, pid_start, heartbeat, heartbeat,"
+    " 'active', boot_id, pid_ns FROM holds WHERE ?1 IS NULL OR fp = ?1"
+    " ORDER BY fp, holder";
+static const char sql_heartbeat[] =
+    "UPDATE holds SET heartbeat = ?2 WHERE holder = ?1";
+static const char sql_del[] = "DELETE FROM holds WHERE fp = ?1 AND holder = ?2";
+static const char sql_del_snap[] = "DELETE FROM holds WHERE fp = ?1";
+
+static bool hold_valid(const struct mf_run_rec *h)
+{
+	return h && mf_is_hex(h->run_id, MF_RUN_ID_HEX_LEN) &&
+	    mf_is_hex(h->fp, MF_FP_HEX_LEN) && h->host[0] &&
+	    memchr(h->host, '\0', sizeof(h->host)) &&
+	    memchr(h->boot_id, '\0', sizeof(h->boot_id));
+}
+
+int mf_catalog_hold(struct mf_catalog *c, const struct mf_run_rec *h)
+{
+	if (!c || !hold_valid(h))
+		return -EINVAL;
+	struct mf_run_rec r = *h;
+	memcpy(r.state, "active", sizeof("active"));
+	int rc = cat_begin(c);
+	if (rc)
+		return rc;
+	int64_t expiry;
+	rc = cat_pending_expiry(c, r.fp, &expiry); /* -ENOENT: no snapshot */
+	sqlite3_stmt *st = NULL;
+	if (!rc)
+		rc = cat_stmt(c, CAT_HOLD_PUT, sql_put, &st);
+	if (!rc)
+		rc = cat_run_bind(c, st, &r);
+	if (!rc)
+		rc = cat_step_done(c, st);
+	cat_stmt_put(st);
+	return cat_finish(c, rc);
+}
+
+int mf_catalog_release(struct mf_catalog *c, const char *holder, const char *fp)
+{
+	if (!c || !mf_is_hex(holder, MF_RUN_ID_HEX_LEN) ||
+	    (fp && !mf_is_hex(fp, MF_FP_HEX_LEN)))
+		return -EINVAL;
+	int rc = cat_begin(c);
+	if (rc)
+		return rc;
+	sqlite3_stmt *st = NULL;
+	rc = cat_stmt(c, CAT_HOLD_RELEASE, sql_release, &st);
+	rc = rc ? rc : cat_bind_text(c, st, 1, holder);
+	rc = rc ? rc : cat_bind_text(c, st, 2, fp);
+	rc = rc ? rc : cat_step_done(c, st);
+	cat_stmt_put(st);
+	return cat_finish(c, rc);
+}
+
+int mf_catalog_list_holds(struct mf_catalog *c, const char *fp,
+			  struct mf_run_rec **out, size_t *n)
+{
+	if (!c || !out || !n)
+		return -EINVAL;
+	struct mf_run_rec *a = NULL, *grown;
+	size_t len = 0, cap = 0;
+	sqlite3_stmt *st = NULL;
+	int rc = cat_stmt(c, CAT_HOLD_LIST, sql_list, &st);
+	rc = rc ? rc : cat_bind_text(c, st, 1, fp);
+	while (!rc && (rc = cat_step_row(c, st)) == 1) {
+		if (len == cap) {
+			cap = cap ? 2 * cap : 8;
+			grown = realloc(a, cap * sizeof(*a));
+			if (!grown) {
+				rc = -ENOMEM;
+				break;
+			}
+			a = grown;
+		}
+		rc = cat_run_from_row(st, &a[len]);
+		len += !rc;
+	}
+	cat_stmt_put(st);
+	if (rc) {
+		free(a);
+		return rc;
+	}
+	*out = a;
+	*n = len;
+	return 0;
+}
+
+int mf_catalog_heartbeat_holds(struct mf_catalog *c, const char *holder,
+			       int64_t now)
+{
+	if (!c || !mf_is_hex(holder, MF_RUN_ID_HEX_LEN))
+		return -EINVAL;
+	int rc = cat_begin(c);
+	if (rc)
+		return rc;
+	sqlite3_stmt *st = NULL;
+	rc = cat_stmt(c, CAT_HOLD_HEARTBEAT, sql_heartbeat, &st);
+	rc = rc ? rc : cat_bind_text(c, st, 1, holder);
+	rc = rc ? rc : cat_bind_int64(c, st, 2, now);
+	rc = rc ? rc : cat_step_done(c, st);
+	cat_stmt_put(st);
+	return cat_finish(c, rc);
+}
+
+static int del_hold(struct mf_catalog *c, const struct mf_run_rec *h)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = cat_stmt(c, CAT_HOLD_DEL, sql_del, &st);
+	rc = rc ? rc : cat_bind_text(c, st, 1, h->fp);
+	rc = rc ? rc : cat_bind_text(c, st, 2, h->run_id);
+	rc = rc ? rc : cat_step_done(c, st);
+	cat_stmt_put(st);
+	return rc;
+}
+
+/* Whether hold h is alive at now, judged with its snapshot's
+ * pending_expiry (a snapshot gone: not alive). */
+static int hold_alive(struct mf_catalog *c, const struct mf_run_rec *h,
+		      int64_t now, bool *alive)
+{
+	int64_t expiry;
+	int rc = cat_pending_expiry(c, h->fp, &expiry);
+	if (rc == -ENOENT) {
+		*alive = false;
+		return 0;
+	}
+	if (rc == 0)
+		*alive = mf_catalog_run_alive(h, now, expiry);
+	return rc;
+}
+
+int cat_holds_check(struct mf_catalog *c, const char *fp)
+{
+	struct mf_run_rec *v;
+	size_t n;
+	int rc = mf_catalog_list_holds(c, fp, &v, &n);
+	if (rc)
+		return rc;
+	int64_t now = mf_now_s();
+	for (size_t i = 0; i < n && !rc; i++) {
+		bool alive;
+		rc = hold_alive(c, &v[i], now, &alive);
+		if (!rc && alive)
+			rc = -ENOTEMPTY;
+	}
+	free(v);
+	if (rc)
+		return rc;
+	sqlite3_stmt *st = NULL;
+	rc = cat_stmt(c, CAT_HOLD_DEL_SNAP, sql_del_snap, &st);
+	rc = rc ? rc : cat_bind_text(c, st, 1, fp);
+	rc = rc ? rc : cat_step_done(c, st);
+	cat_stmt_put(st);
+	return rc;
+}
+
+int mf_catalog_prune_holds(struct mf_catalog *c, int64_t now, size_t *pruned)
+{
+	if (!c)
+		return -EINVAL;
+	int rc = cat_begin(c);
+	if (rc)
+		return rc;
+	struct mf_run_rec *v = NULL;
+	size_t n = 0, k = 0;
+	rc = mf_catalog_list_holds(c, NULL, &v, &n);
+	for (size_t i = 0; i < n && !rc; i++) {
+		bool alive;
+		rc = hold_alive(c, &v[i], now, &alive);
+		if (!rc && !alive) {
+			rc = del_hold(c, &v[i]);
+			k += !rc;
+		}
+	}
+	free(v);
+	rc = cat_finish(c, rc);
+	if (pruned)
+		*pruned = rc ? 0 : k;
+	return rc;
+}
