@@ -407,8 +407,11 @@ static int compute_claimed(struct mf_engine *e, struct mf_catalog *c,
 	run_set_active(e, run_id, 1);
 	int rc = eng_spec_for(e, c, fp, &se, &why);
 	if (rc) {
-		(void)mf_catalog_fail_shard(c, fp, shard, run_id, -1,
-					    why ? why : strerror(-rc), NULL);
+		/* not a failure of the shard: this process cannot compute
+		 * the fingerprint (its spec moved on, or is gone). The claim
+		 * goes back, so that a waiter elsewhere computes it itself
+		 * or gets its own answer, rather than an EIO for this one. */
+		(void)mf_catalog_abandon_shard(c, fp, shard, run_id);
 		rc = rc == -ENOENT ? -ESTALE : rc;
 	} else if ((rc = mf_store_run_create(e->store, fp, run_id)) != 0) {
 		eng_errf(&why, "store: creating run folder: %s", strerror(-rc));

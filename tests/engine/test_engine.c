@@ -604,6 +604,41 @@ static void sql_exec(const struct fx *fx, const char *sql)
 	sqlite3_close(db);
 }
 
+/* A process that cannot compute a fingerprint (its spec now yields
+ * another) gives the claim back instead of recording a failure: a reader
+ * in another process waiting on that attempt then computes it itself, or
+ * gets its own ESTALE, never an EIO for a failure that was not one. */
+static void test_stale_spec_gives_the_claim_back(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 1);
+	fx_open(fx);
+	struct mf_engine *e2;
+	struct mf_engine_opts o = {.store_dir = fx->store};
+	char *err = NULL, *data;
+	size_t len;
+	assert_int_equal(mf_engine_open(&o, &e2, &err), 0);
+	/* the spec file now yields another fingerprint */
+	write_file(fx->spec,
+		   "name: t\ninputs: in/*.txt\nstages:\n"
+		   "  - exec: [rev]\n");
+	struct mf_shard_reader *r = NULL;
+	assert_int_equal(mf_engine_open_shard(e2, fx->fp, 0, &r, &err),
+			 -ESTALE);
+	assert_non_null(err);
+	assert_non_null(strstr(err, "can no longer be computed"));
+	free(err);
+	err = NULL;
+	assert_state(fx, 0, MF_SHARD_ABSENT);
+	mf_engine_close(e2);
+	/* the registering engine still computes it from its own spec */
+	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
+	assert_int_equal(len, 52);
+	assert_memory_equal(data, "INPUT A LINE\n", 13);
+	free(data);
+	assert_int_equal(count_calls(fx), 1);
+}
+
 /* Another process's claim declared our run dead: the engine must start a
  * new run rather than fail every later open with ESTALE. */
 static void test_run_declared_dead(void **state)
@@ -1452,6 +1487,8 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_changed_input_is_stale, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(
+		test_stale_spec_gives_the_claim_back, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_run_declared_dead, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_busy_catalog_does_not_wedge,
