@@ -9,6 +9,7 @@ Not for: deciding what to do or what is right (model_ops.py).
 """
 import atexit
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -105,6 +106,17 @@ class Daemon:
         except OSError:
             return ""
         return "\n".join(lines[-n:])
+
+    def expired_since_start(self):
+        """The fingerprints (12-digit prefixes) this daemon's expiry rules
+        expired since its last start, from its log."""
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self.log_mark)
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return set()
+        return set(re.findall(r"expired snapshot ([0-9a-f]{12}) of ", text))
 
     def log_errors(self, n=15):
         """The last n lines of the log that say something failed."""
