@@ -200,6 +200,32 @@ struct mf_job_result {
 
 struct mf_job;
 
+/* Receives one line for the daemon's log; called from any thread. */
+typedef void (*mf_job_log_fn)(void *arg, const char *msg);
+
+/*
+ * Chooses where a stage with `memory` gets a cgroup v2 memory limit on its
+ * whole process tree (docs/security.md): a child cgroup of base per stage,
+ * "matfs-PID-SHARD-N", with memory.max the stage's `memory` and
+ * memory.swap.max 0, joined by the stage before execve and removed after
+ * it; a stage the OOM killer hit in it fails with "stage N: killed: memory
+ * limit (8GiB) reached". base must be a cgroup v2 folder that may have
+ * children with the memory controller: its cgroup.subtree_control lists
+ * memory, or "+memory" is written to it (which the kernel refuses while
+ * the folder holds processes: a delegated cgroup the daemon is not in).
+ * base NULL: the caller's own cgroup (the "0::" line of /proc/self/cgroup
+ * under the "cgroup2" mount of /proc/self/mountinfo), only when running as
+ * root; that works where the caller is in a root cgroup (a container's
+ * own cgroup namespace, say).
+ * Returns 0, or -errno: every stage's `memory` is then RLIMIT_AS per
+ * process, as without this call. The first fallback to RLIMIT_AS, here or
+ * for one stage later (its cgroup cannot be made), is reported through
+ * log once (log may be NULL); base NULL without root is not reported.
+ * Not thread-safe: call before starting any job; a later call replaces
+ * the earlier choice.
+ */
+int mf_job_cgroup_setup(const char *base, mf_job_log_fn log, void *arg);
+
 /*
  * Starts the stages of shard `shard` (fork + execve, argv[0] looked up in
  * the stages' PATH before the fork, never a shell), chained by pipes, all
@@ -211,7 +237,8 @@ struct mf_job;
  * no newline after the last) and MATFS_FINGERPRINT (fp_hex). Nothing else
  * of the caller's environment passes. Each stage gets RLIMIT_NOFILE 4096
  * and RLIMIT_NPROC 16384 (or the caller's hard limits when lower), its
- * `memory` as RLIMIT_AS and its `nice`. A feeder child writes the shard's
+ * `memory` as a cgroup (mf_job_cgroup_setup) or else RLIMIT_AS, and its
+ * `nice`. A feeder child writes the shard's
  * input files, concatenated in order, to the first stage's stdin. When
  * the caller runs as root and spec->owner_uid is not 0, stages and feeder
  * switch to owner_uid, owner_gid and that user's groups before touching
