@@ -33,8 +33,9 @@
 static char *cg_base; /* NULL: no cgroups, RLIMIT_AS */
 static mf_job_log_fn cg_log;
 static void *cg_log_arg;
+static char cg_why[768]; /* why setup failed, to log; "": nothing */
 /* Shared by every job thread. */
-static atomic_bool cg_logged; /* the fallback was logged */
+static atomic_bool cg_logged; /* a fallback was logged */
 static atomic_uint cg_seq; /* the N of matfs-PID-SHARD-N */
 
 /* Control files a stand-in folder may hold; removed before rmdir. */
@@ -43,19 +44,43 @@ static const char *const cg_files[] = {
     "memory.events", "cgroup.kill",
 };
 
-/* Logs the first fallback to RLIMIT_AS, and no other. */
-static void fallback(const char *fmt, ...)
+static void format_why(char *buf, size_t len, const char *fmt, va_list ap)
 {
-	char what[640], msg[768];
+	char what[640];
+
+	vsnprintf(what, sizeof what, fmt, ap);
+	snprintf(buf, len,
+		 "%s: stage memory limits are per process (RLIMIT_AS)", what);
+}
+
+/* Setup: keeps why stages will fall back to RLIMIT_AS, for log_once. */
+static void note(const char *fmt, ...)
+{
 	va_list ap;
 
-	if (atomic_exchange(&cg_logged, true) || !cg_log)
+	va_start(ap, fmt);
+	format_why(cg_why, sizeof cg_why, fmt, ap);
+	va_end(ap);
+}
+
+/* Logs cg_why, the first time a fallback is logged only. */
+static void log_once(void)
+{
+	if (cg_why[0] && cg_log && !atomic_exchange(&cg_logged, true))
+		cg_log(cg_log_arg, cg_why);
+}
+
+/* A stage falls back: logs why, if no fallback was logged yet. */
+static void log_fallback(const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+
+	if (!cg_log || atomic_exchange(&cg_logged, true))
 		return;
 	va_start(ap, fmt);
-	vsnprintf(what, sizeof what, fmt, ap);
+	format_why(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	snprintf(msg, sizeof msg,
-		 "%s: stage memory limits are per process (RLIMIT_AS)", what);
 	cg_log(cg_log_arg, msg);
 }
 
@@ -171,7 +196,8 @@ static int own_cgroup(char **out)
 		skip = strcmp(root, "/") ? strlen(root) : 0;
 		if (strncmp(p, root, skip) || p[0] != '/')
 			rc = -ENOENT;
-		else if (asprintf(out, "%s%s", mnt, p + skip) < 0)
+		else if (asprintf(out, "%s%s", mnt,
+				  strcmp(p + skip, "/") ? p + skip : "") < 0)
 			rc = -ENOMEM;
 	}
 	free(mnt);
@@ -187,17 +213,17 @@ static int enable_memory(const char *base)
 	int rc = slurp(base, "cgroup.subtree_control", &ctl);
 
 	if (rc < 0) {
-		fallback("memory: '%s/cgroup.subtree_control': %s: not a "
-			 "cgroup v2 folder",
-			 base, job_strerror(-rc));
+		note("memory: '%s/cgroup.subtree_control': %s: not a "
+		     "cgroup v2 folder",
+		     base, job_strerror(-rc));
 		return rc;
 	}
 	if (!has_word(ctl, "memory")) {
 		rc = put(base, "cgroup.subtree_control", "+memory", O_TRUNC);
 		if (rc < 0)
-			fallback("memory: cannot enable the memory controller "
-				 "in '%s/cgroup.subtree_control': %s",
-				 base, job_strerror(-rc));
+			note("memory: cannot enable the memory controller "
+			     "in '%s/cgroup.subtree_control': %s",
+			     base, job_strerror(-rc));
 	}
 	free(ctl);
 	return rc;
@@ -209,6 +235,7 @@ void job_cgroup_forget(void)
 	cg_base = NULL;
 	cg_log = NULL;
 	cg_log_arg = NULL;
+	cg_why[0] = '\0';
 	atomic_store(&cg_logged, false);
 }
 
@@ -229,8 +256,8 @@ int mf_job_cgroup_setup(const char *base, mf_job_log_fn log, void *arg)
 	} else {
 		rc = own_cgroup(&dir);
 		if (rc < 0)
-			fallback("memory: no cgroup v2 of this process: %s",
-				 job_strerror(-rc));
+			note("memory: no cgroup v2 of this process: %s",
+			     job_strerror(-rc));
 	}
 	if (rc == 0)
 		rc = enable_memory(dir);
@@ -288,8 +315,8 @@ static void make_one(struct job_cgroup *cg, uint64_t max, uint32_t shard)
 		     (long)getpid(), shard, atomic_fetch_add(&cg_seq, 1)) < 0)
 		return;
 	if (mkdir(path, 0755) < 0) {
-		fallback("memory: cannot make cgroup '%s': %s", path,
-			 job_strerror(errno));
+		log_fallback("memory: cannot make cgroup '%s': %s", path,
+			     job_strerror(errno));
 		free(path);
 		return;
 	}
@@ -304,8 +331,8 @@ static void make_one(struct job_cgroup *cg, uint64_t max, uint32_t shard)
 		rc = open_procs(path);
 	}
 	if (rc < 0) {
-		fallback("memory: cgroup '%s': %s: %s", path, step,
-			 job_strerror(-rc));
+		log_fallback("memory: cgroup '%s': %s: %s", path, step,
+			     job_strerror(-rc));
 		remove_cgroup(path);
 		free(path);
 		return;
@@ -315,12 +342,18 @@ static void make_one(struct job_cgroup *cg, uint64_t max, uint32_t shard)
 	cg->max = max;
 }
 
+/* Without a cgroup base, the first stage with memory logs why. */
 void job_cgroups_make(struct mf_job *j, const struct mf_spec *spec,
 		      uint32_t shard)
 {
-	for (size_t i = 0; cg_base && i < j->n; i++)
-		if (spec->stages[i].memory)
+	for (size_t i = 0; i < j->n; i++) {
+		if (!spec->stages[i].memory)
+			continue;
+		if (cg_base)
 			make_one(&j->st[i].cg, spec->stages[i].memory, shard);
+		else
+			log_once();
+	}
 }
 
 /* The count after "oom_kill " in memory.events; 0 when unknown. */

@@ -218,9 +218,12 @@ typedef void (*mf_job_log_fn)(void *arg, const char *msg);
  * root; that works where the caller is in a root cgroup (a container's
  * own cgroup namespace, say).
  * Returns 0, or -errno: every stage's `memory` is then RLIMIT_AS per
- * process, as without this call. The first fallback to RLIMIT_AS, here or
- * for one stage later (its cgroup cannot be made), is reported through
- * log once (log may be NULL); base NULL without root is not reported.
+ * process, as without this call. Why a stage with `memory` falls back to
+ * RLIMIT_AS (this setup failed, or its own cgroup could not be made) is
+ * passed to log (may be NULL) once, by the first such stage; base NULL
+ * without root is not logged. Returns -EPERM for that, -ENOENT for no
+ * cgroup v2 or a folder without cgroup.subtree_control, or the errno of
+ * enabling memory there (-EBUSY: it holds processes).
  * Not thread-safe: call before starting any job; a later call replaces
  * the earlier choice.
  */

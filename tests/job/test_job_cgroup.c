@@ -217,9 +217,20 @@ static void test_not_writable_falls_back(void **state)
 	jt_assert_clean(t);
 }
 
-/* A folder that is not a cgroup is refused at setup, logged once, and
- * stages keep RLIMIT_AS; one without memory in its subtree_control gets
- * "+memory" written to it. */
+/* A stage that has no memory: nothing to fall back from. */
+static void assert_no_limit(struct jt *t)
+{
+	struct jt_run r;
+
+	jt_run(t, 0, 4096, &r);
+	assert_int_equal(r.finish_rc, 0);
+	assert_string_equal(r.out, "unlimited\n");
+	jt_run_release(&r);
+}
+
+/* A folder that is not a cgroup is refused at setup and stages keep
+ * RLIMIT_AS; the first stage with memory logs why, once. A folder without
+ * memory in its subtree_control gets "+memory" written to it. */
 static void test_setup(void **state)
 {
 	struct jt *t = *state;
@@ -228,17 +239,19 @@ static void test_setup(void **state)
 	snprintf(base, sizeof base, "%s/plain", t->dir);
 	assert_int_equal(mkdir(base, 0755), 0);
 	assert_int_equal(mf_job_cgroup_setup(base, log_line, NULL), -ENOENT);
+	jt_input(t, "in", "", 0);
+	jt_stage(t, 0, "/bin/sh", "-c", "ulimit -v", NULL);
+	assert_no_limit(t);
+	assert_int_equal(n_logged, 0);
+	t->spec.stages[0].memory = 64ULL << 20;
+	assert_rlimit_as(t);
+	assert_rlimit_as(t);
 	assert_int_equal(n_logged, 1);
 	assert_non_null(strstr(logged,
 			       "/plain/cgroup.subtree_control': No "
 			       "such file or directory: not a cgroup "
 			       "v2 folder: stage memory limits are "
 			       "per process (RLIMIT_AS)"));
-	jt_input(t, "in", "", 0);
-	jt_stage(t, 0, "/bin/sh", "-c", "ulimit -v", NULL);
-	t->spec.stages[0].memory = 64ULL << 20;
-	assert_rlimit_as(t);
-	assert_int_equal(n_logged, 1);
 
 	snprintf(base, sizeof base, "%s", stand_in(t, "cpu io\n"));
 	assert_int_equal(mf_job_cgroup_setup(base, log_line, NULL), 0);
@@ -247,14 +260,18 @@ static void test_setup(void **state)
 	assert_string_equal(ctl, "+memory");
 	free(ctl);
 
-	/* the caller's own cgroup: not without root; with root, whatever
-	 * this machine has, and a refusal is logged once */
+	/* the caller's own cgroup: not without root (nothing to log);
+	 * with root, whatever this machine has: a refusal is logged by the
+	 * first stage with memory */
 	n_logged = 0;
 	if (geteuid() != 0) {
 		assert_int_equal(mf_job_cgroup_setup(NULL, log_line, NULL),
 				 -EPERM);
+		assert_rlimit_as(t);
 		assert_int_equal(n_logged, 0);
 	} else if (mf_job_cgroup_setup(NULL, log_line, NULL) < 0) {
+		assert_int_equal(n_logged, 0);
+		assert_rlimit_as(t);
 		assert_int_equal(n_logged, 1);
 		assert_non_null(strstr(logged, "(RLIMIT_AS)"));
 	}
