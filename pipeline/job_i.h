@@ -197,6 +197,8 @@ void job_end_strays(struct mf_job *j);
 void job_cgroups_make(struct mf_job *j, const struct mf_spec *spec,
 		      uint32_t shard);
 void job_cgroups_end(struct mf_job *j);
+/* Undoes mf_job_cgroup_setup: stages use RLIMIT_AS again, nothing was
+ * logged yet (tests call it between cases). Not thread-safe. */
 void job_cgroup_forget(void);
 
 /* job_finish.c */

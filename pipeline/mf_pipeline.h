@@ -193,8 +193,9 @@ struct mf_job_result {
 				 (SIGKILL)", "stage 0 'sh' timed out after
 				 2s", "input 'PATH': No such file or
 				 directory", "process 42 'sleep' was still
-				 running after every stage exited"; "" when
-				 ok */
+				 running after every stage exited", "stage
+				 0: killed: memory limit (8GiB) reached"
+				 (mf_job_cgroup_setup); "" when ok */
 	char stderr_tail[MF_STDERR_TAIL + 1]; /* failing stage's last stderr */
 };
 
