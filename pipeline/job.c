@@ -118,6 +118,7 @@ static int fork_stage(struct mf_job *j, struct spawn *s,
 	    .envp = plan->envp,
 	    .creds = &plan->creds,
 	    .limits = &plan->limits[i],
+	    .cg_fd = j->st[i].cg.procs_fd,
 	    .max_fd = plan->max_fd,
 	};
 	pid_t pid = fork();
@@ -126,6 +127,10 @@ static int fork_stage(struct mf_job *j, struct spawn *s,
 		return -errno;
 	if (pid == 0)
 		job_child_exec(&x);
+	if (j->st[i].cg.procs_fd >= 0) {
+		close(j->st[i].cg.procs_fd);
+		j->st[i].cg.procs_fd = -1;
+	}
 	adopt(j, pid);
 	j->st[i].pid = pid;
 	j->st[i].pidfd = pidfd_open(pid, 0);
@@ -265,8 +270,9 @@ static int job_alloc(const struct mf_spec *spec, struct mf_job **out)
 	j->pfd = calloc(2 * j->n + 1, sizeof *j->pfd);
 	if (!j->st || !j->pfd)
 		goto fail;
+	for (size_t i = 0; i < j->n; i++)
+		j->st[i].pidfd = j->st[i].err_fd = j->st[i].cg.procs_fd = -1;
 	for (size_t i = 0; i < j->n; i++) {
-		j->st[i].pidfd = j->st[i].err_fd = -1;
 		j->st[i].status = -1;
 		j->st[i].timeout_s = spec->stages[i].timeout_s;
 		j->st[i].name = strdup(spec->stages[i].argv[0]);
@@ -349,6 +355,7 @@ int mf_job_start(const struct mf_spec *spec, uint32_t shard, const char *fp_hex,
 	rc = keep_inputs(j, &plan);
 	if (rc < 0)
 		goto free_job;
+	job_cgroups_make(j, spec, shard);
 	rc = spawn_job(j, spec, &plan, &msg);
 	if (rc < 0)
 		goto free_job;
@@ -356,6 +363,7 @@ int mf_job_start(const struct mf_spec *spec, uint32_t shard, const char *fp_hex,
 	*out = j;
 	return 0;
 free_job:
+	job_cgroups_end(j);
 	job_free(j);
 release_plan:
 	job_plan_release(&plan, spec);

@@ -77,10 +77,28 @@ static int drop_creds(const struct job_creds *c)
 	return syscall(SYS_setresuid, c->uid, c->uid, c->uid) < 0 ? -1 : 0;
 }
 
+/* Moves this process into the stage's cgroup: its pid, in decimal, to
+ * cgroup.procs (snprintf is not async-signal-safe). */
+static int join_cgroup(int fd)
+{
+	char buf[24];
+	size_t pos = sizeof buf;
+	unsigned long pid = (unsigned long)getpid();
+	ssize_t len;
+
+	do {
+		buf[--pos] = (char)('0' + pid % 10);
+		pid /= 10;
+	} while (pid);
+	len = (ssize_t)(sizeof buf - pos);
+	return write(fd, buf + pos, (size_t)len) == len ? 0 : -1;
+}
+
 /* The stage's limits, lowered (never raised: the parent capped them at
  * its own hard limits) while still privileged, so they hold whoever the
- * stage becomes. RLIMIT_NPROC counts every process of the real uid. */
-static int set_limits(const struct job_limits *l)
+ * stage becomes. RLIMIT_NPROC counts every process of the real uid.
+ * RLIMIT_AS only when the stage's memory is not a cgroup's. */
+static int set_limits(const struct job_limits *l, bool in_cgroup)
 {
 	struct rlimit r;
 
@@ -91,7 +109,7 @@ static int set_limits(const struct job_limits *l)
 	if (setrlimit(RLIMIT_NPROC, &r) < 0)
 		return -1;
 	r.rlim_cur = r.rlim_max = l->as;
-	if (l->as && setrlimit(RLIMIT_AS, &r) < 0)
+	if (l->as && !in_cgroup && setrlimit(RLIMIT_AS, &r) < 0)
 		return -1;
 	if (l->nice && setpriority(PRIO_PROCESS, 0, l->nice) < 0)
 		return -1;
@@ -113,17 +131,20 @@ static _Noreturn void give_up(int fd, enum job_report_kind kind, int index,
 }
 
 /*
- * A stage: joins the job's process group, takes its pipes as 0, 1 and 2,
- * closes everything else, sets its limits, becomes the spec owner if
- * asked, enters the spec folder and execs. The pipes are first moved above
- * 2 so that none of them is overwritten by another's dup2 (the parent may
- * run with 0-2 closed).
+ * A stage: joins the job's process group and its cgroup if it has one
+ * (if that fails, RLIMIT_AS stands in for it), takes its pipes as 0, 1
+ * and 2, closes everything else, sets its limits, becomes the spec owner
+ * if asked, enters the spec folder and execs. The pipes are first moved
+ * above 2 so that none of them is overwritten by another's dup2 (the
+ * parent may run with 0-2 closed).
  */
 _Noreturn void job_child_exec(const struct job_exec *x)
 {
+	bool in_cgroup;
 	int rep, fds[3];
 
 	(void)setpgid(0, x->pgid);
+	in_cgroup = x->cg_fd >= 0 && join_cgroup(x->cg_fd) == 0;
 	reset_signals();
 	rep = fcntl(x->report_fd, F_DUPFD_CLOEXEC, 3);
 	fds[0] = fcntl(x->in_fd, F_DUPFD_CLOEXEC, 3);
@@ -138,7 +159,7 @@ _Noreturn void job_child_exec(const struct job_exec *x)
 				JOB_EXEC_EXIT);
 	close_span(3, (unsigned int)rep - 1, x->max_fd);
 	close_span((unsigned int)rep + 1, ~0U, x->max_fd);
-	if (set_limits(x->limits) < 0)
+	if (set_limits(x->limits, in_cgroup) < 0)
 		give_up(rep, JOB_REPORT_SETUP, x->index, errno, JOB_EXEC_EXIT);
 	if (drop_creds(x->creds) < 0)
 		give_up(rep, JOB_REPORT_CREDS, x->index, errno, JOB_EXEC_EXIT);

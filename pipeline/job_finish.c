@@ -16,6 +16,8 @@
  *   6. a process of the job's group, not a stage, still running once
  *      every stage exited (job_stray.c): a background child the stages
  *      did not wait for.
+ * A stage of rule 3 or 4 whose cgroup saw an OOM kill is reported as
+ * "stage N: killed: memory limit (X) reached".
  *
  * Not for: reading or polling (job_io.c).
  */
@@ -96,13 +98,38 @@ static void copy_tail(const struct job_ring *r, char *out)
 	out[r->fill] = '\0';
 }
 
+/* 8589934592 -> "8GiB"; a size no binary unit divides stays in bytes. */
+static void format_limit(uint64_t n, char *buf, size_t len)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	size_t u = 0;
+
+	while (u + 1 < sizeof units / sizeof units[0] && n && n % 1024 == 0) {
+		n /= 1024;
+		u++;
+	}
+	snprintf(buf, len, "%llu%s", (unsigned long long)n, units[u]);
+}
+
+/* A stage the OOM killer hit in its cgroup failed for that reason, however
+ * it ended (its own death, or a child's that made it exit non-zero). */
 static void stage_failed(const struct mf_job *j, size_t i, const char *what,
 			 struct mf_job_result *r)
 {
+	const struct job_cgroup *cg = &j->st[i].cg;
+	char max[32];
+
 	r->failed_stage = (int)i;
 	r->wait_status = j->st[i].status;
-	snprintf(r->error, sizeof r->error, "stage %zu '%s' %s", i,
-		 j->st[i].name, what);
+	if (cg->oom_kills && !j->timed_out) {
+		format_limit(cg->max, max, sizeof max);
+		snprintf(r->error, sizeof r->error,
+			 "stage %zu: killed: memory limit (%s) reached", i,
+			 max);
+	} else {
+		snprintf(r->error, sizeof r->error, "stage %zu '%s' %s", i,
+			 j->st[i].name, what);
+	}
 	copy_tail(&j->st[i].tail, r->stderr_tail);
 }
 
@@ -240,6 +267,7 @@ int mf_job_finish(struct mf_job *j, struct mf_job_result *res)
 	if (!j->timed_out && !j->killed)
 		job_find_strays(j);
 	job_reap_all(j);
+	job_cgroups_end(j);
 	job_end_strays(j);
 	job_result(j, &r);
 	job_free(j);

@@ -2,7 +2,8 @@
  * job_i.h - private parts of the stage runner shared by job.c (starting),
  * job_plan.c (what to start), job_child.c (code run after fork),
  * job_io.c (reading, polling, timeouts, reaping), job_stray.c (what the
- * stages left running) and job_finish.c (the result).
+ * stages left running), job_cgroup.c (a stage's cgroup v2 memory limit)
+ * and job_finish.c (the result).
  *
  * Not for: anything outside pipeline/job*.c; the contract is the job part
  * of mf_pipeline.h.
@@ -73,6 +74,19 @@ struct job_plan {
 	int max_fd; /* bound for closing fds when close_range is missing */
 };
 
+/*
+ * A stage's own cgroup v2, holding its whole process tree under its
+ * `memory` (job_cgroup.c): made by the parent before the fork, joined by
+ * the stage child before execve, read and removed after the stage.
+ */
+struct job_cgroup {
+	char *path; /* its folder, owned; NULL: none (RLIMIT_AS applies) */
+	int procs_fd; /* its cgroup.procs, open for writing until the stage
+			 is forked; -1 after */
+	uint64_t max; /* memory.max, bytes */
+	uint64_t oom_kills; /* memory.events oom_kill, read at the end */
+};
+
 /* What a stage child needs between fork and execve. */
 struct job_exec {
 	pid_t pgid; /* 0: make a new group */
@@ -84,6 +98,7 @@ struct job_exec {
 	char *const *envp;
 	const struct job_creds *creds;
 	const struct job_limits *limits;
+	int cg_fd; /* cgroup.procs of its cgroup, or -1: RLIMIT_AS instead */
 	int max_fd;
 };
 
@@ -113,6 +128,7 @@ struct job_proc {
 	bool exited; /* exit seen (still unreaped until finish) */
 	bool reaped;
 	int status; /* wait status once exited; -1 unknown */
+	struct job_cgroup cg;
 	struct job_ring tail;
 };
 
@@ -176,6 +192,14 @@ void job_free(struct mf_job *j);
 void job_strays_init(struct job_strays *s);
 void job_find_strays(struct mf_job *j);
 void job_end_strays(struct mf_job *j);
+
+/* job_cgroup.c */
+void job_cgroups_make(struct mf_job *j, const struct mf_spec *spec,
+		      uint32_t shard);
+void job_cgroups_end(struct mf_job *j);
+/* Undoes mf_job_cgroup_setup: stages use RLIMIT_AS again, nothing was
+ * logged yet (tests call it between cases). Not thread-safe. */
+void job_cgroup_forget(void);
 
 /* job_finish.c */
 const char *job_strerror(int err);

@@ -193,12 +193,42 @@ struct mf_job_result {
 				 (SIGKILL)", "stage 0 'sh' timed out after
 				 2s", "input 'PATH': No such file or
 				 directory", "process 42 'sleep' was still
-				 running after every stage exited"; "" when
-				 ok */
+				 running after every stage exited", "stage
+				 0: killed: memory limit (8GiB) reached"
+				 (mf_job_cgroup_setup); "" when ok */
 	char stderr_tail[MF_STDERR_TAIL + 1]; /* failing stage's last stderr */
 };
 
 struct mf_job;
+
+/* Receives one line for the daemon's log; called from any thread. */
+typedef void (*mf_job_log_fn)(void *arg, const char *msg);
+
+/*
+ * Chooses where a stage with `memory` gets a cgroup v2 memory limit on its
+ * whole process tree (docs/security.md): a child cgroup of base per stage,
+ * "matfs-PID-SHARD-N", with memory.max the stage's `memory` and
+ * memory.swap.max 0, joined by the stage before execve and removed after
+ * it; a stage the OOM killer hit in it fails with "stage N: killed: memory
+ * limit (8GiB) reached". base must be a cgroup v2 folder that may have
+ * children with the memory controller: its cgroup.subtree_control lists
+ * memory, or "+memory" is written to it (which the kernel refuses while
+ * the folder holds processes: a delegated cgroup the daemon is not in).
+ * base NULL: the caller's own cgroup (the "0::" line of /proc/self/cgroup
+ * under the "cgroup2" mount of /proc/self/mountinfo), only when running as
+ * root; that works where the caller is in a root cgroup (a container's
+ * own cgroup namespace, say).
+ * Returns 0, or -errno: every stage's `memory` is then RLIMIT_AS per
+ * process, as without this call. Why a stage with `memory` falls back to
+ * RLIMIT_AS (this setup failed, or its own cgroup could not be made) is
+ * passed to log (may be NULL) once, by the first such stage; base NULL
+ * without root is not logged. Returns -EPERM for that, -ENOENT for no
+ * cgroup v2 or a folder without cgroup.subtree_control, or the errno of
+ * enabling memory there (-EBUSY: it holds processes).
+ * Not thread-safe: call before starting any job; a later call replaces
+ * the earlier choice.
+ */
+int mf_job_cgroup_setup(const char *base, mf_job_log_fn log, void *arg);
 
 /*
  * Starts the stages of shard `shard` (fork + execve, argv[0] looked up in
@@ -211,7 +241,8 @@ struct mf_job;
  * no newline after the last) and MATFS_FINGERPRINT (fp_hex). Nothing else
  * of the caller's environment passes. Each stage gets RLIMIT_NOFILE 4096
  * and RLIMIT_NPROC 16384 (or the caller's hard limits when lower), its
- * `memory` as RLIMIT_AS and its `nice`. A feeder child writes the shard's
+ * `memory` as a cgroup (mf_job_cgroup_setup) or else RLIMIT_AS, and its
+ * `nice`. A feeder child writes the shard's
  * input files, concatenated in order, to the first stage's stdin. When
  * the caller runs as root and spec->owner_uid is not 0, stages and feeder
  * switch to owner_uid, owner_gid and that user's groups before touching

@@ -29,6 +29,7 @@
 
 struct cli {
 	char *store, *pipelines, *max_size, *workers, *cache, *spec_poll;
+	char *cgroup;
 	char *pos[3]; /* SOURCE? MOUNTPOINT */
 	int n_pos;
 	int foreground, debug, help, version, allow_other;
@@ -51,6 +52,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("workers=%s", workers),
     OPT("cache=%s", cache),
     OPT("spec_poll=%s", spec_poll),
+    OPT("cgroup=%s", cgroup),
     FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP),
     FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -85,6 +87,9 @@ static const char usage[] =
     "                       check specs, their deps and inputs by stat\n"
     "                       every SECONDS, not with inotify (network\n"
     "                       filesystems)\n"
+    "       cgroup=PATH     a cgroup v2 folder delegated to matfs: stages\n"
+    "                       with memory: get their own cgroup under it\n"
+    "                       (default, as root: matfs's own cgroup)\n"
     "       allow_other     let other users in (adds default_permissions)\n"
     "       and the FUSE options of mount.fuse3(8)\n"
     "  -h, --help         this text\n"
@@ -105,6 +110,11 @@ static void log_msg(void *arg, int level, const char *msg)
 		syslog(prio[level], "%s", msg);
 	else if (verbose || level <= MFS_LOG_WARN)
 		fprintf(stderr, "matfs: %s\n", msg);
+}
+
+static void log_job(void *arg, const char *msg)
+{
+	log_msg(arg, MFS_LOG_WARN, msg);
 }
 
 static int cli_proc(void *data, const char *arg, int key, struct fuse_args *out)
@@ -324,6 +334,8 @@ static int run(struct cli *c, struct fuse_args *args, const char *mnt)
 	}
 	if (chdir("/") != 0)
 		return 1;
+	/* a failure is logged by the first stage with memory, if any */
+	(void)mf_job_cgroup_setup(c->cgroup, log_job, NULL);
 	struct mfs *m;
 	char *err = NULL;
 	int rc = mfs_new(&o, &m, &err);
@@ -345,6 +357,7 @@ static void cli_release(struct cli *c)
 	free(c->workers);
 	free(c->cache);
 	free(c->spec_poll);
+	free(c->cgroup);
 	for (int i = 0; i < c->n_pos; i++)
 		free(c->pos[i]);
 }
