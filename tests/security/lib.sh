@@ -141,7 +141,7 @@ has_name() { [ -L "$1/$2" ]; }
 
 # user_xattrs PATH: every user.matfs.* attribute of PATH as $user sees
 # them (names and values), or nothing.
-user_xattrs() { as_user getfattr -d -m '^user\.matfs\.' "$1" 2>/dev/null || true; }
+user_xattrs() { as_user getfattr --absolute-names -d -m '^user\.matfs\.' "$1" 2>/dev/null || true; }
 
 # bomb_yaml: YAML text whose aliases expand to 10^9 nodes (9 levels of
 # 10 aliases each) under keys the spec does not know.

@@ -45,7 +45,7 @@ if has_name "$mnt" peek; then
   as_user cat "$mnt/peek/shard-00000" >"$tmp/out" 2>/dev/null || true
   ! grep -aq hidden- "$tmp/out" || fail "peek's shard names root's files: $(cat "$tmp/out")"
 fi
-as_user getfattr -R -d -m '^user\.matfs\.' "$mnt" >"$tmp/xattrs" 2>/dev/null || true
+as_user getfattr --absolute-names -R -d -m '^user\.matfs\.' "$mnt" >"$tmp/xattrs" 2>/dev/null || true
 grep -q 'user.matfs.state' "$tmp/xattrs" || fail "the user sees no xattrs at all"
 ! grep -Eq 'hidden-|31337' "$tmp/xattrs" || fail "xattrs show root's files: $(grep -E 'hidden-|31337' "$tmp/xattrs")"
 pass "the listing, shards and xattrs show nothing of root's folder"

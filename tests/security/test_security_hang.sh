@@ -40,7 +40,7 @@ mount_fs "$mnt" "$tmp/store" "$u/pipelines"
 wait_for 20 has_name "$mnt" first || fail "first is not registered"
 
 # the hanging spec: reading its dep starts slow's stage, which waits
-slow_state() { getfattr --only-values -n user.matfs.state "$m2/slow/shard-00000"; }
+slow_state() { getfattr --absolute-names --only-values -n user.matfs.state "$m2/slow/shard-00000"; }
 is_running() { [ "$(slow_state)" = running ]; }
 as_user tee "$u/pipelines/hang.yaml" >/dev/null <<'YAML'
 name: hang
