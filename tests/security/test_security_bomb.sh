@@ -41,7 +41,7 @@ cap() {
     "$matctl" "$u/pipelines/$1" >"$tmp/out" 2>"$tmp/err" || rc=$?
   [ "$rc" -ne 124 ] || fail "$1: matctl still runs after 60 s"
   [ "$rc" -ne 0 ] || fail "$1: accepted as $(cat "$tmp/out")"
-  grep -Eiq "$2" "$tmp/err" && grep -q '[0-9]' "$tmp/err" ||
+  { grep -Eiq "$2" "$tmp/err" && grep -q "[0-9]" "$tmp/err"; } ||
     fail "$1: the error names no cap: $(cat "$tmp/err")"
   grep -q "$1" "$tmp/err" || fail "$1: the error names no file: $(cat "$tmp/err")"
 }
