@@ -25,6 +25,7 @@ umask 022
 tmp=$(mktemp -d /tmp/mf-sec.XXXXXX)
 chmod 0755 "$tmp"
 log=$tmp/matfs.log
+install -m 0600 /dev/null "$log" # the daemon's, not the user's
 daemons=() mounts=() users=() releases=()
 
 # The user runs its own copy of matctl: the build folder may be out of
