@@ -20,20 +20,6 @@ for cmd in fusermount3 useradd userdel runuser getfattr python3 timeout; do
   command -v "$cmd" >/dev/null || skip "no $cmd"
 done
 
-umask 022
-# Readable by all: the user must reach its own folders and the mount.
-tmp=$(mktemp -d /tmp/mf-sec.XXXXXX)
-chmod 0755 "$tmp"
-log=$tmp/matfs.log
-install -m 0600 /dev/null "$log" # the daemon's, not the user's
-daemons=() mounts=() users=() releases=()
-
-# The user runs its own copy of matctl: the build folder may be out of
-# its reach.
-mkdir "$tmp/bin"
-install -m 0755 "$build/tools/matctl" "$tmp/bin/matctl"
-matctl=$tmp/bin/matctl
-
 # reap PID: waits up to 5 s for it, then kills it hard.
 reap() {
   local i
@@ -47,6 +33,7 @@ reap() {
 
 is_mounted() { grep -q " $1 fuse" /proc/self/mounts; }
 
+tmp="" daemons=() mounts=() users=() releases=()
 cleanup() {
   set +e
   local f m p u i
@@ -63,9 +50,22 @@ cleanup() {
   for u in "${users[@]}"; do
     userdel -r "$u" 2>/dev/null || userdel -r -f "$u" 2>/dev/null
   done
-  rm -rf "$tmp"
+  [ -z "$tmp" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
+
+umask 022
+# Readable by all: the user must reach its own folders and the mount.
+tmp=$(mktemp -d /tmp/mf-sec.XXXXXX)
+chmod 0755 "$tmp"
+log=$tmp/matfs.log
+install -m 0600 /dev/null "$log" # the daemon's, not the user's
+
+# The user runs its own copy of matctl: the build folder may be out of
+# its reach.
+mkdir "$tmp/bin"
+install -m 0755 "$build/tools/matctl" "$tmp/bin/matctl"
+matctl=$tmp/bin/matctl
 
 fail() {
   echo "FAIL: $*" >&2

@@ -37,10 +37,13 @@ stages:
 YAML
 mnt=$tmp/mnt
 mount_fs "$mnt" "$tmp/store" "$u/pipelines"
+m1pid=$mpid
 wait_for 20 has_name "$mnt" first || fail "first is not registered"
 
 # the hanging spec: reading its dep starts slow's stage, which waits
-slow_state() { getfattr --absolute-names --only-values -n user.matfs.state "$m2/slow/shard-00000"; }
+slow_state() {
+  getfattr --absolute-names --only-values -n user.matfs.state "$m2/slow/shard-00000"
+}
 is_running() { [ "$(slow_state)" = running ]; }
 as_user tee "$u/pipelines/hang.yaml" >/dev/null <<'YAML'
 name: hang
@@ -73,5 +76,5 @@ pass "another spec registers and serves while hang's dep hangs"
 touch "$release"
 wait_for 60 has_name "$mnt" hang || fail "hang did not register once its dep was readable"
 pass "hang registers once its dep can be read"
-umount_fs "$mnt" "${daemons[1]}"
+umount_fs "$mnt" "$m1pid"
 umount_fs "$m2" "$m2pid"
