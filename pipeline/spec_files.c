@@ -309,8 +309,10 @@ static int check_dep_owner(struct spec_ctx *c, const yaml_node_t *n,
 	char *why = NULL;
 	int rc = trust_check_path(abs, trust_runner(c->spec->owner_uid), false,
 				  &why);
-	if (rc && why)
-		rc = spec_fail(c, n, "'deps': %s", why);
+	if (rc && why) {
+		int frc = spec_fail(c, n, "'deps': %s", why);
+		rc = frc == -ENOMEM ? frc : rc; /* -EPERM: refused */
+	}
 	free(why);
 	return rc;
 }
