@@ -1,5 +1,6 @@
 /*
- * spec.c - loading a pipeline spec: reading the file, parsing it with
+ * spec.c - loading a pipeline spec: opening the file with its owner's
+ * rights under the ownership rules (spec_trust.c), parsing it with
  * libyaml's document API, dispatching each top-level key to its handler,
  * the checks that span keys (required keys, shards against inputs), error
  * messages, freeing, and the assignment of input files to shards.

@@ -1,7 +1,7 @@
 /*
  * mf_util.h - small helpers shared by every matfs module: sizes and
  * durations as users write them, hex, SHA-256 and random ids, full reads and
- * writes, durable renames.
+ * writes, durable renames, and a thread's filesystem credentials.
  *
  * Not for: anything that knows about specs, stores or FUSE. Nothing here
  * prints or exits; every fallible function returns 0 or a negative errno.
