@@ -415,9 +415,9 @@ static int add_shard_parts(struct fp_build *b, const struct mf_spec *spec,
 	return rc;
 }
 
-/* The parts of the whole fingerprint, or of shard only, read
- * with the rights of the spec's owner: a spec shows its owner nothing of
- * a file the owner could not read (docs/security.md). */
+/* The parts of the whole fingerprint, or of shard only, read with the
+ * rights of the spec's owner: a spec shows its owner nothing of a file
+ * the owner could not read (docs/security.md). */
 static int add_parts_as_owner(struct fp_build *b, const struct mf_spec *spec,
 			      bool whole, uint32_t shard)
 {

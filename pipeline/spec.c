@@ -460,9 +460,9 @@ static int open_spec(struct spec_ctx *c, struct spec_file *f)
 /* The ownership rules (docs/security.md): the spec's owner decides whom
  * its stages run as (the runner); a process that is not root runs no
  * other user's spec; every symlink on the way and every folder on the
- * real path belong to root or the runner and nobody else may write them,
- * the spec or the stages' folder. The thread then has the real owner's rights for the rest
- * of the load. */
+ * real path belong to root or the runner, and nobody else may write them,
+ * the spec or the stages' folder. The thread then has the real owner's
+ * rights for the rest of the load. */
 static int check_owner(struct spec_ctx *c, struct spec_file *f)
 {
 	char who[TRUST_USER_TEXT], me[TRUST_USER_TEXT];

@@ -194,28 +194,31 @@ static int check_entry(const char *path, const struct stat *st, uid_t runner,
 	if (S_ISLNK(st->st_mode) || (!last && !S_ISDIR(st->st_mode)))
 		return why_fail(why, -ELOOP,
 				"%s: changed while it was examined", path);
-	trust_user_text(st->st_uid, owner, sizeof(owner));
 	if (st->st_uid != 0 && st->st_uid != runner)
-		return why_fail(why, -EPERM,
-				"%s: owned by %s, mode %04o, but stages run "
-				"as %s: " RULE,
-				path, owner, mode,
-				trust_user_text(runner, run, sizeof(run)));
+		return why_fail(
+		    why, -EPERM,
+		    "%s: owned by %s, mode %04o, but stages run "
+		    "as %s: " RULE,
+		    path, trust_user_text(st->st_uid, owner, sizeof(owner)),
+		    mode, trust_user_text(runner, run, sizeof(run)));
 	/* a sticky folder on the way: others may add entries but not
 	 * replace ours, and the next entry is checked in turn */
 	bool sticky = !last && (st->st_mode & S_ISVTX);
 	if ((st->st_mode & S_IWOTH) && !sticky)
-		return why_fail(why, -EPERM,
-				"%s: owned by %s, mode %04o: writable by "
-				"others: " RULE,
-				path, owner, mode);
+		return why_fail(
+		    why, -EPERM,
+		    "%s: owned by %s, mode %04o: writable by "
+		    "others: " RULE,
+		    path, trust_user_text(st->st_uid, owner, sizeof(owner)),
+		    mode);
 	if ((st->st_mode & S_IWGRP) && !sticky &&
 	    !group_is_private(st->st_gid, st->st_uid))
-		return why_fail(why, -EPERM,
-				"%s: owned by %s, mode %04o: writable by "
-				"group %s, not its owner's own group: " RULE,
-				path, owner, mode,
-				group_text(st->st_gid, grp, sizeof(grp)));
+		return why_fail(
+		    why, -EPERM,
+		    "%s: owned by %s, mode %04o: writable by "
+		    "group %s, not its owner's own group: " RULE,
+		    path, trust_user_text(st->st_uid, owner, sizeof(owner)),
+		    mode, group_text(st->st_gid, grp, sizeof(grp)));
 	return 0;
 }
 
