@@ -4,9 +4,12 @@
  * SHA-256 over the (label, component hash) pairs in a fixed order.
  *
  * Not for: validating the spec (spec*.c) or storing the result anywhere.
- * Reads deps files, and input files with input_identity: content.
+ * Reads deps files, and input files with input_identity: content, with
+ * the rights of the spec's owner (the calling thread switches to them
+ * under a root process, and back).
  */
 #include "spec_i.h"
+#include "trust_i.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -400,6 +403,39 @@ static int add_parts(struct fp_build *b, const struct mf_spec *spec)
 	return rc;
 }
 
+/* The parts of one shard: every deps file, and the shard's inputs. */
+static int add_shard_parts(struct fp_build *b, const struct mf_spec *spec,
+			   uint32_t shard)
+{
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < spec->n_stages; i++)
+		rc = add_deps(b, i, &spec->stages[i]);
+	for (size_t i = shard; rc == 0 && i < spec->n_inputs; i += spec->shards)
+		rc = add_input(b, spec, i);
+	return rc;
+}
+
+/* The parts of the whole fingerprint, or of shard only, read with the
+ * rights of the spec's owner: a spec shows its owner nothing of a file
+ * the owner could not read (docs/security.md). */
+static int add_parts_as_owner(struct fp_build *b, const struct mf_spec *spec,
+			      bool whole, uint32_t shard)
+{
+	struct mf_fscreds saved;
+	int rc = trust_enter(spec->owner_uid, spec->owner_gid, &saved);
+	if (rc) {
+		if (asprintf(&b->err,
+			     "cannot take the rights of the spec's "
+			     "owner: %s",
+			     strerror(-rc)) < 0)
+			b->err = NULL;
+		return rc;
+	}
+	rc = whole ? add_parts(b, spec) : add_shard_parts(b, spec, shard);
+	mf_fscreds_leave(&saved);
+	return rc;
+}
+
 /* The fingerprint: SHA-256 over str(label) + digest of every part. */
 static int combine(const struct fp_build *b, char hex[MF_FP_HEX_LEN + 1])
 {
@@ -424,7 +460,7 @@ int mf_fingerprint_compute(const struct mf_spec *spec,
 {
 	struct fp_build b = {0};
 	char hex[MF_FP_HEX_LEN + 1];
-	int rc = add_parts(&b, spec);
+	int rc = add_parts_as_owner(&b, spec, true, 0);
 	if (rc == 0)
 		rc = combine(&b, hex);
 	free(b.digests);
@@ -457,18 +493,6 @@ void mf_fingerprint_release(struct mf_fingerprint *fp)
 	memset(fp, 0, sizeof(*fp));
 }
 
-/* The parts of one shard: every deps file, and the shard's inputs. */
-static int add_shard_parts(struct fp_build *b, const struct mf_spec *spec,
-			   uint32_t shard)
-{
-	int rc = 0;
-	for (size_t i = 0; rc == 0 && i < spec->n_stages; i++)
-		rc = add_deps(b, i, &spec->stages[i]);
-	for (size_t i = shard; rc == 0 && i < spec->n_inputs; i += spec->shards)
-		rc = add_input(b, spec, i);
-	return rc;
-}
-
 static const struct mf_fp_part *find_part(const struct mf_fingerprint *fp,
 					  const char *label)
 {
@@ -485,7 +509,7 @@ int mf_fingerprint_check_shard(const struct mf_spec *spec,
 	if (spec->fingerprint_key)
 		return 0; /* the user vouches for the bytes */
 	struct fp_build b = {0};
-	int rc = add_shard_parts(&b, spec, shard);
+	int rc = add_parts_as_owner(&b, spec, false, shard);
 	for (size_t i = 0; rc == 0 && i < b.n; i++) {
 		const struct mf_fp_part *was = find_part(fp, b.parts[i].label);
 		if (was && strcmp(was->hex, b.parts[i].hex) == 0)

@@ -1,16 +1,16 @@
 /*
  * job_plan.c - what mf_job_start prepares before it forks: the clean
  * environment of the stages, each stage's program resolved through that
- * environment's PATH or the spec folder, the shard's input files, the
- * credentials of the spec owner and each stage's limits.
+ * environment's PATH or the spec folder and checked, with its deps and
+ * the stages' folder, against the ownership rules as the spec owner (files
+ * change between load and run), the shard's input files, the credentials
+ * of the spec owner and each stage's limits.
  *
  * Not for: forking or running anything (job.c, job_child.c). Everything
  * that allocates or may take a lock (NSS lookups, malloc) happens here,
  * in the parent, so the children only make system calls.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,108 +20,13 @@
 #include <unistd.h>
 
 #include "job_i.h"
+#include "trust_i.h"
 
 extern char **environ;
 
-/* The stages' PATH unless the spec's env sets one (docs/security.md). */
-#define JOB_PATH "/usr/local/bin:/usr/bin:/bin"
 /* Per-stage caps, lowered to the caller's hard limits (docs/spec.md). */
 #define JOB_NOFILE 4096
 #define JOB_NPROC 16384
-
-static bool is_executable(const char *path)
-{
-	struct stat sb;
-
-	if (stat(path, &sb) < 0 || !S_ISREG(sb.st_mode))
-		return false;
-	return faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) == 0;
-}
-
-/* The value of name in the stages' environment, or NULL. */
-static const char *plan_getenv(const struct job_plan *plan, const char *name)
-{
-	size_t len = strlen(name);
-
-	for (size_t k = 0; k < plan->n_env; k++)
-		if (!strncmp(plan->envp[k], name, len) &&
-		    plan->envp[k][len] == '=')
-			return plan->envp[k] + len + 1;
-	return NULL;
-}
-
-/* Looks prog up in path (the stages' PATH); relative entries are relative
- * to dir, the stages' working directory, as execvp in the stage would see
- * them. */
-static int search_path(const char *path, const char *dir, const char *prog,
-		       char **out)
-{
-	const char *p, *end;
-
-	for (p = path;; p = end + 1) {
-		const char *elem = p;
-		int len, rc;
-		char *cand;
-
-		end = strchrnul(p, ':');
-		len = (int)(end - p);
-		if (len == 0) {
-			elem = ".";
-			len = 1;
-		}
-		if (elem[0] == '/')
-			rc = asprintf(&cand, "%.*s/%s", len, elem, prog);
-		else
-			rc =
-			    asprintf(&cand, "%s/%.*s/%s", dir, len, elem, prog);
-		if (rc < 0)
-			return -ENOMEM;
-		if (is_executable(cand)) {
-			*out = cand;
-			return 0;
-		}
-		free(cand);
-		if (*end == '\0')
-			return -ENOENT;
-	}
-}
-
-static int resolve_stage(const struct job_plan *plan,
-			 const struct mf_spec *spec, size_t i, char **out,
-			 char **err)
-{
-	const char *prog = spec->stages[i].argv[0];
-	const char *env_path = plan_getenv(plan, "PATH");
-	char *path;
-	int rc;
-
-	if (!strchr(prog, '/')) {
-		rc = search_path(env_path ? env_path : JOB_PATH, spec->dir,
-				 prog, out);
-		if (rc == -ENOENT &&
-		    asprintf(err, "stage %zu: '%s' not found in PATH", i,
-			     prog) < 0)
-			*err = NULL;
-		return rc;
-	}
-	if (prog[0] == '/')
-		path = strdup(prog);
-	else if (asprintf(&path, "%s/%s", spec->dir, prog) < 0)
-		path = NULL;
-	if (!path)
-		return -ENOMEM;
-	if (!is_executable(path)) {
-		rc = access(path, F_OK) == 0 ? -EACCES : -ENOENT;
-		if (asprintf(err, "stage %zu: '%s' %s", i, prog,
-			     rc == -ENOENT ? "not found"
-					   : "is not an executable file") < 0)
-			*err = NULL;
-		free(path);
-		return rc;
-	}
-	*out = path;
-	return 0;
-}
 
 /* "MATFS_INPUTS=" and the paths, one per line, no newline after the last. */
 static char *inputs_var(const char *const *inputs, size_t n)
@@ -231,7 +136,7 @@ static int build_env(struct job_plan *plan, const struct mf_spec *spec,
 		     uint32_t shard, const char *fp_hex)
 {
 	uid_t uid = plan->creds.drop ? plan->creds.uid : geteuid();
-	int rc = env_put(plan, strdup("PATH=" JOB_PATH));
+	int rc = env_put(plan, strdup("PATH=" TRUST_STAGE_PATH));
 
 	if (rc == 0)
 		rc = env_user(plan, uid);
@@ -267,48 +172,23 @@ static int shard_inputs(struct job_plan *plan, const struct mf_spec *spec,
 	return 0;
 }
 
-/* Name of uid for getgrouplist, or NULL when it has no passwd entry. */
-static char *user_name(uid_t uid)
-{
-	struct passwd pw, *found = NULL;
-	char buf[4096];
-
-	if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) != 0 || !found)
-		return NULL;
-	return strdup(found->pw_name);
-}
-
 /* The spec owner's uid, gid and groups, when the daemon runs as root and
  * the spec is not root's: the children switch to them before exec. */
 static int creds_init(struct job_creds *c, const struct mf_spec *spec)
 {
-	int ng = 16;
-	char *name;
+	struct mf_user u;
+	int rc;
 
 	if (geteuid() != 0 || spec->owner_uid == 0)
 		return 0;
+	rc = mf_user_init(&u, spec->owner_uid, spec->owner_gid);
+	if (rc < 0)
+		return rc;
 	c->drop = true;
-	c->uid = spec->owner_uid;
-	c->gid = spec->owner_gid;
-	name = user_name(c->uid);
-	for (;;) {
-		gid_t *g = realloc(c->groups, (size_t)ng * sizeof *g);
-
-		if (!g) {
-			free(name);
-			return -ENOMEM;
-		}
-		c->groups = g;
-		if (!name) {
-			g[0] = c->gid;
-			ng = 1;
-			break;
-		}
-		if (getgrouplist(name, c->gid, g, &ng) >= 0)
-			break;
-	}
-	c->n_groups = (size_t)ng;
-	free(name);
+	c->uid = u.uid;
+	c->gid = u.gid;
+	c->groups = u.groups; /* taken over */
+	c->n_groups = u.n_groups;
 	return 0;
 }
 
@@ -352,10 +232,58 @@ static int plan_limits(struct job_plan *plan, const struct mf_spec *spec)
 	return 0;
 }
 
+/* *err = "stage N: " + why (or why alone for i < 0); takes why. */
+static int trust_fail(int rc, long i, char *why, char **err)
+{
+	if (i < 0 || !why) {
+		*err = why;
+		return rc;
+	}
+	if (asprintf(err, "stage %ld: %s", i, why) < 0)
+		*err = NULL;
+	free(why);
+	return rc;
+}
+
+/* The stages' folder, and each stage's program and deps, as the user the
+ * stages run as finds them, under the ownership rules again: files
+ * change between the spec's load and a shard's run. */
+static int plan_programs(struct job_plan *plan, const struct mf_spec *spec,
+			 char **err)
+{
+	const struct job_creds *c = &plan->creds;
+	const struct mf_user u = {c->uid, c->gid, c->groups, c->n_groups};
+	uid_t runner = c->drop ? c->uid : geteuid();
+	struct mf_fscreds saved = {0};
+	char *why = NULL;
+	int rc = c->drop ? mf_fscreds_enter(&saved, &u) : 0;
+
+	if (rc < 0)
+		return rc;
+	rc = trust_check_path(spec->dir, runner, true, &why);
+	if (rc < 0)
+		rc = trust_fail(rc, -1, why, err);
+	for (size_t i = 0; rc == 0 && i < spec->n_stages; i++) {
+		const struct mf_stage *st = &spec->stages[i];
+
+		rc = trust_stage_program(spec, i, &plan->paths[i], err);
+		if (rc == 0)
+			rc = trust_check_path(plan->paths[i], runner, false,
+					      &why);
+		for (size_t k = 0; rc == 0 && k < st->n_deps; k++)
+			rc = trust_check_path(st->deps[k], runner, false, &why);
+		if (rc < 0 && why)
+			rc = trust_fail(rc, (long)i, why, err);
+	}
+	mf_fscreds_leave(&saved);
+	return rc;
+}
+
 /*
  * Fills plan for shard of spec. Returns 0, or -ENOENT/-EACCES for a
- * program that cannot be found or run (with *err set), or -ENOMEM.
- * Release with job_plan_release, also on failure.
+ * program that cannot be found or run, -EPERM for a program, dep or
+ * stages' folder the ownership rules refuse (docs/security.md; with *err
+ * set), or -ENOMEM. Release with job_plan_release, also on failure.
  */
 int job_plan_init(struct job_plan *plan, const struct mf_spec *spec,
 		  uint32_t shard, const char *fp_hex, char **err)
@@ -377,12 +305,7 @@ int job_plan_init(struct job_plan *plan, const struct mf_spec *spec,
 	plan->paths = calloc(spec->n_stages, sizeof *plan->paths);
 	if (!plan->paths)
 		return -ENOMEM;
-	for (size_t i = 0; i < spec->n_stages; i++) {
-		rc = resolve_stage(plan, spec, i, &plan->paths[i], err);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return plan_programs(plan, spec, err);
 }
 
 void job_plan_release(struct job_plan *plan, const struct mf_spec *spec)

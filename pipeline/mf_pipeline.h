@@ -47,8 +47,10 @@ struct mf_env_var {
 };
 
 struct mf_spec {
-	char *path; /* absolute path of the spec file */
-	char *dir; /* absolute path of its folder: the stages' cwd */
+	char *path; /* absolute path of the spec as given: its folder
+		       resolved, its name kept (a symlink stays the link) */
+	char *dir; /* real folder of the real file (after symlinks): the
+		      stages' cwd, where inputs, deps and programs resolve */
 	char *name;
 	char **input_globs; /* as written */
 	size_t n_globs;
@@ -69,7 +71,9 @@ struct mf_spec {
 	char *fingerprint_key; /* NULL unless the spec sets one */
 	struct mf_env_var *env; /* `env`, sorted by name; NULL when none */
 	size_t n_env;
-	uid_t owner_uid; /* owner of the spec file */
+	uid_t owner_uid; /* owner of the real spec file: whom its stages run
+			    as under a root process, and whose rights
+			    globs, stat and hashing use */
 	gid_t owner_gid;
 	char *text; /* the bytes that were parsed, NUL-terminated; NULL
 		       for a spec not loaded from a file */
@@ -84,14 +88,23 @@ struct mf_spec {
  * size with aliases expanded, stages, words, deps, globs, matches), each
  * checked before the work it bounds. A symlink is resolved first and the
  * real path opened without following one, without blocking (a FIFO is
- * refused, never waited on). Returns 0 and *out (free with mf_spec_free),
- * or a negative errno and *err, a malloc'd one-line message
- * "FILE:LINE:COLUMN: what is wrong" (1-based; FILE as given in path) that
- * the caller frees: -EINVAL for a bad spec; -ENOENT, -EACCES, -EFBIG, ...
- * when the file itself cannot be read, then without a position ("FILE:
- * cannot open: ..."; "FILE: not a regular file" is -EINVAL). A message
- * never quotes more of a file that is not a spec than a short key name.
- * err may be NULL. Thread-safe; docs/spec.md lists every key and message.
+ * refused, never waited on). The ownership rules of docs/security.md
+ * ("Loading a spec") apply to the spec, its folders and the symlinks on
+ * the way to it, to each deps file and to each stage's program that is
+ * found. In a root process the file is opened with the rights of the
+ * owner of path (a link's owner), then everything else (realpath, globs,
+ * stat, the rules) runs with the real owner's, on the calling thread
+ * only; a process that is not root uses its own rights throughout.
+ * Returns 0 and *out (free with mf_spec_free), or a negative errno and
+ * *err, a malloc'd one-line message "FILE:LINE:COLUMN: what is wrong"
+ * (1-based; FILE as given in path) that the caller frees: -EINVAL for a
+ * bad spec; -EPERM for one the ownership rules refuse ("FILE: PATH: owned
+ * by ...: refused (docs/security.md, ownership)"); -ENOENT, -EACCES,
+ * -EFBIG, ... when the file itself cannot be read, then without a
+ * position ("FILE: cannot open: ..."; "FILE: not a regular file" is
+ * -EINVAL). A message never quotes more of a file that is not a spec than
+ * a short key name. err may be NULL. Thread-safe; docs/spec.md lists
+ * every key and message.
  */
 int mf_spec_load(const char *path, struct mf_spec **out, char **err);
 void mf_spec_free(struct mf_spec *spec);
@@ -132,8 +145,9 @@ struct mf_spec_watch {
  * - files: the deps and the inputs, whose identity (inode, size, mtime,
  *   ctime) a watcher without events can compare.
  * Folders that do not exist are left out: the folder above them, listed,
- * changes when they appear. Looks at the tree as the calling thread's
- * credentials allow, changes nothing. Returns 0 and *out (release with
+ * changes when they appear. Looks at the tree with the spec owner's
+ * rights (a root process's calling thread switches to them and back),
+ * changes nothing. Returns 0 and *out (release with
  * mf_spec_watch_release), or -ENOMEM. Thread-safe.
  */
 int mf_spec_watch_list(const struct mf_spec *spec, struct mf_spec_watch *out);
@@ -159,9 +173,9 @@ struct mf_fingerprint {
 
 /*
  * Computes the fingerprint of spec as docs/spec.md defines it (reads deps
- * files, and inputs with identity content). Returns 0, or -errno when a file
- * cannot be read, with *err naming it (caller frees). Release with
- * mf_fingerprint_release.
+ * files, and inputs with identity content, with the spec owner's rights as
+ * mf_spec_watch_list). Returns 0, or -errno when a file cannot be read,
+ * with *err naming it (caller frees). Release with mf_fingerprint_release.
  */
 int mf_fingerprint_compute(const struct mf_spec *spec,
 			   struct mf_fingerprint *out, char **err);
@@ -170,7 +184,7 @@ void mf_fingerprint_release(struct mf_fingerprint *fp);
 /*
  * Checks that what shard `shard` is computed from - every deps file and the
  * shard's own input files - still hashes as it did in fp (computed from the
- * same spec). Cheaper than recomputing the whole fingerprint: only this
+ * same spec), reading them with the spec owner's rights. Cheaper than recomputing the whole fingerprint: only this
  * shard's inputs are read. Returns 0, -ESTALE with *err naming the first
  * component that changed, or -errno (a file vanished) with *err. With a
  * fixed fingerprint key there is nothing to check: 0.
@@ -247,9 +261,15 @@ int mf_job_cgroup_setup(const char *base, mf_job_log_fn log, void *arg);
  * the caller runs as root and spec->owner_uid is not 0, stages and feeder
  * switch to owner_uid, owner_gid and that user's groups before touching
  * anything.
+ * Before anything starts, each stage's program is found (with the rights
+ * of the user the stages run as) and it, each deps file and the spec
+ * folder pass the ownership rules of docs/security.md again: files change
+ * between load and run.
  * Returns 0 or -errno with *err, a malloc'd line the caller frees (err may
  * be NULL): -ENOENT "stage N: 'prog' not found in PATH", -EACCES for a
- * program that is not executable, -EINVAL for a shard out of range, the
+ * program that is not executable, -EPERM "stage N: PATH: owned by ...:
+ * refused (docs/security.md, ownership)" (or "DIR: ..." for the spec
+ * folder), -EINVAL for a shard out of range, the
  * errno of a failed execve or chdir ("stage N: cannot run 'PATH': ..."),
  * after which no process of the job is left.
  * A job belongs to one thread at a time; jobs in different threads run at

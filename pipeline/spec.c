@@ -1,5 +1,6 @@
 /*
- * spec.c - loading a pipeline spec: reading the file, parsing it with
+ * spec.c - loading a pipeline spec: opening the file with its owner's
+ * rights under the ownership rules (spec_trust.c), parsing it with
  * libyaml's document API, dispatching each top-level key to its handler,
  * the checks that span keys (required keys, shards against inputs), error
  * messages, freeing, and the assignment of input files to shards.
@@ -9,11 +10,11 @@
  * Never prints: every problem becomes one line in *err.
  */
 #include "spec_i.h"
+#include "trust_i.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,52 +376,140 @@ delete_parser:
 	return rc;
 }
 
-/* Opens the spec for reading: symlinks resolved here, the real path then
- * opened without following one, so a link swapped in meanwhile is refused
- * (ELOOP); anything but a regular file is refused before it is opened,
- * and O_NONBLOCK keeps a FIFO swapped in after that check from blocking. */
-static int open_spec(struct spec_ctx *c, int *fd, struct stat *st)
+/* What opening a spec found, and what the load must undo. */
+struct spec_file {
+	int fd;
+	struct stat st; /* fstat of fd */
+	uid_t link_uid; /* owner of the path as given (lstat) */
+	char real[PATH_MAX]; /* the file's real path */
+	struct trust_links links; /* the symlinks on the way to it */
+	struct mf_fscreds creds; /* the thread's own rights, to put back */
+};
+
+/* spec->path: the realpath of the folder of the path given, and its file
+ * name: a symlinked spec keeps the link's name, as the watcher knows it. */
+static int set_path(struct spec_ctx *c, struct mf_spec *s)
 {
-	char *real = realpath(c->file, NULL);
-	if (!real)
+	const char *slash = strrchr(c->file, '/');
+	const char *base = slash ? slash + 1 : c->file;
+	char *folder =
+	    slash ? strndup(c->file, (size_t)(slash - c->file)) : strdup(".");
+	if (!folder)
+		return file_fail(c, -ENOMEM, "out of memory");
+	char *dir = realpath(folder[0] ? folder : "/", NULL);
+	int rc = dir ? 0 : -errno;
+	free(folder);
+	if (rc)
+		return file_fail(c, rc, "cannot resolve its folder: %s",
+				 strerror(-rc));
+	s->path = spec_join(dir, base);
+	free(dir);
+	if (!s->path)
+		return file_fail(c, -ENOMEM, "out of memory");
+	return 0;
+}
+
+/* spec->dir, the stages' folder: the folder of the real file, not of a
+ * link to it, so that its deps and programs are those beside the file. */
+static int set_dir(struct spec_ctx *c, struct mf_spec *s, const char *real)
+{
+	const char *slash = strrchr(real, '/');
+	s->dir =
+	    slash == real ? strdup("/") : strndup(real, (size_t)(slash - real));
+	return s->dir ? 0 : file_fail(c, -ENOMEM, "out of memory");
+}
+
+/* Opens the spec for reading with the rights of the owner of the path
+ * given (a symlink's owner, when it is one): resolved here link by link,
+ * the real path then opened without following one, so a link swapped in
+ * meanwhile is refused (ELOOP); anything but a regular file is refused
+ * before it is opened, and O_NONBLOCK keeps a FIFO swapped in after that
+ * check from blocking. A user's link to a file only root may read fails
+ * here (EACCES), before a byte of it is read. */
+static int open_spec(struct spec_ctx *c, struct spec_file *f)
+{
+	struct stat lst;
+	if (lstat(c->file, &lst) != 0)
 		return file_fail(c, -errno, "cannot open: %s", strerror(errno));
-	int rc = 0;
-	if (lstat(real, st) != 0)
-		rc = file_fail(c, -errno, "cannot open: %s", strerror(errno));
-	else if (!S_ISREG(st->st_mode))
-		rc = file_fail(c, -EINVAL, "not a regular file");
-	if (rc == 0) {
-		*fd = open(real,
-			   O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
-			       O_NOCTTY);
-		if (*fd < 0)
-			rc = file_fail(c, -errno, "cannot open: %s",
-				       strerror(errno));
+	f->link_uid = lst.st_uid;
+	int rc = trust_enter(lst.st_uid, lst.st_gid, &f->creds);
+	if (rc)
+		return file_fail(c, rc, "cannot take its owner's rights: %s",
+				 strerror(-rc));
+	rc = set_path(c, c->spec);
+	if (rc)
+		return rc;
+	rc = trust_resolve(c->file, f->real, &f->links);
+	if (rc)
+		return file_fail(c, rc, "cannot open: %s", strerror(-rc));
+	if (lstat(f->real, &f->st) != 0)
+		return file_fail(c, -errno, "cannot open: %s", strerror(errno));
+	if (!S_ISREG(f->st.st_mode))
+		return file_fail(c, -EINVAL, "not a regular file");
+	f->fd = open(f->real,
+		     O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (f->fd < 0)
+		return file_fail(c, -errno, "cannot open: %s", strerror(errno));
+	if (fstat(f->fd, &f->st) != 0)
+		return file_fail(c, -errno, "cannot stat: %s", strerror(errno));
+	if (!S_ISREG(f->st.st_mode))
+		return file_fail(c, -EINVAL, "not a regular file");
+	return 0;
+}
+
+/* The ownership rules (docs/security.md): the spec's owner decides whom
+ * its stages run as (the runner); a process that is not root runs no
+ * other user's spec; every symlink on the way and every folder on the
+ * real path belong to root or the runner, and nobody else may write them,
+ * the spec or the stages' folder. The thread then has the real owner's
+ * rights for the rest of the load. */
+static int check_owner(struct spec_ctx *c, struct spec_file *f)
+{
+	char who[TRUST_USER_TEXT], me[TRUST_USER_TEXT];
+	uid_t owner = f->st.st_uid, self = geteuid();
+	uid_t runner = trust_runner(owner);
+	if (self != 0 && owner != 0 && owner != self)
+		return file_fail(
+		    c, -EPERM,
+		    "%s: owned by %s, but this process runs as %s and would "
+		    "run that user's code as itself: refused "
+		    "(docs/security.md, ownership)",
+		    f->real, trust_user_text(owner, who, sizeof(who)),
+		    trust_user_text(self, me, sizeof(me)));
+	char *why = NULL;
+	int rc = trust_check_links(&f->links, runner, f->real, owner, &why);
+	if (rc == 0 && f->link_uid != owner) {
+		mf_fscreds_leave(&f->creds);
+		rc = trust_enter(owner, f->st.st_gid, &f->creds);
+		if (rc)
+			return file_fail(c, rc,
+					 "cannot take its owner's rights: %s",
+					 strerror(-rc));
 	}
-	free(real);
-	if (rc == 0 && fstat(*fd, st) != 0)
-		rc = file_fail(c, -errno, "cannot stat: %s", strerror(errno));
-	else if (rc == 0 && !S_ISREG(st->st_mode))
-		rc = file_fail(c, -EINVAL, "not a regular file");
-	if (rc && *fd >= 0)
-		close(*fd);
+	struct stat now;
+	/* the stages' folder too: sticky or not, nobody else may add a
+	 * file where they run (a module a program would import) */
+	if (rc == 0)
+		rc = trust_check_real(c->spec->dir, runner, true, NULL, &why);
+	if (rc == 0)
+		rc = trust_check_real(f->real, runner, false, &now, &why);
+	if (rc == 0 &&
+	    (now.st_dev != f->st.st_dev || now.st_ino != f->st.st_ino))
+		rc = file_fail(c, -EAGAIN, "changed while it was examined");
+	else if (rc)
+		rc = why ? file_fail(c, rc, "%s", why) : rc;
+	free(why);
 	return rc;
 }
 
-/* Reads the whole spec file (at most MF_SPEC_FILE_MAX bytes) into a
+/* Reads the whole spec (at most MF_SPEC_FILE_MAX bytes) into a
  * NUL-terminated buffer. */
-static int read_file(struct spec_ctx *c, char **data, size_t *len,
-		     struct stat *st)
+static int read_text(struct spec_ctx *c, int fd, char **data, size_t *len)
 {
-	int fd = -1;
-	int rc = open_spec(c, &fd, st);
-	if (rc)
-		return rc;
 	char *buf = malloc(MF_SPEC_FILE_MAX + 1);
-	if (!buf) {
-		rc = file_fail(c, -ENOMEM, "out of memory");
-		goto close_fd;
-	}
+	if (!buf)
+		return file_fail(c, -ENOMEM, "out of memory");
+	int rc = 0;
 	ssize_t n = mf_pread_full(fd, buf, MF_SPEC_FILE_MAX + 1, 0);
 	if (n < 0)
 		rc = file_fail(c, (int)n, "cannot read: %s", strerror((int)-n));
@@ -429,82 +518,40 @@ static int read_file(struct spec_ctx *c, char **data, size_t *len,
 			       MF_SPEC_FILE_MAX);
 	if (rc) {
 		free(buf);
-		goto close_fd;
+		return rc;
 	}
 	buf[n] = '\0';
 	char *fit = realloc(buf, (size_t)n + 1);
 	*data = fit ? fit : buf;
 	*len = (size_t)n;
-close_fd:
-	close(fd);
-	return rc;
-}
-
-/* spec->dir: realpath of the file's folder; spec->path: dir + file name. */
-static int set_paths(struct spec_ctx *c, struct mf_spec *s)
-{
-	const char *slash = strrchr(c->file, '/');
-	const char *base = slash ? slash + 1 : c->file;
-	char *folder =
-	    slash ? strndup(c->file, (size_t)(slash - c->file)) : strdup(".");
-	if (!folder)
-		return file_fail(c, -ENOMEM, "out of memory");
-	s->dir = realpath(folder[0] ? folder : "/", NULL);
-	int rc = s->dir ? 0 : -errno;
-	free(folder);
-	if (rc)
-		return file_fail(c, rc, "cannot resolve its folder: %s",
-				 strerror(-rc));
-	s->path = spec_join(s->dir, base);
-	if (!s->path)
-		return file_fail(c, -ENOMEM, "out of memory");
 	return 0;
 }
 
-/* True when gid is the primary group of uid and has no other members:
- * the user-private groups of a umask 002 system. */
-static bool group_is_private(gid_t gid, uid_t uid)
+/* Each stage's program, found as a run will find it, passes the
+ * ownership rules. One not found or not executable is the run's to report
+ * (mf_job_start): a spec may name a program installed later. */
+static int check_programs(struct spec_ctx *c)
 {
-	char buf[16384];
-	struct passwd pw, *pwp = NULL;
-	struct group gr, *grp = NULL;
-	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp ||
-	    pwp->pw_gid != gid)
-		return false;
-	if (getgrgid_r(gid, &gr, buf, sizeof(buf), &grp) != 0 || !grp)
-		return false;
-	return grp->gr_mem[0] == NULL;
-}
-
-/* A stage runs as the spec's owner with deps from the spec's folder: if
- * someone else could write that folder or the spec, they could make the
- * owner run their code. */
-static int check_writers(struct spec_ctx *c, const struct mf_spec *s,
-			 const struct stat *file)
-{
-	struct stat dir;
-	if (stat(s->dir, &dir) != 0)
-		return file_fail(c, -errno, "cannot stat its folder: %s",
-				 strerror(errno));
-	const char *what = NULL;
-	mode_t mode = 0;
-	if ((dir.st_mode & S_IWOTH) ||
-	    ((dir.st_mode & S_IWGRP) &&
-	     !group_is_private(dir.st_gid, dir.st_uid))) {
-		what = "its folder";
-		mode = dir.st_mode;
-	} else if ((file->st_mode & S_IWOTH) ||
-		   ((file->st_mode & S_IWGRP) &&
-		    !group_is_private(file->st_gid, file->st_uid))) {
-		what = "the spec";
-		mode = file->st_mode;
+	const struct mf_spec *s = c->spec;
+	uid_t runner = trust_runner(s->owner_uid);
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < s->n_stages; i++) {
+		char *prog = NULL, *why = NULL;
+		rc = trust_stage_program(s, i, &prog, &why);
+		free(why);
+		why = NULL;
+		if (rc == -ENOENT || rc == -EACCES) {
+			rc = 0;
+			continue;
+		}
+		if (rc == 0)
+			rc = trust_check_path(prog, runner, false, &why);
+		if (rc && why)
+			rc = file_fail(c, rc, "stage %zu: %s", i, why);
+		free(why);
+		free(prog);
 	}
-	if (!what)
-		return 0;
-	return file_fail(c, -EPERM,
-			 "%s is writable by others than its owner (mode %04o): "
-			 "refused, since its stages run as the spec's owner",
-			 what, (unsigned)(mode & 07777));
+	return rc;
 }
 
 static int set_defaults(struct mf_spec *s, const struct stat *st)
@@ -525,9 +572,9 @@ static int set_defaults(struct mf_spec *s, const struct stat *st)
 int mf_spec_load(const char *path, struct mf_spec **out, char **err)
 {
 	struct spec_ctx c = {.file = path};
+	struct spec_file f = {.fd = -1};
 	char *data = NULL;
 	size_t len = 0;
-	struct stat st;
 	int rc = -ENOMEM;
 	struct mf_spec *s = calloc(1, sizeof(*s));
 	if (!s) {
@@ -535,16 +582,23 @@ int mf_spec_load(const char *path, struct mf_spec **out, char **err)
 		goto report;
 	}
 	c.spec = s;
-	rc = read_file(&c, &data, &len, &st);
-	if (rc)
-		goto free_spec;
-	rc = set_defaults(s, &st);
+	rc = open_spec(&c, &f);
 	if (rc == 0)
-		rc = set_paths(&c, s);
+		rc = set_dir(&c, s, f.real);
 	if (rc == 0)
-		rc = check_writers(&c, s, &st);
+		rc = check_owner(&c, &f);
+	if (rc == 0)
+		rc = read_text(&c, f.fd, &data, &len);
+	if (rc == 0)
+		rc = set_defaults(s, &f.st);
 	if (rc == 0)
 		rc = parse_text(&c, data, len);
+	if (rc == 0)
+		rc = check_programs(&c);
+	if (f.fd >= 0)
+		close(f.fd);
+	trust_links_release(&f.links);
+	mf_fscreds_leave(&f.creds);
 	if (rc) {
 		free(data);
 		goto free_spec;

@@ -2,11 +2,14 @@
  * spec_files.c - the keys of a spec that name files: 'inputs' (globs
  * expanded with glob(3) relative to the spec folder, regular files only,
  * sorted by relative path, duplicates removed) and a stage's 'deps'
- * (relative paths that must be regular files), plus the path helpers.
+ * (relative paths that must be regular files under the ownership rules of
+ * spec_trust.c), plus the path helpers. The loader calls them with the
+ * spec owner's rights, so a glob sees what its owner sees.
  *
  * Not for: reading or hashing file contents (fingerprint.c).
  */
 #include "spec_i.h"
+#include "trust_i.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -298,6 +301,22 @@ free_acc:
 	return rc;
 }
 
+/* A dep is code the stage reads: the ownership rules apply to it, its
+ * folders and the symlinks on the way (docs/security.md). */
+static int check_dep_owner(struct spec_ctx *c, const yaml_node_t *n,
+			   const char *abs)
+{
+	char *why = NULL;
+	int rc = trust_check_path(abs, trust_runner(c->spec->owner_uid), false,
+				  &why);
+	if (rc && why) {
+		int frc = spec_fail(c, n, "'deps': %s", why);
+		rc = frc == -ENOMEM ? frc : rc; /* -EPERM: refused */
+	}
+	free(why);
+	return rc;
+}
+
 static int check_dep(struct spec_ctx *c, const yaml_node_t *n, const char *rel,
 		     const char *abs)
 {
@@ -308,9 +327,10 @@ static int check_dep(struct spec_ctx *c, const yaml_node_t *n, const char *rel,
 				 "folder",
 				 rel);
 	if (rel[0] && stat(abs, &st) == 0) {
-		if (S_ISREG(st.st_mode))
-			return 0;
-		return spec_fail(c, n, "'deps': not a regular file '%s'", rel);
+		if (!S_ISREG(st.st_mode))
+			return spec_fail(
+			    c, n, "'deps': not a regular file '%s'", rel);
+		return check_dep_owner(c, n, abs);
 	}
 	if (!rel[0] || errno == ENOENT || errno == ENOTDIR)
 		return spec_fail(c, n, "'deps': no such file '%s'", rel);

@@ -5,10 +5,11 @@
  * matters in it, and the files whose identity does (deps and inputs).
  *
  * Read-only: it looks at the tree (opendir, stat, lstat, readlink,
- * realpath) and keeps nothing. Not for: watching (the daemon does, in
+ * realpath) with the rights of the spec's owner, and keeps nothing. Not for: watching (the daemon does, in
  * fs/fuse_specs.c) or hashing (fingerprint.c).
  */
 #include "spec_i.h"
+#include "trust_i.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -297,9 +298,14 @@ int mf_spec_watch_list(const struct mf_spec *spec, struct mf_spec_watch *out)
 {
 	struct mf_spec_watch w = {0};
 	struct watch_build b = {.w = &w};
-	int rc = list_deps(&b, spec);
+	struct mf_fscreds saved;
+	int rc = trust_enter(spec->owner_uid, spec->owner_gid, &saved);
+	if (rc)
+		return rc;
+	rc = list_deps(&b, spec);
 	if (rc == 0)
 		rc = list_inputs(&b, spec);
+	mf_fscreds_leave(&saved);
 	if (rc) {
 		mf_spec_watch_release(&w);
 		return rc;

@@ -1,7 +1,7 @@
 /*
  * mf_util.h - small helpers shared by every matfs module: sizes and
  * durations as users write them, hex, SHA-256 and random ids, full reads and
- * writes, durable renames.
+ * writes, durable renames, and a thread's filesystem credentials.
  *
  * Not for: anything that knows about specs, stores or FUSE. Nothing here
  * prints or exits; every fallible function returns 0 or a negative errno.
@@ -123,5 +123,52 @@ int mf_boot_id(char out[MF_BOOT_ID_LEN + 1]);
 /* The inode number of this process's pid namespace (/proc/self/ns/pid),
  * fixed for the life of the process; 0 when /proc does not tell. */
 uint64_t mf_pid_ns(void);
+
+/* ---- examining files as another user (fscreds.c) ---- */
+
+/* A user as the kernel checks file access: uid, gid and supplementary
+ * groups. */
+struct mf_user {
+	uid_t uid;
+	gid_t gid;
+	gid_t *groups; /* owned */
+	size_t n_groups;
+};
+
+/*
+ * Fills *u with uid, gid and the groups of uid's passwd name
+ * (getgrouplist, gid included); just gid when uid has no passwd entry.
+ * Does NSS lookups: call it before switching. Returns 0 or -ENOMEM;
+ * release with mf_user_release (NULL does nothing).
+ */
+int mf_user_init(struct mf_user *u, uid_t uid, gid_t gid);
+void mf_user_release(struct mf_user *u);
+
+/* What mf_fscreds_enter changed, to put back. */
+struct mf_fscreds {
+	bool switched;
+	uid_t fsuid;
+	gid_t fsgid;
+	gid_t *groups; /* owned */
+	size_t n_groups;
+};
+
+/*
+ * Makes the calling thread, and no other, open, stat, list and read files
+ * with u's rights: its filesystem uid and gid and its supplementary
+ * groups become u's (raw setfsuid, setfsgid and setgroups system calls),
+ * which drops the capabilities that bypass file permissions. A process
+ * that is not root (euid != 0) needs no switch and gets none, nor does
+ * u->uid 0. Returns 0 (*saved filled) or -errno with nothing changed.
+ * Every successful call is paired with mf_fscreds_leave on the same
+ * thread before that thread does anything for another user; a thread
+ * holding descriptors opened meanwhile keeps them.
+ */
+int mf_fscreds_enter(struct mf_fscreds *saved, const struct mf_user *u);
+
+/* Puts back what mf_fscreds_enter changed (nothing when it switched
+ * nothing) and frees what *saved holds; errno is kept. Aborts the process
+ * if the kernel refuses: a thread must never go on with the wrong rights. */
+void mf_fscreds_leave(struct mf_fscreds *saved);
 
 #endif

@@ -363,9 +363,11 @@ static void test_fifo(void **state)
 	expect_bounded("dir.yaml", -EINVAL, "dir.yaml: not a regular file");
 }
 
-/* A spec reached through symlinks still loads, from the link's folder. */
+/* A spec reached through symlinks still loads, in its real folder. */
 static void test_symlink_still_loads(void **state)
 {
+	const char *root = ((struct fx *)*state)->root;
+	char want[256];
 	project();
 	fx_write("real/spec.yaml",
 		 "name: x\ninputs: ../raw/*.jsonl\n"
@@ -374,6 +376,10 @@ static void test_symlink_still_loads(void **state)
 	assert_int_equal(symlink("../real/spec.yaml", "p/one.yaml"), 0);
 	assert_int_equal(symlink("one.yaml", "p/two.yaml"), 0);
 	struct mf_spec *s = fx_load("p/two.yaml");
+	snprintf(want, sizeof(want), "%s/real", root);
+	assert_string_equal(s->dir, want);
+	snprintf(want, sizeof(want), "%s/p/two.yaml", root);
+	assert_string_equal(s->path, want);
 	assert_int_equal(s->n_inputs, 2);
 	assert_non_null(s->text);
 	assert_string_equal(s->text,
