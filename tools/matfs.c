@@ -29,6 +29,7 @@
 
 struct cli {
 	char *store, *pipelines, *max_size, *workers, *cache, *spec_poll;
+	char *spec_timeout;
 	char *pos[3]; /* SOURCE? MOUNTPOINT */
 	int n_pos;
 	int foreground, debug, help, version, allow_other;
@@ -51,6 +52,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("workers=%s", workers),
     OPT("cache=%s", cache),
     OPT("spec_poll=%s", spec_poll),
+    OPT("spec_timeout=%s", spec_timeout),
     FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP),
     FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -85,6 +87,9 @@ static const char usage[] =
     "                       check specs, their deps and inputs by stat\n"
     "                       every SECONDS, not with inotify (network\n"
     "                       filesystems)\n"
+    "       spec_timeout=SECONDS\n"
+    "                       give up on a spec whose deps and inputs take\n"
+    "                       longer to read (default 60)\n"
     "       allow_other     let other users in (adds default_permissions)\n"
     "       and the FUSE options of mount.fuse3(8)\n"
     "  -h, --help         this text\n"
@@ -210,6 +215,9 @@ static int make_opts(struct cli *c, struct mfs_opts *o)
 	if (rc == 0)
 		rc = parse_count("spec_poll", c->spec_poll, 86400,
 				 &o->spec_poll_s);
+	if (rc == 0)
+		rc = parse_count("spec_timeout", c->spec_timeout, 86400,
+				 &o->spec_timeout_s);
 	return rc;
 }
 
@@ -345,6 +353,7 @@ static void cli_release(struct cli *c)
 	free(c->workers);
 	free(c->cache);
 	free(c->spec_poll);
+	free(c->spec_timeout);
 	for (int i = 0; i < c->n_pos; i++)
 		free(c->pos[i]);
 }
