@@ -255,6 +255,8 @@ static bool forget_gone(struct mfs *m, struct mfs_specs *s)
 		i++;
 	}
 	s->retry |= s->dir_missing;
+	/* a registration waits for a thread that could not be made */
+	s->retry |= s->queue && s->active < MFS_REG_THREADS;
 	return changed;
 }
 

@@ -116,8 +116,9 @@ struct spec_file {
 #define MFS_SPEC_START_S 10 /* the longest the mount waits for one */
 
 struct mfs_specs {
-	/* Guards the fields up to jfd (but watches.ifd and watches.mu's).
-	 * Taken before the engine's locks, watches.mu and ns_lock. */
+	/* Guards the fields up to done_cv (but watches.ifd and what
+	 * watches.mu guards). Taken before the engine's locks, watches.mu
+	 * and ns_lock. */
 	pthread_mutex_t lock;
 	struct spec_file *files;
 	size_t n, cap;
