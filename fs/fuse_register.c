@@ -197,9 +197,11 @@ static void reg_done(struct mfs *m, struct mfs_specs *s, struct mfs_reg *j)
 	if (f && f->job == j) {
 		f->job = NULL;
 		if (j->expired || !f->seen) {
-			/* whatever it added to the engine goes */
+			/* whatever it added to the engine goes; a file
+			 * that left goes at the next pass */
 			f->forget = true;
 			f->again |= j->expired;
+			s->retry |= !f->seen;
 		} else if (!j->skipped) {
 			changed = reg_apply(m, f, j);
 		}
