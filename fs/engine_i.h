@@ -6,7 +6,9 @@
 #ifndef MF_ENGINE_I_H
 #define MF_ENGINE_I_H
 
+#include <limits.h>
 #include <pthread.h>
+#include <sys/types.h>
 
 #include "mf_engine.h"
 
@@ -69,6 +71,10 @@ struct mf_engine {
 	struct flight *flights;
 	struct mf_catalog **pool; /* idle catalog connections */
 	size_t n_pool, cap_pool;
+	/* the mount this engine serves (mf_engine_set_mount): "" and 0 when
+	 * none, mount_dev 0 until mounted */
+	char mount_path[PATH_MAX];
+	dev_t mount_dev;
 
 	/* held while a new catalog is indexed (eng_catalog_ready), across
 	 * store and catalog I/O; never while holding lock */

@@ -1,7 +1,8 @@
 /*
  * engine_registry.c - what a daemon following a pipelines folder needs from
- * the engine's registry of specs: listing the registered specs and
- * forgetting those whose file was removed or changed.
+ * the engine's registry of specs: listing the registered specs, who owns
+ * the spec of a fingerprint, and forgetting those whose file was removed
+ * or changed.
  *
  * Not for: registering (engine_spec.c) or anything that computes.
  *
@@ -16,11 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool seen_path(const struct mf_engine_spec_info *v, size_t n,
-		      const char *path)
+static bool seen(const struct mf_engine_spec_info *v, size_t n,
+		 const struct spec_entry *se)
 {
 	for (size_t i = 0; i < n; i++)
-		if (strcmp(v[i].path, path) == 0)
+		if (strcmp(v[i].path, se->spec->path) == 0 &&
+		    strcmp(v[i].fp, se->fpr.hex) == 0)
 			return true;
 	return false;
 }
@@ -52,8 +54,8 @@ int mf_engine_list_specs(struct mf_engine *e, struct mf_engine_spec_info **out,
 	struct mf_engine_spec_info *v = calloc(cap ? cap : 1, sizeof(*v));
 	int rc = v ? 0 : -ENOMEM;
 	for (struct spec_entry *s = e->specs; rc == 0 && s; s = s->next) {
-		if (!s->registered || seen_path(v, k, s->spec->path))
-			continue; /* newest first: an older registration */
+		if (!s->registered || seen(v, k, s))
+			continue; /* newest first: the same one again */
 		rc = info_fill(&v[k], s);
 		if (rc == 0)
 			k++;
@@ -77,6 +79,25 @@ void mf_engine_spec_info_free(struct mf_engine_spec_info *v, size_t n)
 		free(v[i].suffix);
 	}
 	free(v);
+}
+
+int mf_engine_spec_owner(struct mf_engine *e, const char *fp, uid_t *uid,
+			 char **path)
+{
+	int rc = -ENOENT;
+	pthread_mutex_lock(&e->lock);
+	for (struct spec_entry *s = e->specs; s && rc == -ENOENT; s = s->next) {
+		if (strcmp(s->fpr.hex, fp) != 0)
+			continue;
+		char *p = strdup(s->spec->path);
+		rc = p ? 0 : -ENOMEM;
+		if (p) {
+			*uid = s->spec->owner_uid;
+			*path = p;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return rc;
 }
 
 /* Caller holds e->lock. */

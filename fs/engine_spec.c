@@ -8,6 +8,7 @@
 #include "engine_i.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,8 +117,80 @@ bool eng_is_registered(struct mf_engine *e, const char *fp)
 	return found;
 }
 
+void mf_engine_set_mount(struct mf_engine *e, const char *path, dev_t dev)
+{
+	pthread_mutex_lock(&e->lock);
+	snprintf(e->mount_path, sizeof(e->mount_path), "%s", path ? path : "");
+	e->mount_dev = path ? dev : 0;
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* The mount a spec's files must not be on, as mf_engine_set_mount set it. */
+struct own_mount {
+	char path[PATH_MAX]; /* "" when none */
+	dev_t dev; /* 0: not mounted yet */
+};
+
+/* True when real (resolved) is the folder dir or inside it. */
+static bool inside(const char *real, const char *dir)
+{
+	size_t n = strlen(dir);
+	if (n > 0 && dir[n - 1] == '/')
+		n--; /* "/" itself */
+	return strncmp(real, dir, n) == 0 && (real[n] == '/' || !real[n]);
+}
+
+/*
+ * 0 when the file at path (what it resolves to) is not on the mount om;
+ * else -EINVAL and *err "SPEC: WHAT 'REL': REAL: on this matfs mount
+ * itself: refused". Only stat and realpath: lookups the mount answers
+ * without computing anything. Once the mount's device is known a path on
+ * another device is not resolved.
+ */
+static int off_mount(const struct own_mount *om, const char *spec,
+		     const char *what, const char *rel, const char *path,
+		     char **err)
+{
+	struct stat st;
+	bool on = om->dev && stat(path, &st) == 0 && st.st_dev == om->dev;
+	char *real = on || !om->dev ? realpath(path, NULL) : NULL;
+	on = on || (real && inside(real, om->path));
+	if (on)
+		eng_errf(err,
+			 "%s: %s '%s': %s: on this matfs mount itself: "
+			 "refused",
+			 spec, what, rel, real ? real : path);
+	free(real);
+	return on ? -EINVAL : 0;
+}
+
+/* Refuses a spec whose deps or input files are on the engine's own mount,
+ * before anything reads them (the fingerprint does). */
+static int check_off_mount(struct mf_engine *e, const char *path,
+			   const struct mf_spec *s, char **err)
+{
+	struct own_mount om;
+	pthread_mutex_lock(&e->lock);
+	memcpy(om.path, e->mount_path, sizeof(om.path));
+	om.dev = e->mount_dev;
+	pthread_mutex_unlock(&e->lock);
+	if (!om.path[0])
+		return 0;
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < s->n_stages; i++)
+		for (size_t k = 0; rc == 0 && k < s->stages[i].n_deps; k++)
+			rc = off_mount(&om, path, "deps",
+				       s->stages[i].deps_rel[k],
+				       s->stages[i].deps[k], err);
+	for (size_t i = 0; rc == 0 && i < s->n_inputs; i++)
+		rc = off_mount(&om, path, "inputs", s->inputs_rel[i],
+			       s->inputs[i], err);
+	return rc;
+}
+
 /* Loads and fingerprints a spec file into a new registry entry. */
-static int load_entry(const char *path, struct spec_entry **out, char **err)
+static int load_entry(struct mf_engine *e, const char *path,
+		      struct spec_entry **out, char **err)
 {
 	struct spec_entry *se = calloc(1, sizeof(*se));
 	if (!se)
@@ -125,6 +198,9 @@ static int load_entry(const char *path, struct spec_entry **out, char **err)
 	int rc = mf_spec_load(path, &se->spec, err);
 	if (rc)
 		goto fail;
+	rc = check_off_mount(e, path, se->spec, err);
+	if (rc)
+		goto fail_spec;
 	rc = mf_fingerprint_compute(se->spec, &se->fpr, err);
 	if (rc)
 		goto fail_spec;
@@ -295,7 +371,7 @@ int mf_engine_register(struct mf_engine *e, const char *spec_path,
 		       char fp[MF_FP_HEX_LEN + 1], char **err)
 {
 	struct spec_entry *se;
-	int rc = load_entry(spec_path, &se, err);
+	int rc = load_entry(e, spec_path, &se, err);
 	if (rc)
 		return rc;
 	/* copied first: once published, an unregister may free se */
@@ -331,7 +407,7 @@ int eng_spec_for(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 		eng_errf(err, "no snapshot %s in the catalog", fp);
 		return rc;
 	}
-	rc = load_entry(rec.spec_path, &se, err);
+	rc = load_entry(e, rec.spec_path, &se, err);
 	if (rc == 0 && strcmp(se->fpr.hex, fp) != 0) {
 		eng_errf(err,
 			 "spec '%s' now has fingerprint %s: snapshot %s can no "

@@ -27,11 +27,9 @@
 
 /* ---- the watches of one inotify instance ---- */
 
-int mfs_watch_get(struct mfs_watches *w, const char *path)
+/* Counts one more holder of wd, just added. Caller holds w->mu. */
+static int watch_hold(struct mfs_watches *w, int wd)
 {
-	int wd = inotify_add_watch(w->ifd, path, MFS_WATCH_MASK);
-	if (wd < 0)
-		return -errno;
 	for (size_t i = 0; i < w->n; i++)
 		if (w->v[i].wd == wd) {
 			w->v[i].refs++;
@@ -52,8 +50,20 @@ int mfs_watch_get(struct mfs_watches *w, const char *path)
 	return wd;
 }
 
+/* The watch is added under w->mu: a last holder's put of the same wd
+ * cannot remove it between the add and the count. */
+int mfs_watch_get(struct mfs_watches *w, const char *path)
+{
+	pthread_mutex_lock(&w->mu);
+	int wd = inotify_add_watch(w->ifd, path, MFS_WATCH_MASK);
+	wd = wd < 0 ? -errno : watch_hold(w, wd);
+	pthread_mutex_unlock(&w->mu);
+	return wd;
+}
+
 void mfs_watch_put(struct mfs_watches *w, int wd)
 {
+	pthread_mutex_lock(&w->mu);
 	for (size_t i = 0; wd >= 0 && i < w->n; i++) {
 		if (w->v[i].wd != wd)
 			continue;
@@ -61,18 +71,22 @@ void mfs_watch_put(struct mfs_watches *w, int wd)
 			inotify_rm_watch(w->ifd, wd);
 			w->v[i] = w->v[--w->n];
 		}
-		return;
+		break;
 	}
+	pthread_mutex_unlock(&w->mu);
 }
 
 bool mfs_watch_gone(struct mfs_watches *w, int wd)
 {
-	for (size_t i = 0; i < w->n; i++)
+	bool had = false;
+	pthread_mutex_lock(&w->mu);
+	for (size_t i = 0; i < w->n && !had; i++)
 		if (w->v[i].wd == wd) {
 			w->v[i] = w->v[--w->n];
-			return true;
+			had = true;
 		}
-	return false;
+	pthread_mutex_unlock(&w->mu);
+	return had;
 }
 
 bool mfs_remote_fs(const char *path)
@@ -120,7 +134,7 @@ struct mfs_deps {
 	struct ident *dir_id; /* per w.dirs */
 	struct ident *file_id; /* per w.files */
 	bool polled;
-	uint64_t checked_ns;
+	atomic_uint_fast64_t checked_ns; /* read by the watcher meanwhile */
 };
 
 static void ident_of(const char *path, struct ident *out)
@@ -161,7 +175,7 @@ bool mfs_deps_changed(struct mfs_deps *d)
 		changed |= !ident_same(&now, &d->file_id[i]);
 		d->file_id[i] = now;
 	}
-	d->checked_ns = mf_mono_ns();
+	atomic_store(&d->checked_ns, mf_mono_ns());
 	return changed;
 }
 
@@ -261,7 +275,7 @@ bool mfs_deps_polled(const struct mfs_deps *d)
 
 uint64_t mfs_deps_checked(const struct mfs_deps *d)
 {
-	return d->checked_ns;
+	return atomic_load(&d->checked_ns);
 }
 
 bool mfs_deps_hit(const struct mfs_deps *d, int wd, uint32_t mask,

@@ -52,6 +52,9 @@ struct mfs_opts {
 	 * N seconds instead (-o spec_poll, for filesystems inotify does not
 	 * see) */
 	unsigned spec_poll_s;
+	/* the time limit of one spec's registration (-o spec_timeout); 0:
+	 * MFS_SPEC_TIMEOUT_S */
+	unsigned spec_timeout_s;
 	mfs_log_fn log;
 	void *log_arg;
 };
@@ -76,10 +79,14 @@ int mfs_start(struct mfs *m, struct fuse_session *se);
 
 /*
  * After the session loop returned: stops the watcher and the pools, waiting
- * at most timeout_ms for materializations in progress. -EBUSY when some
- * still run: the caller must then exit without mfs_free.
+ * at most timeout_ms for materializations in progress and for spec
+ * registrations. -EBUSY when some still run: the caller must then exit
+ * without mfs_free.
  */
 int mfs_stop(struct mfs *m, unsigned timeout_ms);
+/* Frees m (NULL: nothing). A spec registration still stuck reading a file
+ * after MFS_FREE_WAIT_MS uses m: m is then left allocated. */
+#define MFS_FREE_WAIT_MS 2000
 void mfs_free(struct mfs *m);
 
 /*
@@ -462,13 +469,20 @@ void mfs_cache_unstage(struct mfs_cache *c);
 
 /* fuse_specs.c: the pipelines folder and its watcher */
 int mfs_specs_new(struct mfs *m, struct mfs_specs **out);
-/* Registers what changed since the last scan (all on the first). */
+/* Registers what changed since the last scan (all on the first), on
+ * worker threads, and waits for them: at most the time limit or 10 s. */
 void mfs_specs_scan(struct mfs *m);
-int mfs_specs_start(struct mfs *m);
-void mfs_specs_stop(struct mfs *m);
+/* Mounted as se, whose files have st_dev dev (0: unknown): starts the
+ * watcher; deps and inputs on the mount are refused from now on. */
+int mfs_specs_start(struct mfs *m, struct fuse_session *se, dev_t dev);
+/* Stops the watcher and the registrations, waiting up to timeout_ms for
+ * those under way: 0, or -EBUSY when one is still stuck reading a file
+ * (its thread uses m: the caller must not free it). */
+int mfs_specs_stop(struct mfs *m, unsigned timeout_ms);
 void mfs_specs_free(struct mfs_specs *s);
 /* Re-registers the spec a fingerprint came from (its catalog row was
- * removed by another process, or its inputs changed). */
+ * removed by another process, or its inputs changed), and waits for it
+ * (at most its time limit). */
 void mfs_specs_refresh(struct mfs *m, const char *fp);
 /* A name was resolved (lookup, readlink): when some spec's deps and inputs
  * are polled and were checked over a second ago, wakes the watcher to

@@ -2,7 +2,9 @@
  * fuse_mount.c - the life of a mount: setting up the engine (which indexes
  * the store into a new catalog before any spec registers), the namespace,
  * the chunk cache and the pipelines folder (mfs_new); starting the worker
- * pools and the watcher once mounted (mfs_start), with one reclaim of what
+ * pools and the watcher once mounted (mfs_start, which tells the engine
+ * the mount's device: deps and inputs on it are refused), with one
+ * reclaim of what
  * dead runs left in the store (mf_engine_gc, on a worker, off the FUSE
  * threads) and the expiry policy thread (fuse_expiry.c); stopping them
  * after the session loop (mfs_stop); freeing everything (mfs_free).
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 static void mutex_init(pthread_mutex_t *mu)
@@ -88,6 +91,8 @@ static int setup(struct mfs *m, const struct mfs_opts *o, char **err)
 				    .indexed_arg = m};
 	if (rc == 0)
 		rc = mf_engine_open(&eo, &m->eng, err);
+	if (rc == 0) /* a file under the mountpoint is refused already */
+		mf_engine_set_mount(m->eng, m->o.mountpoint, 0);
 	if (rc == 0)
 		rc = mfs_ns_init(m);
 	if (rc == 0)
@@ -152,14 +157,33 @@ static void reclaim(void *arg, bool cancelled)
 			 "start-up reclaim: nothing to remove");
 }
 
+static int mount_devno(const char *mountpoint, char *out, size_t len);
+
+/* The st_dev of the mount's files, from /proc/self/mountinfo: a stat of
+ * the mountpoint would wait for the session loop, not yet running. 0 when
+ * it cannot be read (files under the mountpoint are refused still). */
+static dev_t mount_dev(struct mfs *m)
+{
+	char devno[64];
+	unsigned maj, min;
+	if (!m->o.mountpoint ||
+	    mount_devno(m->o.mountpoint, devno, sizeof(devno)) != 0 ||
+	    sscanf(devno, "%u:%u", &maj, &min) != 2) {
+		mfs_logf(m, MFS_LOG_WARN,
+			 "the mount's device is unknown: deps and inputs on it "
+			 "are found by path only");
+		return 0;
+	}
+	return makedev(maj, min);
+}
+
 int mfs_start(struct mfs *m, struct fuse_session *se)
 {
-	m->se = se;
-	int rc = mfs_pool_new(m->o.workers, &m->open_pool);
+	int rc = mfs_specs_start(m, se, mount_dev(m));
+	if (rc == 0)
+		rc = mfs_pool_new(m->o.workers, &m->open_pool);
 	if (rc == 0)
 		rc = mfs_pool_new(m->cores, &m->ra_pool);
-	if (rc == 0)
-		rc = mfs_specs_start(m);
 	if (rc == 0 && mfs_pool_submit(m->ra_pool, reclaim, m) != 0)
 		mfs_logf(m, MFS_LOG_WARN, "start-up reclaim not run");
 	if (rc == 0)
@@ -173,17 +197,20 @@ int mfs_stop(struct mfs *m, unsigned timeout_ms)
 {
 	mfs_reaper_stop(m); /* cancels computations: no stage is waited for */
 	mfs_expiry_stop(m);
-	mfs_specs_stop(m);
-	int rc = mfs_pool_stop(m->ra_pool, timeout_ms);
+	int rc = mfs_specs_stop(m, timeout_ms);
+	if (rc)
+		mfs_logf(m, MFS_LOG_WARN,
+			 "a spec registration is still reading a file");
+	int rc2 = mfs_pool_stop(m->ra_pool, timeout_ms);
 	m->ra_pool = NULL;
-	int rc2 = mfs_pool_stop(m->open_pool, timeout_ms);
+	int rc3 = mfs_pool_stop(m->open_pool, timeout_ms);
 	m->open_pool = NULL;
-	return rc ? rc : rc2;
+	return rc ? rc : rc2 ? rc2 : rc3;
 }
 
 void mfs_free(struct mfs *m)
 {
-	if (!m)
+	if (!m || mfs_specs_stop(m, MFS_FREE_WAIT_MS) != 0)
 		return;
 	mfs_nodes_release(m);
 	mfs_cache_free(m->cache);

@@ -24,6 +24,12 @@
  * that was last done over RECHECK_MS ago; FUSE threads only kick the
  * watcher, they never wait for it.
  *
+ * Registrations run on worker threads (fuse_register.c), at most
+ * MFS_REG_THREADS at once and one per spec file, each bounded by
+ * -o spec_timeout: a spec whose deps or inputs are slow to read delays no
+ * other. The watcher only decides what to register and publishes; it
+ * never reads a spec, its deps or its inputs itself.
+ *
  * Not for: what the tree looks like (fuse_model.c).
  */
 #include "fuse_i.h"
@@ -39,6 +45,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define COALESCE_MS 50
@@ -48,61 +55,33 @@
 #define POLL_MS 1000 /* the default period of a polled spec */
 #define NS_PER_MS 1000000ULL
 
-struct spec_file {
-	char *path;
-	struct stat id; /* what was registered */
-	char fp[MF_FP_HEX_LEN + 1]; /* "" when it failed to load */
-	bool seen; /* in the folder at this scan */
-	bool forget; /* still to unregister (was busy) */
-	bool dirty; /* an event touched its deps or inputs */
-	/* what its last good load depends on; kept while it fails, so a
-	 * fix of its inputs is seen */
-	struct mfs_deps *deps;
-};
-
-struct mfs_specs {
-	/* One pass at a time; guards the fields up to scanned_ns (but
-	 * watches.ifd). Taken before the engine's locks and ns_lock. */
-	pthread_mutex_t lock;
-	struct spec_file *files;
-	size_t n, cap;
-	struct mfs_watches watches; /* ifd: the inotify instance */
-	bool retry; /* something to do again without an event */
-	bool dir_missing; /* logged once until it appears */
-	bool dir_remote; /* the pipelines folder is on a network fs */
-	int wd; /* the pipelines folder's watch */
-	uint64_t scanned_ns; /* last scan of the folder */
-
-	/* fixed once created */
-	int wfd, kfd; /* eventfds: stop the thread; a name was resolved */
-	uint64_t poll_ns; /* period of polled specs */
-	bool poll_all; /* -o spec_poll: everything is polled */
-
-	/* read by FUSE threads, without the lock */
-	atomic_bool any_polled; /* a polled spec, or a polled folder */
-	atomic_uint_fast64_t kick_ns; /* last kick from a resolve */
-
-	pthread_t thread; /* the watcher; mfs_specs_start and _stop */
-	bool started;
-};
-
 int mfs_specs_new(struct mfs *m, struct mfs_specs **out)
 {
 	struct mfs_specs *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->watches.mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* as mf_mono_ns */
+	pthread_cond_init(&s->done_cv, &ca);
+	pthread_condattr_destroy(&ca);
 	s->wd = -1;
 	s->poll_all = m->o.spec_poll_s > 0;
 	s->poll_ns =
 	    (s->poll_all ? m->o.spec_poll_s * 1000ULL : POLL_MS) * NS_PER_MS;
+	s->timeout_ns =
+	    (m->o.spec_timeout_s ? m->o.spec_timeout_s : MFS_SPEC_TIMEOUT_S) *
+	    1000ULL * NS_PER_MS;
 	atomic_init(&s->any_polled, false);
 	atomic_init(&s->kick_ns, 0);
 	/* before the first scan: its registrations add watches */
 	s->watches.ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	s->wfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	s->kfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (s->watches.ifd < 0 || s->wfd < 0 || s->kfd < 0) {
+	s->jfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->watches.ifd < 0 || s->wfd < 0 || s->kfd < 0 || s->jfd < 0) {
 		int rc = -errno;
 		mfs_specs_free(s);
 		return rc;
@@ -127,6 +106,10 @@ void mfs_specs_free(struct mfs_specs *s)
 		close(s->wfd);
 	if (s->kfd >= 0)
 		close(s->kfd);
+	if (s->jfd >= 0)
+		close(s->jfd);
+	pthread_cond_destroy(&s->done_cv);
+	pthread_mutex_destroy(&s->watches.mu);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -150,11 +133,19 @@ static bool same_file(const struct stat *a, const struct stat *b)
 	    a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-static struct spec_file *file_get(struct mfs_specs *s, const char *path)
+struct spec_file *mfs_specs_find(struct mfs_specs *s, const char *path)
 {
 	for (size_t i = 0; i < s->n; i++)
 		if (strcmp(s->files[i].path, path) == 0)
 			return &s->files[i];
+	return NULL;
+}
+
+static struct spec_file *file_get(struct mfs_specs *s, const char *path)
+{
+	struct spec_file *f = mfs_specs_find(s, path);
+	if (f)
+		return f;
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? 2 * s->cap : 16;
 		void *p = realloc(s->files, cap * sizeof(*s->files));
@@ -163,7 +154,7 @@ static struct spec_file *file_get(struct mfs_specs *s, const char *path)
 		s->files = p;
 		s->cap = cap;
 	}
-	struct spec_file *f = &s->files[s->n];
+	f = &s->files[s->n];
 	memset(f, 0, sizeof(*f));
 	if (!(f->path = strdup(path)))
 		return NULL;
@@ -171,60 +162,9 @@ static struct spec_file *file_get(struct mfs_specs *s, const char *path)
 	return f;
 }
 
-/* Records what f's spec depends on now, before it is registered: a change
- * made while the engine reads the files is then seen. Keeps the last good
- * set (checked afresh) when the spec does not load. */
-static void deps_update(struct mfs *m, struct mfs_specs *s, struct spec_file *f)
-{
-	struct mfs_deps *d;
-	char why[PATH_MAX + 64];
-	if (mfs_deps_new(&s->watches, f->path, !s->poll_all, &d, why,
-			 sizeof(why)) != 0) {
-		if (f->deps)
-			(void)mfs_deps_changed(f->deps);
-		return;
-	}
-	bool was = f->deps && mfs_deps_polled(f->deps);
-	if (why[0] && !was)
-		mfs_logf(m, MFS_LOG_WARN,
-			 "spec '%s': %s: its deps and inputs are checked "
-			 "every %llu ms instead",
-			 f->path, why,
-			 (unsigned long long)(s->poll_ns / NS_PER_MS));
-	mfs_deps_free(&s->watches, f->deps);
-	f->deps = d;
-}
-
-/* Registers f's file, whose identity is now st (NULL: as recorded); true
- * when what the mount shows may have changed. */
-static bool file_register(struct mfs *m, struct mfs_specs *s,
-			  struct spec_file *f, const struct stat *st)
-{
-	char fp[MF_FP_HEX_LEN + 1], *err = NULL;
-	bool had = f->fp[0] != 0;
-	if (st)
-		f->id = *st;
-	f->dirty = false;
-	deps_update(m, s, f);
-	int rc = mf_engine_register(m->eng, f->path, fp, &err);
-	if (rc) {
-		mfs_logf(m, MFS_LOG_ERR, "%s (spec skipped)",
-			 err ? err : strerror(-rc));
-		free(err);
-		f->fp[0] = 0;
-		f->forget = true;
-		return had;
-	}
-	if (!had || strcmp(fp, f->fp) != 0)
-		mfs_logf(m, MFS_LOG_INFO, "spec '%s': fingerprint %s", f->path,
-			 fp);
-	memcpy(f->fp, fp, sizeof(f->fp));
-	f->forget = mf_engine_unregister(m->eng, f->path, f->fp) == -EBUSY;
-	return true;
-}
-
-/* Looks at every spec file of the folder; true when something changed. */
-static bool scan_folder(struct mfs *m, struct mfs_specs *s)
+/* Looks at every spec file of the folder and registers those that
+ * changed (on workers: they show when registered). */
+static void scan_folder(struct mfs *m, struct mfs_specs *s)
 {
 	s->scanned_ns = mf_mono_ns();
 	DIR *dir = opendir(m->o.pipelines_dir);
@@ -233,10 +173,9 @@ static bool scan_folder(struct mfs *m, struct mfs_specs *s)
 			mfs_logf(m, MFS_LOG_WARN, "pipelines folder '%s': %s",
 				 m->o.pipelines_dir, strerror(errno));
 		s->dir_missing = true;
-		return false;
+		return;
 	}
 	s->dir_missing = false;
-	bool changed = false;
 	struct dirent *de;
 	while ((de = readdir(dir))) {
 		char path[4096];
@@ -250,38 +189,42 @@ static bool scan_folder(struct mfs *m, struct mfs_specs *s)
 		if (!f)
 			continue;
 		f->seen = true;
-		if (!same_file(&f->id, &st))
-			changed |= file_register(m, s, f, &st);
+		if (!same_file(&f->id, &st)) {
+			f->id = st; /* what the registration will read */
+			mfs_reg_submit(m, f, false);
+		}
 	}
 	closedir(dir);
-	return changed;
 }
 
 /*
  * Registers again the specs whose deps or inputs changed: those an event
  * marked, and the polled ones not checked for age_ns whose identities
- * differ. True when something changed.
+ * differ (compared by their registration, on a worker: a stat that hangs
+ * holds no lock).
  */
-static bool follow_deps(struct mfs *m, struct mfs_specs *s, uint64_t age_ns)
+static void follow_deps(struct mfs *m, struct mfs_specs *s, uint64_t age_ns)
 {
-	bool changed = false, polled = s->dir_remote || s->poll_all;
+	bool polled = s->dir_remote || s->poll_all;
 	for (size_t i = 0; i < s->n; i++) {
 		struct spec_file *f = &s->files[i];
 		if (!f->seen || !f->deps)
 			continue;
-		bool go = f->dirty;
-		if (!go && mfs_deps_polled(f->deps) &&
-		    mf_mono_ns() - mfs_deps_checked(f->deps) >= age_ns)
-			go = mfs_deps_changed(f->deps);
-		if (go)
-			changed |= file_register(m, s, f, NULL);
-		polled |= f->deps && mfs_deps_polled(f->deps);
+		polled |= mfs_deps_polled(f->deps);
+		if (f->dirty) {
+			f->dirty = false;
+			mfs_reg_submit(m, f, false);
+		} else if (!f->job && mfs_deps_polled(f->deps) &&
+			   mf_mono_ns() - mfs_deps_checked(f->deps) >= age_ns) {
+			mfs_reg_submit(m, f, true);
+		}
 	}
 	atomic_store(&s->any_polled, polled);
-	return changed;
 }
 
-/* Forgets what left the folder or failed; keeps what is busy. */
+/* Forgets what left the folder or failed; keeps what is busy. A file
+ * with a registration under way keeps its entry (and its registrations in
+ * the engine, which that one may be adding to) until it returns. */
 static bool forget_gone(struct mfs *m, struct mfs_specs *s)
 {
 	bool changed = false;
@@ -292,6 +235,10 @@ static bool forget_gone(struct mfs *m, struct mfs_specs *s)
 			changed |= f->fp[0] != 0;
 			f->fp[0] = 0;
 			f->forget = true;
+		}
+		if (f->job) {
+			i++;
+			continue;
 		}
 		if (f->forget) {
 			const char *keep = f->fp[0] ? f->fp : NULL;
@@ -308,6 +255,8 @@ static bool forget_gone(struct mfs *m, struct mfs_specs *s)
 		i++;
 	}
 	s->retry |= s->dir_missing;
+	/* a registration waits for a thread that could not be made */
+	s->retry |= s->queue && s->active < MFS_REG_THREADS;
 	return changed;
 }
 
@@ -331,8 +280,7 @@ static void forget_name(struct mfs *m, const char *name)
 						       0, 0);
 }
 
-/* Shows the folder's registered specs in the tree. Caller holds s->lock. */
-static void publish(struct mfs *m, struct mfs_specs *s)
+void mfs_specs_publish(struct mfs *m, struct mfs_specs *s)
 {
 	struct mf_engine_spec_info *v;
 	size_t n, k = 0;
@@ -374,36 +322,74 @@ static void publish(struct mfs *m, struct mfs_specs *s)
 	mf_engine_spec_info_free(v, n);
 }
 
-/* One look at everything: the folder, the marked and due specs, what to
- * forget. Polled specs last checked age_ns ago or more are checked. */
+/* One look at everything: registrations past their limit, the folder,
+ * the marked and due specs, what to forget. Polled specs last checked
+ * age_ns ago or more are checked. Registrations started here publish
+ * what they find when they return. */
 static void specs_pass(struct mfs *m, uint64_t age_ns)
 {
 	struct mfs_specs *s = m->specs;
 	pthread_mutex_lock(&s->lock);
+	bool changed = mfs_reg_expire(m, s);
 	for (size_t i = 0; i < s->n; i++)
 		s->files[i].seen = false;
-	bool changed = scan_folder(m, s);
-	changed |= follow_deps(m, s, age_ns);
+	scan_folder(m, s);
+	follow_deps(m, s, age_ns);
 	changed |= forget_gone(m, s);
-	if (changed || !m->se)
-		publish(m, s);
+	if (changed)
+		mfs_specs_publish(m, s);
 	pthread_mutex_unlock(&s->lock);
 }
 
 void mfs_specs_scan(struct mfs *m)
 {
+	struct mfs_specs *s = m->specs;
 	specs_pass(m, UINT64_MAX);
+	/* the mount serves once every spec is registered, or once it has
+	 * waited MFS_SPEC_START_S (less with a shorter limit): one still
+	 * being read shows when done, or fails at its limit */
+	uint64_t wait = MFS_SPEC_START_S * 1000ULL * NS_PER_MS;
+	if (s->timeout_ns < wait)
+		wait = s->timeout_ns;
+	pthread_mutex_lock(&s->lock);
+	if (!mfs_reg_wait(s, NULL, mf_mono_ns() + wait))
+		for (size_t i = 0; i < s->n; i++)
+			if (s->files[i].job)
+				mfs_logf(m, MFS_LOG_WARN,
+					 "spec '%s': still reading its deps "
+					 "and inputs; it shows when done",
+					 s->files[i].path);
+	mfs_specs_publish(m, s);
+	pthread_mutex_unlock(&s->lock);
 }
 
 void mfs_specs_refresh(struct mfs *m, const char *fp)
 {
 	struct mfs_specs *s = m->specs;
+	char **paths = NULL;
+	size_t n = 0;
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->files[i].fp, fp) == 0)
-			memset(&s->files[i].id, 0, sizeof(s->files[i].id));
+	for (size_t i = 0; i < s->n; i++) {
+		if (strcmp(s->files[i].fp, fp) != 0)
+			continue;
+		memset(&s->files[i].id, 0, sizeof(s->files[i].id));
+		char **p = realloc(paths, (n + 1) * sizeof(*p));
+		if (p && (p[n] = strdup(s->files[i].path)))
+			n++;
+		paths = p ? p : paths;
+	}
 	pthread_mutex_unlock(&s->lock);
-	mfs_specs_scan(m);
+	specs_pass(m, UINT64_MAX);
+	/* the caller opens again: wait for the new registration, as long as
+	 * it may take */
+	uint64_t until = mf_mono_ns() + s->timeout_ns + 1000 * NS_PER_MS;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < n; i++)
+		(void)mfs_reg_wait(s, paths[i], until);
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
 }
 
 void mfs_specs_resolved(struct mfs *m)
@@ -501,16 +487,19 @@ static void coalesce(struct mfs_specs *s)
 	}
 }
 
-/* How long the watcher may sleep: until a retry or a polled check. */
+/* How long the watcher may sleep: until a retry, a polled check or a
+ * registration's time limit. */
 static int sleep_ms(struct mfs_specs *s)
 {
 	pthread_mutex_lock(&s->lock);
-	uint64_t due = UINT64_MAX;
-	if (s->dir_remote || s->poll_all) /* spec files are polled too */
+	uint64_t due = mfs_reg_deadline(s);
+	if ((s->dir_remote || s->poll_all) && /* spec files are polled too */
+	    s->scanned_ns + s->poll_ns < due)
 		due = s->scanned_ns + s->poll_ns;
 	for (size_t i = 0; i < s->n; i++) {
 		const struct mfs_deps *d = s->files[i].deps;
-		if (d && s->files[i].seen && mfs_deps_polled(d) &&
+		if (d && s->files[i].seen && !s->files[i].job &&
+		    mfs_deps_polled(d) &&
 		    mfs_deps_checked(d) + s->poll_ns < due)
 			due = mfs_deps_checked(d) + s->poll_ns;
 	}
@@ -534,15 +523,21 @@ static void *watch_main(void *arg)
 		bool look = watch_folder(m, s); /* (re)appeared: look */
 		pthread_mutex_unlock(&s->lock);
 		int timeout = sleep_ms(s);
-		struct pollfd pf[3] = {{s->watches.ifd, POLLIN, 0},
+		struct pollfd pf[4] = {{s->watches.ifd, POLLIN, 0},
 				       {s->wfd, POLLIN, 0},
-				       {s->kfd, POLLIN, 0}};
-		if (!look && poll(pf, 3, timeout) < 0 && errno != EINTR)
+				       {s->kfd, POLLIN, 0},
+				       {s->jfd, POLLIN, 0}};
+		int n = look ? 1 : poll(pf, 4, timeout);
+		if (n < 0 && errno != EINTR)
 			break;
 		if (pf[1].revents)
 			break;
-		uint64_t age = s->poll_ns, kicks;
-		if (pf[2].revents && read(s->kfd, &kicks, sizeof(kicks)) > 0 &&
+		uint64_t age = s->poll_ns, count;
+		if (pf[3].revents && read(s->jfd, &count, sizeof(count)) > 0 &&
+		    n == 1 && !look)
+			continue; /* only a registration came or went: sleep
+				     again, until its limit */
+		if (pf[2].revents && read(s->kfd, &count, sizeof(count)) > 0 &&
 		    age > RECHECK_MS * NS_PER_MS)
 			age = RECHECK_MS * NS_PER_MS; /* a name was resolved */
 		if (pf[0].revents)
@@ -552,22 +547,28 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
-int mfs_specs_start(struct mfs *m)
+int mfs_specs_start(struct mfs *m, struct fuse_session *se, dev_t dev)
 {
 	struct mfs_specs *s = m->specs;
+	/* registrations of the first scan may still be publishing */
+	pthread_mutex_lock(&s->lock);
+	m->se = se;
+	pthread_mutex_unlock(&s->lock);
+	mf_engine_set_mount(m->eng, m->o.mountpoint, dev);
 	int rc = -pthread_create(&s->thread, NULL, watch_main, m);
 	s->started = rc == 0;
 	return rc;
 }
 
-void mfs_specs_stop(struct mfs *m)
+int mfs_specs_stop(struct mfs *m, unsigned timeout_ms)
 {
 	struct mfs_specs *s = m->specs;
-	if (!s || !s->started)
-		return;
+	if (!s)
+		return 0;
 	uint64_t one = 1;
-	if (write(s->wfd, &one, sizeof(one)) < 0)
-		return;
-	pthread_join(s->thread, NULL);
-	s->started = false;
+	if (s->started && write(s->wfd, &one, sizeof(one)) == sizeof(one)) {
+		pthread_join(s->thread, NULL);
+		s->started = false;
+	}
+	return mfs_reg_stop(s, timeout_ms);
 }

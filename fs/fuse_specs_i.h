@@ -1,18 +1,25 @@
 /*
- * fuse_specs_i.h - shared by fuse_specs.c (the pipelines folder, the
- * registrations and the watcher thread) and fuse_deps.c (what one
- * registration of a spec depends on: its watches and identities). Both
- * run under mfs_specs.lock; nothing here is thread-safe on its own.
+ * fuse_specs_i.h - shared by fuse_specs.c (the pipelines folder and the
+ * watcher thread), fuse_register.c (registrations on worker threads, each
+ * bounded in time) and fuse_deps.c (what one registration of a spec
+ * depends on: its watches and identities). The spec files and their
+ * state are guarded by mfs_specs.lock; a registration in flight owns the
+ * identities of its file's deps (mfs_deps_changed) until it returns.
  *
  * Not for: the rest of the FUSE layer (fuse_i.h has mfs_specs_*).
  */
 #ifndef MF_FUSE_SPECS_I_H
 #define MF_FUSE_SPECS_I_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
+
+#include "fuse_i.h"
 
 /* Every folder a watcher watches gets the same mask: inotify keeps one
  * watch (and one mask) per inode, shared by whoever asked for it. */
@@ -21,8 +28,11 @@
 	 IN_CLOSE_WRITE | IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF |             \
 	 IN_MOVE_SELF | IN_ONLYDIR)
 
-/* The inotify instance and its watches, counted by their holders. */
+/* The inotify instance and its watches, counted by their holders. mu
+ * guards v, n and cap (registrations add watches without mfs_specs.lock);
+ * a leaf, taken after mfs_specs.lock. */
 struct mfs_watches {
+	pthread_mutex_t mu;
 	int ifd;
 	struct mfs_wd_ref {
 		int wd;
@@ -63,12 +73,14 @@ int mfs_deps_new(struct mfs_watches *w, const char *spec_path, bool inotify,
 /* Gives back d's watches and frees it; NULL does nothing. */
 void mfs_deps_free(struct mfs_watches *w, struct mfs_deps *d);
 
-/* True when inotify does not cover d: only mfs_deps_changed sees changes. */
+/* True when inotify does not cover d: only mfs_deps_changed sees changes.
+ * Fixed once made. */
 bool mfs_deps_polled(const struct mfs_deps *d);
-/* The mf_mono_ns of the last identities taken. */
+/* The mf_mono_ns of the last identities taken; any thread. */
 uint64_t mfs_deps_checked(const struct mfs_deps *d);
 /* Stats every folder and file again: true when any identity differs from
- * the recorded one (which is then replaced). */
+ * the recorded one (which is then replaced). One thread at a time: the
+ * registration in flight for d's spec file. */
 bool mfs_deps_changed(struct mfs_deps *d);
 
 /* True when the inotify event (wd, mask, name: NULL when none) can change
@@ -78,5 +90,98 @@ bool mfs_deps_hit(const struct mfs_deps *d, int wd, uint32_t mask,
 		  const char *name);
 /* The watch wd went (IN_IGNORED): d no longer holds it. True when it did. */
 bool mfs_deps_drop_wd(struct mfs_deps *d, int wd);
+
+/* ---- spec files and their registrations ---- */
+
+struct mfs_reg; /* one registration on a worker (fuse_register.c) */
+
+struct spec_file {
+	char *path;
+	struct stat id; /* what was registered */
+	char fp[MF_FP_HEX_LEN + 1]; /* "" when it failed to load */
+	bool seen; /* in the folder at this scan */
+	bool forget; /* still to unregister (was busy) */
+	bool dirty; /* an event touched its deps or inputs */
+	/* what its last good load depends on; kept while it fails, so a
+	 * fix of its inputs is seen. Replaced only by its registration. */
+	struct mfs_deps *deps;
+	/* its registration, queued or in flight (also past its time limit,
+	 * until its thread returns); the entry stays while there is one */
+	struct mfs_reg *job;
+	bool again; /* changed meanwhile: register again once job returns */
+};
+
+#define MFS_REG_THREADS 4 /* registrations within their limit at once */
+#define MFS_SPEC_TIMEOUT_S 60 /* default limit of one registration */
+#define MFS_SPEC_START_S 10 /* the longest the mount waits for one */
+
+struct mfs_specs {
+	/* Guards the fields up to done_cv (but watches.ifd and what
+	 * watches.mu guards). Taken before the engine's locks, watches.mu
+	 * and ns_lock. */
+	pthread_mutex_t lock;
+	struct spec_file *files;
+	size_t n, cap;
+	struct mfs_watches watches; /* ifd: the inotify instance */
+	bool retry; /* something to do again without an event */
+	bool dir_missing; /* logged once until it appears */
+	bool dir_remote; /* the pipelines folder is on a network fs */
+	int wd; /* the pipelines folder's watch */
+	uint64_t scanned_ns; /* last scan of the folder */
+
+	/* registrations (fuse_register.c) */
+	struct mfs_reg *queue, *queue_tail; /* waiting for a thread */
+	unsigned active; /* running and within their limit */
+	unsigned threads; /* alive, stuck ones past their limit included */
+	bool stopping; /* mfs_specs_stop: nothing new starts */
+	pthread_cond_t done_cv; /* a registration returned, a thread ended */
+
+	/* fixed once created */
+	int wfd, kfd; /* eventfds: stop the thread; a name was resolved */
+	int jfd; /* eventfd: a registration started or returned */
+	uint64_t poll_ns; /* period of polled specs */
+	bool poll_all; /* -o spec_poll: everything is polled */
+	uint64_t timeout_ns; /* -o spec_timeout: limit of a registration */
+
+	/* read by FUSE threads, without the lock */
+	atomic_bool any_polled; /* a polled spec, or a polled folder */
+	atomic_uint_fast64_t kick_ns; /* last kick from a resolve */
+
+	pthread_t thread; /* the watcher; mfs_specs_start and _stop */
+	bool started;
+};
+
+/* The entry of path, or NULL. Caller holds s->lock. */
+struct spec_file *mfs_specs_find(struct mfs_specs *s, const char *path);
+/* Shows the folder's registered specs in the tree. Caller holds s->lock. */
+void mfs_specs_publish(struct mfs *m, struct mfs_specs *s);
+
+/*
+ * Registers f's file on a worker thread: loads what it depends on
+ * (mfs_deps_new), installs it as f->deps, registers it with the engine,
+ * then records the outcome in f and publishes. check: only if f->deps's
+ * identities changed (a polled spec). f with a registration under way
+ * gets f->again instead (check: nothing), and one more registration once
+ * that one returns. Caller holds s->lock.
+ */
+void mfs_reg_submit(struct mfs *m, struct spec_file *f, bool check);
+/*
+ * Fails the registrations running past s->timeout_ns: logged, f->fp
+ * cleared (the name goes), and their threads no longer counted against
+ * MFS_REG_THREADS; what they return is discarded and the spec registered
+ * again. True when a name went. Caller holds s->lock.
+ */
+bool mfs_reg_expire(struct mfs *m, struct mfs_specs *s);
+/* The earliest deadline of a running registration; UINT64_MAX when none.
+ * Caller holds s->lock. */
+uint64_t mfs_reg_deadline(const struct mfs_specs *s);
+/* Waits until no registration of path (NULL: of any file) is queued or
+ * running within its limit, or until mf_mono_ns() reaches until. True
+ * when none is. Caller holds s->lock. */
+bool mfs_reg_wait(struct mfs_specs *s, const char *path, uint64_t until);
+/* Stops starting registrations, drops the queued ones and waits up to
+ * ms for the threads: 0, or -EBUSY when one is still stuck on a file.
+ * Takes s->lock. */
+int mfs_reg_stop(struct mfs_specs *s, unsigned ms);
 
 #endif

@@ -14,6 +14,13 @@
  *                 back from store files) and .chunks_tapped (taken from
  *                 shards as they were materialized)
  *
+ * A failure's .error and .stderr can name files (a program, a dep, what
+ * the stage printed) that only the spec's owner may see. A reader other
+ * than root, the daemon's user and the owner of the fingerprint's spec
+ * (one this daemon knows) gets instead an .error that names only the spec
+ * file (its name, no folder) and says where the details are, and no
+ * .stderr.
+ *
  * Values are text without a trailing newline. An attribute without a
  * value (no error) is not listed. Other user.* names answer ENODATA, other
  * namespaces (security.*, system.*: labels, ACLs) ENOTSUP, at once and
@@ -66,7 +73,54 @@ static void xa_add(struct xattrs *x, const char *name, const char *fmt, ...)
 	x->value[x->n++] = v;
 }
 
-static int shard_attrs(struct mfs *m, const struct mfs_inode *in,
+/* The text a reader who may not see fp's failure details gets. */
+static void hidden_error(struct mfs *m, const char *fp, struct xattrs *x)
+{
+	uid_t owner;
+	char *path;
+	if (mf_engine_spec_owner(m->eng, fp, &owner, &path) != 0) {
+		xa_add(x, "error", "failed; the daemon's log has the details");
+		return;
+	}
+	const char *base = strrchr(path, '/');
+	xa_add(x, "error",
+	       "failed; the owner of spec '%s' and the daemon's log have the "
+	       "details",
+	       base ? base + 1 : path);
+	free(path);
+}
+
+/* Whether reader may see the texts of fp's failures: root, the daemon's
+ * user, and the owner of fp's spec. */
+static bool sees_details(struct mfs *m, uid_t reader, const char *fp)
+{
+	uid_t owner;
+	char *path;
+	if (reader == 0 || reader == m->uid)
+		return true;
+	if (mf_engine_spec_owner(m->eng, fp, &owner, &path) != 0)
+		return false;
+	free(path);
+	return owner == reader;
+}
+
+static void failure_attrs(struct mfs *m, uid_t reader,
+			  const struct mfs_inode *in,
+			  const struct mf_shard_rec *rec, struct xattrs *x)
+{
+	if (!rec->error && !rec->stderr_tail)
+		return;
+	if (!sees_details(m, reader, in->si.fp)) {
+		hidden_error(m, in->si.fp, x);
+		return;
+	}
+	if (rec->error)
+		xa_add(x, "error", "%s", rec->error);
+	if (rec->stderr_tail)
+		xa_add(x, "stderr", "%s", rec->stderr_tail);
+}
+
+static int shard_attrs(struct mfs *m, uid_t reader, const struct mfs_inode *in,
 		       struct xattrs *x)
 {
 	struct mf_shard_rec rec;
@@ -87,12 +141,9 @@ static int shard_attrs(struct mfs *m, const struct mfs_inode *in,
 		xa_add(x, "stored_bytes", "%llu",
 		       (unsigned long long)rec.stored_bytes);
 	}
-	if (rec.error)
-		xa_add(x, "error", "%s", rec.error);
 	if (rec.exit_status >= 0)
 		xa_add(x, "exit_status", "%d", rec.exit_status);
-	if (rec.stderr_tail)
-		xa_add(x, "stderr", "%s", rec.stderr_tail);
+	failure_attrs(m, reader, in, &rec, x);
 	mf_shard_rec_release(&rec);
 	return 0;
 }
@@ -175,7 +226,9 @@ static void root_counts(struct mfs *m, struct xattrs *x)
 	xa_add(x, "chunks_tapped", "%llu", (unsigned long long)tap);
 }
 
-static int attrs_of(struct mfs *m, fuse_ino_t ino, struct xattrs *x)
+/* The attributes of ino as reader (a uid) may see them. */
+static int attrs_of(struct mfs *m, uid_t reader, fuse_ino_t ino,
+		    struct xattrs *x)
 {
 	struct mfs_inode in;
 	int rc = mfs_inode_decode(m, ino, &in);
@@ -183,7 +236,7 @@ static int attrs_of(struct mfs *m, fuse_ino_t ino, struct xattrs *x)
 		return rc;
 	switch (in.kind) {
 	case MFS_SHARD:
-		return shard_attrs(m, &in, x);
+		return shard_attrs(m, reader, &in, x);
 	case MFS_DIR:
 		return dir_attrs(m, &in, x);
 	case MFS_ROOT:
@@ -222,7 +275,7 @@ void mfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return;
 	}
 	struct xattrs x = {0};
-	int rc = attrs_of(m, ino, &x);
+	int rc = attrs_of(m, fuse_req_ctx(req)->uid, ino, &x);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -241,7 +294,7 @@ void mfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct mfs *m = fuse_req_userdata(req);
 	struct xattrs x = {0};
-	int rc = attrs_of(m, ino, &x);
+	int rc = attrs_of(m, fuse_req_ctx(req)->uid, ino, &x);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;

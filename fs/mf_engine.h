@@ -25,6 +25,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "mf_catalog.h"
 #include "mf_pipeline.h"
@@ -115,10 +116,25 @@ struct mf_store *mf_engine_store(struct mf_engine *e);
  * Loads the spec at path, computes its fingerprint, records the snapshot
  * in the catalog, writes its snapshot.metadata and keeps the spec in
  * memory for materialization. fp receives the fingerprint. Returns 0 or
- * -errno with *err ("FILE:LINE:COL: ..." for a bad spec).
+ * -errno with *err ("FILE:LINE:COL: ..." for a bad spec; -EINVAL with
+ * "FILE: deps 'x': REAL: on this matfs mount itself: refused" for a deps
+ * or input file on the mount mf_engine_set_mount named, found before
+ * anything reads it). No lock of the engine is held while the spec is
+ * loaded and its deps and inputs are hashed: registrations of different
+ * specs run at once, and a slow file delays only its own spec.
  */
 int mf_engine_register(struct mf_engine *e, const char *spec_path,
 		       char fp[MF_FP_HEX_LEN + 1], char **err);
+
+/*
+ * The mount this engine serves, for a daemon: a spec whose deps or input
+ * files (symlinks resolved) are on it is refused, since reading them would
+ * call the daemon's own mount from its own threads. path is the
+ * mountpoint, absolute and resolved (a file under it is refused even
+ * before the mount is made); dev its st_dev once mounted (0: not known
+ * yet). NULL path: none (the default). Thread-safe; affects later loads.
+ */
+void mf_engine_set_mount(struct mf_engine *e, const char *path, dev_t dev);
 
 /*
  * Turns what a user typed into a fingerprint: a path to a spec file
@@ -250,14 +266,24 @@ struct mf_engine_spec_info {
 };
 
 /*
- * Lists the registered specs, one per spec file: its most recent
- * registration. Specs reloaded from the catalog to compute a fingerprint
- * nobody registered in this process are listed too. Caller frees with
- * mf_engine_spec_info_free. Returns 0 or -ENOMEM.
+ * Lists the registered specs: every fingerprint registered for each spec
+ * file and not unregistered since (newest first), so a caller registering
+ * a file again while it shows the file's previous fingerprint still finds
+ * that one. Caller frees with mf_engine_spec_info_free. Returns 0 or
+ * -ENOMEM.
  */
 int mf_engine_list_specs(struct mf_engine *e, struct mf_engine_spec_info **out,
 			 size_t *n);
 void mf_engine_spec_info_free(struct mf_engine_spec_info *v, size_t n);
+
+/*
+ * The owner (*uid) and file (*path, caller frees) of the spec this engine
+ * knows for fp: registered, or reloaded from the catalog to compute it.
+ * Returns 0, -ENOENT when it knows none (a fingerprint only the catalog
+ * knows), or -ENOMEM.
+ */
+int mf_engine_spec_owner(struct mf_engine *e, const char *fp, uid_t *uid,
+			 char **path);
 
 /*
  * Forgets the registrations of the spec file spec_path (as the spec's

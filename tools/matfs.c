@@ -30,6 +30,7 @@
 struct cli {
 	char *store, *pipelines, *max_size, *workers, *cache, *spec_poll;
 	char *cgroup;
+	char *spec_timeout;
 	char *pos[3]; /* SOURCE? MOUNTPOINT */
 	int n_pos;
 	int foreground, debug, help, version, allow_other;
@@ -53,6 +54,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("cache=%s", cache),
     OPT("spec_poll=%s", spec_poll),
     OPT("cgroup=%s", cgroup),
+    OPT("spec_timeout=%s", spec_timeout),
     FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP),
     FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -90,6 +92,9 @@ static const char usage[] =
     "       cgroup=PATH     a cgroup v2 folder delegated to matfs: stages\n"
     "                       with memory: get their own cgroup under it\n"
     "                       (default, as root: matfs's own cgroup)\n"
+    "       spec_timeout=SECONDS\n"
+    "                       give up on a spec whose deps and inputs take\n"
+    "                       longer to read (default 60)\n"
     "       allow_other     let other users in (adds default_permissions)\n"
     "       and the FUSE options of mount.fuse3(8)\n"
     "  -h, --help         this text\n"
@@ -220,6 +225,9 @@ static int make_opts(struct cli *c, struct mfs_opts *o)
 	if (rc == 0)
 		rc = parse_count("spec_poll", c->spec_poll, 86400,
 				 &o->spec_poll_s);
+	if (rc == 0)
+		rc = parse_count("spec_timeout", c->spec_timeout, 86400,
+				 &o->spec_timeout_s);
 	return rc;
 }
 
@@ -358,6 +366,7 @@ static void cli_release(struct cli *c)
 	free(c->cache);
 	free(c->spec_poll);
 	free(c->cgroup);
+	free(c->spec_timeout);
 	for (int i = 0; i < c->n_pos; i++)
 		free(c->pos[i]);
 }

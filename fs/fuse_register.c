@@ -1,0 +1,334 @@
+/*
+ * fuse_register.c - registering the pipelines folder's specs on worker
+ * threads, so that no spec can delay another: loading a spec, listing and
+ * watching what it depends on, and hashing its deps and inputs
+ * (mf_engine_register) run with no lock held, at most MFS_REG_THREADS at
+ * once and one per spec file; the outcome is recorded and published
+ * under mfs_specs.lock when the registration returns.
+ *
+ * Each registration has a time limit (-o spec_timeout, MFS_SPEC_TIMEOUT_S
+ * by default): past it the spec is logged and fails as a spec that does
+ * not load does (its name goes), and its thread no longer counts against
+ * MFS_REG_THREADS. The thread is left to finish (a read cannot be taken
+ * back); what it returns is discarded and the spec is registered again
+ * then, so a file that was only slow brings it back. A file changed while
+ * its registration runs is registered again when that one returns.
+ *
+ * Not for: deciding what to register (fuse_specs.c) or what a
+ * registration depends on (fuse_deps.c).
+ */
+#include "fuse_i.h"
+#include "fuse_specs_i.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NS_PER_S 1000000000ULL
+
+struct mfs_reg {
+	struct mfs_reg *next; /* in the queue */
+	struct mfs *m;
+	char *path;
+	bool check; /* register only if deps's identities changed */
+	/* f->deps when submitted: the registration owns its identities
+	 * until it installs what it loaded in its place */
+	struct mfs_deps *deps;
+	/* under s->lock */
+	bool running;
+	bool expired; /* past its limit: the outcome is discarded */
+	uint64_t deadline_ns;
+	/* the outcome, written by the worker before it takes s->lock */
+	bool skipped; /* check found nothing changed */
+	int rc;
+	char fp[MF_FP_HEX_LEN + 1];
+	char *err;
+};
+
+/* Wakes the watcher to look at the time limits again. */
+static void wake_watcher(struct mfs_specs *s)
+{
+	uint64_t one = 1;
+	if (write(s->jfd, &one, sizeof(one)) < 0)
+		return; /* the counter is full: it wakes anyway */
+}
+
+static void reg_free(struct mfs_reg *j)
+{
+	free(j->path);
+	free(j->err);
+	free(j);
+}
+
+static void *reg_main(void *arg);
+
+/* Starts queued registrations while fewer than MFS_REG_THREADS run within
+ * their limit. Caller holds s->lock. */
+static void pump(struct mfs_specs *s)
+{
+	while (s->queue && s->active < MFS_REG_THREADS && !s->stopping) {
+		struct mfs_reg *j = s->queue;
+		pthread_attr_t a;
+		pthread_t t;
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		int rc = pthread_create(&t, &a, reg_main, j);
+		pthread_attr_destroy(&a);
+		if (rc) { /* tried again at the watcher's next retry */
+			s->retry = true;
+			return;
+		}
+		s->queue = j->next;
+		if (!s->queue)
+			s->queue_tail = NULL;
+		s->threads++;
+		s->active++;
+		j->running = true;
+		j->deadline_ns = mf_mono_ns() + s->timeout_ns;
+		wake_watcher(s);
+	}
+}
+
+void mfs_reg_submit(struct mfs *m, struct spec_file *f, bool check)
+{
+	struct mfs_specs *s = m->specs;
+	if (f->job) {
+		f->again |= !check;
+		return;
+	}
+	struct mfs_reg *j = calloc(1, sizeof(*j));
+	if (!j || !(j->path = strdup(f->path))) {
+		free(j);
+		s->retry = true;
+		memset(&f->id, 0, sizeof(f->id)); /* so it is tried again */
+		return;
+	}
+	j->m = m;
+	j->check = check;
+	j->deps = f->deps;
+	f->job = j;
+	f->again = false;
+	if (s->queue_tail)
+		s->queue_tail->next = j;
+	else
+		s->queue = j;
+	s->queue_tail = j;
+	pump(s);
+}
+
+/* Loads what the spec depends on and installs it as its entry's deps,
+ * before the engine reads anything: a change made while it reads is seen.
+ * Keeps the last good set (checked afresh) when the spec does not load. */
+static void deps_update(struct mfs *m, struct mfs_specs *s, struct mfs_reg *j)
+{
+	struct mfs_deps *d;
+	char why[PATH_MAX + 64];
+	if (mfs_deps_new(&s->watches, j->path, !s->poll_all, &d, why,
+			 sizeof(why)) != 0) {
+		if (j->deps)
+			(void)mfs_deps_changed(j->deps);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	struct spec_file *f = mfs_specs_find(s, j->path);
+	bool was = f && f->deps && mfs_deps_polled(f->deps);
+	if (f && why[0] && !was)
+		mfs_logf(m, MFS_LOG_WARN,
+			 "spec '%s': %s: its deps and inputs are checked "
+			 "every %llu ms instead",
+			 j->path, why,
+			 (unsigned long long)(s->poll_ns / 1000000));
+	if (f) {
+		mfs_deps_free(&s->watches, f->deps);
+		f->deps = d;
+		d = NULL;
+	}
+	j->deps = NULL; /* freed, or no longer this registration's */
+	mfs_deps_free(&s->watches, d);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* The registration itself, with no lock held. */
+static void reg_run(struct mfs *m, struct mfs_reg *j)
+{
+	struct mfs_specs *s = m->specs;
+	if (j->check && !mfs_deps_changed(j->deps)) {
+		j->skipped = true;
+		return;
+	}
+	deps_update(m, s, j);
+	j->rc = mf_engine_register(m->eng, j->path, j->fp, &j->err);
+}
+
+/* Records a registration that returned in time in f; true when what the
+ * mount shows may have changed. Caller holds s->lock. */
+static bool reg_apply(struct mfs *m, struct spec_file *f, struct mfs_reg *j)
+{
+	bool had = f->fp[0] != 0;
+	if (j->rc) {
+		mfs_logf(m, MFS_LOG_ERR, "%s (spec skipped)",
+			 j->err ? j->err : strerror(-j->rc));
+		f->fp[0] = 0;
+		f->forget = true;
+		return had;
+	}
+	if (!had || strcmp(j->fp, f->fp) != 0)
+		mfs_logf(m, MFS_LOG_INFO, "spec '%s': fingerprint %s", f->path,
+			 j->fp);
+	memcpy(f->fp, j->fp, sizeof(f->fp));
+	f->forget = true; /* its older registrations */
+	return true;
+}
+
+/* A registration returned: its outcome goes to its file, or is discarded
+ * (past its limit, or the file left the folder meanwhile). Caller holds
+ * s->lock. */
+static void reg_done(struct mfs *m, struct mfs_specs *s, struct mfs_reg *j)
+{
+	struct spec_file *f = mfs_specs_find(s, j->path);
+	bool changed = false;
+	if (!j->expired)
+		s->active--;
+	if (f && f->job == j) {
+		f->job = NULL;
+		if (j->expired || !f->seen) {
+			/* whatever it added to the engine goes; a file
+			 * that left goes at the next pass */
+			f->forget = true;
+			f->again |= j->expired;
+			s->retry |= !f->seen;
+		} else if (!j->skipped) {
+			changed = reg_apply(m, f, j);
+		}
+		if (f->forget && !s->stopping) {
+			const char *keep = f->fp[0] ? f->fp : NULL;
+			f->forget = mf_engine_unregister(m->eng, f->path,
+							 keep) == -EBUSY;
+			s->retry |= f->forget;
+		}
+		if (f->again && f->seen && !s->stopping)
+			mfs_reg_submit(m, f, false);
+	}
+	if (changed && !s->stopping)
+		mfs_specs_publish(m, s);
+}
+
+static void *reg_main(void *arg)
+{
+	struct mfs_reg *j = arg;
+	struct mfs *m = j->m;
+	struct mfs_specs *s = m->specs;
+	reg_run(m, j);
+	pthread_mutex_lock(&s->lock);
+	reg_done(m, s, j);
+	reg_free(j);
+	s->threads--;
+	pump(s);
+	wake_watcher(s);
+	pthread_cond_broadcast(&s->done_cv);
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+bool mfs_reg_expire(struct mfs *m, struct mfs_specs *s)
+{
+	bool changed = false;
+	uint64_t now = mf_mono_ns();
+	for (size_t i = 0; i < s->n; i++) {
+		struct spec_file *f = &s->files[i];
+		struct mfs_reg *j = f->job;
+		if (!j || !j->running || j->expired || now < j->deadline_ns)
+			continue;
+		j->expired = true;
+		s->active--;
+		mfs_logf(m, MFS_LOG_ERR,
+			 "%s: reading its deps and inputs took longer than "
+			 "%llu s (spec skipped)",
+			 f->path,
+			 (unsigned long long)(s->timeout_ns / NS_PER_S));
+		changed |= f->fp[0] != 0;
+		f->fp[0] = 0;
+	}
+	if (changed)
+		pthread_cond_broadcast(&s->done_cv);
+	pump(s);
+	return changed;
+}
+
+uint64_t mfs_reg_deadline(const struct mfs_specs *s)
+{
+	uint64_t due = UINT64_MAX;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct mfs_reg *j = s->files[i].job;
+		if (j && j->running && !j->expired && j->deadline_ns < due)
+			due = j->deadline_ns;
+	}
+	return due;
+}
+
+/* True when a registration of path (NULL: any) is queued or running
+ * within its limit. Caller holds s->lock. */
+static bool busy(const struct mfs_specs *s, const char *path)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		const struct mfs_reg *j = s->files[i].job;
+		if (j && !j->expired &&
+		    (!path || strcmp(s->files[i].path, path) == 0))
+			return true;
+	}
+	return false;
+}
+
+bool mfs_reg_wait(struct mfs_specs *s, const char *path, uint64_t until)
+{
+	while (busy(s, path)) {
+		uint64_t now = mf_mono_ns();
+		if (now >= until)
+			return false;
+		uint64_t left = until - now;
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += (time_t)(left / NS_PER_S);
+		ts.tv_nsec += (long)(left % NS_PER_S);
+		if (ts.tv_nsec >= (long)NS_PER_S) {
+			ts.tv_sec++;
+			ts.tv_nsec -= (long)NS_PER_S;
+		}
+		pthread_cond_timedwait(&s->done_cv, &s->lock, &ts);
+	}
+	return true;
+}
+
+int mfs_reg_stop(struct mfs_specs *s, unsigned ms)
+{
+	pthread_mutex_lock(&s->lock);
+	s->stopping = true;
+	while (s->queue) {
+		struct mfs_reg *j = s->queue;
+		s->queue = j->next;
+		struct spec_file *f = mfs_specs_find(s, j->path);
+		if (f && f->job == j)
+			f->job = NULL;
+		reg_free(j);
+	}
+	s->queue_tail = NULL;
+	uint64_t until = mf_mono_ns() + ms * 1000000ULL;
+	while (s->threads > 0 && mf_mono_ns() < until) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += 50 * 1000000L;
+		if (ts.tv_nsec >= (long)NS_PER_S) {
+			ts.tv_sec++;
+			ts.tv_nsec -= (long)NS_PER_S;
+		}
+		pthread_cond_timedwait(&s->done_cv, &s->lock, &ts);
+	}
+	int rc = s->threads > 0 ? -EBUSY : 0;
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
