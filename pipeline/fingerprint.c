@@ -467,10 +467,12 @@ int mf_fingerprint_compute(const struct mf_spec *spec,
 	if (rc) {
 		struct mf_fingerprint tmp = {.parts = b.parts, .n_parts = b.n};
 		mf_fingerprint_release(&tmp);
-		if (err)
-			*err = b.err ? b.err : strdup(strerror(-rc));
-		else
-			free(b.err);
+		/* the spec names what was being read: FILE: what failed */
+		if (err &&
+		    asprintf(err, "%s: %s", spec->path,
+			     b.err ? b.err : strerror(-rc)) < 0)
+			*err = NULL;
+		free(b.err);
 		return rc;
 	}
 	memcpy(out->hex, hex, sizeof(hex));

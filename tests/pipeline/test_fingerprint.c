@@ -564,16 +564,16 @@ static void test_unreadable_file(void **state)
 	assert_int_equal(fp.n_parts, 77); /* untouched */
 	char want[256];
 	snprintf(want, sizeof(want),
-		 "cannot read '%s/vocab.json': No such file or directory",
-		 s->dir);
+		 "%s: cannot read '%s/vocab.json': No such file or directory",
+		 s->path, s->dir);
 	assert_string_equal(err, want);
 	free(err);
 	assert_int_equal(unlink("proj/raw/b.jsonl"), 0);
 	fx_write("proj/vocab.json", "{}\n");
 	assert_int_equal(mf_fingerprint_compute(s, &fp, &err), -ENOENT);
 	snprintf(want, sizeof(want),
-		 "cannot stat '%s/raw/b.jsonl': No such file or directory",
-		 s->dir);
+		 "%s: cannot stat '%s/raw/b.jsonl': No such file or directory",
+		 s->path, s->dir);
 	assert_string_equal(err, want);
 	free(err);
 	mf_spec_free(s);

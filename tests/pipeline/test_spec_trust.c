@@ -340,7 +340,8 @@ static void test_hash_and_watch_with_owners_rights(void **state)
 	char *err = NULL;
 	assert_int_equal(mf_fingerprint_compute(s, &fp, &err), -EACCES);
 	snprintf(path, sizeof(path),
-		 "cannot read '%s/u/raw/a.jsonl': Permission denied", r);
+		 "%s: cannot read '%s/u/raw/a.jsonl': Permission denied",
+		 s->path, r);
 	assert_string_equal(err, path);
 	free(err);
 	assert_int_equal(chmod("u/raw/a.jsonl", 0644), 0);
