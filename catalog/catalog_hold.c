@@ -140,8 +140,13 @@ static int del_hold(struct mf_catalog *c, const struct mf_run_rec *h)
 	return rc;
 }
 
+/* A holder refreshes its holds' heartbeats every 60 s (fs/engine.c,
+ * HOLDS_REFRESH_S), however short the snapshot's pending_expiry: a remote
+ * hold lives at least three refreshes. */
+#define HOLD_STALE_S 180
+
 /* Whether hold h is alive at now, judged with its snapshot's
- * pending_expiry (a snapshot gone: not alive). */
+ * pending_expiry, at least HOLD_STALE_S (a snapshot gone: not alive). */
 static int hold_alive(struct mf_catalog *c, const struct mf_run_rec *h,
 		      int64_t now, bool *alive)
 {
@@ -152,7 +157,8 @@ static int hold_alive(struct mf_catalog *c, const struct mf_run_rec *h,
 		return 0;
 	}
 	if (rc == 0)
-		*alive = mf_catalog_run_alive(h, now, expiry);
+		*alive = mf_catalog_run_alive(
+		    h, now, expiry > HOLD_STALE_S ? expiry : HOLD_STALE_S);
 	return rc;
 }
 

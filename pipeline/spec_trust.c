@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -156,8 +157,32 @@ static const char *group_text(gid_t gid, char *buf, size_t size)
 	return buf;
 }
 
-/* True when gid is the primary group of uid and has no other members:
- * the user-private groups of a umask 002 system. */
+/* True when a user other than uid has gid as its primary group, or when
+ * the password database cannot be read through: such a user is in the
+ * group without being listed in its gr_mem. The enumeration's position is
+ * shared by the whole process, hence the lock. */
+static bool group_has_other_primary(gid_t gid, uid_t uid)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	char buf[16384];
+	struct passwd pw, *pwp;
+	bool other = false;
+	int rc;
+	pthread_mutex_lock(&lock);
+	setpwent();
+	while ((rc = getpwent_r(&pw, buf, sizeof(buf), &pwp)) == 0 && pwp)
+		if (pwp->pw_gid == gid && pwp->pw_uid != uid) {
+			other = true;
+			break;
+		}
+	endpwent();
+	pthread_mutex_unlock(&lock);
+	return other || (rc != 0 && rc != ENOENT);
+}
+
+/* True when gid is the primary group of uid and has no other members,
+ * listed or by their own primary group: the user-private groups of a
+ * umask 002 system. */
 static bool group_is_private(gid_t gid, uid_t uid)
 {
 	char buf[16384];
@@ -168,7 +193,7 @@ static bool group_is_private(gid_t gid, uid_t uid)
 		return false;
 	if (getgrgid_r(gid, &gr, buf, sizeof(buf), &grp) != 0 || !grp)
 		return false;
-	return grp->gr_mem[0] == NULL;
+	return grp->gr_mem[0] == NULL && !group_has_other_primary(gid, uid);
 }
 
 __attribute__((format(printf, 3, 4))) static int why_fail(char **why, int rc,

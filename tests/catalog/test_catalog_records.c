@@ -393,6 +393,34 @@ static void test_holds(void **state)
 	assert_int_equal(mf_catalog_release(f->cat, "x", NULL), -EINVAL);
 }
 
+/* A remote hold is refreshed once a minute, whatever the snapshot's
+ * pending_expiry (a spec key): one that short must not let another pid
+ * namespace judge a live holder dead between two refreshes. */
+static void test_hold_short_pending_expiry(void **state)
+{
+	struct cat_fixture *f = *state;
+	struct mf_snapshot_rec snap;
+	ct_snapshot(&snap, 'b', "short", 1);
+	snap.pending_expiry = 2;
+	struct mf_run_rec far;
+	assert_int_equal(mf_catalog_put_snapshot(f->cat, &snap), 0);
+	ct_run(&far, '5', snap.fp, "elsewhere", 1, 1, mf_now_s() - 30);
+	assert_int_equal(mf_catalog_hold(f->cat, &far), 0);
+	assert_int_equal(
+	    mf_catalog_delete_snapshot(f->cat, snap.fp, NULL, NULL),
+	    -ENOTEMPTY);
+	size_t pruned = 9;
+	assert_int_equal(mf_catalog_prune_holds(f->cat, mf_now_s(), &pruned),
+			 0);
+	assert_int_equal(pruned, 0);
+	/* silent for several refreshes: gone */
+	assert_int_equal(
+	    mf_catalog_heartbeat_holds(f->cat, far.run_id, mf_now_s() - 1000),
+	    0);
+	assert_int_equal(
+	    mf_catalog_delete_snapshot(f->cat, snap.fp, NULL, NULL), 0);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, ct_setup_open, ct_teardown)
@@ -407,6 +435,7 @@ int main(void)
 	    T(test_runs),
 	    T(test_run_errors),
 	    T(test_holds),
+	    T(test_hold_short_pending_expiry),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
