@@ -3,15 +3,20 @@
  * threads, so that no spec can delay another: loading a spec, listing and
  * watching what it depends on, and hashing its deps and inputs
  * (mf_engine_register) run with no lock held, at most MFS_REG_THREADS at
- * once and one per spec file; the outcome is recorded and published
- * under mfs_specs.lock when the registration returns.
+ * once (MFS_REG_PER_OWNER per owner of spec files, so that one user's
+ * slow specs never hold up another's) and one per spec file; the outcome
+ * is recorded and published under mfs_specs.lock when the registration
+ * returns.
  *
  * Each registration has a time limit (-o spec_timeout, MFS_SPEC_TIMEOUT_S
  * by default): past it the spec is logged and fails as a spec that does
  * not load does (its name goes), and its thread no longer counts against
- * MFS_REG_THREADS. The thread is left to finish (a read cannot be taken
- * back); what it returns is discarded and the spec is registered again
- * then, so a file that was only slow brings it back. A file changed while
+ * MFS_REG_THREADS. Hashing stops between two reads past the limit
+ * (mf_deadline_set); a read that never returns keeps its thread, which
+ * still counts against its owner's MFS_REG_PER_OWNER. What it returns is
+ * discarded; a registration that was only slow (it returned
+ * on its own) is tried again then, one stopped at its limit is not until
+ * its file or deps change. A file changed while
  * its registration runs is registered again when that one returns.
  *
  * Not for: deciding what to register (fuse_specs.c) or what a
@@ -35,6 +40,7 @@ struct mfs_reg {
 	struct mfs_reg *next; /* in the queue */
 	struct mfs *m;
 	char *path;
+	uid_t owner; /* of the spec file: registrations are shared by owner */
 	bool check; /* register only if deps's identities changed */
 	/* f->deps when submitted: the registration owns its identities
 	 * until it installs what it loaded in its place */
@@ -67,12 +73,42 @@ static void reg_free(struct mfs_reg *j)
 
 static void *reg_main(void *arg);
 
-/* Starts queued registrations while fewer than MFS_REG_THREADS run within
- * their limit. Caller holds s->lock. */
+/* Threads of owner's registrations, those past their limit included.
+ * Caller holds s->lock. */
+static unsigned owner_threads(const struct mfs_specs *s, uid_t owner)
+{
+	unsigned k = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct mfs_reg *j = s->files[i].job;
+		k += j && j->running && j->owner == owner;
+	}
+	return k;
+}
+
+/* Whether queued j may start now: its owner runs fewer than
+ * MFS_REG_PER_OWNER, and fewer than MFS_REG_THREADS run within their
+ * limit - unless its owner runs none, then up to MFS_REG_MAX threads. */
+static bool may_start(const struct mfs_specs *s, const struct mfs_reg *j)
+{
+	unsigned mine = owner_threads(s, j->owner);
+	return mine < MFS_REG_PER_OWNER &&
+	    (s->active < MFS_REG_THREADS ||
+	     (mine == 0 && s->threads < MFS_REG_MAX));
+}
+
+/* Starts the queued registrations that may start, oldest first. Caller
+ * holds s->lock. */
 static void pump(struct mfs_specs *s)
 {
-	while (s->queue && s->active < MFS_REG_THREADS && !s->stopping) {
-		struct mfs_reg *j = s->queue;
+	struct mfs_reg **p = &s->queue, *prev = NULL;
+	while (*p && !s->stopping) {
+		struct mfs_reg *j = *p;
+		if (!may_start(s, j)) {
+			prev = j;
+			p = &j->next;
+			continue;
+		}
+		j->deadline_ns = mf_mono_ns() + s->timeout_ns;
 		pthread_attr_t a;
 		pthread_t t;
 		pthread_attr_init(&a);
@@ -83,13 +119,12 @@ static void pump(struct mfs_specs *s)
 			s->retry = true;
 			return;
 		}
-		s->queue = j->next;
-		if (!s->queue)
-			s->queue_tail = NULL;
+		*p = j->next;
+		if (s->queue_tail == j)
+			s->queue_tail = prev;
 		s->threads++;
 		s->active++;
 		j->running = true;
-		j->deadline_ns = mf_mono_ns() + s->timeout_ns;
 		wake_watcher(s);
 	}
 }
@@ -109,6 +144,7 @@ void mfs_reg_submit(struct mfs *m, struct spec_file *f, bool check)
 		return;
 	}
 	j->m = m;
+	j->owner = f->id.st_uid;
 	j->check = check;
 	j->deps = f->deps;
 	f->job = j;
@@ -162,7 +198,11 @@ static void reg_run(struct mfs *m, struct mfs_reg *j)
 		return;
 	}
 	deps_update(m, s, j);
+	/* hashing stops at the limit: a thread past it ends soon after,
+	 * unless one read itself never returns */
+	mf_deadline_set(j->deadline_ns);
 	j->rc = mf_engine_register(m->eng, j->path, j->fp, &j->err);
+	mf_deadline_set(0);
 }
 
 /* Records a registration that returned in time in f; true when what the
@@ -185,6 +225,21 @@ static bool reg_apply(struct mfs *m, struct spec_file *f, struct mfs_reg *j)
 	return true;
 }
 
+/* f's registration passed its limit: logged, its name goes. True when
+ * the name went. The caller counts it out of s->active. Caller holds
+ * s->lock. */
+static bool time_out(struct mfs *m, struct mfs_specs *s, struct spec_file *f)
+{
+	f->job->expired = true;
+	mfs_logf(m, MFS_LOG_ERR,
+		 "%s: reading its deps and inputs took longer than %llu s "
+		 "(spec skipped)",
+		 f->path, (unsigned long long)(s->timeout_ns / NS_PER_S));
+	bool had = f->fp[0] != 0;
+	f->fp[0] = 0;
+	return had;
+}
+
 /* A registration returned: its outcome goes to its file, or is discarded
  * (past its limit, or the file left the folder meanwhile). Caller holds
  * s->lock. */
@@ -194,13 +249,19 @@ static void reg_done(struct mfs *m, struct mfs_specs *s, struct mfs_reg *j)
 	bool changed = false;
 	if (!j->expired)
 		s->active--;
+	/* hashing saw the limit pass before the watcher did */
+	if (!j->expired && j->rc == -ETIMEDOUT && f && f->job == j)
+		changed = time_out(m, s, f);
 	if (f && f->job == j) {
 		f->job = NULL;
 		if (j->expired || !f->seen) {
 			/* whatever it added to the engine goes; a file
 			 * that left goes at the next pass */
 			f->forget = true;
-			f->again |= j->expired;
+			/* slow but done: try again; stopped at its limit
+			 * (-ETIMEDOUT): failed until the file or its deps
+			 * change, not hashed again and again */
+			f->again |= j->expired && j->rc != -ETIMEDOUT;
 			s->retry |= !f->seen;
 		} else if (!j->skipped) {
 			changed = reg_apply(m, f, j);
@@ -223,6 +284,7 @@ static void *reg_main(void *arg)
 	struct mfs_reg *j = arg;
 	struct mfs *m = j->m;
 	struct mfs_specs *s = m->specs;
+	(void)pthread_setname_np(pthread_self(), "matfs-register");
 	reg_run(m, j);
 	pthread_mutex_lock(&s->lock);
 	reg_done(m, s, j);
@@ -244,15 +306,8 @@ bool mfs_reg_expire(struct mfs *m, struct mfs_specs *s)
 		struct mfs_reg *j = f->job;
 		if (!j || !j->running || j->expired || now < j->deadline_ns)
 			continue;
-		j->expired = true;
 		s->active--;
-		mfs_logf(m, MFS_LOG_ERR,
-			 "%s: reading its deps and inputs took longer than "
-			 "%llu s (spec skipped)",
-			 f->path,
-			 (unsigned long long)(s->timeout_ns / NS_PER_S));
-		changed |= f->fp[0] != 0;
-		f->fp[0] = 0;
+		changed |= time_out(m, s, f);
 	}
 	if (changed)
 		pthread_cond_broadcast(&s->done_cv);

@@ -112,6 +112,12 @@ struct spec_file {
 };
 
 #define MFS_REG_THREADS 4 /* registrations within their limit at once */
+/* One owner's registrations at once, past their limit included, and the
+ * most threads in all: an owner with none running starts one even when
+ * MFS_REG_THREADS are busy with others', so no user's slow specs delay
+ * another user's. */
+#define MFS_REG_PER_OWNER 2
+#define MFS_REG_MAX 64
 #define MFS_SPEC_TIMEOUT_S 60 /* default limit of one registration */
 #define MFS_SPEC_START_S 10 /* the longest the mount waits for one */
 

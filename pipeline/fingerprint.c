@@ -73,6 +73,10 @@ static int hash_file(struct fp_build *b, const char *path, uint8_t out[32],
 		goto free_buf;
 	uint64_t total = 0;
 	for (;;) {
+		if (mf_deadline_passed()) { /* its registration gave up */
+			rc = -ETIMEDOUT;
+			break;
+		}
 		ssize_t n = mf_pread_full(fd, buf, READ_BUF, (off_t)total);
 		if (n <= 0) {
 			rc = (int)n;

@@ -101,6 +101,13 @@ int mf_fsync_dir(int dirfd);
 int64_t mf_now_s(void);
 uint64_t mf_mono_ns(void);
 
+/* The calling thread's deadline for long reads, on mf_mono_ns's clock (0:
+ * none, the default): code that reads files without bound (hashing a
+ * spec's deps and inputs) stops with -ETIMEDOUT between two reads once
+ * mf_deadline_passed says so. A registration sets it to its time limit. */
+void mf_deadline_set(uint64_t mono_ns);
+bool mf_deadline_passed(void);
+
 /* The default store folder: $XDG_CACHE_HOME/matfs, else ~/.cache/matfs
  * ($HOME, else /tmp). Caller frees; NULL when out of memory. */
 char *mf_default_store(void);

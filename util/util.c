@@ -255,6 +255,18 @@ uint64_t mf_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+static _Thread_local uint64_t deadline_ns;
+
+void mf_deadline_set(uint64_t mono_ns)
+{
+	deadline_ns = mono_ns;
+}
+
+bool mf_deadline_passed(void)
+{
+	return deadline_ns != 0 && mf_mono_ns() >= deadline_ns;
+}
+
 void mf_hostname(char *buf, size_t len)
 {
 	if (gethostname(buf, len) != 0 || !buf[0])
