@@ -56,6 +56,8 @@ bool mf_catalog_run_alive(const struct mf_run_rec *r, int64_t now,
 		return false;
 	if (run_is_local(r))
 		return mf_process_alive((pid_t)r->pid, r->pid_start);
+	if (pending_expiry < MF_RUN_STALE_MIN_S)
+		pending_expiry = MF_RUN_STALE_MIN_S;
 	return now - r->heartbeat <= pending_expiry;
 }
 

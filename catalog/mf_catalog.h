@@ -77,9 +77,13 @@ struct mf_run_rec {
  * pid_ns all equal to this process's) lives while its process does (pid
  * and pid_start). Any other run - another host, another container with
  * the same hostname, another boot, or a row that does not say - lives
- * while its heartbeat is no older than pending_expiry; its pid is never
- * looked up here, where it may name another process or none.
+ * while its heartbeat is no older than pending_expiry, or
+ * MF_RUN_STALE_MIN_S when that is shorter (six heartbeats of an engine:
+ * a spec's short pending_expiry must not make a live run look dead
+ * between two); its pid is never looked up here, where it may name
+ * another process or none.
  */
+#define MF_RUN_STALE_MIN_S 30
 bool mf_catalog_run_alive(const struct mf_run_rec *r, int64_t now,
 			  int64_t pending_expiry);
 

@@ -359,6 +359,11 @@ static void test_same_namespace_by_pid(void **state)
 	ct_run(&r, 'd', fp_a(), OTHER_HOST, (int32_t)getpid(), 0, now);
 	assert_true(mf_catalog_run_alive(&r, now + 3600, 3600));
 	assert_false(mf_catalog_run_alive(&r, now + 3601, 3600));
+	/* a pending_expiry shorter than a few heartbeats (a spec key) must
+	 * not declare a live remote run dead between two of them */
+	assert_true(mf_catalog_run_alive(&r, now + 5, 1));
+	assert_true(mf_catalog_run_alive(&r, now + MF_RUN_STALE_MIN_S, 1));
+	assert_false(mf_catalog_run_alive(&r, now + MF_RUN_STALE_MIN_S + 1, 1));
 }
 
 static void test_other_host(void **state)
