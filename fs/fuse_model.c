@@ -519,10 +519,12 @@ double mfs_attr_shard(struct mfs *m, fuse_ino_t ino,
 	st->st_ino = ino;
 	st->st_mode = S_IFREG | 0444;
 	st->st_nlink = 1;
-	/* size 0 may be kept as long: an open that materializes tells the
-	 * kernel to forget it (fuse_open.c) before it answers */
+	/* the size 0 of a shard not materialized is never kept: a reply
+	 * made before a computation can reach the kernel after an open
+	 * that told it to forget what it cached, and another process may
+	 * compute the shard at any time */
 	if (!rec || rec->state != MF_SHARD_MATERIALIZED)
-		return MFS_ATTR_TTL;
+		return 0.0;
 	st->st_size = (off_t)rec->raw_bytes;
 	st->st_blocks = (blkcnt_t)((rec->stored_bytes + 511) / 512);
 	if (rec->last_read > 0)
