@@ -84,32 +84,7 @@ int mf_catalog_list_holds(struct mf_catalog *c, const char *fp,
 {
 	if (!c || !out || !n)
 		return -EINVAL;
-	struct mf_run_rec *a = NULL, *grown;
-	size_t len = 0, cap = 0;
-	sqlite3_stmt *st = NULL;
-	int rc = cat_stmt(c, CAT_HOLD_LIST, sql_list, &st);
-	rc = rc ? rc : cat_bind_text(c, st, 1, fp);
-	while (!rc && (rc = cat_step_row(c, st)) == 1) {
-		if (len == cap) {
-			cap = cap ? 2 * cap : 8;
-			grown = realloc(a, cap * sizeof(*a));
-			if (!grown) {
-				rc = -ENOMEM;
-				break;
-			}
-			a = grown;
-		}
-		rc = cat_run_from_row(st, &a[len]);
-		len += !rc;
-	}
-	cat_stmt_put(st);
-	if (rc) {
-		free(a);
-		return rc;
-	}
-	*out = a;
-	*n = len;
-	return 0;
+	return cat_runs_select(c, CAT_HOLD_LIST, sql_list, fp, out, n);
 }
 
 int mf_catalog_heartbeat_holds(struct mf_catalog *c, const char *holder,

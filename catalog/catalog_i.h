@@ -129,6 +129,10 @@ int cat_run_read(struct mf_catalog *c, const char *run_id,
 int cat_run_bind(struct mf_catalog *c, sqlite3_stmt *st,
 		 const struct mf_run_rec *r);
 int cat_run_from_row(sqlite3_stmt *st, struct mf_run_rec *out);
+/* Every row statement id (sql, RUN_COLS order, ?1 an fp or NULL) returns,
+ * into a malloc'd array: runs and holds. */
+int cat_runs_select(struct mf_catalog *c, enum cat_stmt_id id, const char *sql,
+		    const char *fp, struct mf_run_rec **out, size_t *n);
 /* Holds (catalog_hold.c) inside a caller's transaction: -ENOTEMPTY when a
  * live process holds fp, else the dead holds of fp are deleted. */
 int cat_holds_check(struct mf_catalog *c, const char *fp);

@@ -183,10 +183,16 @@ int mf_catalog_list_runs(struct mf_catalog *c, const char *fp,
 {
 	if (!c || !out || !n)
 		return -EINVAL;
+	return cat_runs_select(c, CAT_RUN_LIST, sql_list, fp, out, n);
+}
+
+int cat_runs_select(struct mf_catalog *c, enum cat_stmt_id id, const char *sql,
+		    const char *fp, struct mf_run_rec **out, size_t *n)
+{
 	struct mf_run_rec *a = NULL, *grown;
 	size_t len = 0, cap = 0;
 	sqlite3_stmt *st = NULL;
-	int rc = cat_stmt(c, CAT_RUN_LIST, sql_list, &st);
+	int rc = cat_stmt(c, id, sql, &st);
 	if (!rc)
 		rc = cat_bind_text(c, st, 1, fp);
 	while (!rc && (rc = cat_step_row(c, st)) == 1) {

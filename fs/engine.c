@@ -406,12 +406,8 @@ static int compute_claimed(struct mf_engine *e, struct mf_catalog *c,
 	/* active from the claim on: the heartbeat covers loading the spec */
 	run_set_active(e, run_id, 1);
 	int rc = eng_spec_for(e, c, fp, &se, &why);
+	bool give_back = rc != 0;
 	if (rc) {
-		/* not a failure of the shard: this process cannot compute
-		 * the fingerprint (its spec moved on, or is gone). The claim
-		 * goes back, so that a waiter elsewhere computes it itself
-		 * or gets its own answer, rather than an EIO for this one. */
-		(void)mf_catalog_abandon_shard(c, fp, shard, run_id);
 		rc = rc == -ENOENT ? -ESTALE : rc;
 	} else if ((rc = mf_store_run_create(e->store, fp, run_id)) != 0) {
 		eng_errf(&why, "store: creating run folder: %s", strerror(-rc));
@@ -420,7 +416,15 @@ static int compute_claimed(struct mf_engine *e, struct mf_catalog *c,
 		rc = -EIO;
 	} else {
 		rc = eng_materialize(e, c, se, shard, run_id, &why);
+		give_back = rc == -ESTALE; /* its deps or inputs changed */
 	}
+	/* not a failure of the shard: this process cannot compute the
+	 * fingerprint (its spec moved on or is gone, its deps or inputs
+	 * changed). The claim goes back (absent, nothing recorded), so that
+	 * a waiter elsewhere finds out for itself rather than taking this
+	 * for a failed computation (EIO). */
+	if (give_back)
+		(void)mf_catalog_abandon_shard(c, fp, shard, run_id);
 	run_set_active(e, run_id, -1);
 	if (rc && rc != -EAGAIN && err && !*err) {
 		*err = why;

@@ -109,8 +109,10 @@ void eng_release(struct mf_engine *e, struct mf_catalog *c, const char *fp);
 void eng_holds_refresh(struct mf_engine *e);
 
 /* Runs the stages of a claimed shard into the store under run_id and
- * records the outcome in the catalog. 0 (committed and recorded), -EIO or
- * -ESTALE with *err, or -EAGAIN: the claim was lost meanwhile (taken over
+ * records the outcome in the catalog. 0 (committed and recorded), -EIO
+ * with *err (a failure, recorded), -ESTALE with *err (its deps or inputs
+ * no longer hash as registered: nothing recorded, the claim is still the
+ * caller's to give back), or -EAGAIN: the claim was lost meanwhile (taken over
  * by another run, or the shard reset), nothing recorded, look again. */
 int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
 		    struct spec_entry *se, uint32_t shard, const char *run_id,

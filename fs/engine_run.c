@@ -145,16 +145,6 @@ static int record_failure(struct pump *p, int32_t status, const char *error,
 	return rc == -ESTALE ? 0 : rc;
 }
 
-/* A fingerprint that can no longer be computed (its deps or inputs
- * changed) is no failure of the shard: the claim goes back (absent,
- * nothing recorded), so that a waiter in another process finds out for
- * itself (ESTALE) instead of taking this for a failed computation (EIO).
- * The caller answers ESTALE with the reason. */
-static void give_back(struct pump *p)
-{
-	(void)mf_catalog_abandon_shard(p->c, p->fp, p->shard, p->run_id);
-}
-
 static int run_stages(struct pump *p, struct spec_entry *se,
 		      struct mf_shard_writer *w, char **err)
 {
@@ -216,8 +206,7 @@ static int store_shard(struct pump *p, struct spec_entry *se,
 	rc = check_fingerprint(se, p->shard, err);
 	if (rc) {
 		mf_shard_writer_abort(w);
-		give_back(p);
-		return rc;
+		return rc; /* ESTALE: the caller gives the claim back */
 	}
 	rc = mf_shard_writer_commit(w, st);
 	if (rc) {
@@ -256,10 +245,8 @@ static int materialize(struct mf_engine *e, struct mf_catalog *c,
 			 .run_id = run_id,
 			 .shard = shard};
 	int rc = check_fingerprint(se, shard, err);
-	if (rc) {
-		give_back(&p);
-		return rc;
-	}
+	if (rc)
+		return rc; /* ESTALE: the caller gives the claim back */
 	struct mf_codec_cfg cfg = {se->spec->codec, se->spec->level,
 				   se->spec->chunk_size,
 				   e->opts.compress_threads};
