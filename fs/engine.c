@@ -96,7 +96,8 @@ struct mf_store *mf_engine_store(struct mf_engine *e)
 /* ---- heartbeat ---- */
 
 /* Refreshes the rows of every run with work in flight: elsewhere (another
- * host or pid namespace) the heartbeat is all that tells it is alive. */
+ * host or pid namespace) the heartbeat is all that tells it is alive.
+ * Runs every heartbeat_s, work or not. */
 static void heartbeat_once(struct mf_engine *e)
 {
 	typedef char run_id_t[MF_RUN_ID_HEX_LEN + 1];
@@ -110,8 +111,11 @@ static void heartbeat_once(struct mf_engine *e)
 		if (r->active && !r->retired)
 			memcpy(ids[n++], r->run_id, sizeof(ids[0]));
 	pthread_mutex_unlock(&e->lock);
+	/* taking a connection also notices a catalog.db deleted or
+	 * replaced (one stat): the new one is indexed, and this engine's
+	 * holds put back at once (holds_stale), not at the next refresh */
 	struct mf_catalog *c;
-	if (n > 0 && eng_catalog_get(e, &c) == 0) {
+	if (eng_catalog_get(e, &c) == 0) {
 		for (size_t i = 0; i < n; i++)
 			(void)mf_catalog_heartbeat(c, ids[i], mf_now_s());
 		eng_catalog_put(e, c);

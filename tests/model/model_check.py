@@ -174,9 +174,11 @@ class Checks:
     def served(self, fp, t):
         """fp is yielded (above) and a running daemon serves it: it holds
         fp in the catalog, so no other process's expiry drops its row. A
-        daemon that lived through an online catalog loss holds it again
-        within its heartbeat, so it counts once its names are right."""
-        return self.yielded(fp, t) and any(d.proc is not None for d in self.d)
+        daemon that lived through an online catalog loss (until it is
+        remounted) does not count: until its next heartbeat notices the
+        new catalog.db, that catalog has none of its holds."""
+        return self.yielded(fp, t) and any(d.proc is not None and d not in self.lost
+                                           for d in self.d)
 
     def settle(self, pi):
         wait = self.history[pi][-1][0] + GRACE - time.monotonic()
