@@ -2,7 +2,7 @@
  * matfs.c - the daemon: parses the command line (FUSE conventions, and the
  * mount.fuse3 form "matfs SOURCE MOUNTPOINT -o OPTIONS" that /etc/fstab
  * uses), goes to the background unless -f, mounts, and runs libfuse's
- * multi-threaded loop over the FUSE layer (fs/fuse_i.h) until unmounted or
+ * multi-threaded loop over the FUSE layer (fs/mf_fuse.h) until unmounted or
  * signalled.
  *
  * In the background it reports failure to the shell: the parent waits
@@ -10,7 +10,7 @@
  * and exits 1 if it did not; only then does the child leave the terminal
  * and send its messages to syslog.
  *
- * Not for: anything the mount does (fs/fuse_*.c).
+ * Not for: anything the mount does (fs/fuse/).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +22,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "fuse_i.h"
+#include "mf_fuse.h"
 #include "mf_config.h"
 
 #define STOP_WAIT_MS 2000 /* for materializations running at unmount */

@@ -17,7 +17,7 @@ inputs: in/*.txt
 stages:
   - exec: [/bin/sh, -c, 'echo $$ >>pids; while [ ! -e go ]; do sleep 0.1; done; cat']
 YAML
-grace=5 # MFS_CANCEL_GRACE_S in fs/fuse_i.h
+grace=5 # MFS_CANCEL_GRACE_S in fs/fuse/fuse_i.h
 
 # stages left by a failed test are killed with everything else
 kill_stages() {
