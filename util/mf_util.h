@@ -108,6 +108,22 @@ uint64_t mf_mono_ns(void);
 void mf_deadline_set(uint64_t mono_ns);
 bool mf_deadline_passed(void);
 
+/*
+ * Corruption, reported where it is found. A check that finds stored bytes
+ * or records malformed returns MF_CORRUPT("short reason"): -EBADMSG, after
+ * remembering for the calling thread the reason and the file:line of the
+ * check (SQLite's SQLITE_CORRUPT_BKPT habit). Whoever turns the -EBADMSG
+ * into a message adds mf_corrupt_reason(); a debug log adds
+ * mf_corrupt_where(). The reason must be a string literal (it is kept, not
+ * copied). Both return "" when this thread has found none since the last
+ * mf_corrupt_clear().
+ */
+#define MF_CORRUPT(why) mf_corrupt_at(__FILE__, __LINE__, "" why)
+int mf_corrupt_at(const char *file, int line, const char *why);
+const char *mf_corrupt_reason(void);
+const char *mf_corrupt_where(void);
+void mf_corrupt_clear(void);
+
 /* The default store folder: $XDG_CACHE_HOME/matfs, else ~/.cache/matfs
  * ($HOME, else /tmp). Caller frees; NULL when out of memory. */
 char *mf_default_store(void);

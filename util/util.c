@@ -255,6 +255,35 @@ uint64_t mf_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+static _Thread_local const char *corrupt_why;
+static _Thread_local char corrupt_where[128];
+
+int mf_corrupt_at(const char *file, int line, const char *why)
+{
+	/* meson compiles with paths relative to the build folder */
+	while (strncmp(file, "../", 3) == 0)
+		file += 3;
+	corrupt_why = why;
+	snprintf(corrupt_where, sizeof(corrupt_where), "%s:%d", file, line);
+	return -EBADMSG;
+}
+
+const char *mf_corrupt_reason(void)
+{
+	return corrupt_why ? corrupt_why : "";
+}
+
+const char *mf_corrupt_where(void)
+{
+	return corrupt_why ? corrupt_where : "";
+}
+
+void mf_corrupt_clear(void)
+{
+	corrupt_why = NULL;
+	corrupt_where[0] = 0;
+}
+
 static _Thread_local uint64_t deadline_ns;
 
 void mf_deadline_set(uint64_t mono_ns)

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <setjmp.h>
@@ -219,6 +220,32 @@ static void test_duration_limits(void **state)
 	duration_is(long_number('0', 300, "1h"), 3600);
 }
 
+/* A corruption report names its reason and the line that found it, for
+ * the calling thread only, until cleared. */
+static int check_header(unsigned magic)
+{
+	if (magic != 0x4d46)
+		return MF_CORRUPT("header magic");
+	return 0;
+}
+
+static void test_corrupt_report(void **state)
+{
+	(void)state;
+	mf_corrupt_clear();
+	assert_string_equal(mf_corrupt_reason(), "");
+	assert_string_equal(mf_corrupt_where(), "");
+	assert_int_equal(check_header(0x4d46), 0);
+	assert_string_equal(mf_corrupt_reason(), "");
+	assert_int_equal(check_header(1), -EBADMSG);
+	assert_string_equal(mf_corrupt_reason(), "header magic");
+	const char *w = mf_corrupt_where();
+	assert_int_equal(strncmp(w, "tests/util/test_util_parse.c:", 29), 0);
+	assert_true(atoi(w + 29) > 0);
+	mf_corrupt_clear();
+	assert_string_equal(mf_corrupt_reason(), "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -228,6 +255,7 @@ int main(void)
 	    cmocka_unit_test(test_duration_units),
 	    cmocka_unit_test(test_duration_bad_syntax),
 	    cmocka_unit_test(test_duration_limits),
+	    cmocka_unit_test(test_corrupt_report),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
