@@ -120,8 +120,8 @@ struct mf_catalog;
  * <= 0 means the default of 10 s. A location is a plain path or
  * "sqlite:PATH" (the SQLite catalog at PATH); "SCHEME://..." names another
  * backend, which this build does not have: -EPROTONOSUPPORT (a caller says
- * "catalog 'LOCATION': Protocol not supported"). A relative path whose
- * first folder holds "://" must be written "./PATH" or "sqlite:PATH".
+ * "catalog 'LOCATION': Protocol not supported"). A relative path that
+ * itself reads "SCHEME://..." must be written "./PATH" or "sqlite:PATH".
  * -EPROTO: written by a newer schema (left untouched); -EBADMSG: not a
  * database; -ENOENT: no such folder; -EINVAL: an empty path.
  */
