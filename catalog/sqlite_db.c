@@ -187,6 +187,21 @@ int sq_end(struct mf_catalog *c, int rc)
 	return cat_finish(c, rc);
 }
 
+int cat_read_one(struct mf_catalog *c, enum cat_stmt_id id, const char *sql,
+		 const char *key, cat_row_fn from_row, void *out)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = cat_stmt(c, id, sql, &st);
+	rc = rc ? rc : cat_bind_text(c, st, 1, key);
+	rc = rc ? rc : cat_step_row(c, st);
+	if (rc == 1)
+		rc = from_row(st, out);
+	else if (rc == 0)
+		rc = -ENOENT;
+	cat_stmt_put(st);
+	return rc;
+}
+
 /* Grows *a (cap elements of size bytes) to hold one more than len. */
 static int grow(void **a, size_t *cap, size_t len, size_t size)
 {

@@ -123,6 +123,10 @@ typedef void (*cat_release_fn)(void *elem);
 int cat_collect(struct mf_catalog *c, sqlite3_stmt *st, size_t size,
 		cat_row_fn from_row, cat_release_fn release, void **out,
 		size_t *n);
+/* The one row statement id (sql, ?1 = key) returns, read with from_row
+ * into out (written only on success); -ENOENT when there is none. */
+int cat_read_one(struct mf_catalog *c, enum cat_stmt_id id, const char *sql,
+		 const char *key, cat_row_fn from_row, void *out);
 
 /* Reads a row of CAT_SHARD_COLS starting at column 0 into *out. */
 #define CAT_SHARD_COLS                                                         \

@@ -115,22 +115,15 @@ int cat_run_from_row(sqlite3_stmt *st, struct mf_run_rec *out)
 	return 0;
 }
 
+static int run_row(sqlite3_stmt *st, void *elem)
+{
+	return cat_run_from_row(st, elem);
+}
+
 int cat_run_read(struct mf_catalog *c, const char *run_id,
 		 struct mf_run_rec *out)
 {
-	sqlite3_stmt *st;
-	int rc = cat_stmt(c, CAT_RUN_GET, sql_get, &st);
-	if (rc)
-		return rc;
-	rc = cat_bind_text(c, st, 1, run_id);
-	if (!rc)
-		rc = cat_step_row(c, st);
-	if (rc == 1)
-		rc = cat_run_from_row(st, out);
-	else if (rc == 0)
-		rc = -ENOENT;
-	cat_stmt_put(st);
-	return rc;
+	return cat_read_one(c, CAT_RUN_GET, sql_get, run_id, run_row, out);
 }
 
 int sq_get_run(struct mf_catalog *c, const char *run_id, struct mf_run_rec *out)
@@ -142,11 +135,6 @@ int sq_list_runs(struct mf_catalog *c, const char *fp, struct mf_run_rec **out,
 		 size_t *n)
 {
 	return cat_runs_select(c, CAT_RUN_LIST, sql_list, fp, out, n);
-}
-
-static int run_row(sqlite3_stmt *st, void *elem)
-{
-	return cat_run_from_row(st, elem);
 }
 
 int cat_runs_select(struct mf_catalog *c, enum cat_stmt_id id, const char *sql,

@@ -155,48 +155,31 @@ static int snap_from_row(sqlite3_stmt *st, struct mf_snapshot_rec *out)
 	return 0;
 }
 
+static int snap_row(sqlite3_stmt *st, void *elem)
+{
+	return snap_from_row(st, elem);
+}
+
 int sq_get_snapshot(struct mf_catalog *c, const char *fp,
 		    struct mf_snapshot_rec *out)
 {
-	sqlite3_stmt *st;
-	int rc = cat_stmt(c, CAT_SNAP_GET, sql_get, &st);
-	if (rc)
-		return rc;
-	rc = cat_bind_text(c, st, 1, fp);
-	if (!rc)
-		rc = cat_step_row(c, st);
-	if (rc == 1)
-		rc = snap_from_row(st, out);
-	else if (rc == 0)
-		rc = -ENOENT;
-	cat_stmt_put(st);
-	return rc;
+	return cat_read_one(c, CAT_SNAP_GET, sql_get, fp, snap_row, out);
+}
+
+static int fp_row(sqlite3_stmt *st, void *elem)
+{
+	return cat_col_copy(st, 0, elem, MF_FP_HEX_LEN + 1, "fp length");
 }
 
 int sq_find_name(struct mf_catalog *c, const char *name,
 		 char fp[MF_FP_HEX_LEN + 1])
 {
 	char found[MF_FP_HEX_LEN + 1];
-	sqlite3_stmt *st;
-	int rc = cat_stmt(c, CAT_SNAP_FIND_NAME, sql_find_name, &st);
-	if (rc)
-		return rc;
-	rc = cat_bind_text(c, st, 1, name);
-	if (!rc)
-		rc = cat_step_row(c, st);
-	if (rc == 1)
-		rc = cat_col_copy(st, 0, found, sizeof(found), "fp length");
-	else if (rc == 0)
-		rc = -ENOENT;
-	cat_stmt_put(st);
+	int rc = cat_read_one(c, CAT_SNAP_FIND_NAME, sql_find_name, name,
+			      fp_row, found);
 	if (!rc)
 		memcpy(fp, found, sizeof(found));
 	return rc;
-}
-
-static int snap_row(sqlite3_stmt *st, void *elem)
-{
-	return snap_from_row(st, elem);
 }
 
 static void snap_release(void *elem)
