@@ -137,8 +137,8 @@ int cat_shard_from_row(sqlite3_stmt *st, struct mf_shard_rec *out);
 /* Finishes a write transaction: COMMIT when rc is 0, else ROLLBACK and rc. */
 int cat_finish(struct mf_catalog *c, int rc);
 
-/* Runs (sqlite_run.c), for use inside a caller's transaction. */
-/* Inserts run r as "active" unless a row with its id exists. */
+/* Runs (sqlite_run.c), for use inside a caller's transaction. Inserts run
+ * r as "active" unless a row with its id exists. */
 int cat_run_ensure(struct mf_catalog *c, const struct mf_run_rec *r);
 /* The row of run_id in *out (written only on success); -ENOENT. */
 int cat_run_read(struct mf_catalog *c, const char *run_id,

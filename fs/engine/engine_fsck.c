@@ -419,11 +419,14 @@ static int top_entry(struct fsck *x, void *ctx, int dfd, const char *name,
 static int open_catalog(struct fsck *x, const char *path, int busy,
 			bool *usable)
 {
+	mf_corrupt_clear();
 	int rc = mf_catalog_open(path, busy, &x->c);
 	*usable = rc == 0;
 	if (rc == -EBADMSG) {
+		const char *why = mf_corrupt_reason();
 		problem(x, MF_FSCK_CATALOG, "", -1, "", MF_CATALOG_FILE,
-			"not a usable catalog: %s", strerror(-rc));
+			"not a usable catalog: %s%s%s%s", strerror(-rc),
+			*why ? " (" : "", why, *why ? ")" : "");
 		rc = 0;
 	}
 	return rc;
