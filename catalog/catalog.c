@@ -1,22 +1,21 @@
 /*
- * catalog.c - the catalog handle: opening and closing the connection, the
- * statement cache, transactions (a call's own, or a caller's spanning
- * calls), the file's identity (moved, index mark), SQLite error
- * translation and the column helpers the other catalog_*.c files share.
+ * catalog.c - the catalog API of mf_catalog.h over its backends: the
+ * location names a backend (catalog_backend.h), each public function checks
+ * its arguments and dispatches through the backend's table. What is the
+ * same for every backend lives here: state names, record release, the one
+ * rule of run liveness, record validity, the nesting of a caller's unit
+ * and the cut of a failed stage's stderr tail.
  *
- * Not for: the schema and its migrations (catalog_schema.c) or the rows
- * themselves (catalog_snap.c, catalog_run.c, catalog_shard.c).
+ * Not for: SQL or any other storage (sqlite_*.c, the SQLite backend).
  */
-#include "catalog_i.h"
+#include "catalog_backend.h"
 
-#include <assert.h>
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define CAT_DEFAULT_BUSY_MS 10000
+#define STDERR_TAIL_MAX 4096
 
 static const char *const state_names[] = {
     [MF_SHARD_ABSENT] = "absent",
@@ -41,157 +40,178 @@ int cat_state_parse(const char *s, enum mf_shard_state *out)
 			return 0;
 		}
 	}
-	return -EBADMSG;
+	return MF_CORRUPT("shard state");
 }
 
-static int constraint_errno(int rc)
+void mf_snapshot_rec_release(struct mf_snapshot_rec *r)
 {
-	switch (rc) {
-	case SQLITE_CONSTRAINT_FOREIGNKEY:
-		return -ENOENT; /* the row refers to a snapshot that is not */
-	case SQLITE_CONSTRAINT_PRIMARYKEY:
-	case SQLITE_CONSTRAINT_UNIQUE:
-		return -EEXIST;
-	default:
-		return -EINVAL; /* CHECK or NOT NULL: a bad value */
-	}
+	if (!r)
+		return;
+	free(r->spec_path);
+	free(r->compression);
+	free(r->suffix);
+	r->spec_path = r->compression = r->suffix = NULL;
 }
 
-int cat_errno(sqlite3 *db, int rc)
+void mf_shard_rec_release(struct mf_shard_rec *r)
 {
-	switch (rc & 0xff) {
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		return -EBUSY;
-	case SQLITE_CORRUPT:
-	case SQLITE_NOTADB:
-		return -EBADMSG;
-	case SQLITE_NOMEM:
-		return -ENOMEM;
-	case SQLITE_FULL:
-		return -ENOSPC;
-	case SQLITE_CANTOPEN: {
-		int sys = db ? sqlite3_system_errno(db) : 0;
-		return sys == ENOENT || sys == ENOTDIR ? -ENOENT : -EACCES;
-	}
-	case SQLITE_PERM:
-	case SQLITE_AUTH:
-		return -EACCES;
-	case SQLITE_READONLY:
-		return -EROFS;
-	case SQLITE_CONSTRAINT:
-		return constraint_errno(rc);
-	default:
-		return -EIO;
-	}
+	if (!r)
+		return;
+	free(r->error);
+	free(r->stderr_tail);
+	r->error = r->stderr_tail = NULL;
 }
 
-int cat_stmt(struct mf_catalog *c, enum cat_stmt_id id, const char *sql,
-	     sqlite3_stmt **out)
+/* Whether r ran where this process can look its pid up: the same host,
+ * boot and pid namespace. A row that does not say is not. */
+static bool run_is_local(const struct mf_run_rec *r)
 {
-	assert((unsigned)id < CAT_STMT_COUNT);
-	if (!c->stmt[id]) {
-		int rc = sqlite3_prepare_v3(c->db, sql, -1,
-					    SQLITE_PREPARE_PERSISTENT,
-					    &c->stmt[id], NULL);
-		if (rc != SQLITE_OK)
-			return cat_errno(c->db, rc);
+	char host[256], boot[MF_BOOT_ID_LEN + 1];
+	if (!r->boot_id[0] || r->pid_ns == 0)
+		return false;
+	mf_hostname(host, sizeof(host));
+	return strcmp(r->host, host) == 0 && mf_boot_id(boot) == 0 &&
+	    strcmp(r->boot_id, boot) == 0 && r->pid_ns == mf_pid_ns();
+}
+
+bool mf_catalog_run_alive(const struct mf_run_rec *r, int64_t now,
+			  int64_t pending_expiry)
+{
+	if (!r || strcmp(r->state, "active") != 0)
+		return false;
+	if (run_is_local(r))
+		return mf_process_alive((pid_t)r->pid, r->pid_start);
+	if (pending_expiry < MF_RUN_STALE_MIN_S)
+		pending_expiry = MF_RUN_STALE_MIN_S;
+	return now - r->heartbeat <= pending_expiry;
+}
+
+/* ---- record checks ---- */
+
+bool cat_run_state_valid(const char *state)
+{
+	return state &&
+	    (strcmp(state, "active") == 0 || strcmp(state, "done") == 0 ||
+	     strcmp(state, "dead") == 0);
+}
+
+bool cat_hold_valid(const struct mf_run_rec *h)
+{
+	return h && mf_is_hex(h->run_id, MF_RUN_ID_HEX_LEN) &&
+	    mf_is_hex(h->fp, MF_FP_HEX_LEN) && h->host[0] &&
+	    memchr(h->host, '\0', sizeof(h->host)) &&
+	    memchr(h->boot_id, '\0', sizeof(h->boot_id));
+}
+
+bool cat_run_valid(const struct mf_run_rec *r)
+{
+	return cat_hold_valid(r) && memchr(r->state, '\0', sizeof(r->state)) &&
+	    cat_run_state_valid(r->state);
+}
+
+bool cat_snapshot_valid(const struct mf_snapshot_rec *r)
+{
+	return r && mf_is_hex(r->fp, MF_FP_HEX_LEN) && r->name[0] &&
+	    memchr(r->name, '\0', sizeof(r->name)) && r->shards > 0 &&
+	    r->spec_path && r->compression;
+}
+
+/* ---- locations ---- */
+
+static const struct mf_catalog_backend *const backends[] = {
+    &cat_sqlite_backend,
+};
+
+/* The length of the scheme of "SCHEME://...", RFC 3986's letters, or 0
+ * when location does not start with one. */
+static size_t uri_scheme_len(const char *location)
+{
+	size_t i = 0;
+	if (!((location[0] >= 'a' && location[0] <= 'z') ||
+	      (location[0] >= 'A' && location[0] <= 'Z')))
+		return 0;
+	while (location[i] &&
+	       (strchr("+-.", location[i]) ||
+		(location[i] >= '0' && location[i] <= '9') ||
+		(location[i] >= 'a' && location[i] <= 'z') ||
+		(location[i] >= 'A' && location[i] <= 'Z')))
+		i++;
+	return strncmp(location + i, "://", 3) == 0 ? i : 0;
+}
+
+int cat_backend_find(const char *location, const struct mf_catalog_backend **be,
+		     const char **target)
+{
+	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+		size_t n = strlen(backends[i]->name);
+		if (strncmp(location, backends[i]->name, n) == 0 &&
+		    location[n] == ':') {
+			*be = backends[i];
+			*target = location + n + 1;
+			return **target ? 0 : -EINVAL;
+		}
 	}
-	/* one id, one text: a mismatch is a bug in the caller */
-	assert(strcmp(sqlite3_sql(c->stmt[id]), sql) == 0);
-	*out = c->stmt[id];
+	if (uri_scheme_len(location) > 0)
+		return -EPROTONOSUPPORT;
+	*be = &cat_sqlite_backend; /* a plain path */
+	*target = location;
+	return *location ? 0 : -EINVAL;
+}
+
+static int busy_or_default(int busy_timeout_ms)
+{
+	return busy_timeout_ms > 0 ? busy_timeout_ms : CAT_DEFAULT_BUSY_MS;
+}
+
+int mf_catalog_open(const char *location, int busy_timeout_ms,
+		    struct mf_catalog **out)
+{
+	const struct mf_catalog_backend *be;
+	const char *target;
+	if (!location || !out)
+		return -EINVAL;
+	int rc = cat_backend_find(location, &be, &target);
+	if (rc)
+		return rc;
+	struct mf_catalog *c;
+	rc = be->open(target, busy_or_default(busy_timeout_ms), &c);
+	if (rc)
+		return rc;
+	c->be = be;
+	c->outer = false;
+	*out = c;
 	return 0;
 }
 
-void cat_stmt_put(sqlite3_stmt *st)
+void mf_catalog_close(struct mf_catalog *c)
 {
-	if (!st)
-		return;
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
+	if (c)
+		c->be->close(c);
 }
 
-int cat_step_done(struct mf_catalog *c, sqlite3_stmt *st)
+int mf_catalog_check(const char *location, int busy_timeout_ms,
+		     mf_catalog_problem_fn report, void *arg, bool *usable)
 {
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE)
-		return 0;
-	if (rc == SQLITE_ROW)
-		return -EIO; /* a statement meant to return nothing did */
-	return cat_errno(c->db, rc);
-}
-
-int cat_step_row(struct mf_catalog *c, sqlite3_stmt *st)
-{
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		return 1;
-	if (rc == SQLITE_DONE)
-		return 0;
-	return cat_errno(c->db, rc);
-}
-
-int cat_changes(const struct mf_catalog *c)
-{
-	return sqlite3_changes(c->db);
-}
-
-static int run_simple(struct mf_catalog *c, enum cat_stmt_id id,
-		      const char *sql)
-{
-	sqlite3_stmt *st;
-	int rc = cat_stmt(c, id, sql, &st);
-	if (rc)
-		return rc;
-	rc = cat_step_done(c, st);
-	cat_stmt_put(st);
+	const struct mf_catalog_backend *be;
+	const char *target;
+	bool ok = false;
+	if (!location)
+		return -EINVAL;
+	int rc = cat_backend_find(location, &be, &target);
+	if (!rc)
+		rc = be->check(target, busy_or_default(busy_timeout_ms), report,
+			       arg, &ok);
+	if (usable)
+		*usable = rc == 0 && ok;
 	return rc;
 }
 
-static int exec_sql(struct mf_catalog *c, const char *sql)
+bool mf_catalog_moved(struct mf_catalog *c)
 {
-	int rc = sqlite3_exec(c->db, sql, NULL, NULL, NULL);
-	return rc == SQLITE_OK ? 0 : cat_errno(c->db, rc);
+	return c && c->be->moved(c);
 }
 
-/* Inside mf_catalog_begin each call's transaction is the savepoint
- * cat_call; calls never nest, so one name serves. */
-int cat_begin(struct mf_catalog *c)
-{
-	if (c->outer)
-		return exec_sql(c, "SAVEPOINT cat_call");
-	return run_simple(c, CAT_BEGIN, "BEGIN IMMEDIATE");
-}
-
-int cat_commit(struct mf_catalog *c)
-{
-	int rc = c->outer ? exec_sql(c, "RELEASE cat_call")
-			  : run_simple(c, CAT_COMMIT, "COMMIT");
-	if (rc)
-		cat_rollback(c);
-	return rc;
-}
-
-void cat_rollback(struct mf_catalog *c)
-{
-	/* SQLite may already have rolled back (some errors do that, to the
-	 * outermost transaction: mf_catalog_end then fails to commit) */
-	if (sqlite3_get_autocommit(c->db))
-		return;
-	if (c->outer)
-		(void)exec_sql(c, "ROLLBACK TO cat_call; RELEASE cat_call");
-	else
-		(void)run_simple(c, CAT_ROLLBACK, "ROLLBACK");
-}
-
-int cat_finish(struct mf_catalog *c, int rc)
-{
-	if (rc) {
-		cat_rollback(c);
-		return rc;
-	}
-	return cat_commit(c);
-}
+/* ---- the caller's unit ---- */
 
 int mf_catalog_begin(struct mf_catalog *c)
 {
@@ -199,7 +219,7 @@ int mf_catalog_begin(struct mf_catalog *c)
 		return -EINVAL;
 	if (c->outer)
 		return -EBUSY;
-	int rc = cat_begin(c);
+	int rc = c->be->begin(c);
 	c->outer = rc == 0;
 	return rc;
 }
@@ -209,201 +229,271 @@ int mf_catalog_end(struct mf_catalog *c, int rc)
 	if (!c || !c->outer)
 		return rc ? rc : -EINVAL;
 	c->outer = false;
-	if (sqlite3_get_autocommit(c->db)) /* SQLite rolled it all back */
-		return rc ? rc : -EIO;
-	return cat_finish(c, rc);
+	return c->be->end(c, rc);
 }
-
-int cat_col_copy(sqlite3_stmt *st, int i, char *buf, size_t size)
-{
-	const unsigned char *s = sqlite3_column_text(st, i);
-	size_t n = s ? (size_t)sqlite3_column_bytes(st, i) : 0;
-	if (n >= size)
-		return -EBADMSG;
-	if (n)
-		memcpy(buf, s, n);
-	buf[n] = '\0';
-	return 0;
-}
-
-int cat_col_dup(sqlite3_stmt *st, int i, char **out)
-{
-	if (sqlite3_column_type(st, i) == SQLITE_NULL) {
-		*out = NULL;
-		return 0;
-	}
-	const unsigned char *s = sqlite3_column_text(st, i);
-	if (!s)
-		return -ENOMEM; /* text of a non-NULL value: only OOM fails */
-	size_t n = (size_t)sqlite3_column_bytes(st, i);
-	char *d = malloc(n + 1);
-	if (!d)
-		return -ENOMEM;
-	memcpy(d, s, n);
-	d[n] = '\0';
-	*out = d;
-	return 0;
-}
-
-int cat_bind_text(struct mf_catalog *c, sqlite3_stmt *st, int i, const char *s)
-{
-	int rc = s ? sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC)
-		   : sqlite3_bind_null(st, i);
-	return rc == SQLITE_OK ? 0 : cat_errno(c->db, rc);
-}
-
-int cat_bind_int64(struct mf_catalog *c, sqlite3_stmt *st, int i, int64_t v)
-{
-	int rc = sqlite3_bind_int64(st, i, v);
-	return rc == SQLITE_OK ? 0 : cat_errno(c->db, rc);
-}
-
-/*
- * Connection settings. WAL with synchronous=NORMAL: a crashed process loses
- * nothing and the database never corrupts; a power loss may roll back the
- * last commits, which leaves an older consistent state (a shard computed
- * again, a run taken for dead). The store's own durable files are the
- * truth, and the catalog can be rebuilt from them.
- */
-static int configure(sqlite3 *db, int busy_timeout_ms)
-{
-	sqlite3_extended_result_codes(db, 1);
-	int rc = sqlite3_busy_timeout(db, busy_timeout_ms);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(db, "PRAGMA foreign_keys = ON", NULL, NULL,
-				  NULL);
-	return rc == SQLITE_OK ? 0 : cat_errno(db, rc);
-}
-
-static int journal_mode_wal(sqlite3 *db)
-{
-	sqlite3_stmt *st = NULL;
-	int rc =
-	    sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		const unsigned char *mode = sqlite3_column_text(st, 0);
-		/* a file system without shared memory leaves another mode */
-		rc = mode && strcmp((const char *)mode, "wal") == 0
-		    ? SQLITE_OK
-		    : SQLITE_IOERR;
-	}
-	sqlite3_finalize(st);
-	return rc;
-}
-
-/*
- * Switching a fresh database to WAL answers SQLITE_BUSY at once, without
- * the busy handler, while another connection holds a lock on it (several
- * processes opening a new catalog together), so it is retried here until
- * the busy timeout.
- */
-static int set_wal(sqlite3 *db, int busy_timeout_ms)
-{
-	uint64_t deadline = mf_mono_ns() + (uint64_t)busy_timeout_ms * 1000000u;
-	int rc;
-	while (((rc = journal_mode_wal(db)) & 0xff) == SQLITE_BUSY &&
-	       mf_mono_ns() < deadline)
-		usleep(2000);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(db, "PRAGMA synchronous = NORMAL", NULL, NULL,
-				  NULL);
-	return rc == SQLITE_OK ? 0 : cat_errno(db, rc);
-}
-
-/* Settings, version check before anything is written, then migrations. */
-static int prepare_db(sqlite3 *db, int busy_timeout_ms)
-{
-	int version;
-	int rc = configure(db, busy_timeout_ms);
-	if (!rc)
-		rc = cat_schema_version(db, &version);
-	if (!rc && version > MF_CATALOG_SCHEMA_VERSION)
-		rc = -EPROTO; /* newer code wrote it: leave it untouched */
-	if (!rc)
-		rc = set_wal(db, busy_timeout_ms);
-	if (!rc)
-		rc = cat_migrate(db);
-	return rc;
-}
-
-int mf_catalog_open(const char *path, int busy_timeout_ms,
-		    struct mf_catalog **out)
-{
-	if (!path || !out)
-		return -EINVAL;
-	if (busy_timeout_ms <= 0)
-		busy_timeout_ms = CAT_DEFAULT_BUSY_MS;
-	struct mf_catalog *c = calloc(1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	int flags =
-	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-	int rc = sqlite3_open_v2(path, &c->db, flags, NULL);
-	if (rc != SQLITE_OK) {
-		rc = cat_errno(c->db, rc);
-		goto out_close;
-	}
-	rc = prepare_db(c->db, busy_timeout_ms);
-	if (rc)
-		goto out_close;
-	*out = c;
-	return 0;
-
-out_close:
-	sqlite3_close(c->db); /* NULL is fine */
-	free(c);
-	return rc;
-}
-
-bool mf_catalog_moved(struct mf_catalog *c)
-{
-	int moved = 0;
-	/* the unix VFS compares the inode at the path with the open file's;
-	 * a path that no longer exists counts as moved */
-	if (sqlite3_file_control(c->db, "main", SQLITE_FCNTL_HAS_MOVED,
-				 &moved) != SQLITE_OK)
-		return false;
-	return moved != 0;
-}
-
-/* The mark of a catalog that indexes its store: "mfIX" in the database
- * header's application id, which no migration touches. */
-#define CAT_INDEXED_MARK 0x6d664958
 
 int mf_catalog_indexed(struct mf_catalog *c, bool *out)
 {
-	sqlite3_stmt *st = NULL;
-	int rc =
-	    sqlite3_prepare_v2(c->db, "PRAGMA application_id", -1, &st, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*out = sqlite3_column_int(st, 0) == CAT_INDEXED_MARK;
-		rc = SQLITE_OK;
-	}
-	sqlite3_finalize(st);
-	return rc == SQLITE_OK ? 0 : cat_errno(c->db, rc);
+	if (!c || !out)
+		return -EINVAL;
+	return c->be->indexed(c, out);
 }
 
 int mf_catalog_set_indexed(struct mf_catalog *c)
 {
-	char sql[64];
-	snprintf(sql, sizeof(sql), "PRAGMA application_id = %d",
-		 CAT_INDEXED_MARK);
-	int rc = cat_begin(c);
-	if (rc)
-		return rc;
-	return cat_finish(c, exec_sql(c, sql));
+	if (!c)
+		return -EINVAL;
+	return c->be->set_indexed(c);
 }
 
-void mf_catalog_close(struct mf_catalog *c)
+/* ---- snapshots ---- */
+
+int mf_catalog_put_snapshot(struct mf_catalog *c,
+			    const struct mf_snapshot_rec *rec)
+{
+	if (!c || !cat_snapshot_valid(rec))
+		return -EINVAL;
+	return c->be->put_snapshot(c, rec);
+}
+
+int mf_catalog_get_snapshot(struct mf_catalog *c, const char *fp,
+			    struct mf_snapshot_rec *out)
+{
+	if (!c || !fp || !out)
+		return -EINVAL;
+	return c->be->get_snapshot(c, fp, out);
+}
+
+int mf_catalog_find_name(struct mf_catalog *c, const char *name,
+			 char fp[MF_FP_HEX_LEN + 1])
+{
+	if (!c || !name || !fp)
+		return -EINVAL;
+	return c->be->find_name(c, name, fp);
+}
+
+int mf_catalog_list_snapshots(struct mf_catalog *c,
+			      struct mf_snapshot_rec **out, size_t *n)
+{
+	if (!c || !out || !n)
+		return -EINVAL;
+	return c->be->list_snapshots(c, out, n);
+}
+
+int mf_catalog_delete_snapshot(struct mf_catalog *c, const char *fp,
+			       struct mf_run_rec **runs, size_t *nruns)
+{
+	if (!c || !fp || (runs && !nruns))
+		return -EINVAL;
+	return c->be->delete_snapshot(c, fp, runs, nruns);
+}
+
+/* ---- runs ---- */
+
+int mf_catalog_add_run(struct mf_catalog *c, const struct mf_run_rec *run)
+{
+	if (!c || !cat_run_valid(run))
+		return -EINVAL;
+	return c->be->add_run(c, run);
+}
+
+int mf_catalog_get_run(struct mf_catalog *c, const char *run_id,
+		       struct mf_run_rec *out)
+{
+	if (!c || !run_id || !out)
+		return -EINVAL;
+	return c->be->get_run(c, run_id, out);
+}
+
+int mf_catalog_list_runs(struct mf_catalog *c, const char *fp,
+			 struct mf_run_rec **out, size_t *n)
+{
+	if (!c || !out || !n)
+		return -EINVAL;
+	return c->be->list_runs(c, fp, out, n);
+}
+
+int mf_catalog_heartbeat(struct mf_catalog *c, const char *run_id, int64_t now)
+{
+	if (!c || !run_id)
+		return -EINVAL;
+	return c->be->heartbeat(c, run_id, now);
+}
+
+int mf_catalog_set_run_state(struct mf_catalog *c, const char *run_id,
+			     const char *state)
+{
+	if (!c || !run_id || !cat_run_state_valid(state))
+		return -EINVAL;
+	return c->be->set_run_state(c, run_id, state);
+}
+
+int mf_catalog_delete_run(struct mf_catalog *c, const char *run_id)
+{
+	if (!c || !run_id)
+		return -EINVAL;
+	return c->be->delete_run(c, run_id);
+}
+
+/* ---- holds ---- */
+
+int mf_catalog_hold(struct mf_catalog *c, const struct mf_run_rec *h)
+{
+	if (!c || !cat_hold_valid(h))
+		return -EINVAL;
+	return c->be->hold(c, h);
+}
+
+int mf_catalog_release(struct mf_catalog *c, const char *holder, const char *fp)
+{
+	if (!c || !mf_is_hex(holder, MF_RUN_ID_HEX_LEN) ||
+	    (fp && !mf_is_hex(fp, MF_FP_HEX_LEN)))
+		return -EINVAL;
+	return c->be->release(c, holder, fp);
+}
+
+int mf_catalog_list_holds(struct mf_catalog *c, const char *fp,
+			  struct mf_run_rec **out, size_t *n)
+{
+	if (!c || !out || !n)
+		return -EINVAL;
+	return c->be->list_holds(c, fp, out, n);
+}
+
+int mf_catalog_heartbeat_holds(struct mf_catalog *c, const char *holder,
+			       int64_t now)
+{
+	if (!c || !mf_is_hex(holder, MF_RUN_ID_HEX_LEN))
+		return -EINVAL;
+	return c->be->heartbeat_holds(c, holder, now);
+}
+
+int mf_catalog_prune_holds(struct mf_catalog *c, int64_t now, size_t *pruned)
 {
 	if (!c)
-		return;
-	for (size_t i = 0; i < CAT_STMT_COUNT; i++)
-		sqlite3_finalize(c->stmt[i]);
-	sqlite3_close(c->db);
-	free(c);
+		return -EINVAL;
+	size_t k = 0;
+	int rc = c->be->prune_holds(c, now, &k);
+	if (pruned)
+		*pruned = rc ? 0 : k;
+	return rc;
+}
+
+/* ---- shards ---- */
+
+int mf_catalog_get_shard(struct mf_catalog *c, const char *fp, uint32_t index,
+			 struct mf_shard_rec *out)
+{
+	if (!c || !fp || !out)
+		return -EINVAL;
+	return c->be->get_shard(c, fp, index, out);
+}
+
+int mf_catalog_list_shards(struct mf_catalog *c, const char *fp,
+			   struct mf_shard_rec **out, size_t *n)
+{
+	if (!c || !fp || !out || !n)
+		return -EINVAL;
+	return c->be->list_shards(c, fp, out, n);
+}
+
+int mf_catalog_claim_shard(struct mf_catalog *c, const char *fp, uint32_t index,
+			   const struct mf_run_rec *me, int64_t now,
+			   enum mf_claim *result, struct mf_shard_rec *cur)
+{
+	return mf_catalog_claim_shard_waited(c, fp, index, me, now, 0, result,
+					     cur);
+}
+
+int mf_catalog_claim_shard_waited(struct mf_catalog *c, const char *fp,
+				  uint32_t index, const struct mf_run_rec *me,
+				  int64_t now, uint64_t waited,
+				  enum mf_claim *result,
+				  struct mf_shard_rec *cur)
+{
+	if (!c || !fp || !me || !result || strcmp(me->fp, fp) != 0)
+		return -EINVAL;
+	return c->be->claim(c, fp, index, me, now, waited, result, cur);
+}
+
+int mf_catalog_complete_shard(struct mf_catalog *c, const char *fp,
+			      uint32_t index, const char *run_id,
+			      uint64_t raw_bytes, uint64_t stored_bytes,
+			      uint32_t chunks)
+{
+	if (!c || !fp || !run_id)
+		return -EINVAL;
+	return c->be->complete(c, fp, index, run_id, raw_bytes, stored_bytes,
+			       chunks);
+}
+
+/* The last STDERR_TAIL_MAX bytes of s, not starting inside a UTF-8
+ * sequence. */
+static const char *stderr_tail(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (n <= STDERR_TAIL_MAX)
+		return s;
+	const char *p = s + n - STDERR_TAIL_MAX;
+	while (((unsigned char)*p & 0xc0) == 0x80)
+		p++;
+	return p;
+}
+
+int mf_catalog_fail_shard(struct mf_catalog *c, const char *fp, uint32_t index,
+			  const char *run_id, int32_t exit_status,
+			  const char *error, const char *stderr_tail_text)
+{
+	if (!c || !fp || !run_id)
+		return -EINVAL;
+	return c->be->fail(c, fp, index, run_id, exit_status, error,
+			   stderr_tail(stderr_tail_text));
+}
+
+int mf_catalog_reset_shard(struct mf_catalog *c, const char *fp, uint32_t index,
+			   const char *run_id)
+{
+	if (!c || !fp)
+		return -EINVAL;
+	return c->be->reset(c, fp, index, run_id);
+}
+
+int mf_catalog_abandon_shard(struct mf_catalog *c, const char *fp,
+			     uint32_t index, const char *run_id)
+{
+	if (!c || !fp || !run_id)
+		return -EINVAL;
+	return c->be->abandon(c, fp, index, run_id);
+}
+
+static bool expirable(const struct mf_shard_rec *r)
+{
+	return r->state == MF_SHARD_MATERIALIZED || r->state == MF_SHARD_FAILED;
+}
+
+int mf_catalog_expire_shards(struct mf_catalog *c,
+			     const struct mf_shard_rec *recs, size_t n,
+			     bool *expired)
+{
+	if (!c || (n > 0 && (!recs || !expired)))
+		return -EINVAL;
+	size_t todo = 0;
+	for (size_t i = 0; i < n; i++) {
+		expired[i] = false;
+		todo += expirable(&recs[i]);
+	}
+	if (todo == 0) /* nothing to write: no transaction */
+		return 0;
+	int rc = c->be->expire(c, recs, n, expired);
+	if (rc)
+		memset(expired, 0, n * sizeof(*expired));
+	return rc;
+}
+
+int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,
+		     int64_t now)
+{
+	if (!c || !fp)
+		return -EINVAL;
+	return c->be->touch(c, fp, index, now);
 }

@@ -1,19 +1,24 @@
 /*
- * mf_catalog.h - the SQLite catalog of one store: snapshots, runs and
- * shards, and the claim that makes materialization single-flight across
- * processes on a host.
+ * mf_catalog.h - the catalog of one store: snapshots, runs and shards, and
+ * the claim that makes materialization single-flight across processes and
+ * hosts.
  *
- * The database is STORE/catalog.db in WAL mode. Its schema version is in
- * PRAGMA user_version and migrates forward on open. Every write runs in
- * BEGIN IMMEDIATE with a busy timeout, so SQLITE_BUSY reaches a caller only
- * after the timeout, as -EBUSY.
+ * The API is in operations the engine needs (claim, complete, fail, reset,
+ * abandon, heartbeat, list, expire-if-unchanged, hold and release); how a
+ * backend stores them stays behind it (catalog_backend.h). A location
+ * names the backend: a plain path or "sqlite:PATH" is the SQLite catalog,
+ * the only backend so far. It is STORE/catalog.db in WAL mode; its schema
+ * version is in PRAGMA user_version and migrates forward on open. Every
+ * write runs in BEGIN IMMEDIATE with a busy timeout, so SQLITE_BUSY reaches
+ * a caller only after the timeout, as -EBUSY.
  *
  * Not for: the store's files (mf_snapshot.h) or running stages. Never
- * prints. A handle (one SQLite connection) belongs to one thread at a time;
- * open one per thread, or serialize calls.
+ * prints. A handle (one connection) belongs to one thread at a time; open
+ * one per thread, or serialize calls.
  *
  * Errors: 0 or a negative errno: -ENOENT (no such row), -EBUSY (timeout),
- * -EBADMSG (corrupt database), -ESTALE (the row changed hands), -EIO.
+ * -EBADMSG (corrupt database; mf_corrupt_reason() says which check), -ESTALE
+ * (the row changed hands), -EIO.
  */
 #ifndef MF_CATALOG_H
 #define MF_CATALOG_H
@@ -110,12 +115,35 @@ void mf_shard_rec_release(struct mf_shard_rec *r);
 
 struct mf_catalog;
 
-/* Opens (creating and migrating) the catalog at path; busy_timeout_ms <= 0
- * means the default of 10 s. -EPROTO: written by a newer schema (left
- * untouched); -EBADMSG: not a database; -ENOENT: no such folder. */
-int mf_catalog_open(const char *path, int busy_timeout_ms,
+/*
+ * Opens (creating and migrating) the catalog at location; busy_timeout_ms
+ * <= 0 means the default of 10 s. A location is a plain path or
+ * "sqlite:PATH" (the SQLite catalog at PATH); "SCHEME://..." names another
+ * backend, which this build does not have: -EPROTONOSUPPORT (a caller says
+ * "catalog 'LOCATION': Protocol not supported"). A relative path that
+ * itself reads "SCHEME://..." must be written "./PATH" or "sqlite:PATH".
+ * -EPROTO: written by a newer schema (left untouched); -EBADMSG: not a
+ * database; -ENOENT: no such folder; -EINVAL: an empty path.
+ */
+int mf_catalog_open(const char *location, int busy_timeout_ms,
 		    struct mf_catalog **out);
 void mf_catalog_close(struct mf_catalog *c);
+
+/*
+ * The integrity check of the catalog at location, for a catalog that may be
+ * unusable: it opens nothing that could create or change it. Each problem
+ * found goes to report (may be NULL) with where, the file (or location) it
+ * is about, and detail, one line; for SQLite: a missing, empty or
+ * non-regular file, a file that is no SQLite database, and each line of
+ * PRAGMA integrity_check that is not "ok". *usable (may be NULL) says
+ * whether the catalog can be opened and read. Returns 0 when the check ran,
+ * whatever it found; -EBUSY (timeout), -EACCES, -EIO and
+ * -EPROTONOSUPPORT when it could not run.
+ */
+typedef void (*mf_catalog_problem_fn)(void *arg, const char *where,
+				      const char *detail);
+int mf_catalog_check(const char *location, int busy_timeout_ms,
+		     mf_catalog_problem_fn report, void *arg, bool *usable);
 
 /*
  * True when the file c has open is no longer the one at its path: deleted,
@@ -126,9 +154,11 @@ void mf_catalog_close(struct mf_catalog *c);
 bool mf_catalog_moved(struct mf_catalog *c);
 
 /*
- * Makes every call on c until mf_catalog_end one BEGIN IMMEDIATE
- * transaction (waiting up to the busy timeout): other connections see all
- * of its writes or none. Each call's own transaction becomes a savepoint
+ * Makes every call on c until mf_catalog_end one serializable unit, a
+ * BEGIN IMMEDIATE transaction for SQLite (waiting up to the busy timeout):
+ * other connections see all of its writes or none, and none of theirs
+ * lands between its calls (catalog_backend.h says what a backend must
+ * guarantee). Each call's own transaction becomes a savepoint
  * inside it, so a call that fails undoes only its own writes and the
  * caller decides. -EBUSY when c is already inside one (no nesting) or the
  * lock did not come within the timeout.

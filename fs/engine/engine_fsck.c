@@ -8,15 +8,14 @@
  * engine, and it changes nothing.
  *
  * Not for: repairing (mf_engine_gc, mf_engine_verify, and engine_rebuild.c
- * for the catalog). The catalog's integrity check talks to SQLite directly
- * (the catalog module has no call for it); that is the only SQLite here.
+ * for the catalog), or the catalog database's own integrity check
+ * (mf_catalog_check).
  */
 #include "engine_i.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,81 +115,11 @@ problem(struct fsck *x, enum mf_fsck_kind kind, const char *fp, int64_t shard,
 		x->report(x->arg, &p);
 }
 
-/* SQLite's codes as errnos, for the integrity check alone. */
-static int sqlite_errno(int rc)
+static void catalog_problem(void *arg, const char *where, const char *detail)
 {
-	switch (rc & 0xff) {
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		return -EBUSY;
-	case SQLITE_CORRUPT:
-	case SQLITE_NOTADB:
-		return -EBADMSG;
-	case SQLITE_NOMEM:
-		return -ENOMEM;
-	case SQLITE_CANTOPEN:
-	case SQLITE_PERM:
-	case SQLITE_AUTH:
-		return -EACCES;
-	default:
-		return -EIO;
-	}
-}
-
-/* PRAGMA integrity_check on a connection of its own, which creates no
- * database. *usable is false when the file is no database at all. */
-static int integrity(struct fsck *x, const char *path, int busy, bool *usable)
-{
-	sqlite3 *db = NULL;
-	sqlite3_stmt *st = NULL;
-	int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
-	if (rc == SQLITE_OK) {
-		sqlite3_busy_timeout(db, busy);
-		rc = sqlite3_prepare_v2(db, "PRAGMA integrity_check(20)", -1,
-					&st, NULL);
-	}
-	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *msg = (const char *)sqlite3_column_text(st, 0);
-		if (!msg || strcmp(msg, "ok") != 0)
-			problem(x, MF_FSCK_CATALOG, "", -1, "", MF_CATALOG_FILE,
-				"integrity_check: %s", msg ? msg : "(null)");
-		rc = SQLITE_OK;
-	}
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-	*usable = rc == SQLITE_DONE;
-	if (rc == SQLITE_DONE)
-		return 0;
-	if (sqlite_errno(rc) != -EBADMSG)
-		return sqlite_errno(rc);
-	problem(x, MF_FSCK_CATALOG, "", -1, "", MF_CATALOG_FILE,
-		"not a usable SQLite database (%s)", sqlite3_errstr(rc));
-	return 0;
-}
-
-/* The catalog file before SQLite sees it: SQLite would take a missing or
- * empty file for a new database and write one. */
-static int check_catalog_file(struct fsck *x, const char *path, int busy,
-			      bool *usable)
-{
-	struct stat sb;
-	*usable = false;
-	if (fstatat(mf_store_dirfd(x->st), MF_CATALOG_FILE, &sb,
-		    AT_SYMLINK_NOFOLLOW) != 0) {
-		if (errno != ENOENT)
-			return -errno;
-		problem(x, MF_FSCK_CATALOG, "", -1, "", MF_CATALOG_FILE,
-			"the catalog is missing");
-	} else if (!S_ISREG(sb.st_mode)) {
-		problem(x, MF_FSCK_CATALOG, "", -1, "", MF_CATALOG_FILE,
-			"the catalog is not a regular file");
-	} else if (sb.st_size == 0) {
-		problem(x, MF_FSCK_CATALOG, "", -1, "", MF_CATALOG_FILE,
-			"the catalog is empty (0 bytes)");
-	} else {
-		return integrity(x, path, busy, usable);
-	}
-	return 0;
+	(void)where; /* the catalog's path: reported relative to the store */
+	problem(arg, MF_FSCK_CATALOG, "", -1, "", MF_CATALOG_FILE, "%s",
+		detail);
 }
 
 /* The file of a materialized shard opens, and its trailer agrees with
@@ -490,11 +419,14 @@ static int top_entry(struct fsck *x, void *ctx, int dfd, const char *name,
 static int open_catalog(struct fsck *x, const char *path, int busy,
 			bool *usable)
 {
+	mf_corrupt_clear();
 	int rc = mf_catalog_open(path, busy, &x->c);
 	*usable = rc == 0;
 	if (rc == -EBADMSG) {
+		const char *why = mf_corrupt_reason();
 		problem(x, MF_FSCK_CATALOG, "", -1, "", MF_CATALOG_FILE,
-			"not a usable catalog: %s", strerror(-rc));
+			"not a usable catalog: %s%s%s%s", strerror(-rc),
+			*why ? " (" : "", why, *why ? ")" : "");
 		rc = 0;
 	}
 	return rc;
@@ -515,7 +447,8 @@ int mf_engine_fsck(const struct mf_engine_opts *opts, mf_fsck_fn report,
 	bool usable = false;
 	rc = catalog_path(x.st, &path);
 	if (rc == 0)
-		rc = check_catalog_file(&x, path, busy_ms(opts), &usable);
+		rc = mf_catalog_check(path, busy_ms(opts), catalog_problem, &x,
+				      &usable);
 	if (rc == 0 && usable)
 		rc = open_catalog(&x, path, busy_ms(opts), &usable);
 	if (rc == 0 && usable)

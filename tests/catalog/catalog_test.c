@@ -30,6 +30,11 @@ int ct_setup(void **state)
 		return -1;
 	}
 	snprintf(f->db, sizeof(f->db), "%s/catalog.db", f->dir);
+	const char *scheme = getenv("MF_TEST_CATALOG_SCHEME");
+	if (scheme && *scheme)
+		snprintf(f->loc, sizeof(f->loc), "%s:%s", scheme, f->db);
+	else
+		snprintf(f->loc, sizeof(f->loc), "%s", f->db);
 	*state = f;
 	return 0;
 }
@@ -39,7 +44,7 @@ int ct_setup_open(void **state)
 	if (ct_setup(state))
 		return -1;
 	struct cat_fixture *f = *state;
-	return mf_catalog_open(f->db, 0, &f->cat) ? -1 : 0;
+	return mf_catalog_open(f->loc, 0, &f->cat) ? -1 : 0;
 }
 
 static int remove_entry(const char *path, const struct stat *sb, int type,

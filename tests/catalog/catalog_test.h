@@ -17,6 +17,9 @@
 struct cat_fixture {
 	char dir[64]; /* mkdtemp folder, removed by ct_teardown */
 	char db[128]; /* dir/catalog.db */
+	/* the location tests open: db, or "SCHEME:db" when the environment
+	 * names a scheme in MF_TEST_CATALOG_SCHEME ("sqlite") */
+	char loc[160];
 	struct mf_catalog *cat; /* opened by ct_setup_open, or NULL */
 };
 

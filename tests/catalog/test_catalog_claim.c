@@ -5,7 +5,9 @@
  * (heartbeat older than pending_expiry); -ESTALE for a run that lost its
  * shard; reset, abandon, expiry of what a listing showed, and touch; the
  * generation each claim gives a computation; and sixteen
- * processes with their own connections racing for one shard.
+ * processes with their own connections racing for one shard. Opens the
+ * catalog at the fixture's location, so it runs once with a plain path and
+ * once with "sqlite:PATH" (MF_TEST_CATALOG_SCHEME).
  *
  * Not for: snapshot and run rows as such (test_catalog_records.c).
  */
@@ -488,7 +490,7 @@ static void test_expire_what_was_listed(void **state)
 	size_t n;
 	bool done[4];
 	int64_t now = mf_now_s();
-	assert_int_equal(mf_catalog_open(f->db, 0, &other), 0);
+	assert_int_equal(mf_catalog_open(f->loc, 0, &other), 0);
 	ct_run_self(&a, '1', fp_a());
 	ct_run_self(&b, '2', fp_a());
 	cur = claim(f->cat, 0, &a, now, MF_CLAIM_MINE);
@@ -695,8 +697,8 @@ static void test_cross_process(void **state)
 		if (pids[i] == 0) {
 			close(go[1]);
 			close(out[0]);
-			_exit(
-			    racer(f->db, go[0], out[1], "0123456789abcdef"[i]));
+			_exit(racer(f->loc, go[0], out[1],
+				    "0123456789abcdef"[i]));
 		}
 	}
 	close(go[0]);
@@ -713,7 +715,7 @@ static void test_cross_process(void **state)
 	close(out[0]);
 	assert_int_equal(n, 1); /* exactly one computed it */
 
-	assert_int_equal(mf_catalog_open(f->db, 0, &f->cat), 0);
+	assert_int_equal(mf_catalog_open(f->loc, 0, &f->cat), 0);
 	struct mf_shard_rec cur;
 	char fp[MF_FP_HEX_LEN + 1];
 	ct_fp('a', fp);

@@ -204,6 +204,29 @@ static void test_problem_fields(void **state)
 	assert_int_equal(access(path, F_OK), -1);
 }
 
+/* A catalog that passes SQLite's integrity check but not the catalog's
+ * own (a negative schema version) is one problem naming the check. */
+static void test_catalog_reason(void **state)
+{
+	struct fx *fx = *state;
+	char path[512];
+	struct seen s;
+	store_path(fx, path, sizeof(path), "%s%s", "catalog.db", "");
+	int fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	/* PRAGMA user_version: 4 bytes big-endian at offset 60 */
+	const unsigned char minus_one[4] = {0xff, 0xff, 0xff, 0xff};
+	assert_int_equal(pwrite(fd, minus_one, 4, 60), 4);
+	assert_int_equal(close(fd), 0);
+	fsck(fx, &s);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(s.kind[0], MF_FSCK_CATALOG);
+	assert_string_equal(s.path[0], "catalog.db");
+	assert_string_equal(s.detail[0],
+			    "not a usable catalog: Bad message "
+			    "(negative schema version)");
+}
+
 /* A run folder holding only a .tmp, owned by run `id` in the state,
  * host, pid and heartbeat given; a run of this host is recorded in this
  * boot and pid namespace, so that its pid decides. */
@@ -440,6 +463,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_problem_fields, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_live_runs, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_catalog_reason, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_rebuild_metadata, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_rebuild_rows, setup, teardown),

@@ -1,13 +1,13 @@
 /*
- * catalog_run.c - run rows: one process's attempt to materialize (host,
+ * sqlite_run.c - run rows: one process's attempt to materialize (host,
  * boot id, pid namespace, pid and its start time, heartbeat, state
- * "active", "done" or "dead"), and the one rule that says whether a run is
- * alive.
+ * "active", "done" or "dead").
  *
- * Not for: taking shards from dead runs (catalog_shard.c) or the run's
- * files in the store.
+ * Not for: whether a run is alive (mf_catalog_run_alive, catalog.c),
+ * taking shards from dead runs (sqlite_shard.c) or the run's files in the
+ * store.
  */
-#include "catalog_i.h"
+#include "sqlite_i.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -36,47 +36,6 @@ static const char sql_heartbeat[] =
 static const char sql_set_state[] =
     "UPDATE runs SET state = ?2 WHERE run_id = ?1";
 static const char sql_del[] = "DELETE FROM runs WHERE run_id = ?1";
-
-/* Whether r ran where this process can look its pid up: the same host,
- * boot and pid namespace. A row that does not say is not. */
-static bool run_is_local(const struct mf_run_rec *r)
-{
-	char host[256], boot[MF_BOOT_ID_LEN + 1];
-	if (!r->boot_id[0] || r->pid_ns == 0)
-		return false;
-	mf_hostname(host, sizeof(host));
-	return strcmp(r->host, host) == 0 && mf_boot_id(boot) == 0 &&
-	    strcmp(r->boot_id, boot) == 0 && r->pid_ns == mf_pid_ns();
-}
-
-bool mf_catalog_run_alive(const struct mf_run_rec *r, int64_t now,
-			  int64_t pending_expiry)
-{
-	if (!r || strcmp(r->state, "active") != 0)
-		return false;
-	if (run_is_local(r))
-		return mf_process_alive((pid_t)r->pid, r->pid_start);
-	if (pending_expiry < MF_RUN_STALE_MIN_S)
-		pending_expiry = MF_RUN_STALE_MIN_S;
-	return now - r->heartbeat <= pending_expiry;
-}
-
-bool cat_run_state_valid(const char *state)
-{
-	return state &&
-	    (strcmp(state, "active") == 0 || strcmp(state, "done") == 0 ||
-	     strcmp(state, "dead") == 0);
-}
-
-static bool run_valid(const struct mf_run_rec *r)
-{
-	return r && mf_is_hex(r->run_id, MF_RUN_ID_HEX_LEN) &&
-	    mf_is_hex(r->fp, MF_FP_HEX_LEN) && r->host[0] &&
-	    memchr(r->host, '\0', sizeof(r->host)) &&
-	    memchr(r->state, '\0', sizeof(r->state)) &&
-	    memchr(r->boot_id, '\0', sizeof(r->boot_id)) &&
-	    cat_run_state_valid(r->state);
-}
 
 int cat_run_bind(struct mf_catalog *c, sqlite3_stmt *st,
 		 const struct mf_run_rec *r)
@@ -112,15 +71,13 @@ int cat_run_ensure(struct mf_catalog *c, const struct mf_run_rec *r)
 {
 	struct mf_run_rec active = *r;
 	snprintf(active.state, sizeof(active.state), "active");
-	if (!run_valid(&active))
+	if (!cat_run_valid(&active))
 		return -EINVAL;
 	return run_insert(c, CAT_RUN_ENSURE, sql_ensure, &active);
 }
 
-int mf_catalog_add_run(struct mf_catalog *c, const struct mf_run_rec *run)
+int sq_add_run(struct mf_catalog *c, const struct mf_run_rec *run)
 {
-	if (!c || !run_valid(run))
-		return -EINVAL;
 	int rc = cat_begin(c);
 	if (rc)
 		return rc;
@@ -136,11 +93,17 @@ int mf_catalog_add_run(struct mf_catalog *c, const struct mf_run_rec *run)
 int cat_run_from_row(sqlite3_stmt *st, struct mf_run_rec *out)
 {
 	struct mf_run_rec r = {0};
-	int rc = cat_col_copy(st, 0, r.run_id, sizeof(r.run_id));
-	rc = rc ? rc : cat_col_copy(st, 1, r.fp, sizeof(r.fp));
-	rc = rc ? rc : cat_col_copy(st, 2, r.host, sizeof(r.host));
-	rc = rc ? rc : cat_col_copy(st, 7, r.state, sizeof(r.state));
-	rc = rc ? rc : cat_col_copy(st, 8, r.boot_id, sizeof(r.boot_id));
+	int rc =
+	    cat_col_copy(st, 0, r.run_id, sizeof(r.run_id), "run id length");
+	rc = rc ? rc : cat_col_copy(st, 1, r.fp, sizeof(r.fp), "fp length");
+	rc = rc ? rc
+		: cat_col_copy(st, 2, r.host, sizeof(r.host), "host length");
+	rc = rc
+	    ? rc
+	    : cat_col_copy(st, 7, r.state, sizeof(r.state), "run state length");
+	rc = rc ? rc
+		: cat_col_copy(st, 8, r.boot_id, sizeof(r.boot_id),
+			       "boot id length");
 	if (rc)
 		return rc;
 	r.pid_ns = (uint64_t)sqlite3_column_int64(st, 9);
@@ -152,70 +115,40 @@ int cat_run_from_row(sqlite3_stmt *st, struct mf_run_rec *out)
 	return 0;
 }
 
+static int run_row(sqlite3_stmt *st, void *elem)
+{
+	return cat_run_from_row(st, elem);
+}
+
 int cat_run_read(struct mf_catalog *c, const char *run_id,
 		 struct mf_run_rec *out)
 {
-	sqlite3_stmt *st;
-	int rc = cat_stmt(c, CAT_RUN_GET, sql_get, &st);
-	if (rc)
-		return rc;
-	rc = cat_bind_text(c, st, 1, run_id);
-	if (!rc)
-		rc = cat_step_row(c, st);
-	if (rc == 1)
-		rc = cat_run_from_row(st, out);
-	else if (rc == 0)
-		rc = -ENOENT;
-	cat_stmt_put(st);
-	return rc;
+	return cat_read_one(c, CAT_RUN_GET, sql_get, run_id, run_row, out);
 }
 
-int mf_catalog_get_run(struct mf_catalog *c, const char *run_id,
-		       struct mf_run_rec *out)
+int sq_get_run(struct mf_catalog *c, const char *run_id, struct mf_run_rec *out)
 {
-	if (!c || !run_id || !out)
-		return -EINVAL;
 	return cat_run_read(c, run_id, out);
 }
 
-int mf_catalog_list_runs(struct mf_catalog *c, const char *fp,
-			 struct mf_run_rec **out, size_t *n)
+int sq_list_runs(struct mf_catalog *c, const char *fp, struct mf_run_rec **out,
+		 size_t *n)
 {
-	if (!c || !out || !n)
-		return -EINVAL;
 	return cat_runs_select(c, CAT_RUN_LIST, sql_list, fp, out, n);
 }
 
 int cat_runs_select(struct mf_catalog *c, enum cat_stmt_id id, const char *sql,
 		    const char *fp, struct mf_run_rec **out, size_t *n)
 {
-	struct mf_run_rec *a = NULL, *grown;
-	size_t len = 0, cap = 0;
+	void *a = NULL;
 	sqlite3_stmt *st = NULL;
 	int rc = cat_stmt(c, id, sql, &st);
-	if (!rc)
-		rc = cat_bind_text(c, st, 1, fp);
-	while (!rc && (rc = cat_step_row(c, st)) == 1) {
-		if (len == cap) {
-			cap = cap ? 2 * cap : 16;
-			grown = realloc(a, cap * sizeof(*a));
-			if (!grown) {
-				rc = -ENOMEM;
-				break;
-			}
-			a = grown;
-		}
-		rc = cat_run_from_row(st, &a[len]);
-		len += !rc;
-	}
+	rc = rc ? rc : cat_bind_text(c, st, 1, fp);
+	rc = rc ? rc : cat_collect(c, st, sizeof(**out), run_row, NULL, &a, n);
 	cat_stmt_put(st);
-	if (rc) {
-		free(a);
-		return rc;
-	}
-	*out = a;
-	*n = len;
-	return 0;
+	if (!rc)
+		*out = a;
+	return rc;
 }
 
 int cat_run_set_state(struct mf_catalog *c, const char *run_id,
@@ -262,18 +195,14 @@ out_rollback:
 	return rc;
 }
 
-int mf_catalog_heartbeat(struct mf_catalog *c, const char *run_id, int64_t now)
+int sq_heartbeat(struct mf_catalog *c, const char *run_id, int64_t now)
 {
-	if (!c || !run_id)
-		return -EINVAL;
 	return run_write(c, CAT_RUN_HEARTBEAT, sql_heartbeat, run_id, &now);
 }
 
-int mf_catalog_set_run_state(struct mf_catalog *c, const char *run_id,
-			     const char *state)
+int sq_set_run_state(struct mf_catalog *c, const char *run_id,
+		     const char *state)
 {
-	if (!c || !run_id || !cat_run_state_valid(state))
-		return -EINVAL;
 	int rc = cat_begin(c);
 	if (rc)
 		return rc;
@@ -285,9 +214,7 @@ int mf_catalog_set_run_state(struct mf_catalog *c, const char *run_id,
 	return cat_commit(c);
 }
 
-int mf_catalog_delete_run(struct mf_catalog *c, const char *run_id)
+int sq_delete_run(struct mf_catalog *c, const char *run_id)
 {
-	if (!c || !run_id)
-		return -EINVAL;
 	return run_write(c, CAT_RUN_DEL, sql_del, run_id, NULL);
 }

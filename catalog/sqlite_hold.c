@@ -1,12 +1,12 @@
 /*
- * catalog_hold.c - holds: which processes serve a snapshot. A daemon that
+ * sqlite_hold.c - holds: which processes serve a snapshot. A daemon that
  * has a spec registered holds its fingerprint, so that an expiry in
  * another process (matctl rm, matctl expire, another daemon's keep) keeps
  * the snapshot's row while the daemon shows it; liveness as for runs.
  *
- * Not for: runs that compute shards (catalog_run.c).
+ * Not for: runs that compute shards (sqlite_run.c).
  */
-#include "catalog_i.h"
+#include "sqlite_i.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -32,18 +32,8 @@ static const char sql_heartbeat[] =
 static const char sql_del[] = "DELETE FROM holds WHERE fp = ?1 AND holder = ?2";
 static const char sql_del_snap[] = "DELETE FROM holds WHERE fp = ?1";
 
-static bool hold_valid(const struct mf_run_rec *h)
+int sq_hold(struct mf_catalog *c, const struct mf_run_rec *h)
 {
-	return h && mf_is_hex(h->run_id, MF_RUN_ID_HEX_LEN) &&
-	    mf_is_hex(h->fp, MF_FP_HEX_LEN) && h->host[0] &&
-	    memchr(h->host, '\0', sizeof(h->host)) &&
-	    memchr(h->boot_id, '\0', sizeof(h->boot_id));
-}
-
-int mf_catalog_hold(struct mf_catalog *c, const struct mf_run_rec *h)
-{
-	if (!c || !hold_valid(h))
-		return -EINVAL;
 	struct mf_run_rec r = *h;
 	memcpy(r.state, "active", sizeof("active"));
 	int rc = cat_begin(c);
@@ -62,11 +52,8 @@ int mf_catalog_hold(struct mf_catalog *c, const struct mf_run_rec *h)
 	return cat_finish(c, rc);
 }
 
-int mf_catalog_release(struct mf_catalog *c, const char *holder, const char *fp)
+int sq_release(struct mf_catalog *c, const char *holder, const char *fp)
 {
-	if (!c || !mf_is_hex(holder, MF_RUN_ID_HEX_LEN) ||
-	    (fp && !mf_is_hex(fp, MF_FP_HEX_LEN)))
-		return -EINVAL;
 	int rc = cat_begin(c);
 	if (rc)
 		return rc;
@@ -79,19 +66,14 @@ int mf_catalog_release(struct mf_catalog *c, const char *holder, const char *fp)
 	return cat_finish(c, rc);
 }
 
-int mf_catalog_list_holds(struct mf_catalog *c, const char *fp,
-			  struct mf_run_rec **out, size_t *n)
+int sq_list_holds(struct mf_catalog *c, const char *fp, struct mf_run_rec **out,
+		  size_t *n)
 {
-	if (!c || !out || !n)
-		return -EINVAL;
 	return cat_runs_select(c, CAT_HOLD_LIST, sql_list, fp, out, n);
 }
 
-int mf_catalog_heartbeat_holds(struct mf_catalog *c, const char *holder,
-			       int64_t now)
+int sq_heartbeat_holds(struct mf_catalog *c, const char *holder, int64_t now)
 {
-	if (!c || !mf_is_hex(holder, MF_RUN_ID_HEX_LEN))
-		return -EINVAL;
 	int rc = cat_begin(c);
 	if (rc)
 		return rc;
@@ -115,7 +97,7 @@ static int del_hold(struct mf_catalog *c, const struct mf_run_rec *h)
 	return rc;
 }
 
-/* A holder refreshes its holds' heartbeats every 60 s (fs/engine.c,
+/* A holder refreshes its holds' heartbeats every 60 s (fs/engine/engine.c,
  * HOLDS_REFRESH_S), however short the snapshot's pending_expiry: a remote
  * hold lives at least three refreshes. */
 #define HOLD_STALE_S 180
@@ -141,7 +123,7 @@ int cat_holds_check(struct mf_catalog *c, const char *fp)
 {
 	struct mf_run_rec *v;
 	size_t n;
-	int rc = mf_catalog_list_holds(c, fp, &v, &n);
+	int rc = sq_list_holds(c, fp, &v, &n);
 	if (rc)
 		return rc;
 	int64_t now = mf_now_s();
@@ -162,16 +144,14 @@ int cat_holds_check(struct mf_catalog *c, const char *fp)
 	return rc;
 }
 
-int mf_catalog_prune_holds(struct mf_catalog *c, int64_t now, size_t *pruned)
+int sq_prune_holds(struct mf_catalog *c, int64_t now, size_t *pruned)
 {
-	if (!c)
-		return -EINVAL;
 	int rc = cat_begin(c);
 	if (rc)
 		return rc;
 	struct mf_run_rec *v = NULL;
 	size_t n = 0, k = 0;
-	rc = mf_catalog_list_holds(c, NULL, &v, &n);
+	rc = sq_list_holds(c, NULL, &v, &n);
 	for (size_t i = 0; i < n && !rc; i++) {
 		bool alive;
 		rc = hold_alive(c, &v[i], now, &alive);
@@ -182,7 +162,7 @@ int mf_catalog_prune_holds(struct mf_catalog *c, int64_t now, size_t *pruned)
 	}
 	free(v);
 	rc = cat_finish(c, rc);
-	if (pruned)
-		*pruned = rc ? 0 : k;
+	if (!rc)
+		*pruned = k;
 	return rc;
 }

@@ -1,10 +1,10 @@
 /*
- * catalog_snap.c - snapshot rows: register (upsert with the shard rows),
+ * sqlite_snap.c - snapshot rows: register (upsert with the shard rows),
  * read one or all with their materialized totals, find by name, delete.
  *
- * Not for: runs (catalog_run.c) or the life of one shard (catalog_shard.c).
+ * Not for: runs (sqlite_run.c) or the life of one shard (sqlite_shard.c).
  */
-#include "catalog_i.h"
+#include "sqlite_i.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -49,23 +49,6 @@ static const char sql_busy[] =
 static const char sql_del_shards[] = "DELETE FROM shards WHERE fp = ?1";
 static const char sql_del_runs[] = "DELETE FROM runs WHERE fp = ?1";
 static const char sql_del[] = "DELETE FROM snapshots WHERE fp = ?1";
-
-void mf_snapshot_rec_release(struct mf_snapshot_rec *r)
-{
-	if (!r)
-		return;
-	free(r->spec_path);
-	free(r->compression);
-	free(r->suffix);
-	r->spec_path = r->compression = r->suffix = NULL;
-}
-
-static bool snap_valid(const struct mf_snapshot_rec *r)
-{
-	return r && mf_is_hex(r->fp, MF_FP_HEX_LEN) && r->name[0] &&
-	    memchr(r->name, '\0', sizeof(r->name)) && r->shards > 0 &&
-	    r->spec_path && r->compression;
-}
 
 static int snap_bind(struct mf_catalog *c, sqlite3_stmt *st,
 		     const struct mf_snapshot_rec *r)
@@ -116,11 +99,8 @@ static int snap_upsert(struct mf_catalog *c, const struct mf_snapshot_rec *r)
 	return rc;
 }
 
-int mf_catalog_put_snapshot(struct mf_catalog *c,
-			    const struct mf_snapshot_rec *rec)
+int sq_put_snapshot(struct mf_catalog *c, const struct mf_snapshot_rec *rec)
 {
-	if (!c || !snap_valid(rec))
-		return -EINVAL;
 	int rc = cat_begin(c);
 	if (rc)
 		return rc;
@@ -144,7 +124,7 @@ static int snap_strings(sqlite3_stmt *st, struct mf_snapshot_rec *r)
 	rc = rc ? rc : cat_col_dup(st, 4, &r->compression);
 	rc = rc ? rc : cat_col_dup(st, 5, &r->suffix);
 	if (!rc && (!r->spec_path || !r->compression || !r->suffix))
-		rc = -EBADMSG; /* NOT NULL columns */
+		rc = MF_CORRUPT("snapshot column NULL"); /* NOT NULL */
 	return rc;
 }
 
@@ -152,8 +132,10 @@ static int snap_strings(sqlite3_stmt *st, struct mf_snapshot_rec *r)
 static int snap_from_row(sqlite3_stmt *st, struct mf_snapshot_rec *out)
 {
 	struct mf_snapshot_rec r = {0};
-	int rc = cat_col_copy(st, 0, r.fp, sizeof(r.fp));
-	rc = rc ? rc : cat_col_copy(st, 1, r.name, sizeof(r.name));
+	int rc = cat_col_copy(st, 0, r.fp, sizeof(r.fp), "fp length");
+	rc = rc ? rc
+		: cat_col_copy(st, 1, r.name, sizeof(r.name),
+			       "snapshot name length");
 	rc = rc ? rc : snap_strings(st, &r);
 	if (rc) {
 		mf_snapshot_rec_release(&r);
@@ -173,86 +155,51 @@ static int snap_from_row(sqlite3_stmt *st, struct mf_snapshot_rec *out)
 	return 0;
 }
 
-int mf_catalog_get_snapshot(struct mf_catalog *c, const char *fp,
-			    struct mf_snapshot_rec *out)
+static int snap_row(sqlite3_stmt *st, void *elem)
 {
-	if (!c || !fp || !out)
-		return -EINVAL;
-	sqlite3_stmt *st;
-	int rc = cat_stmt(c, CAT_SNAP_GET, sql_get, &st);
-	if (rc)
-		return rc;
-	rc = cat_bind_text(c, st, 1, fp);
-	if (!rc)
-		rc = cat_step_row(c, st);
-	if (rc == 1)
-		rc = snap_from_row(st, out);
-	else if (rc == 0)
-		rc = -ENOENT;
-	cat_stmt_put(st);
-	return rc;
+	return snap_from_row(st, elem);
 }
 
-int mf_catalog_find_name(struct mf_catalog *c, const char *name,
-			 char fp[MF_FP_HEX_LEN + 1])
+int sq_get_snapshot(struct mf_catalog *c, const char *fp,
+		    struct mf_snapshot_rec *out)
 {
-	if (!c || !name || !fp)
-		return -EINVAL;
+	return cat_read_one(c, CAT_SNAP_GET, sql_get, fp, snap_row, out);
+}
+
+static int fp_row(sqlite3_stmt *st, void *elem)
+{
+	return cat_col_copy(st, 0, elem, MF_FP_HEX_LEN + 1, "fp length");
+}
+
+int sq_find_name(struct mf_catalog *c, const char *name,
+		 char fp[MF_FP_HEX_LEN + 1])
+{
 	char found[MF_FP_HEX_LEN + 1];
-	sqlite3_stmt *st;
-	int rc = cat_stmt(c, CAT_SNAP_FIND_NAME, sql_find_name, &st);
-	if (rc)
-		return rc;
-	rc = cat_bind_text(c, st, 1, name);
-	if (!rc)
-		rc = cat_step_row(c, st);
-	if (rc == 1)
-		rc = cat_col_copy(st, 0, found, sizeof(found));
-	else if (rc == 0)
-		rc = -ENOENT;
-	cat_stmt_put(st);
+	int rc = cat_read_one(c, CAT_SNAP_FIND_NAME, sql_find_name, name,
+			      fp_row, found);
 	if (!rc)
 		memcpy(fp, found, sizeof(found));
 	return rc;
 }
 
-static void snap_free_array(struct mf_snapshot_rec *a, size_t n)
+static void snap_release(void *elem)
 {
-	for (size_t i = 0; i < n; i++)
-		mf_snapshot_rec_release(&a[i]);
-	free(a);
+	mf_snapshot_rec_release(elem);
 }
 
-int mf_catalog_list_snapshots(struct mf_catalog *c,
-			      struct mf_snapshot_rec **out, size_t *n)
+int sq_list_snapshots(struct mf_catalog *c, struct mf_snapshot_rec **out,
+		      size_t *n)
 {
-	if (!c || !out || !n)
-		return -EINVAL;
-	struct mf_snapshot_rec *a = NULL, *grown;
-	size_t len = 0, cap = 0;
+	void *a = NULL;
 	sqlite3_stmt *st = NULL;
 	int rc = cat_stmt(c, CAT_SNAP_LIST, sql_list, &st);
-	while (!rc && (rc = cat_step_row(c, st)) == 1) {
-		if (len == cap) {
-			cap = cap ? 2 * cap : 16;
-			grown = realloc(a, cap * sizeof(*a));
-			if (!grown) {
-				rc = -ENOMEM;
-				break;
-			}
-			a = grown;
-		}
-		rc = snap_from_row(st, &a[len]);
-		len += !rc;
-	}
+	rc = rc
+	    ? rc
+	    : cat_collect(c, st, sizeof(**out), snap_row, snap_release, &a, n);
 	cat_stmt_put(st);
-	if (rc) {
-		snap_free_array(a, len);
-		return rc;
-	}
-	*out = a;
-	*n = len;
-	return 0;
+	if (!rc)
+		*out = a;
+	return rc;
 }
 
 /* -ENOTEMPTY when a shard of fp is not absent. */
@@ -268,11 +215,9 @@ static int snap_check_idle(struct mf_catalog *c, const char *fp)
 	return rc == 1 ? -ENOTEMPTY : rc;
 }
 
-int mf_catalog_delete_snapshot(struct mf_catalog *c, const char *fp,
-			       struct mf_run_rec **runs, size_t *nruns)
+int sq_delete_snapshot(struct mf_catalog *c, const char *fp,
+		       struct mf_run_rec **runs, size_t *nruns)
 {
-	if (!c || !fp || (runs && !nruns))
-		return -EINVAL;
 	struct mf_run_rec *list = NULL;
 	size_t n = 0;
 	int rc = cat_begin(c);
@@ -282,7 +227,7 @@ int mf_catalog_delete_snapshot(struct mf_catalog *c, const char *fp,
 	if (!rc)
 		rc = cat_holds_check(c, fp);
 	if (!rc && runs)
-		rc = mf_catalog_list_runs(c, fp, &list, &n);
+		rc = sq_list_runs(c, fp, &list, &n);
 	if (!rc)
 		rc = exec_fp(c, CAT_SNAP_DEL_SHARDS, sql_del_shards, fp, -1);
 	if (!rc)

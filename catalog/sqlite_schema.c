@@ -1,5 +1,5 @@
 /*
- * catalog_schema.c - the catalog's schema, as an ordered list of forward
+ * sqlite_schema.c - the SQLite catalog's schema, as an ordered list of forward
  * migrations: migration k takes PRAGMA user_version from k-1 to k, each in
  * its own BEGIN IMMEDIATE transaction, so two processes opening a fresh
  * catalog at once apply each step exactly once.
@@ -8,7 +8,7 @@
  * a new schema is a new migration appended to the list (and a checked-in
  * database of the old version in tests/catalog/ keeps it honest).
  */
-#include "catalog_i.h"
+#include "sqlite_i.h"
 
 #include <errno.h>
 
@@ -141,7 +141,8 @@ static int migrate_step(sqlite3 *db, bool *done)
 	if (rc)
 		goto out_rollback;
 	if (version < 0 || version > MF_CATALOG_SCHEMA_VERSION) {
-		rc = version < 0 ? -EBADMSG : -EPROTO;
+		rc = version < 0 ? MF_CORRUPT("negative schema version")
+				 : -EPROTO;
 		goto out_rollback;
 	}
 	*done = version == MF_CATALOG_SCHEMA_VERSION;

@@ -1,18 +1,16 @@
 /*
- * catalog_shard.c - the life of one shard in the catalog: read, claim
+ * sqlite_shard.c - the life of one shard in the catalog: read, claim
  * (single-flight across processes and hosts), complete, fail, reset, touch.
  *
  * Not for: the shard's bytes (the store) or running its stages. The claim
  * is only as single-flight as the transactions: every decision and its
  * write happen inside one BEGIN IMMEDIATE.
  */
-#include "catalog_i.h"
+#include "sqlite_i.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define STDERR_TAIL_MAX 4096
 
 static const char sql_get[] =
     "SELECT " CAT_SHARD_COLS " FROM shards WHERE fp = ?1 AND idx = ?2";
@@ -53,23 +51,16 @@ static const char sql_touch[] =
 static const char sql_snap_touch[] =
     "UPDATE snapshots SET last_read = ?2 WHERE fp = ?1";
 
-void mf_shard_rec_release(struct mf_shard_rec *r)
-{
-	if (!r)
-		return;
-	free(r->error);
-	free(r->stderr_tail);
-	r->error = r->stderr_tail = NULL;
-}
-
 int cat_shard_from_row(sqlite3_stmt *st, struct mf_shard_rec *out)
 {
 	struct mf_shard_rec r = {0};
-	int rc = cat_col_copy(st, 0, r.fp, sizeof(r.fp));
+	int rc = cat_col_copy(st, 0, r.fp, sizeof(r.fp), "fp length");
 	rc = rc ? rc
 		: cat_state_parse((const char *)sqlite3_column_text(st, 2),
 				  &r.state);
-	rc = rc ? rc : cat_col_copy(st, 3, r.run_id, sizeof(r.run_id));
+	rc = rc
+	    ? rc
+	    : cat_col_copy(st, 3, r.run_id, sizeof(r.run_id), "run id length");
 	rc = rc ? rc : cat_col_dup(st, 8, &r.error);
 	rc = rc ? rc : cat_col_dup(st, 9, &r.stderr_tail);
 	if (rc) {
@@ -116,52 +107,36 @@ static int shard_read(struct mf_catalog *c, const char *fp, uint32_t index,
 	return rc;
 }
 
-int mf_catalog_get_shard(struct mf_catalog *c, const char *fp, uint32_t index,
-			 struct mf_shard_rec *out)
+int sq_get_shard(struct mf_catalog *c, const char *fp, uint32_t index,
+		 struct mf_shard_rec *out)
 {
-	if (!c || !fp || !out)
-		return -EINVAL;
 	return shard_read(c, fp, index, out);
 }
 
-static void shard_free_array(struct mf_shard_rec *a, size_t n)
+static int shard_row(sqlite3_stmt *st, void *elem)
 {
-	for (size_t i = 0; i < n; i++)
-		mf_shard_rec_release(&a[i]);
-	free(a);
+	return cat_shard_from_row(st, elem);
 }
 
-int mf_catalog_list_shards(struct mf_catalog *c, const char *fp,
-			   struct mf_shard_rec **out, size_t *n)
+static void shard_release(void *elem)
 {
-	if (!c || !fp || !out || !n)
-		return -EINVAL;
-	struct mf_shard_rec *a = NULL, *grown;
-	size_t len = 0, cap = 0;
+	mf_shard_rec_release(elem);
+}
+
+int sq_list_shards(struct mf_catalog *c, const char *fp,
+		   struct mf_shard_rec **out, size_t *n)
+{
+	void *a = NULL;
 	sqlite3_stmt *st = NULL;
 	int rc = cat_stmt(c, CAT_SHARD_LIST, sql_list, &st);
 	rc = rc ? rc : cat_bind_text(c, st, 1, fp);
-	while (!rc && (rc = cat_step_row(c, st)) == 1) {
-		if (len == cap) {
-			cap = cap ? 2 * cap : 64;
-			grown = realloc(a, cap * sizeof(*a));
-			if (!grown) {
-				rc = -ENOMEM;
-				break;
-			}
-			a = grown;
-		}
-		rc = cat_shard_from_row(st, &a[len]);
-		len += !rc;
-	}
+	rc = rc ? rc
+		: cat_collect(c, st, sizeof(**out), shard_row, shard_release,
+			      &a, n);
 	cat_stmt_put(st);
-	if (rc) {
-		shard_free_array(a, len);
-		return rc;
-	}
-	*out = a;
-	*n = len;
-	return 0;
+	if (!rc)
+		*out = a;
+	return rc;
 }
 
 /* 0 when the last UPDATE matched a row; else -ENOENT when the shard does
@@ -303,22 +278,10 @@ static int claim_decide(struct mf_catalog *c, const char *fp, uint32_t index,
 	return rc;
 }
 
-int mf_catalog_claim_shard(struct mf_catalog *c, const char *fp, uint32_t index,
-			   const struct mf_run_rec *me, int64_t now,
-			   enum mf_claim *result, struct mf_shard_rec *cur)
+int sq_claim(struct mf_catalog *c, const char *fp, uint32_t index,
+	     const struct mf_run_rec *me, int64_t now, uint64_t waited,
+	     enum mf_claim *result, struct mf_shard_rec *cur)
 {
-	return mf_catalog_claim_shard_waited(c, fp, index, me, now, 0, result,
-					     cur);
-}
-
-int mf_catalog_claim_shard_waited(struct mf_catalog *c, const char *fp,
-				  uint32_t index, const struct mf_run_rec *me,
-				  int64_t now, uint64_t waited,
-				  enum mf_claim *result,
-				  struct mf_shard_rec *cur)
-{
-	if (!c || !fp || !me || !result || strcmp(me->fp, fp) != 0)
-		return -EINVAL;
 	struct mf_shard_rec row = {0};
 	enum mf_claim res = MF_CLAIM_WAIT;
 	int rc = cat_begin(c);
@@ -336,19 +299,6 @@ int mf_catalog_claim_shard_waited(struct mf_catalog *c, const char *fp,
 	if (cur)
 		*cur = row;
 	return 0;
-}
-
-/* The last STDERR_TAIL_MAX bytes of s, not starting inside a UTF-8
- * sequence. */
-static const char *stderr_tail(const char *s)
-{
-	size_t n = s ? strlen(s) : 0;
-	if (n <= STDERR_TAIL_MAX)
-		return s;
-	const char *p = s + n - STDERR_TAIL_MAX;
-	while (((unsigned char)*p & 0xc0) == 0x80)
-		p++;
-	return p;
 }
 
 /* One UPDATE of a shard (?3 = run_id unless NULL) with up to three more
@@ -376,13 +326,10 @@ static int shard_update(struct mf_catalog *c, enum cat_stmt_id id,
 	return cat_finish(c, rc);
 }
 
-int mf_catalog_complete_shard(struct mf_catalog *c, const char *fp,
-			      uint32_t index, const char *run_id,
-			      uint64_t raw_bytes, uint64_t stored_bytes,
-			      uint32_t chunks)
+int sq_complete(struct mf_catalog *c, const char *fp, uint32_t index,
+		const char *run_id, uint64_t raw_bytes, uint64_t stored_bytes,
+		uint32_t chunks)
 {
-	if (!c || !fp || !run_id)
-		return -EINVAL;
 	struct shard_vals vals = {
 	    .n = 3,
 	    .v = {(int64_t)raw_bytes, (int64_t)stored_bytes, chunks},
@@ -391,12 +338,10 @@ int mf_catalog_complete_shard(struct mf_catalog *c, const char *fp,
 			    run_id, &vals);
 }
 
-int mf_catalog_fail_shard(struct mf_catalog *c, const char *fp, uint32_t index,
-			  const char *run_id, int32_t exit_status,
-			  const char *error, const char *stderr_tail_text)
+int sq_fail(struct mf_catalog *c, const char *fp, uint32_t index,
+	    const char *run_id, int32_t exit_status, const char *error,
+	    const char *stderr_tail)
 {
-	if (!c || !fp || !run_id)
-		return -EINVAL;
 	sqlite3_stmt *st = NULL;
 	int rc = cat_begin(c);
 	if (rc)
@@ -405,18 +350,16 @@ int mf_catalog_fail_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 	rc = shard_stmt(c, CAT_SHARD_FAIL, sql_fail, fp, index, run_id, &st);
 	rc = rc ? rc : cat_bind_int64(c, st, 4, exit_status);
 	rc = rc ? rc : cat_bind_text(c, st, 5, error);
-	rc = rc ? rc : cat_bind_text(c, st, 6, stderr_tail(stderr_tail_text));
+	rc = rc ? rc : cat_bind_text(c, st, 6, stderr_tail);
 	rc = rc ? rc : cat_step_done(c, st);
 	cat_stmt_put(st);
 	rc = rc ? rc : shard_matched(c, fp, index);
 	return cat_finish(c, rc);
 }
 
-int mf_catalog_reset_shard(struct mf_catalog *c, const char *fp, uint32_t index,
-			   const char *run_id)
+int sq_reset(struct mf_catalog *c, const char *fp, uint32_t index,
+	     const char *run_id)
 {
-	if (!c || !fp)
-		return -EINVAL;
 	struct shard_vals none = {0};
 	if (run_id)
 		return shard_update(c, CAT_SHARD_RESET_RUN, sql_reset_run, fp,
@@ -425,11 +368,9 @@ int mf_catalog_reset_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			    &none);
 }
 
-int mf_catalog_abandon_shard(struct mf_catalog *c, const char *fp,
-			     uint32_t index, const char *run_id)
+int sq_abandon(struct mf_catalog *c, const char *fp, uint32_t index,
+	       const char *run_id)
 {
-	if (!c || !fp || !run_id)
-		return -EINVAL;
 	struct shard_vals none = {0};
 	return shard_update(c, CAT_SHARD_ABANDON, sql_abandon, fp, index,
 			    run_id, &none);
@@ -458,35 +399,19 @@ static int expire_rec(struct mf_catalog *c, const struct mf_shard_rec *r,
 	return rc;
 }
 
-int mf_catalog_expire_shards(struct mf_catalog *c,
-			     const struct mf_shard_rec *recs, size_t n,
-			     bool *expired)
+int sq_expire(struct mf_catalog *c, const struct mf_shard_rec *recs, size_t n,
+	      bool *expired)
 {
-	if (!c || (n > 0 && (!recs || !expired)))
-		return -EINVAL;
-	size_t todo = 0;
-	for (size_t i = 0; i < n; i++) {
-		expired[i] = false;
-		todo += expirable(&recs[i]);
-	}
-	if (todo == 0) /* nothing to write: no transaction */
-		return 0;
 	int rc = cat_begin(c);
-	if (rc == 0) {
-		for (size_t i = 0; !rc && i < n; i++)
-			rc = expire_rec(c, &recs[i], &expired[i]);
-		rc = cat_finish(c, rc);
-	}
-	if (rc && n > 0)
-		memset(expired, 0, n * sizeof(*expired));
-	return rc;
+	if (rc)
+		return rc;
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = expire_rec(c, &recs[i], &expired[i]);
+	return cat_finish(c, rc);
 }
 
-int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,
-		     int64_t now)
+int sq_touch(struct mf_catalog *c, const char *fp, uint32_t index, int64_t now)
 {
-	if (!c || !fp)
-		return -EINVAL;
 	sqlite3_stmt *st = NULL;
 	int rc = cat_begin(c);
 	if (rc)

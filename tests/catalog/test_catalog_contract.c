@@ -1,0 +1,306 @@
+/*
+ * test_catalog_contract.c - the contract every catalog backend keeps
+ * (catalog_backend.h), run through the public API and so through the
+ * backend table: the claim (MINE, WAIT, DONE), complete and fail, a
+ * failure reaching its waiters, a lost claim answering -ESTALE everywhere,
+ * abandon and reset, expire-if-unchanged, holds, and a caller's unit
+ * rolled back as one.
+ *
+ * The location is MF_TEST_CATALOG_LOCATION when set (a backend's server:
+ * every test uses fingerprints and run ids of its own, so a shared
+ * database serves), else the fixture's file (a plain path, or
+ * "sqlite:PATH" under MF_TEST_CATALOG_SCHEME=sqlite).
+ *
+ * Not for: what only SQLite shows (schema, WAL, migrations: the other
+ * tests of this folder).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog_test.h"
+
+#define OTHER_HOST "other-host.invalid"
+
+struct contract {
+	struct cat_fixture *f;
+	struct mf_catalog *cat;
+	struct mf_snapshot_rec snap; /* 4 shards, pending_expiry 3600 s */
+	const char *fp;
+};
+
+static int setup(void **state)
+{
+	static struct contract x;
+	if (ct_setup(state))
+		return -1;
+	memset(&x, 0, sizeof(x));
+	x.f = *state;
+	const char *loc = getenv("MF_TEST_CATALOG_LOCATION");
+	if (mf_catalog_open(loc && *loc ? loc : x.f->loc, 0, &x.cat))
+		return -1;
+	ct_snapshot(&x.snap, 'a', "contract", 4);
+	if (mf_random_hex(MF_FP_HEX_LEN / 2, x.snap.fp))
+		return -1;
+	x.fp = x.snap.fp;
+	x.f->cat = x.cat; /* closed by ct_teardown */
+	*state = &x;
+	return mf_catalog_put_snapshot(x.cat, &x.snap) ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	struct contract *x = *state;
+	*state = x->f;
+	return ct_teardown(state);
+}
+
+/* A run of this process (alive), or of another host whose heartbeat
+ * stopped long ago (dead), with a random id. */
+static void run_of(const struct contract *x, struct mf_run_rec *r, bool alive)
+{
+	if (alive) {
+		ct_run_self(r, '1', x->fp);
+	} else {
+		ct_run(r, '1', x->fp, OTHER_HOST, 1, 1, mf_now_s() - 100000);
+	}
+	assert_int_equal(mf_random_hex(MF_RUN_ID_HEX_LEN / 2, r->run_id), 0);
+}
+
+static enum mf_claim claim(const struct contract *x, uint32_t idx,
+			   const struct mf_run_rec *me, uint64_t waited,
+			   struct mf_shard_rec *cur)
+{
+	enum mf_claim got = (enum mf_claim) - 1;
+	struct mf_shard_rec row;
+	assert_int_equal(mf_catalog_claim_shard_waited(x->cat, x->fp, idx, me,
+						       mf_now_s(), waited, &got,
+						       &row),
+			 0);
+	if (cur)
+		*cur = row;
+	else
+		mf_shard_rec_release(&row);
+	return got;
+}
+
+static void test_claim_complete(void **state)
+{
+	struct contract *x = *state;
+	struct mf_run_rec a, b;
+	struct mf_shard_rec cur;
+	run_of(x, &a, true);
+	run_of(x, &b, true);
+	assert_int_equal(claim(x, 0, &a, 0, &cur), MF_CLAIM_MINE);
+	assert_int_equal(cur.state, MF_SHARD_RUNNING);
+	assert_string_equal(cur.run_id, a.run_id);
+	assert_true(cur.generation != 0);
+	uint64_t gen = cur.generation;
+	mf_shard_rec_release(&cur);
+	assert_int_equal(claim(x, 0, &b, 0, NULL), MF_CLAIM_WAIT);
+	/* only the owner records the outcome */
+	assert_int_equal(
+	    mf_catalog_complete_shard(x->cat, x->fp, 0, b.run_id, 1, 1, 1),
+	    -ESTALE);
+	assert_int_equal(
+	    mf_catalog_complete_shard(x->cat, x->fp, 0, a.run_id, 10, 4, 1), 0);
+	assert_int_equal(claim(x, 0, &b, 0, &cur), MF_CLAIM_DONE);
+	assert_int_equal(cur.state, MF_SHARD_MATERIALIZED);
+	assert_int_equal(cur.raw_bytes, 10);
+	assert_int_equal(cur.generation, gen); /* complete keeps it */
+	mf_shard_rec_release(&cur);
+	/* a second complete finds it no longer running */
+	assert_int_equal(
+	    mf_catalog_complete_shard(x->cat, x->fp, 0, a.run_id, 10, 4, 1),
+	    -ESTALE);
+	assert_int_equal(
+	    mf_catalog_complete_shard(x->cat, x->fp, 9, a.run_id, 1, 1, 1),
+	    -ENOENT);
+}
+
+static void test_failure_reaches_waiters(void **state)
+{
+	struct contract *x = *state;
+	struct mf_run_rec a, b, c;
+	struct mf_shard_rec cur;
+	run_of(x, &a, true);
+	run_of(x, &b, true);
+	run_of(x, &c, true);
+	assert_int_equal(claim(x, 1, &a, 0, NULL), MF_CLAIM_MINE);
+	assert_int_equal(claim(x, 1, &b, 0, &cur), MF_CLAIM_WAIT);
+	uint64_t waited = cur.generation;
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_fail_shard(x->cat, x->fp, 1, a.run_id, 256,
+					       "stage 'tok' exited 1", "boom"),
+			 0);
+	assert_int_equal(claim(x, 1, &b, waited, &cur), MF_CLAIM_FAILED);
+	assert_int_equal(cur.state, MF_SHARD_FAILED);
+	assert_int_equal(cur.exit_status, 256);
+	assert_string_equal(cur.error, "stage 'tok' exited 1");
+	assert_string_equal(cur.stderr_tail, "boom");
+	mf_shard_rec_release(&cur);
+	/* one who did not wait on it tries again */
+	assert_int_equal(claim(x, 1, &c, 0, &cur), MF_CLAIM_MINE);
+	assert_true(cur.generation != waited);
+	assert_null(cur.error);
+	mf_shard_rec_release(&cur);
+}
+
+static void test_lost_claim(void **state)
+{
+	struct contract *x = *state;
+	struct mf_run_rec dead, live;
+	run_of(x, &dead, false);
+	run_of(x, &live, true);
+	assert_int_equal(claim(x, 2, &dead, 0, NULL), MF_CLAIM_MINE);
+	/* its heartbeat is long gone: the shard is taken over */
+	assert_int_equal(claim(x, 2, &live, 0, NULL), MF_CLAIM_MINE);
+	struct mf_run_rec r;
+	assert_int_equal(mf_catalog_get_run(x->cat, dead.run_id, &r), 0);
+	assert_string_equal(r.state, "dead");
+	/* the loser learns it from every write, and nothing changes */
+	assert_int_equal(
+	    mf_catalog_complete_shard(x->cat, x->fp, 2, dead.run_id, 1, 1, 1),
+	    -ESTALE);
+	assert_int_equal(mf_catalog_fail_shard(x->cat, x->fp, 2, dead.run_id, 1,
+					       "late", NULL),
+			 -ESTALE);
+	assert_int_equal(
+	    mf_catalog_abandon_shard(x->cat, x->fp, 2, dead.run_id), -ESTALE);
+	enum mf_claim got;
+	assert_int_equal(mf_catalog_claim_shard(x->cat, x->fp, 3, &dead,
+						mf_now_s(), &got, NULL),
+			 -ESTALE);
+	struct mf_shard_rec cur;
+	assert_int_equal(mf_catalog_get_shard(x->cat, x->fp, 2, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_RUNNING);
+	assert_string_equal(cur.run_id, live.run_id);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(mf_catalog_get_shard(x->cat, x->fp, 3, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_ABSENT);
+	mf_shard_rec_release(&cur);
+}
+
+static void test_abandon_reset(void **state)
+{
+	struct contract *x = *state;
+	struct mf_run_rec a, b;
+	struct mf_shard_rec cur;
+	run_of(x, &a, true);
+	run_of(x, &b, true);
+	assert_int_equal(claim(x, 0, &a, 0, NULL), MF_CLAIM_MINE);
+	assert_int_equal(mf_catalog_abandon_shard(x->cat, x->fp, 0, a.run_id),
+			 0);
+	assert_int_equal(mf_catalog_get_shard(x->cat, x->fp, 0, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_ABSENT);
+	assert_int_equal(cur.generation, 0);
+	mf_shard_rec_release(&cur);
+	assert_int_equal(claim(x, 0, &a, 0, NULL), MF_CLAIM_MINE);
+	assert_int_equal(
+	    mf_catalog_complete_shard(x->cat, x->fp, 0, a.run_id, 5, 5, 1), 0);
+	assert_int_equal(mf_catalog_reset_shard(x->cat, x->fp, 0, b.run_id),
+			 -ESTALE);
+	assert_int_equal(mf_catalog_reset_shard(x->cat, x->fp, 0, a.run_id), 0);
+	assert_int_equal(claim(x, 0, &b, 0, NULL), MF_CLAIM_MINE);
+	assert_int_equal(mf_catalog_reset_shard(x->cat, x->fp, 0, NULL), 0);
+	assert_int_equal(mf_catalog_get_shard(x->cat, x->fp, 0, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_ABSENT);
+	mf_shard_rec_release(&cur);
+}
+
+static void test_expire_if_unchanged(void **state)
+{
+	struct contract *x = *state;
+	struct mf_run_rec a;
+	struct mf_shard_rec *list;
+	size_t n;
+	bool expired[4];
+	run_of(x, &a, true);
+	for (uint32_t i = 0; i < 2; i++) {
+		assert_int_equal(claim(x, i, &a, 0, NULL), MF_CLAIM_MINE);
+		assert_int_equal(mf_catalog_complete_shard(x->cat, x->fp, i,
+							   a.run_id, 1, 1, 1),
+				 0);
+	}
+	assert_int_equal(mf_catalog_list_shards(x->cat, x->fp, &list, &n), 0);
+	assert_int_equal(n, 4);
+	/* shard 1 is computed again after the listing */
+	assert_int_equal(mf_catalog_reset_shard(x->cat, x->fp, 1, NULL), 0);
+	assert_int_equal(claim(x, 1, &a, 0, NULL), MF_CLAIM_MINE);
+	assert_int_equal(
+	    mf_catalog_complete_shard(x->cat, x->fp, 1, a.run_id, 1, 1, 1), 0);
+	assert_int_equal(mf_catalog_expire_shards(x->cat, list, n, expired), 0);
+	assert_true(expired[0]);
+	assert_false(expired[1]);
+	assert_false(expired[2]);
+	assert_false(expired[3]);
+	for (size_t i = 0; i < n; i++)
+		mf_shard_rec_release(&list[i]);
+	free(list);
+}
+
+static void test_holds_and_delete(void **state)
+{
+	struct contract *x = *state;
+	struct mf_run_rec h, *v;
+	size_t n;
+	run_of(x, &h, true);
+	assert_int_equal(mf_catalog_hold(x->cat, &h), 0);
+	assert_int_equal(mf_catalog_list_holds(x->cat, x->fp, &v, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(v[0].run_id, h.run_id);
+	free(v);
+	assert_int_equal(mf_catalog_delete_snapshot(x->cat, x->fp, NULL, NULL),
+			 -ENOTEMPTY);
+	assert_int_equal(mf_catalog_release(x->cat, h.run_id, x->fp), 0);
+	assert_int_equal(mf_catalog_delete_snapshot(x->cat, x->fp, NULL, NULL),
+			 0);
+	struct mf_snapshot_rec s;
+	assert_int_equal(mf_catalog_get_snapshot(x->cat, x->fp, &s), -ENOENT);
+	assert_int_equal(mf_catalog_hold(x->cat, &h), -ENOENT);
+	assert_int_equal(mf_catalog_heartbeat(x->cat, h.run_id, 1), -ENOENT);
+}
+
+static void test_unit_rolls_back(void **state)
+{
+	struct contract *x = *state;
+	struct mf_snapshot_rec s = x->snap, got;
+	struct mf_run_rec h;
+	assert_int_equal(mf_random_hex(MF_FP_HEX_LEN / 2, s.fp), 0);
+	run_of(x, &h, true);
+	memcpy(h.fp, s.fp, sizeof(h.fp));
+	assert_int_equal(mf_catalog_begin(x->cat), 0);
+	assert_int_equal(mf_catalog_put_snapshot(x->cat, &s), 0);
+	assert_int_equal(mf_catalog_hold(x->cat, &h), 0);
+	assert_int_equal(mf_catalog_end(x->cat, -EIO), -EIO);
+	assert_int_equal(mf_catalog_get_snapshot(x->cat, s.fp, &got), -ENOENT);
+	/* and committed as one */
+	assert_int_equal(mf_catalog_begin(x->cat), 0);
+	assert_int_equal(mf_catalog_put_snapshot(x->cat, &s), 0);
+	assert_int_equal(mf_catalog_hold(x->cat, &h), 0);
+	assert_int_equal(mf_catalog_end(x->cat, 0), 0);
+	assert_int_equal(mf_catalog_get_snapshot(x->cat, s.fp, &got), 0);
+	mf_snapshot_rec_release(&got);
+	assert_int_equal(mf_catalog_release(x->cat, h.run_id, NULL), 0);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+	const struct CMUnitTest tests[] = {
+	    T(test_claim_complete),	 T(test_failure_reaches_waiters),
+	    T(test_lost_claim),		 T(test_abandon_reset),
+	    T(test_expire_if_unchanged), T(test_holds_and_delete),
+	    T(test_unit_rolls_back),
+	};
+#undef T
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
