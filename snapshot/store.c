@@ -28,7 +28,9 @@ static int type_check(const struct stat *sb, bool want_dir)
 	if (S_ISLNK(sb->st_mode))
 		return -ELOOP;
 	if (want_dir ? !S_ISDIR(sb->st_mode) : !S_ISREG(sb->st_mode))
-		return -EBADMSG;
+		return want_dir
+		    ? MF_CORRUPT("store entry is not a folder")
+		    : MF_CORRUPT("store entry is not a regular file");
 	return 0;
 }
 
@@ -53,7 +55,7 @@ int snap_open_at(int dirfd, const char *name, bool want_dir, int *out)
 		/* swapped for a symlink since we looked: say which */
 		if (rc == -ENOTDIR) {
 			rc = type_of_name(dirfd, name, want_dir);
-			rc = rc ? rc : -EBADMSG;
+			rc = rc ? rc : MF_CORRUPT("store entry changed type");
 		}
 		return rc;
 	}
@@ -301,7 +303,7 @@ int mf_store_write_metadata(struct mf_store *st, const char *fp,
 static int grow(char **buf, size_t *cap)
 {
 	if (*cap >= METADATA_MAX)
-		return -EBADMSG;
+		return MF_CORRUPT("metadata file too large");
 	char *p = realloc(*buf, 2 * *cap);
 	if (!p)
 		return -ENOMEM;
