@@ -174,8 +174,9 @@ int snap_read_metadata(struct mf_store *st, const char *fp, char **data,
 
 /* ---- walking folders (store_walk.c) ---- */
 
-/* A DIR stream over a fresh descriptor of dirfd; caller closedirs. */
-int snap_dir_stream(int dirfd, DIR **out);
+/* A DIR stream over folder name under parent ("." for parent itself),
+ * never following a symlink; caller closedirs. */
+int snap_dir_open(int parent, const char *name, DIR **out);
 /* Next entry other than . and ..; NULL at the end (*rc = 0) or on error. */
 struct dirent *snap_next_entry(DIR *d, int *rc);
 /* mf_store_walk of the run folder open at runfd (fp and run its names). */

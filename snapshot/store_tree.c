@@ -205,17 +205,10 @@ static int remove_tree(int parent, const char *name, int depth)
 {
 	if (depth > REMOVE_DEPTH_MAX)
 		return -ELOOP;
-	int fd = openat(parent, name,
-			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		int rc = -errno;
-		close(fd);
+	DIR *d;
+	int rc = snap_dir_open(parent, name, &d);
+	if (rc)
 		return rc;
-	}
-	int rc;
 	/* a second pass catches entries a concurrent writer added */
 	for (int pass = 0; pass < 3; pass++) {
 		rc = remove_entries(d, depth);

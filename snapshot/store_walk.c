@@ -19,9 +19,10 @@
 
 #define METADATA_TMP_PREFIX SNAP_METADATA_NAME ".tmp-"
 
-int snap_dir_stream(int dirfd, DIR **out)
+int snap_dir_open(int parent, const char *name, DIR **out)
 {
-	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(parent, name,
+			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	DIR *d = fdopendir(fd);
@@ -212,7 +213,7 @@ static int walk_dir(int dfd, enum level lv, const char *fp, const char *run,
 		    mf_store_walk_fn fn, void *arg)
 {
 	DIR *d;
-	int rc = snap_dir_stream(dfd, &d);
+	int rc = snap_dir_open(dfd, ".", &d);
 	if (rc)
 		return rc;
 	char rel[MF_STORE_REL_MAX];
