@@ -214,8 +214,10 @@ static int decode_zstd(const void *src, size_t src_len, void *dst,
 	if (rc == -ENOMEM)
 		return rc;
 	/* any other failure, or a length that differs, is corrupt data */
-	if (rc || n != raw_len)
-		return -EBADMSG;
+	if (rc)
+		return MF_CORRUPT("zstd frame");
+	if (n != raw_len)
+		return MF_CORRUPT("zstd chunk length");
 	return 0;
 }
 
@@ -225,10 +227,10 @@ static int decode_snappy(const void *src, size_t src_len, void *dst,
 	size_t n;
 	if (snappy_uncompressed_length(src, src_len, &n) != SNAPPY_OK ||
 	    n != raw_len)
-		return -EBADMSG;
+		return MF_CORRUPT("snappy chunk length");
 	if (snappy_uncompress(src, src_len, dst, &n) != SNAPPY_OK ||
 	    n != raw_len)
-		return -EBADMSG;
+		return MF_CORRUPT("snappy frame");
 	return 0;
 }
 
@@ -237,9 +239,9 @@ int mf_chunk_decode(enum mf_codec codec, uint64_t seed, const void *src,
 		    size_t raw_len)
 {
 	if (src_len && !src)
-		return -EBADMSG;
+		return MF_CORRUPT("chunk without bytes");
 	if (snap_chunk_checksum(src, src_len, seed) != checksum)
-		return -EBADMSG;
+		return MF_CORRUPT("chunk checksum");
 	switch (codec) {
 	case MF_CODEC_ZSTD:
 		return decode_zstd(src, src_len, dst, raw_len);
@@ -247,10 +249,10 @@ int mf_chunk_decode(enum mf_codec codec, uint64_t seed, const void *src,
 		return decode_snappy(src, src_len, dst, raw_len);
 	case MF_CODEC_NONE:
 		if (src_len != raw_len)
-			return -EBADMSG;
+			return MF_CORRUPT("stored chunk length");
 		if (raw_len && dst != src)
 			memmove(dst, src, raw_len);
 		return 0;
 	}
-	return -EBADMSG;
+	return MF_CORRUPT("chunk codec");
 }

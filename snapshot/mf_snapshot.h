@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "mf_util.h"
@@ -65,7 +66,8 @@ const char *mf_store_path(const struct mf_store *st);
 int mf_store_dirfd(const struct mf_store *st);
 
 /* Writes STORE/snapshots/FP/snapshot.metadata atomically (temp file, fsync,
- * rename, fsync of the folder), creating the FP folder if needed. */
+ * rename, fsync of the folder), creating the FP folder if needed. The bytes
+ * are opaque here; mf_store_put_metadata writes a struct mf_snapshot_meta. */
 int mf_store_write_metadata(struct mf_store *st, const char *fp,
 			    const void *data, size_t len);
 /* Reads it back; *data is NUL-terminated, caller frees. -ENOENT if absent. */
@@ -98,6 +100,158 @@ int mf_store_list_runs(struct mf_store *st, const char *fp, char ***out,
 int mf_store_list_shards(struct mf_store *st, const char *fp,
 			 const char *run_id, uint32_t **idx, size_t *n);
 void mf_strv_free(char **v, size_t n);
+
+/* ---- walking and naming the store ---- */
+
+/* What a name in the store is, judged by its name and its own type (a
+ * symlink is never followed, so it is always a stray). */
+enum mf_store_kind {
+	MF_STORE_FP, /* snapshots/FP: a folder named by 64 hex digits */
+	MF_STORE_METADATA, /* snapshots/FP/snapshot.metadata, a regular file */
+	MF_STORE_METADATA_TMP, /* its temp file: a write in progress, or
+				  one a crash left */
+	MF_STORE_RUN, /* snapshots/FP/RUN: a folder named by 32 hex digits */
+	MF_STORE_SHARD, /* snapshots/FP/RUN/shard-NNNNN.mfs, regular file */
+	MF_STORE_SHARD_TMP, /* snapshots/FP/RUN/shard-NNNNN.tmp, regular */
+	MF_STORE_STRAY, /* any other name or type: never made by matfs */
+};
+
+/* The name of the metadata file in each fingerprint folder, for messages. */
+#define MF_STORE_METADATA_NAME "snapshot.metadata"
+/* Room for any path mf_store_rel writes or a walk entry's rel holds. */
+#define MF_STORE_REL_MAX 512
+
+/* One entry found by mf_store_walk; every pointer is borrowed for the
+ * callback only. */
+struct mf_store_entry {
+	enum mf_store_kind kind;
+	const char *fp; /* the fingerprint folder walked; "" at the top */
+	const char *run; /* the run folder walked; "" above it */
+	const char *name; /* the entry's own name */
+	const char *rel; /* "snapshots/FP/RUN/NAME", relative to the store */
+	uint32_t shard; /* MF_STORE_SHARD and _SHARD_TMP: the shard index */
+	mode_t mode; /* the entry's own type (S_IFMT bits), not followed */
+};
+
+/* Returns 0 to go on, or a negative errno that ends the walk. */
+typedef int (*mf_store_walk_fn)(void *arg, const struct mf_store_entry *e);
+
+/*
+ * Calls fn, in no particular order, for each entry of one folder of the
+ * store: snapshots/ itself (fp NULL; entries are MF_STORE_FP or _STRAY),
+ * snapshots/FP (run NULL; _METADATA, _METADATA_TMP, _RUN or _STRAY) or
+ * snapshots/FP/RUN (_SHARD, _SHARD_TMP or _STRAY). It does not descend:
+ * the caller walks a folder it wants from its callback. Folders are
+ * opened relative to the store's descriptor without following a symlink;
+ * an entry removed while the walk runs is passed over.
+ * Returns 0, -EINVAL (a bad fp or run), -ENOENT, -ELOOP (a symlink where
+ * the folder should be), -EBADMSG (not a folder), -errno, or what fn
+ * returned.
+ */
+int mf_store_walk(struct mf_store *st, const char *fp, const char *run,
+		  mf_store_walk_fn fn, void *arg);
+
+/*
+ * The store-relative path of the entry of that kind: "snapshots/FP"
+ * (MF_STORE_FP), ".../FP/snapshot.metadata", ".../FP/RUN",
+ * ".../FP/RUN/shard-NNNNN.mfs" and ".tmp". run and shard are read only for
+ * the kinds that have them. For messages: stores are opened with
+ * mf_store_open and their files with the calls of this header. Writes ""
+ * for another kind; truncates to len.
+ */
+void mf_store_rel(char *buf, size_t len, enum mf_store_kind kind,
+		  const char *fp, const char *run, uint32_t shard);
+
+/*
+ * lstat(2) of one store entry of kind MF_STORE_FP, _METADATA, _RUN or
+ * _SHARD, whatever its type; the folders above it are opened without
+ * following a symlink. Returns 0 with *sb, -EINVAL (bad ids or kind),
+ * -ENOENT, -ELOOP or -EBADMSG (a folder above it is a symlink or not a
+ * folder), -errno.
+ */
+int mf_store_lstat(struct mf_store *st, enum mf_store_kind kind, const char *fp,
+		   const char *run, uint32_t shard, struct stat *sb);
+
+/* ---- snapshot.metadata: what a fingerprint folder holds ---- */
+
+/* The longest snapshot name (MF_NAME_MAX of the spec parser). */
+#define MF_META_NAME_MAX 64
+
+/* One component of a fingerprint, as the metadata file lists it. */
+struct mf_meta_part {
+	const char *hex; /* 64 lowercase hex digits */
+	const char *label;
+};
+
+/*
+ * The metadata file's content (docs/format.md). The writer reads a
+ * struct whose strings the caller lends; mf_snapshot_meta_parse fills one
+ * whose strings point into a copy it owns (freed by
+ * mf_snapshot_meta_release).
+ */
+struct mf_snapshot_meta {
+	const char *fp; /* 64 hex digits */
+	const char *name; /* [A-Za-z0-9._-], 1 to MF_META_NAME_MAX bytes */
+	const char *spec_path; /* absolute */
+	uint32_t shards; /* >= 1 */
+	const char *compression; /* as mf_format_codec writes it: "zstd:3" */
+	uint64_t chunk_size; /* MF_CHUNK_SIZE_MIN to _MAX */
+	const char *suffix; /* "" when none */
+	int64_t expire_after; /* seconds; -1: never */
+	int64_t pending_expiry; /* seconds */
+	uint32_t keep; /* 0: no limit */
+	const struct mf_meta_part *parts; /* the fingerprint's components */
+	size_t n_parts;
+	const char *spec; /* the spec file's bytes; NULL when none */
+	size_t spec_len;
+	int64_t mtime; /* mf_store_load_metadata: the file's, unix seconds */
+	/* owned by a parsed struct; NULL in one a caller filled */
+	char *owned_text;
+	struct mf_meta_part *owned_parts;
+};
+
+/*
+ * The text of m: "matfs-snapshot 1", then one "key value" line a field,
+ * one "component HEX LABEL" line a part, a line "spec:" and the spec
+ * verbatim. Caller frees *out. Returns 0, -EINVAL (a field missing or
+ * holding a newline), -ENOMEM.
+ */
+int mf_snapshot_meta_format(const struct mf_snapshot_meta *m, char **out,
+			    size_t *len);
+
+/*
+ * Parses len bytes of text (not changed; copied) as a metadata file of
+ * the folder of fingerprint fp. Lines other than the version come in any
+ * order; unknown keys are skipped (a later matfs may add some), a key
+ * without a value has the empty value. Returns 0 with *out (release it
+ * with mf_snapshot_meta_release), -ENOMEM, or -EBADMSG
+ * (MF_CORRUPT: "metadata ..." names the check) with a sentence for a
+ * person in why (wlen bytes, may be 0): "line 3: bad shards '0'",
+ * "no 'spec_path' line", "names fingerprint 0123..., not its folder's".
+ */
+int mf_snapshot_meta_parse(const char *text, size_t len, const char *fp,
+			   struct mf_snapshot_meta *out, char *why,
+			   size_t wlen);
+/* Frees what a parsed struct owns and zeroes it. NULL does nothing. */
+void mf_snapshot_meta_release(struct mf_snapshot_meta *m);
+
+/*
+ * Writes m as the metadata file of m->fp (mf_store_write_metadata),
+ * unless the file already holds exactly those bytes. Returns 0, -EINVAL,
+ * -ENOMEM, or what the write returned.
+ */
+int mf_store_put_metadata(struct mf_store *st,
+			  const struct mf_snapshot_meta *m);
+
+/*
+ * Reads and parses the metadata file of fp, with out->mtime the file's.
+ * Returns 0 (release *out), or the error of mf_store_read_metadata with
+ * why "" (-ENOENT, -ELOOP, ...), or that of mf_snapshot_meta_parse with
+ * why saying what is wrong in the text (a NUL byte: "holds a NUL byte").
+ */
+int mf_store_load_metadata(struct mf_store *st, const char *fp,
+			   struct mf_snapshot_meta *out, char *why,
+			   size_t wlen);
 
 /* ---- writing a shard ---- */
 

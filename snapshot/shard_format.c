@@ -87,13 +87,13 @@ static bool version_known(uint32_t v)
 int snap_header_check(const uint8_t in[SNAP_HEADER_SIZE], uint32_t *version)
 {
 	if (memcmp(in, snap_header_magic, SNAP_MAGIC_LEN) != 0)
-		return -EBADMSG;
+		return MF_CORRUPT("header magic");
 	uint32_t v = snap_get_u32(in + 8);
 	if (!version_known(v))
-		return -EBADMSG;
+		return MF_CORRUPT("header version");
 	/* reserved: zero in every version, so a flipped bit there is caught */
 	if (snap_get_u32(in + 12) != 0)
-		return -EBADMSG;
+		return MF_CORRUPT("header reserved bytes");
 	*version = v;
 	return 0;
 }
@@ -132,15 +132,15 @@ static int trailer_fields_check(const struct snap_trailer *t, uint32_t version)
 {
 	/* the header's version: a file is all of one version */
 	if (t->version != version)
-		return -EBADMSG;
+		return MF_CORRUPT("trailer version");
 	if (!snap_level_valid(t->codec, t->level))
-		return -EBADMSG;
+		return MF_CORRUPT("trailer codec or level");
 	if (t->chunk_size < MF_CHUNK_SIZE_MIN ||
 	    t->chunk_size > MF_CHUNK_SIZE_MAX)
-		return -EBADMSG;
+		return MF_CORRUPT("trailer chunk size");
 	uint32_t n;
 	if (!chunks_for(t->raw_size, t->chunk_size, &n) || n != t->chunks)
-		return -EBADMSG;
+		return MF_CORRUPT("trailer chunk count");
 	return 0;
 }
 
@@ -148,10 +148,10 @@ int snap_trailer_decode(const uint8_t in[SNAP_TRAILER_SIZE],
 			const struct snap_seeds *s, struct snap_trailer *out)
 {
 	if (memcmp(in, snap_trailer_magic, SNAP_MAGIC_LEN) != 0)
-		return -EBADMSG;
+		return MF_CORRUPT("trailer magic");
 	if (snap_get_u64(in + SNAP_TRAILER_SUM_OFF) !=
 	    trailer_sum(in, snap_meta_seed(s)))
-		return -EBADMSG;
+		return MF_CORRUPT("trailer checksum");
 	struct snap_trailer t = {
 	    .version = snap_get_u32(in + 8),
 	    .codec = (enum mf_codec)snap_get_u32(in + 12),
@@ -175,9 +175,9 @@ int snap_trailer_check_size(const struct snap_trailer *t, uint64_t file_size)
 	uint64_t tail =
 	    (uint64_t)t->chunks * SNAP_ENTRY_SIZE + SNAP_TRAILER_SIZE;
 	if (file_size < SNAP_HEADER_SIZE || file_size - SNAP_HEADER_SIZE < tail)
-		return -EBADMSG;
+		return MF_CORRUPT("file too short for its index");
 	if (t->index_offset != file_size - tail)
-		return -EBADMSG;
+		return MF_CORRUPT("trailer index offset");
 	return 0;
 }
 
@@ -223,14 +223,16 @@ int snap_index_decode(const struct snap_trailer *t, const uint8_t *idx,
 		    .checksum = snap_get_u64(p + 16),
 		};
 		/* chunks tile the file in order, with no gap and no overlap */
-		if (e.offset != pos || e.raw != expected_raw(t, i))
-			return -EBADMSG;
+		if (e.offset != pos)
+			return MF_CORRUPT("index entry offset");
+		if (e.raw != expected_raw(t, i))
+			return MF_CORRUPT("index entry raw length");
 		if (!stored_len_ok(t->codec, e.raw, e.stored))
-			return -EBADMSG;
+			return MF_CORRUPT("index entry stored length");
 		pos += e.stored;
 		if (pos > t->index_offset)
-			return -EBADMSG;
+			return MF_CORRUPT("index entry past the index");
 		out[i] = e;
 	}
-	return pos == t->index_offset ? 0 : -EBADMSG;
+	return pos == t->index_offset ? 0 : MF_CORRUPT("index leaves a gap");
 }

@@ -25,7 +25,7 @@ static int pread_exact(int fd, void *buf, size_t len, uint64_t off)
 	ssize_t n = mf_pread_full(fd, buf, len, (off_t)off);
 	if (n < 0)
 		return (int)n;
-	return (size_t)n == len ? 0 : -EBADMSG;
+	return (size_t)n == len ? 0 : MF_CORRUPT("file ends early");
 }
 
 /* Header and trailer; s->version is set from the header. */
@@ -34,7 +34,7 @@ static int load_trailer(int fd, uint64_t size, struct snap_seeds *s,
 {
 	uint8_t hdr[SNAP_HEADER_SIZE], tb[SNAP_TRAILER_SIZE];
 	if (size < SNAP_HEADER_SIZE + SNAP_TRAILER_SIZE)
-		return -EBADMSG;
+		return MF_CORRUPT("file too short for header and trailer");
 	int rc = pread_exact(fd, hdr, sizeof(hdr), 0);
 	if (rc == 0)
 		rc = snap_header_check(hdr, &s->version);
@@ -61,10 +61,11 @@ static int load_index(int fd, const struct snap_seeds *s,
 	rc = pread_exact(fd, idx, len, t->index_offset);
 	if (rc)
 		goto fail;
-	rc = -EBADMSG;
 	if (snap_index_checksum(idx, len, snap_meta_seed(s)) !=
-	    t->index_checksum)
+	    t->index_checksum) {
+		rc = MF_CORRUPT("index checksum");
 		goto fail;
+	}
 	rc = snap_index_decode(t, idx, ent);
 	if (rc)
 		goto fail;
@@ -83,11 +84,11 @@ static int reader_from_fd(int fd, const char *fp, uint32_t shard,
 {
 	struct stat sb;
 	struct snap_trailer t;
-	struct snap_entry *ent;
+	struct snap_entry *ent = NULL;
 	struct snap_seeds seeds = {.key = snap_shard_key(fp, shard)};
 	int rc = fstat(fd, &sb) == 0 ? 0 : -errno;
 	if (rc == 0 && !S_ISREG(sb.st_mode))
-		rc = -EBADMSG;
+		rc = MF_CORRUPT("shard file is not a regular file");
 	if (rc == 0)
 		rc = load_trailer(fd, (uint64_t)sb.st_size, &seeds, &t);
 	if (rc == 0)
@@ -182,7 +183,7 @@ int snap_load_chunk(struct mf_shard_reader *r, uint32_t i, void *dst)
 		if (rc)
 			return rc;
 		if (snap_chunk_checksum(dst, e->raw, seed) != e->checksum)
-			return -EBADMSG;
+			return MF_CORRUPT("chunk checksum");
 		return 0;
 	}
 	void *buf = snap_thread_scratch(SNAP_SCRATCH_STORED, e->stored);

@@ -1,13 +1,14 @@
 /*
  * snapshot_i.h - private details of the chunk store shared by its .c files:
  * the shard file's byte layout (docs/format.md), per-thread codec state,
- * and the descriptor-relative open helpers.
+ * the descriptor-relative open helpers and the folder walk's pieces.
  *
  * Not for: anything outside snapshot/. Callers use mf_snapshot.h.
  */
 #ifndef MF_SNAPSHOT_I_H
 #define MF_SNAPSHOT_I_H
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -161,6 +162,26 @@ int snap_open_run(struct mf_store *st, const char *fp, const char *run_id,
 /* "shard-NNNNN" + ext into buf (>= SNAP_NAME_MAX). */
 #define SNAP_NAME_MAX 32
 void snap_shard_name(uint32_t shard, const char *ext, char *buf);
+/* Parses exactly the name snap_shard_name(i, ext) writes. */
+bool snap_parse_shard_name(const char *name, const char *ext, uint32_t *out);
+
+#define SNAP_METADATA_NAME MF_STORE_METADATA_NAME
+
+/* Reads snapshot.metadata of fp as mf_store_read_metadata does; *mtime
+ * (may be NULL) gets the file's modification time in unix seconds. */
+int snap_read_metadata(struct mf_store *st, const char *fp, char **data,
+		       size_t *len, int64_t *mtime);
+
+/* ---- walking folders (store_walk.c) ---- */
+
+/* A DIR stream over folder name under parent ("." for parent itself),
+ * never following a symlink; caller closedirs. */
+int snap_dir_open(int parent, const char *name, DIR **out);
+/* Next entry other than . and ..; NULL at the end (*rc = 0) or on error. */
+struct dirent *snap_next_entry(DIR *d, int *rc);
+/* mf_store_walk of the run folder open at runfd (fp and run its names). */
+int snap_walk_run(int runfd, const char *fp, const char *run,
+		  mf_store_walk_fn fn, void *arg);
 
 /* ---- readers (shard_reader.c) ---- */
 

@@ -3,9 +3,9 @@
  * symlink-refusing opens every other file of this module goes through,
  * run folders and the atomically written snapshot.metadata.
  *
- * Not for: listing or removing (store_tree.c), shard files themselves
- * (shard_writer.c, shard_reader.c). What snapshot.metadata says is the
- * engine's business; here it is opaque bytes.
+ * Not for: listing or removing (store_tree.c), naming and walking
+ * (store_walk.c), shard files themselves (shard_writer.c, shard_reader.c).
+ * Here snapshot.metadata is opaque bytes; metadata.c knows what it says.
  */
 #include "snapshot_i.h"
 
@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define METADATA_NAME "snapshot.metadata"
 #define METADATA_MAX (64ULL << 20) /* larger is not a metadata file */
 
 /* ---- opening without following symlinks ---- */
@@ -28,7 +27,9 @@ static int type_check(const struct stat *sb, bool want_dir)
 	if (S_ISLNK(sb->st_mode))
 		return -ELOOP;
 	if (want_dir ? !S_ISDIR(sb->st_mode) : !S_ISREG(sb->st_mode))
-		return -EBADMSG;
+		return want_dir
+		    ? MF_CORRUPT("store entry is not a folder")
+		    : MF_CORRUPT("store entry is not a regular file");
 	return 0;
 }
 
@@ -53,7 +54,7 @@ int snap_open_at(int dirfd, const char *name, bool want_dir, int *out)
 		/* swapped for a symlink since we looked: say which */
 		if (rc == -ENOTDIR) {
 			rc = type_of_name(dirfd, name, want_dir);
-			rc = rc ? rc : -EBADMSG;
+			rc = rc ? rc : MF_CORRUPT("store entry changed type");
 		}
 		return rc;
 	}
@@ -256,12 +257,12 @@ static int write_file_durably(int fd, const void *data, size_t len)
 static int write_metadata_at(int fpfd, const void *data, size_t len)
 {
 	char rnd[17];
-	char tmp[sizeof(METADATA_NAME) + 24];
+	char tmp[sizeof(SNAP_METADATA_NAME) + 24];
 	/* a random name: several daemons may share the store */
 	int rc = mf_random_hex(8, rnd);
 	if (rc)
 		return rc;
-	snprintf(tmp, sizeof(tmp), "%s.tmp-%s", METADATA_NAME, rnd);
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%s", SNAP_METADATA_NAME, rnd);
 	int fd =
 	    openat(fpfd, tmp,
 		   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -270,7 +271,7 @@ static int write_metadata_at(int fpfd, const void *data, size_t len)
 	rc = write_file_durably(fd, data, len);
 	if (rc)
 		goto unlink_tmp;
-	if (renameat(fpfd, tmp, fpfd, METADATA_NAME) != 0) {
+	if (renameat(fpfd, tmp, fpfd, SNAP_METADATA_NAME) != 0) {
 		rc = -errno;
 		goto unlink_tmp;
 	}
@@ -301,7 +302,7 @@ int mf_store_write_metadata(struct mf_store *st, const char *fp,
 static int grow(char **buf, size_t *cap)
 {
 	if (*cap >= METADATA_MAX)
-		return -EBADMSG;
+		return MF_CORRUPT("metadata file too large");
 	char *p = realloc(*buf, 2 * *cap);
 	if (!p)
 		return -ENOMEM;
@@ -340,8 +341,8 @@ free_buf:
 	return rc;
 }
 
-int mf_store_read_metadata(struct mf_store *st, const char *fp, char **data,
-			   size_t *len)
+int snap_read_metadata(struct mf_store *st, const char *fp, char **data,
+		       size_t *len, int64_t *mtime)
 {
 	if (!st || !data || !len)
 		return -EINVAL;
@@ -349,11 +350,23 @@ int mf_store_read_metadata(struct mf_store *st, const char *fp, char **data,
 	int rc = snap_open_fp(st, fp, &fpfd);
 	if (rc)
 		return rc;
-	rc = snap_open_at(fpfd, METADATA_NAME, false, &fd);
+	rc = snap_open_at(fpfd, SNAP_METADATA_NAME, false, &fd);
 	close(fpfd);
 	if (rc)
 		return rc;
-	rc = read_all(fd, data, len);
+	struct stat sb;
+	if (mtime && fstat(fd, &sb) != 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = read_all(fd, data, len);
 	close(fd);
+	if (rc == 0 && mtime)
+		*mtime = (int64_t)sb.st_mtime;
 	return rc;
+}
+
+int mf_store_read_metadata(struct mf_store *st, const char *fp, char **data,
+			   size_t *len)
+{
+	return snap_read_metadata(st, fp, data, len, NULL);
 }

@@ -19,48 +19,6 @@
 
 #define REMOVE_DEPTH_MAX 16 /* our tree is 2 deep; anything deeper is junk */
 
-/* A DIR stream over a fresh descriptor of dirfd; caller closedirs. */
-static int dir_stream(int dirfd, DIR **out)
-{
-	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		int rc = -errno;
-		close(fd);
-		return rc;
-	}
-	*out = d;
-	return 0;
-}
-
-/* Next entry other than . and ..; NULL at the end (*rc = 0) or on error. */
-static struct dirent *next_entry(DIR *d, int *rc)
-{
-	for (;;) {
-		errno = 0;
-		struct dirent *de = readdir(d);
-		if (!de) {
-			*rc = -errno;
-			return NULL;
-		}
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, ".."))
-			return de;
-	}
-}
-
-/* True when the entry is a real directory (want_dir) or regular file. */
-static bool entry_is(DIR *d, const struct dirent *de, bool want_dir)
-{
-	if (de->d_type != DT_UNKNOWN)
-		return de->d_type == (want_dir ? DT_DIR : DT_REG);
-	struct stat sb;
-	if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-		return false;
-	return want_dir ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode);
-}
-
 /* ---- listing ---- */
 
 void mf_strv_free(char **v, size_t n)
@@ -89,80 +47,6 @@ static int strv_push(char ***v, size_t *n, size_t *cap, const char *s)
 	return 0;
 }
 
-/* Lists the sub-folders of dirfd named by hexlen lowercase hex digits. */
-static int list_hex_dirs(int dirfd, size_t hexlen, char ***out, size_t *n)
-{
-	DIR *d;
-	int rc = dir_stream(dirfd, &d);
-	if (rc)
-		return rc;
-	char **v = NULL;
-	size_t len = 0, cap = 0;
-	struct dirent *de;
-	while ((de = next_entry(d, &rc)) != NULL) {
-		if (!mf_is_hex(de->d_name, hexlen) || !entry_is(d, de, true))
-			continue;
-		rc = strv_push(&v, &len, &cap, de->d_name);
-		if (rc)
-			break;
-	}
-	closedir(d);
-	if (rc) {
-		mf_strv_free(v, len);
-		return rc;
-	}
-	*out = v;
-	*n = len;
-	return 0;
-}
-
-int mf_store_list_snapshots(struct mf_store *st, char ***out, size_t *n)
-{
-	if (!st || !out || !n)
-		return -EINVAL;
-	return list_hex_dirs(st->snapfd, MF_FP_HEX_LEN, out, n);
-}
-
-int mf_store_list_runs(struct mf_store *st, const char *fp, char ***out,
-		       size_t *n)
-{
-	if (!out || !n)
-		return -EINVAL;
-	int fpfd;
-	int rc = snap_open_fp(st, fp, &fpfd);
-	if (rc)
-		return rc;
-	rc = list_hex_dirs(fpfd, MF_RUN_ID_HEX_LEN, out, n);
-	close(fpfd);
-	return rc;
-}
-
-/* Parses exactly the name snap_shard_name(i, ".mfs") writes. */
-static bool parse_shard_name(const char *name, uint32_t *out)
-{
-	if (strncmp(name, "shard-", 6) != 0)
-		return false;
-	uint64_t v = 0;
-	const char *p = name + 6;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		v = v * 10 + (uint64_t)(*p - '0');
-		if (v > UINT32_MAX)
-			return false;
-	}
-	char canon[SNAP_NAME_MAX];
-	snap_shard_name((uint32_t)v, ".mfs", canon);
-	if (p == name + 6 || strcmp(canon, name) != 0)
-		return false;
-	*out = (uint32_t)v;
-	return true;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	return (x > y) - (x < y);
-}
-
 static int push_u32(uint32_t **v, size_t *n, size_t *cap, uint32_t x)
 {
 	if (*n == *cap) {
@@ -177,51 +61,81 @@ static int push_u32(uint32_t **v, size_t *n, size_t *cap, uint32_t x)
 	return 0;
 }
 
-static int list_shards_at(int runfd, uint32_t **idx, size_t *n)
+/* What a listing collects: names of one kind, or shard indexes. */
+struct listing {
+	enum mf_store_kind kind;
+	char **v;
+	uint32_t *idx;
+	size_t n, cap;
+};
+
+static int collect_name(void *arg, const struct mf_store_entry *e)
 {
-	DIR *d;
-	int rc = dir_stream(runfd, &d);
-	if (rc)
-		return rc;
-	uint32_t *v = NULL, x;
-	size_t len = 0, cap = 0;
-	struct dirent *de;
-	while ((de = next_entry(d, &rc)) != NULL) {
-		if (!parse_shard_name(de->d_name, &x) ||
-		    !entry_is(d, de, false))
-			continue;
-		rc = push_u32(&v, &len, &cap, x);
-		if (rc)
-			break;
-	}
-	closedir(d);
+	struct listing *l = arg;
+	if (e->kind != l->kind)
+		return 0;
+	if (l->kind == MF_STORE_SHARD)
+		return push_u32(&l->idx, &l->n, &l->cap, e->shard);
+	return strv_push(&l->v, &l->n, &l->cap, e->name);
+}
+
+/* The names of the folders of one kind under fp (NULL: the top). */
+static int list_folders(struct mf_store *st, const char *fp,
+			enum mf_store_kind kind, char ***out, size_t *n)
+{
+	struct listing l = {.kind = kind};
+	int rc = mf_store_walk(st, fp, NULL, collect_name, &l);
 	if (rc) {
-		free(v);
+		mf_strv_free(l.v, l.n);
 		return rc;
 	}
-	if (len)
-		qsort(v, len, sizeof(*v), cmp_u32);
-	*idx = v;
-	*n = len;
+	*out = l.v;
+	*n = l.n;
 	return 0;
+}
+
+int mf_store_list_snapshots(struct mf_store *st, char ***out, size_t *n)
+{
+	if (!st || !out || !n)
+		return -EINVAL;
+	return list_folders(st, NULL, MF_STORE_FP, out, n);
+}
+
+int mf_store_list_runs(struct mf_store *st, const char *fp, char ***out,
+		       size_t *n)
+{
+	if (!out || !n || !fp)
+		return -EINVAL;
+	return list_folders(st, fp, MF_STORE_RUN, out, n);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
 }
 
 int mf_store_list_shards(struct mf_store *st, const char *fp,
 			 const char *run_id, uint32_t **idx, size_t *n)
 {
-	if (!idx || !n)
+	if (!idx || !n || !run_id)
 		return -EINVAL;
-	int runfd;
-	int rc = snap_open_run(st, fp, run_id, &runfd);
-	if (rc)
+	struct listing l = {.kind = MF_STORE_SHARD};
+	int rc = mf_store_walk(st, fp, run_id, collect_name, &l);
+	if (rc) {
+		free(l.idx);
 		return rc;
-	rc = list_shards_at(runfd, idx, n);
-	close(runfd);
-	return rc;
+	}
+	if (l.n)
+		qsort(l.idx, l.n, sizeof(*l.idx), cmp_u32);
+	*idx = l.idx;
+	*n = l.n;
+	return 0;
 }
 
 /* ---- removing ---- */
 
+/* Looser than MF_STORE_SHARD_TMP: any "shard-*.tmp" a writer may leave. */
 static bool is_shard_tmp(const char *name)
 {
 	size_t n = strlen(name);
@@ -229,38 +143,40 @@ static bool is_shard_tmp(const char *name)
 	    strcmp(name + n - 4, ".tmp") == 0;
 }
 
+struct tmp_removal {
+	int runfd;
+	uint32_t count;
+	int failed;
+};
+
+static int remove_tmp(void *arg, const struct mf_store_entry *e)
+{
+	struct tmp_removal *t = arg;
+	if (!S_ISREG(e->mode) || !is_shard_tmp(e->name))
+		return 0;
+	if (unlinkat(t->runfd, e->name, 0) == 0)
+		t->count++;
+	else if (errno != ENOENT)
+		t->failed = -errno;
+	return 0;
+}
+
 int mf_store_tmp_remove(struct mf_store *st, const char *fp, const char *run_id,
 			uint32_t *removed)
 {
-	int runfd;
-	int rc = snap_open_run(st, fp, run_id, &runfd);
+	struct tmp_removal t = {0};
+	int rc = snap_open_run(st, fp, run_id, &t.runfd);
 	if (rc)
 		return rc;
-	DIR *d;
-	rc = dir_stream(runfd, &d);
-	if (rc) {
-		close(runfd);
-		return rc;
-	}
-	uint32_t count = 0;
-	int failed = 0;
-	struct dirent *de;
-	while ((de = next_entry(d, &rc)) != NULL) {
-		if (!is_shard_tmp(de->d_name) || !entry_is(d, de, false))
-			continue;
-		if (unlinkat(runfd, de->d_name, 0) == 0)
-			count++;
-		else if (errno != ENOENT)
-			failed = -errno;
-	}
-	closedir(d);
+	/* the folder walked is the one unlinked from */
+	rc = snap_walk_run(t.runfd, fp, run_id, remove_tmp, &t);
 	if (rc == 0)
-		rc = failed;
-	if (count && rc == 0)
-		rc = mf_fsync_dir(runfd);
-	close(runfd);
+		rc = t.failed;
+	if (t.count && rc == 0)
+		rc = mf_fsync_dir(t.runfd);
+	close(t.runfd);
 	if (removed)
-		*removed = count;
+		*removed = t.count;
 	return rc;
 }
 
@@ -271,7 +187,7 @@ static int remove_entries(DIR *d, int depth)
 {
 	int rc = 0;
 	struct dirent *de;
-	while ((de = next_entry(d, &rc)) != NULL) {
+	while ((de = snap_next_entry(d, &rc)) != NULL) {
 		if (unlinkat(dirfd(d), de->d_name, 0) == 0 || errno == ENOENT)
 			continue;
 		/* Linux answers EISDIR for a folder */
@@ -289,17 +205,10 @@ static int remove_tree(int parent, const char *name, int depth)
 {
 	if (depth > REMOVE_DEPTH_MAX)
 		return -ELOOP;
-	int fd = openat(parent, name,
-			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		int rc = -errno;
-		close(fd);
+	DIR *d;
+	int rc = snap_dir_open(parent, name, &d);
+	if (rc)
 		return rc;
-	}
-	int rc;
 	/* a second pass catches entries a concurrent writer added */
 	for (int pass = 0; pass < 3; pass++) {
 		rc = remove_entries(d, depth);
@@ -369,7 +278,7 @@ int mf_store_snapshot_remove(struct mf_store *st, const char *fp)
 		return rc;
 	/* metadata first: a removal cut short leaves a folder that is
 	 * visibly garbage rather than a snapshot with holes */
-	if (unlinkat(fpfd, "snapshot.metadata", 0) != 0 && errno != ENOENT)
+	if (unlinkat(fpfd, SNAP_METADATA_NAME, 0) != 0 && errno != ENOENT)
 		rc = -errno;
 	else if (fsync(fpfd) != 0)
 		rc = -errno;

@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include "mf_fuse.h"
+#include "mf_pipeline.h"
+#include "mf_util.h"
 #include "mf_config.h"
 
 #define STOP_WAIT_MS 2000 /* for materializations running at unmount */

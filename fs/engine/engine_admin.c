@@ -95,7 +95,7 @@ static int expire_all(struct mf_engine *e, struct mf_catalog *c, const char *fp)
 }
 
 /* The store side of a snapshot whose rows went: the folders of the runs
- * deleted with it, then the fingerprint folder with its snapshot.metadata
+ * deleted with it, then the fingerprint folder with its metadata file
  * if no other run folder is left in it (one made since belongs to a claim
  * after a new registration, not to what was deleted). */
 static int remove_dropped(struct mf_engine *e, const char *fp,
@@ -265,7 +265,7 @@ static bool holds_shards(struct mf_engine *e, const char *fp)
 }
 
 /* A folder the catalog does not know, which eng_index did not adopt. With
- * its snapshot.metadata intact it is more likely a lost catalog than
+ * its metadata file intact it is more likely a lost catalog than
  * garbage, and its shard files are data whatever the metadata says: keep
  * it (`matctl fsck --rebuild` indexes it, `matctl rm FP` removes it on
  * purpose). Only a folder with neither goes. */

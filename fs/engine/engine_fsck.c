@@ -13,7 +13,6 @@
  */
 #include "engine_i.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -23,7 +22,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define REL_MAX 256 /* "snapshots/FP/RUN/shard-NNNNN.mfs" and junk names */
 #define DETAIL_MAX 512
 #define BUSY_DEFAULT_MS 10000
 
@@ -50,29 +48,11 @@ const char *mf_fsck_kind_name(enum mf_fsck_kind k)
 
 /* ---- helpers ---- */
 
-static void shard_rel(char *buf, size_t len, const char *fp, const char *run,
-		      uint32_t idx, const char *ext)
+const char *eng_strerror(int rc, char *buf, size_t len)
 {
-	snprintf(buf, len, "snapshots/%s/%s/shard-%05u%s", fp, run, idx, ext);
-}
-
-/* Parses exactly the names the store writes: "shard-%05u" then ext. */
-static bool parse_shard_file(const char *name, const char *ext, uint32_t *out)
-{
-	if (strncmp(name, "shard-", 6) != 0)
-		return false;
-	const char *p = name + 6;
-	uint64_t v = 0;
-	for (; *p >= '0' && *p <= '9' && v <= UINT32_MAX; p++)
-		v = v * 10 + (uint64_t)(*p - '0');
-	if (p == name + 6 || v > UINT32_MAX || strcmp(p, ext) != 0)
-		return false;
-	char canon[64];
-	snprintf(canon, sizeof(canon), "shard-%05u%s", (unsigned)v, ext);
-	if (strcmp(canon, name) != 0)
-		return false;
-	*out = (uint32_t)v;
-	return true;
+	const char *why = rc == -EBADMSG ? mf_corrupt_reason() : "";
+	snprintf(buf, len, why[0] ? "%s (%s)" : "%s", strerror(-rc), why);
+	return buf;
 }
 
 static int catalog_path(struct mf_store *st, char **out)
@@ -128,6 +108,7 @@ static void check_trailer(struct fsck *x, const struct mf_snapshot_rec *s,
 			  const struct mf_shard_rec *r, const char *rel)
 {
 	struct mf_shard_reader *rd;
+	mf_corrupt_clear();
 	int rc = mf_shard_reader_open(x->st, r->fp, r->run_id, r->index, &rd);
 	if (rc == -ENOENT || rc == -ENOTDIR) {
 		problem(x, MF_FSCK_MISSING, r->fp, r->index, r->run_id, rel,
@@ -137,8 +118,10 @@ static void check_trailer(struct fsck *x, const struct mf_snapshot_rec *s,
 		return;
 	}
 	if (rc) {
+		char msg[96];
 		problem(x, MF_FSCK_CORRUPT, r->fp, r->index, r->run_id, rel,
-			"does not open: %s", strerror(-rc));
+			"does not open: %s",
+			eng_strerror(rc, msg, sizeof(msg)));
 		return;
 	}
 	struct mf_shard_stat ss;
@@ -155,7 +138,7 @@ static void check_trailer(struct fsck *x, const struct mf_snapshot_rec *s,
 static void check_shard(struct fsck *x, const struct mf_snapshot_rec *s,
 			const struct mf_shard_rec *r)
 {
-	char rel[REL_MAX];
+	char rel[MF_STORE_REL_MAX];
 	struct stat sb;
 	if (!mf_is_hex(r->run_id, MF_RUN_ID_HEX_LEN)) {
 		problem(x, MF_FSCK_MISSING, r->fp, r->index, r->run_id, "",
@@ -163,11 +146,12 @@ static void check_shard(struct fsck *x, const struct mf_snapshot_rec *s,
 			r->index, s->name);
 		return;
 	}
-	shard_rel(rel, sizeof(rel), r->fp, r->run_id, r->index, ".mfs");
+	mf_store_rel(rel, sizeof(rel), MF_STORE_SHARD, r->fp, r->run_id,
+		     r->index);
 	/* the size first: a truncated file says more as a size than as a
 	 * missing trailer */
-	if (fstatat(mf_store_dirfd(x->st), rel, &sb, AT_SYMLINK_NOFOLLOW) ==
-		0 &&
+	if (mf_store_lstat(x->st, MF_STORE_SHARD, r->fp, r->run_id, r->index,
+			   &sb) == 0 &&
 	    S_ISREG(sb.st_mode) && (uint64_t)sb.st_size != r->stored_bytes) {
 		problem(x, MF_FSCK_SIZE, r->fp, r->index, r->run_id, rel,
 			"file is %lld bytes, the catalog says %llu",
@@ -178,25 +162,29 @@ static void check_shard(struct fsck *x, const struct mf_snapshot_rec *s,
 	check_trailer(x, s, r, rel);
 }
 
+/* True when the store has an entry of kind for fp of that type. */
+static bool store_has(struct fsck *x, enum mf_store_kind kind, const char *fp,
+		      mode_t type)
+{
+	struct stat sb;
+	return mf_store_lstat(x->st, kind, fp, NULL, 0, &sb) == 0 &&
+	    (sb.st_mode & S_IFMT) == type;
+}
+
 /* One catalog snapshot: its folder, metadata and materialized shards. */
 static int check_snapshot(struct fsck *x, const struct mf_snapshot_rec *s)
 {
-	char rel[REL_MAX];
-	struct stat sb;
-	int dfd = mf_store_dirfd(x->st);
-	snprintf(rel, sizeof(rel), "snapshots/%s", s->fp);
-	if (fstatat(dfd, rel, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
-	    !S_ISDIR(sb.st_mode)) {
+	char rel[MF_STORE_REL_MAX];
+	if (!store_has(x, MF_STORE_FP, s->fp, S_IFDIR)) {
+		mf_store_rel(rel, sizeof(rel), MF_STORE_FP, s->fp, NULL, 0);
 		problem(x, MF_FSCK_NO_FOLDER, s->fp, -1, "", rel,
 			"snapshot '%s' has no folder in the store", s->name);
-	} else {
-		snprintf(rel, sizeof(rel), "snapshots/%s/snapshot.metadata",
-			 s->fp);
-		if (fstatat(dfd, rel, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
-		    !S_ISREG(sb.st_mode))
-			problem(x, MF_FSCK_NO_METADATA, s->fp, -1, "", rel,
-				"snapshot '%s' has no snapshot.metadata",
-				s->name);
+	} else if (!store_has(x, MF_STORE_METADATA, s->fp, S_IFREG)) {
+		mf_store_rel(rel, sizeof(rel), MF_STORE_METADATA, s->fp, NULL,
+			     0);
+		problem(x, MF_FSCK_NO_METADATA, s->fp, -1, "", rel,
+			"snapshot '%s' has no " MF_STORE_METADATA_NAME,
+			s->name);
 	}
 	struct mf_shard_rec *v;
 	size_t n;
@@ -230,60 +218,24 @@ static int check_catalog_side(struct fsck *x)
 
 /* ---- fsck: the store's side, walking snapshots/ ---- */
 
-typedef int (*walk_fn)(struct fsck *x, void *ctx, int dfd, const char *name,
-		       mode_t mode);
-
-/* Calls fn for each entry of folder name under parent, never following a
- * symlink; mode is the entry's own type. */
-static int walk(struct fsck *x, int parent, const char *name, walk_fn fn,
-		void *ctx)
+static void stray(struct fsck *x, const struct mf_store_entry *e)
 {
-	int fd = openat(parent, name,
-			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		int rc = -errno;
-		close(fd);
-		return rc;
-	}
-	int rc = 0;
-	struct dirent *de;
-	struct stat sb;
-	while (rc == 0 && (errno = 0, de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 ||
-		    strcmp(de->d_name, "..") == 0)
-			continue;
-		if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW))
-			rc = errno == ENOENT ? 0 : -errno; /* gone: fine */
-		else
-			rc = fn(x, ctx, dirfd(d), de->d_name, sb.st_mode);
-	}
-	if (rc == 0 && !de && errno)
-		rc = -errno;
-	closedir(d);
-	return rc;
-}
-
-static void stray(struct fsck *x, const char *fp, const char *run,
-		  const char *rel, mode_t mode)
-{
+	mode_t mode = e->mode;
 	const char *what = S_ISLNK(mode) ? "a symlink (never followed)"
 	    : S_ISDIR(mode)		 ? "a folder matfs does not make"
 	    : S_ISREG(mode)		 ? "a file matfs does not write"
 					 : "a FIFO, socket or device";
-	problem(x, MF_FSCK_STRAY, fp, -1, run, rel, "%s; gc leaves it alone",
-		what);
+	problem(x, MF_FSCK_STRAY, e->fp, -1, e->run, e->rel,
+		"%s; gc leaves it alone", what);
 }
 
 /* What the walk of one fingerprint folder knows. */
 struct fp_walk {
+	struct fsck *x;
 	const struct mf_snapshot_rec *snap;
 	struct mf_shard_rec *recs;
 	size_t n;
-	const char *run; /* the run folder being walked */
-	bool live;
+	bool live; /* the run folder being walked belongs to a live run */
 };
 
 /* Alive as mf_catalog_claim_shard judges a run holding a shard
@@ -317,95 +269,76 @@ static bool run_used(const struct fp_walk *w, const char *run)
 	return false;
 }
 
-static int run_entry(struct fsck *x, void *ctx, int dfd, const char *name,
-		     mode_t mode)
+static int run_entry(void *arg, const struct mf_store_entry *e)
 {
-	struct fp_walk *w = ctx;
-	const char *fp = w->snap->fp;
-	char rel[REL_MAX];
-	uint32_t i;
-	snprintf(rel, sizeof(rel), "snapshots/%s/%s/%s", fp, w->run, name);
-	if (S_ISREG(mode) && parse_shard_file(name, ".mfs", &i)) {
-		const struct mf_shard_rec *r = rec_of(w, i);
-		bool used = r && strcmp(r->run_id, w->run) == 0 &&
+	struct fp_walk *w = arg;
+	struct fsck *x = w->x;
+	if (e->kind == MF_STORE_SHARD) {
+		const struct mf_shard_rec *r = rec_of(w, e->shard);
+		bool used = r && strcmp(r->run_id, e->run) == 0 &&
 		    (r->state == MF_SHARD_MATERIALIZED ||
 		     (r->state == MF_SHARD_RUNNING && w->live));
 		if (!used)
-			problem(x, MF_FSCK_ORPHAN_FILE, fp, i, w->run, rel,
+			problem(x, MF_FSCK_ORPHAN_FILE, e->fp, e->shard, e->run,
+				e->rel,
 				"no catalog row points at this shard file");
-	} else if (S_ISREG(mode) && parse_shard_file(name, ".tmp", &i)) {
+	} else if (e->kind == MF_STORE_SHARD_TMP) {
 		if (!w->live)
-			problem(x, MF_FSCK_ORPHAN_TMP, fp, i, w->run, rel,
-				"left by a dead run");
+			problem(x, MF_FSCK_ORPHAN_TMP, e->fp, e->shard, e->run,
+				e->rel, "left by a dead run");
 	} else {
-		stray(x, fp, w->run, rel, mode);
+		stray(x, e);
 	}
 	return 0;
 }
 
-static int fp_entry(struct fsck *x, void *ctx, int dfd, const char *name,
-		    mode_t mode)
+static int fp_entry(void *arg, const struct mf_store_entry *e)
 {
-	struct fp_walk *w = ctx;
-	const char *fp = w->snap->fp;
-	char rel[REL_MAX];
-	snprintf(rel, sizeof(rel), "snapshots/%s/%s", fp, name);
-	if (S_ISREG(mode) &&
-	    (strcmp(name, "snapshot.metadata") == 0 ||
-	     strncmp(name, "snapshot.metadata.tmp-", 22) == 0))
-		return 0; /* a temp file is a write in progress, or garbage */
-	if (!S_ISDIR(mode) || !mf_is_hex(name, MF_RUN_ID_HEX_LEN)) {
-		stray(x, fp, "", rel, mode);
+	struct fp_walk *w = arg;
+	struct fsck *x = w->x;
+	/* a metadata temp file is a write in progress, or garbage */
+	if (e->kind == MF_STORE_METADATA || e->kind == MF_STORE_METADATA_TMP)
+		return 0;
+	if (e->kind != MF_STORE_RUN) {
+		stray(x, e);
 		return 0;
 	}
-	w->run = name;
-	w->live = run_live(x, w->snap, name);
-	if (w->live || run_used(w, name))
-		return walk(x, dfd, name, run_entry, w);
-	problem(x, MF_FSCK_ORPHAN_RUN, fp, -1, name, rel,
+	w->live = run_live(x, w->snap, e->name);
+	if (w->live || run_used(w, e->name))
+		return mf_store_walk(x->st, e->fp, e->name, run_entry, w);
+	problem(x, MF_FSCK_ORPHAN_RUN, e->fp, -1, e->name, e->rel,
 		"folder of a dead run that holds no shard");
 	return 0;
 }
 
-static bool has_metadata(struct fsck *x, const char *fp)
+static int top_entry(void *arg, const struct mf_store_entry *e)
 {
-	char rel[REL_MAX];
-	struct stat sb;
-	snprintf(rel, sizeof(rel), "snapshots/%s/snapshot.metadata", fp);
-	if (fstatat(mf_store_dirfd(x->st), rel, &sb, AT_SYMLINK_NOFOLLOW))
-		return false;
-	return S_ISREG(sb.st_mode);
-}
-
-static int top_entry(struct fsck *x, void *ctx, int dfd, const char *name,
-		     mode_t mode)
-{
-	char rel[REL_MAX];
-	snprintf(rel, sizeof(rel), "snapshots/%s", name);
-	if (!S_ISDIR(mode) || !mf_is_hex(name, MF_FP_HEX_LEN)) {
-		stray(x, "", "", rel, mode);
+	struct fsck *x = arg;
+	const char *fp = e->name;
+	if (e->kind != MF_STORE_FP) {
+		stray(x, e);
 		return 0;
 	}
 	struct mf_snapshot_rec snap;
-	int rc = mf_catalog_get_snapshot(x->c, name, &snap);
+	int rc = mf_catalog_get_snapshot(x->c, fp, &snap);
 	if (rc == -ENOENT) {
 		/* gc adopts such a folder when it holds shard files and keeps
-		 * it when it holds a snapshot.metadata: say what repairs it */
-		problem(x, MF_FSCK_ORPHAN_SNAPSHOT, name, -1, "", rel,
+		 * it when it holds a metadata file: say what repairs it */
+		problem(x, MF_FSCK_ORPHAN_SNAPSHOT, fp, -1, "", e->rel,
 			"fingerprint folder unknown to the catalog%s",
-			has_metadata(x, name)
-			    ? ", with a snapshot.metadata: 'matctl gc' records "
-			      "its shard files in the catalog again, 'matctl "
-			      "rm FP' deletes it"
+			store_has(x, MF_STORE_METADATA, fp, S_IFREG)
+			    ? ", with a " MF_STORE_METADATA_NAME
+			      ": 'matctl gc' records its shard files in the "
+			      "catalog again, 'matctl rm FP' deletes it"
 			    : "");
 		return 0;
 	}
 	if (rc)
 		return rc;
-	struct fp_walk w = {.snap = &snap};
-	rc = mf_catalog_list_shards(x->c, name, &w.recs, &w.n);
+	struct fp_walk w = {.x = x, .snap = &snap};
+	rc = mf_catalog_list_shards(x->c, fp, &w.recs, &w.n);
 	if (rc == 0) {
-		rc = walk(x, dfd, name, fp_entry, &w);
+		rc = mf_store_walk(x->st, fp, NULL, fp_entry, &w);
 		for (size_t i = 0; i < w.n; i++)
 			mf_shard_rec_release(&w.recs[i]);
 		free(w.recs);
@@ -454,8 +387,7 @@ int mf_engine_fsck(const struct mf_engine_opts *opts, mf_fsck_fn report,
 	if (rc == 0 && usable)
 		rc = check_catalog_side(&x);
 	if (rc == 0 && usable)
-		rc = walk(&x, mf_store_dirfd(x.st), "snapshots", top_entry,
-			  NULL);
+		rc = mf_store_walk(x.st, NULL, NULL, top_entry, &x);
 	if (rc)
 		eng_errf(err, "fsck of '%s': %s", opts->store_dir,
 			 rc == -EPROTO ? "catalog made by a newer matfs"

@@ -126,7 +126,7 @@ bool eng_flight_job(struct mf_engine *e, const char *fp, uint32_t shard,
 /*
  * Indexing (engine_rebuild.c): records in c what the store st holds and c
  * never knew. fp NULL: every fingerprint folder, a snapshot row from the
- * snapshot.metadata of each one c lacks, then c's index mark. fp given:
+ * metadata file of each one c lacks, then c's index mark. fp given:
  * that folder only, and a folder c lacks only when it holds shard files to
  * record. In both, each committed shard file of a run c has no row for is
  * recorded materialized under that run (marked "done") where its shard is
@@ -152,5 +152,8 @@ int eng_expire_recs(struct mf_engine *e, struct mf_catalog *c,
 /* Sets *err to a malloc'd formatted message (keeps the first one). */
 void eng_errf(char **err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* strerror(-rc), with the reason of this thread's last corruption report
+ * after an -EBADMSG: "Bad message (chunk checksum)". Returns buf. */
+const char *eng_strerror(int rc, char *buf, size_t len);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * engine_rebuild.c - indexing the store's own files into a catalog that
- * lacks them: each fingerprint's snapshot.metadata gives the snapshot row
+ * lacks them: each fingerprint's metadata file gives the snapshot row
  * back, each committed shard file of a run the catalog never knew gives a
  * materialized shard under that run. The same code rebuilds a lost or
  * corrupt catalog (matctl fsck --rebuild: into a fresh file, the old one
@@ -23,7 +23,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define REL_MAX 256 /* "snapshots/FP/RUN/shard-NNNNN.mfs" */
 #define DETAIL_MAX 512
 
 struct rebuild {
@@ -108,167 +107,36 @@ static int move_aside(struct rebuild *x, int64_t now)
 	return moved ? mf_fsync_dir(dfd) : 0;
 }
 
-/* ---- snapshot.metadata back into a snapshot row ---- */
+/* ---- the metadata file back into a snapshot row ---- */
 
-enum meta_key {
-	K_VERSION,
-	K_FP,
-	K_NAME,
-	K_SPEC,
-	K_SHARDS,
-	K_CODEC,
-	K_CHUNK,
-	K_SUFFIX,
-	K_EXPIRE,
-	K_PENDING,
-	K_KEEP,
-	K_COUNT
-};
-static const char *const meta_keys[K_COUNT] = {
-    "matfs-snapshot", "fingerprint",	"name",	      "spec_path",
-    "shards",	      "compression",	"chunk_size", "suffix",
-    "expire_after",   "pending_expiry", "keep",
-};
+_Static_assert(MF_META_NAME_MAX == MF_NAME_MAX,
+	       "the metadata parser checks names as the spec parser does");
 
-static int parse_num(const char *s, int64_t min, int64_t max, int64_t *out)
+static char *dup_text(const char *s, int *rc)
 {
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (end == s || *end || errno || v < min || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-static bool name_valid(const char *s)
-{
-	size_t n = strlen(s);
-	return n >= 1 && n <= MF_NAME_MAX &&
-	    strspn(s,
-		   "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-		   "0123456789._-") == n;
-}
-
-static int set_text(char **dst, const char *val)
-{
-	char *d = strdup(val);
+	char *d = strdup(s ? s : "");
 	if (!d)
-		return -ENOMEM;
-	free(*dst);
-	*dst = d;
-	return 0;
+		*rc = -ENOMEM;
+	return d;
 }
 
-static int meta_set(struct mf_snapshot_rec *r, enum meta_key key,
-		    const char *val)
+/* The snapshot row a parsed metadata file gives; 0 or -ENOMEM. */
+static int rec_of_meta(const struct mf_snapshot_meta *m,
+		       struct mf_snapshot_rec *r)
 {
-	int64_t v = 0;
-	enum mf_codec codec;
-	int level, rc = 0;
-	switch (key) {
-	case K_VERSION:
-		return strcmp(val, "1") == 0 ? 0 : -EINVAL;
-	case K_FP:
-		if (!mf_is_hex(val, MF_FP_HEX_LEN))
-			return -EINVAL;
-		memcpy(r->fp, val, sizeof(r->fp));
-		return 0;
-	case K_NAME:
-		if (!name_valid(val))
-			return -EINVAL;
-		snprintf(r->name, sizeof(r->name), "%s", val);
-		return 0;
-	case K_SPEC:
-		return val[0] == '/' ? set_text(&r->spec_path, val) : -EINVAL;
-	case K_CODEC:
-		rc = mf_parse_codec(val, &codec, &level);
-		return rc ? rc : set_text(&r->compression, val);
-	case K_SUFFIX:
-		return set_text(&r->suffix, val);
-	case K_SHARDS:
-		rc = parse_num(val, 1, UINT32_MAX, &v);
-		r->shards = (uint32_t)v;
-		return rc;
-	case K_CHUNK:
-		rc = parse_num(val, (int64_t)MF_CHUNK_SIZE_MIN,
-			       (int64_t)MF_CHUNK_SIZE_MAX, &v);
-		r->chunk_size = (uint64_t)v;
-		return rc;
-	case K_EXPIRE:
-		return parse_num(val, -1, INT64_MAX, &r->expire_after);
-	case K_PENDING:
-		return parse_num(val, 0, INT64_MAX, &r->pending_expiry);
-	case K_KEEP:
-		rc = parse_num(val, 0, UINT32_MAX, &v);
-		r->keep = (uint32_t)v;
-		return rc;
-	case K_COUNT:
-		break;
-	}
-	return -EINVAL;
-}
-
-/* One "key value" line; a bare key has the empty value (an editor may
- * have trimmed "suffix "). Unknown keys, such as "component", are
- * skipped: a later matfs may add some. */
-static int meta_line(struct mf_snapshot_rec *r, unsigned lineno, char *line,
-		     unsigned *seen, char *why, size_t wlen)
-{
-	char *sp = strchr(line, ' ');
-	const char *val = "";
-	if (sp) {
-		*sp = '\0';
-		val = sp + 1;
-	}
-	int key = K_COUNT;
-	for (int k = 0; k < K_COUNT; k++)
-		if (strcmp(line, meta_keys[k]) == 0)
-			key = k;
-	if ((lineno == 1) != (key == K_VERSION)) {
-		snprintf(why, wlen, "line %u: not a matfs-snapshot 1 document",
-			 lineno);
-		return -EINVAL;
-	}
-	if (key == K_COUNT)
-		return 0;
-	int rc = meta_set(r, (enum meta_key)key, val);
-	if (rc == -EINVAL && key == K_VERSION)
-		snprintf(why, wlen, "unknown matfs-snapshot version '%.16s'",
-			 val);
-	else if (rc == -EINVAL)
-		snprintf(why, wlen, "line %u: bad %s '%.64s'", lineno, line,
-			 val);
-	*seen |= 1u << key;
-	return rc;
-}
-
-/* Parses the text engine_spec.c writes, up to its "spec:" line. */
-static int meta_parse(char *text, const char *fp, struct mf_snapshot_rec *r,
-		      char *why, size_t wlen)
-{
-	unsigned seen = 0, lineno = 0;
 	int rc = 0;
 	memset(r, 0, sizeof(*r));
-	for (char *p = text, *nl; rc == 0 && p && *p; p = nl ? nl + 1 : NULL) {
-		nl = strchr(p, '\n');
-		if (nl)
-			*nl = '\0';
-		if (strcmp(p, "spec:") == 0)
-			break;
-		rc = meta_line(r, ++lineno, p, &seen, why, wlen);
-	}
-	for (int k = 0; rc == 0 && k < K_COUNT; k++) {
-		if (!(seen & (1u << k))) {
-			snprintf(why, wlen, "no '%s' line", meta_keys[k]);
-			rc = -EINVAL;
-		}
-	}
-	if (rc == 0 && strcmp(r->fp, fp) != 0) {
-		snprintf(why, wlen, "names fingerprint %.12s, not its folder's",
-			 r->fp);
-		rc = -EINVAL;
-	}
+	snprintf(r->fp, sizeof(r->fp), "%s", m->fp);
+	snprintf(r->name, sizeof(r->name), "%s", m->name);
+	r->shards = m->shards;
+	r->chunk_size = m->chunk_size;
+	r->expire_after = m->expire_after;
+	r->pending_expiry = m->pending_expiry;
+	r->keep = m->keep;
+	r->created = m->mtime;
+	r->spec_path = dup_text(m->spec_path, &rc);
+	r->compression = dup_text(m->compression, &rc);
+	r->suffix = dup_text(m->suffix, &rc);
 	if (rc)
 		mf_snapshot_rec_release(r);
 	return rc;
@@ -278,40 +146,31 @@ static int meta_parse(char *text, const char *fp, struct mf_snapshot_rec *r,
 static int load_meta(struct rebuild *x, const char *fp,
 		     struct mf_snapshot_rec *r)
 {
-	char rel[REL_MAX], why[160];
-	char *text;
-	size_t len;
-	struct stat sb;
-	snprintf(rel, sizeof(rel), "snapshots/%s/snapshot.metadata", fp);
-	int rc = mf_store_read_metadata(x->st, fp, &text, &len);
+	char rel[MF_STORE_REL_MAX], why[160];
+	struct mf_snapshot_meta m;
+	mf_store_rel(rel, sizeof(rel), MF_STORE_METADATA, fp, NULL, 0);
+	int rc = mf_store_load_metadata(x->st, fp, &m, why, sizeof(why));
 	if (rc == -ENOMEM)
 		return rc;
-	if (rc) {
+	if (rc && !why[0]) {
 		skipped(x, fp, "", -1, "", rel,
-			"snapshot.metadata: %s: its shards cannot be recorded "
-			"without it",
+			MF_STORE_METADATA_NAME ": %s: its shards cannot be "
+					       "recorded without it",
 			strerror(-rc));
 		return 1;
 	}
-	snprintf(why, sizeof(why), "holds a NUL byte");
-	rc = strlen(text) == len ? meta_parse(text, fp, r, why, sizeof(why))
-				 : -EINVAL;
-	free(text);
-	if (rc == -ENOMEM)
-		return rc;
 	if (rc) {
-		skipped(x, fp, "", -1, "", rel, "snapshot.metadata: %s", why);
+		skipped(x, fp, "", -1, "", rel, MF_STORE_METADATA_NAME ": %s",
+			why);
 		return 1;
 	}
-	r->created =
-	    fstatat(mf_store_dirfd(x->st), rel, &sb, AT_SYMLINK_NOFOLLOW) == 0
-	    ? (int64_t)sb.st_mtime
-	    : mf_now_s();
-	return 0;
+	rc = rec_of_meta(&m, r);
+	mf_snapshot_meta_release(&m);
+	return rc;
 }
 
 /* One fingerprint folder to index: its row, from the catalog (known) or
- * from its snapshot.metadata. */
+ * from its metadata file. */
 struct item {
 	struct mf_snapshot_rec m;
 	bool known;
@@ -386,21 +245,15 @@ struct cand {
 	bool recorded; /* the catalog took it */
 };
 
-static void shard_rel(char *buf, size_t len, const char *fp, const char *run,
-		      uint32_t idx)
-{
-	snprintf(buf, len, "snapshots/%s/%s/shard-%05u.mfs", fp, run, idx);
-}
-
 /* Reads one committed file into a candidate: 0, 1 when it is unusable
  * (reported), or -errno. */
 static int cand_read(struct rebuild *x, const struct mf_snapshot_rec *m,
 		     const char *run, uint32_t k, struct cand *c)
 {
-	char rel[REL_MAX];
+	char rel[MF_STORE_REL_MAX];
 	struct stat sb;
 	struct mf_shard_reader *r;
-	shard_rel(rel, sizeof(rel), m->fp, run, k);
+	mf_store_rel(rel, sizeof(rel), MF_STORE_SHARD, m->fp, run, k);
 	if (k >= m->shards) {
 		skipped(x, m->fp, m->name, k, run, rel,
 			"shard %u is out of range: the snapshot has %u", k,
@@ -408,9 +261,9 @@ static int cand_read(struct rebuild *x, const struct mf_snapshot_rec *m,
 		return 1;
 	}
 	/* stat first: opening reads the file, which may move its atime */
-	int rc = fstatat(mf_store_dirfd(x->st), rel, &sb, AT_SYMLINK_NOFOLLOW)
-	    ? -errno
-	    : mf_shard_reader_open(x->st, m->fp, run, k, &r);
+	int rc = mf_store_lstat(x->st, MF_STORE_SHARD, m->fp, run, k, &sb);
+	if (rc == 0)
+		rc = mf_shard_reader_open(x->st, m->fp, run, k, &r);
 	if (rc == 0) {
 		mf_shard_reader_stat(r, &c->st);
 		mf_shard_reader_close(r);
@@ -421,8 +274,9 @@ static int cand_read(struct rebuild *x, const struct mf_snapshot_rec *m,
 	if (rc == -ENOMEM || (rc && x->need_data && !bad))
 		return rc;
 	if (rc) {
+		char msg[96];
 		skipped(x, m->fp, m->name, k, run, rel, "does not open: %s",
-			strerror(-rc));
+			eng_strerror(rc, msg, sizeof(msg)));
 		return 1;
 	}
 	c->have = true;
@@ -439,7 +293,7 @@ static int cand_read(struct rebuild *x, const struct mf_snapshot_rec *m,
 static void cand_pick(struct rebuild *x, const struct mf_snapshot_rec *m,
 		      struct cand *best, const struct cand *c)
 {
-	char rel[REL_MAX];
+	char rel[MF_STORE_REL_MAX];
 	if (!best->have) {
 		*best = *c;
 		return;
@@ -447,7 +301,8 @@ static void cand_pick(struct rebuild *x, const struct mf_snapshot_rec *m,
 	bool newer = c->mtime_ns > best->mtime_ns ||
 	    (c->mtime_ns == best->mtime_ns && strcmp(c->run, best->run) > 0);
 	const struct cand *lose = newer ? best : c, *win = newer ? c : best;
-	shard_rel(rel, sizeof(rel), m->fp, lose->run, lose->index);
+	mf_store_rel(rel, sizeof(rel), MF_STORE_SHARD, m->fp, lose->run,
+		     lose->index);
 	skipped(x, m->fp, m->name, lose->index, lose->run, rel,
 		"an older copy: run %s holds a newer file of shard %u",
 		win->run, lose->index);
@@ -464,8 +319,8 @@ static int collect_run(struct rebuild *x, const struct mf_snapshot_rec *m,
 	if (rc == -ENOENT) /* removed meanwhile */
 		return 0;
 	if (rc) {
-		char rel[REL_MAX];
-		snprintf(rel, sizeof(rel), "snapshots/%s/%s", m->fp, run);
+		char rel[MF_STORE_REL_MAX];
+		mf_store_rel(rel, sizeof(rel), MF_STORE_RUN, m->fp, run, 0);
 		skipped(x, m->fp, m->name, -1, run, rel,
 			"cannot list the run folder: %s", strerror(-rc));
 		return rc == -ENOMEM || x->need_data ? rc : 0;
@@ -496,8 +351,8 @@ static int run_known(struct rebuild *x, const struct mf_snapshot_rec *m,
 	if (rc)
 		return rc;
 	if (strcmp(r.fp, m->fp) != 0) {
-		char rel[REL_MAX];
-		snprintf(rel, sizeof(rel), "snapshots/%s/%s", m->fp, run);
+		char rel[MF_STORE_REL_MAX];
+		mf_store_rel(rel, sizeof(rel), MF_STORE_RUN, m->fp, run, 0);
 		skipped(x, m->fp, m->name, -1, run, rel,
 			"run id already recorded for another fingerprint");
 	}

@@ -1,6 +1,6 @@
 /*
  * engine_spec.c - the engine's registry of specs: registering a spec file
- * (catalog row and snapshot.metadata), finding the spec of a fingerprint,
+ * (catalog row and the store's metadata file), finding the spec of a fingerprint,
  * and resolving what a user typed into a fingerprint.
  *
  * Not for: parsing specs (pipeline/) or computing shards (engine_run.c).
@@ -14,59 +14,39 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/*
- * snapshot.metadata: a small text document, one "key value" per line, then
- * the spec file verbatim after a line "spec:". It lets a catalog be rebuilt
- * from the store and tells a person what a folder holds.
- */
-static int metadata_text(const struct mf_spec *s,
-			 const struct mf_fingerprint *fpr, char **out,
-			 size_t *len)
-{
-	char codec[32];
-	mf_format_codec(s->codec, s->level, codec, sizeof(codec));
-	FILE *f = open_memstream(out, len);
-	if (!f)
-		return -ENOMEM;
-	fprintf(f, "matfs-snapshot 1\nfingerprint %s\nname %s\n", fpr->hex,
-		s->name);
-	fprintf(f, "spec_path %s\nshards %u\ncompression %s\n", s->path,
-		s->shards, codec);
-	fprintf(f, "chunk_size %llu\nsuffix %s\n",
-		(unsigned long long)s->chunk_size, s->suffix);
-	fprintf(f, "expire_after %lld\npending_expiry %lld\nkeep %u\n",
-		(long long)s->expire_after, (long long)s->pending_expiry,
-		s->keep);
-	for (size_t i = 0; i < fpr->n_parts; i++)
-		fprintf(f, "component %s %s\n", fpr->parts[i].hex,
-			fpr->parts[i].label);
-	fputs("spec:\n", f);
-	/* the bytes that were parsed: the file may have changed since, or
-	 * become a FIFO that an open here would wait on */
-	if (s->text)
-		fwrite(s->text, 1, s->text_len, f);
-	if (fclose(f) != 0) {
-		free(*out);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
+/* Writes the fingerprint folder's metadata file (mf_snapshot.h) for spec s,
+ * with the bytes that were parsed: the file may have changed since, or
+ * become a FIFO that an open here would wait on. */
 static int write_metadata(struct mf_engine *e, const struct mf_spec *s,
 			  const struct mf_fingerprint *fpr)
 {
-	char *text = NULL, *old = NULL;
-	size_t len = 0, old_len = 0;
-	int rc = metadata_text(s, fpr, &text, &len);
-	if (rc)
-		return rc;
-	if (mf_store_read_metadata(e->store, fpr->hex, &old, &old_len) == 0 &&
-	    old_len == len && memcmp(old, text, len) == 0)
-		rc = 0;
-	else
-		rc = mf_store_write_metadata(e->store, fpr->hex, text, len);
-	free(old);
-	free(text);
+	char codec[32];
+	mf_format_codec(s->codec, s->level, codec, sizeof(codec));
+	struct mf_meta_part *parts =
+	    calloc(fpr->n_parts ? fpr->n_parts : 1, sizeof(*parts));
+	if (!parts)
+		return -ENOMEM;
+	for (size_t i = 0; i < fpr->n_parts; i++)
+		parts[i] = (struct mf_meta_part){fpr->parts[i].hex,
+						 fpr->parts[i].label};
+	struct mf_snapshot_meta m = {
+	    .fp = fpr->hex,
+	    .name = s->name,
+	    .spec_path = s->path,
+	    .shards = s->shards,
+	    .compression = codec,
+	    .chunk_size = s->chunk_size,
+	    .suffix = s->suffix,
+	    .expire_after = s->expire_after,
+	    .pending_expiry = s->pending_expiry,
+	    .keep = s->keep,
+	    .parts = parts,
+	    .n_parts = fpr->n_parts,
+	    .spec = s->text,
+	    .spec_len = s->text ? s->text_len : 0,
+	};
+	int rc = mf_store_put_metadata(e->store, &m);
+	free(parts);
 	return rc;
 }
 

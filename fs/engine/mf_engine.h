@@ -94,7 +94,7 @@ struct mf_engine;
  * Opens the store and its catalog. A catalog that does not carry the index
  * mark (a new one: the old was deleted, emptied or replaced) first gets
  * what the store holds: a snapshot row from each fingerprint folder's
- * snapshot.metadata, and every committed shard file of a run it does not
+ * metadata file, and every committed shard file of a run it does not
  * know recorded materialized under that run, marked "done" (as
  * mf_engine_rebuild, without moving anything aside); then the mark. So a
  * lost catalog never makes committed shards look absent, to be computed
@@ -114,7 +114,7 @@ struct mf_store *mf_engine_store(struct mf_engine *e);
 
 /*
  * Loads the spec at path, computes its fingerprint, records the snapshot
- * in the catalog, writes its snapshot.metadata and keeps the spec in
+ * in the catalog, writes its metadata file and keeps the spec in
  * memory for materialization. fp receives the fingerprint. Returns 0 or
  * -errno with *err ("FILE:LINE:COL: ..." for a bad spec; -EINVAL with
  * "FILE: deps 'x': REAL: on this matfs mount itself: refused" for a deps
@@ -210,7 +210,7 @@ struct mf_gc_stats {
 	uint32_t runs_removed; /* run folders of dead runs no shard uses */
 	uint32_t files_removed; /* shard files no catalog row points at, and
 				   temp files of dead runs */
-	/* unknown folders kept: they hold a snapshot.metadata, or shard
+	/* unknown folders kept: they hold a metadata file, or shard
 	 * files that could not be recorded (no metadata to record them by) */
 	uint32_t snapshots_unindexed;
 	/* what the catalog never knew, recorded instead of removed: folders
@@ -223,9 +223,9 @@ struct mf_gc_stats {
  * catalog never knew is adopted first, never removed: the committed shard
  * files of runs it has no row for are recorded materialized (where their
  * shard is absent or failed), and a fingerprint folder it does not know
- * gets its snapshot row back from snapshot.metadata when it holds such
+ * gets its snapshot row back from its metadata file when it holds such
  * files (as mf_engine_open does for a new catalog). Then: folders of
- * unknown fingerprints that hold neither snapshot.metadata nor a shard
+ * unknown fingerprints that hold neither a metadata file nor a shard
  * file, folders of dead runs no shard uses, temp files of dead runs, and
  * shard files no row points at are removed.
  */
@@ -320,7 +320,7 @@ enum mf_fsck_kind {
 	MF_FSCK_ORPHAN_RUN, /* folder of a dead run that holds no shard */
 	MF_FSCK_ORPHAN_SNAPSHOT, /* fingerprint folder unknown to the catalog */
 	MF_FSCK_NO_FOLDER, /* catalog snapshot without its folder */
-	MF_FSCK_NO_METADATA, /* catalog snapshot without snapshot.metadata */
+	MF_FSCK_NO_METADATA, /* catalog snapshot without its metadata file */
 	MF_FSCK_STRAY, /* a name in snapshots/ that matfs never writes */
 };
 /* "catalog", "missing", "size", "corrupt", "orphan-file", "orphan-tmp",
@@ -386,7 +386,7 @@ struct mf_rebuild_stats {
  * Rebuilds the catalog of the store opts->store_dir from the store's own
  * files. The old catalog.db (with its -wal and -shm) is renamed to
  * catalog.db.corrupt-UNIXTIME[-N] beside it, never deleted, and a fresh
- * catalog is made. Every fingerprint folder whose snapshot.metadata reads
+ * catalog is made. Every fingerprint folder whose metadata file reads
  * and names that folder's fingerprint gets its snapshot row back (name,
  * shards, spec_path, compression, suffix, chunk_size, expire_after,
  * pending_expiry, keep; created = the metadata file's mtime). Every

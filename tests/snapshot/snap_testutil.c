@@ -41,6 +41,28 @@ void tu_rmtree(const char *path)
 	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+int tu_store_setup(void **state)
+{
+	struct tu_store *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -1;
+	f->dir = tu_mkdtemp();
+	if (mf_store_open(f->dir, true, &f->st) != 0)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+int tu_store_teardown(void **state)
+{
+	struct tu_store *f = *state;
+	mf_store_close(f->st);
+	tu_rmtree(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
 uint64_t tu_rand(uint64_t *state)
 {
 	uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);

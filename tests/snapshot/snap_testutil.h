@@ -20,6 +20,16 @@
 #define TU_RUN "00112233445566778899aabbccddeeff"
 #define TU_RUN2 "ffeeddccbbaa99887766554433221100"
 
+/* A store created in a fresh folder, for cmocka fixtures:
+ * tu_store_setup puts a struct tu_store in *state, tu_store_teardown
+ * removes the folder and frees it. */
+struct tu_store {
+	char *dir;
+	struct mf_store *st;
+};
+int tu_store_setup(void **state);
+int tu_store_teardown(void **state);
+
 /* A fresh folder under /tmp; caller frees the string after tu_rmtree. */
 char *tu_mkdtemp(void);
 /* rm -r without following symlinks. */

@@ -418,6 +418,35 @@ static void test_swapped_chunks(void **state)
 	free(data);
 }
 
+/* Each check names itself: the reason says which one failed. */
+static void test_reasons(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t *data;
+	size_t n, off, len;
+	uint8_t buf[CS];
+	struct mf_shard_reader *r;
+	make_file(f, &cfgs[0], RAW, &data, &n);
+	chunk_span(data, n, 3, 1, &off, &len);
+	data[off + len / 2] ^= 0x10;
+	assert_int_equal(open_bytes(f, data, n, &r), 0);
+	mf_corrupt_clear();
+	assert_int_equal(mf_shard_reader_read_chunk(r, 1, buf, CS), -EBADMSG);
+	assert_string_equal(mf_corrupt_reason(), "chunk checksum");
+	assert_non_null(strstr(mf_corrupt_where(), "chunk_codec.c:"));
+	mf_shard_reader_close(r);
+	data[off + len / 2] ^= 0x10;
+	/* the trailer's magic, then a byte of the index */
+	data[n - TRAILER] ^= 0x01;
+	assert_int_equal(open_bytes(f, data, n, &r), -EBADMSG);
+	assert_string_equal(mf_corrupt_reason(), "trailer magic");
+	data[n - TRAILER] ^= 0x01;
+	data[n - TRAILER - 1] ^= 0x01;
+	assert_int_equal(open_bytes(f, data, n, &r), -EBADMSG);
+	assert_string_equal(mf_corrupt_reason(), "index checksum");
+	free(data);
+}
+
 static void test_not_a_file(void **state)
 {
 	struct fixture *f = *state;
@@ -447,6 +476,7 @@ int main(void)
 	    T(test_resealed_fields),
 	    T(test_swapped_chunks),
 	    T(test_not_a_file),
+	    T(test_reasons),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
