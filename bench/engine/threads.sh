@@ -11,10 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 size=${1:-128} rounds=${2:-3} work=${3:-64}
 
-tools/deps build >/dev/null
-[ -f build/bench/build.ninja ] || meson setup build/bench -Dbuildtype=release \
-  -Dtests=disabled >/dev/null
-ninja -C build/bench >/dev/null
+# shellcheck source=bench/build.sh
+. bench/build.sh
 gen=$(pwd)/build/bench/bench/engine/gen
 
 tmp=$(mktemp -d /var/tmp/mf-bench-threads.XXXXXX)
