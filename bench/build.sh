@@ -1,7 +1,9 @@
-# shellcheck shell=bash
-# bench/build.sh - sourced by the bench scripts from the repository root:
-# configures build/bench once (release, no tests) and builds the targets
-# named in "$@" (all when none).
+#!/usr/bin/env bash
+# bench/build.sh - used by the bench scripts: configures build/bench once
+# (release, no tests) and builds the targets named (all when none).
+# Usage: bench/build.sh [TARGET...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
 tools/deps build >/dev/null
 [ -f build/bench/build.ninja ] || meson setup build/bench -Dbuildtype=release \
   -Dtests=disabled >/dev/null

@@ -12,8 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 size=${1:-256} rounds=${2:-3} work=${3:-64}
 
-# shellcheck source=bench/build.sh
-. bench/build.sh
+bench/build.sh
 matctl=$(pwd)/build/bench/tools/matctl
 gen=$(pwd)/build/bench/bench/engine/gen
 

@@ -11,8 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 size=${1:-128} rounds=${2:-3} work=${3:-64}
 
-# shellcheck source=bench/build.sh
-. bench/build.sh
+bench/build.sh
 gen=$(pwd)/build/bench/bench/engine/gen
 
 tmp=$(mktemp -d /var/tmp/mf-bench-threads.XXXXXX)

@@ -6,7 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-# shellcheck source=bench/build.sh
-. bench/build.sh bench/gpu/bench_cpu
+bench/build.sh bench/gpu/bench_cpu
 echo "# load $(cut -d' ' -f1-3 /proc/loadavg)"
 exec build/bench/bench/gpu/bench_cpu "$@"
