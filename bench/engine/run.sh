@@ -12,10 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 size=${1:-256} rounds=${2:-3} work=${3:-64}
 
-tools/deps build >/dev/null
-[ -f build/bench/build.ninja ] || meson setup build/bench -Dbuildtype=release \
-  -Dtests=disabled >/dev/null
-ninja -C build/bench >/dev/null
+bench/build.sh
 matctl=$(pwd)/build/bench/tools/matctl
 gen=$(pwd)/build/bench/bench/engine/gen
 

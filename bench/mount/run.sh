@@ -8,15 +8,20 @@
 #
 #   a  cat of a plain file in the page cache                 (baseline)
 #   b  cached re-read through the mount              vs a, target >= 0.95
+#   a_dd, b_dd  a and b with `dd bs=1M` instead of cat (the reads of 1 MiB
+#      requests); b_dd vs a_dd
 #   c  first read of a materialized zstd:3 shard, its store file in the
 #      page cache, its data not                      vs d, target >= 1.0
 #   d  zstd -dc of the same bytes to /dev/null                (baseline)
 #   e  c with compression: none                      vs a, target >= 0.5
 #   f  cold first read (stages run) vs the stages by hand into a file,
 #                                                         target <= 1.10
+#      and the chunks the f reads decompressed and took from the tap
+#      (the root xattrs user.matfs.chunks_decompressed, .chunks_tapped)
 #   g  ls -l of a snapshot of 10,000 shards vs ls -l of 10,000 files on
 #      tmpfs                                              target <= 3
 #
+# Also "gbps NAME VALUE" for a, b, a_dd, b_dd and "count NAME N" lines.
 # usage: bench/mount/run.sh [BUILD_DIR]   (env: ROUNDS, MIB, WORK)
 # Needs /dev/fuse, fusermount3, zstd; as root it also raises the mount's
 # read-ahead (as matfs does). The stage is bench/engine/gen.
@@ -50,6 +55,13 @@ timeit() {
   t1=$(now)
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f\n", (b - a) / 1e9 }'
 }
+# dd_all FILE...: each file through dd with 1 MiB reads
+dd_all() {
+  local f
+  for f in "$@"; do dd if="$f" of=/dev/null bs=1M status=none || return 1; done
+}
+# counter NAME: a chunk counter of the mount's root
+counter() { getfattr --absolute-names -n "user.matfs.$1" --only-values "$mnt"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 declare -A T
 
@@ -57,8 +69,8 @@ mount_up() {
   mkdir -p "$mnt"
   "$matfs" --store "$store" --pipelines "$pipes" -f "$mnt" 2>>"$tmp/matfs.log" &
   dpid=$!
-  local i
-  for i in $(seq 1 200); do grep -q " $mnt fuse" /proc/self/mounts && break; sleep 0.05; done
+  local _
+  for _ in $(seq 1 200); do grep -q " $mnt fuse" /proc/self/mounts && break; sleep 0.05; done
   ls "$mnt" >/dev/null
 }
 mount_down() {
@@ -92,6 +104,8 @@ for r in $(seq 1 "$rounds"); do
   cat "$tmp/raw" "$tmp/raw.zst" "$mnt"/z/* >/dev/null # warm
   T[a]+="$(timeit cat "$tmp/raw") "
   T[b]+="$(timeit cat "$mnt"/z/*) "
+  T[a_dd]+="$(timeit dd_all "$tmp/raw") "
+  T[b_dd]+="$(timeit dd_all "$mnt"/z/*) "
   T[d]+="$(timeit zstd -dc "$tmp/raw.zst") "
   # c and e: a fresh mount holds no page of the data and no chunk
   mount_down
@@ -106,10 +120,11 @@ done
 
 # --- f: cold, with stages that work like a tokenizer ---
 frounds=$(( rounds < 3 ? rounds : 3 ))
+dec0=$(counter chunks_decompressed) tap0=$(counter chunks_tapped)
 for r in $(seq 1 "$frounds"); do
   seed=$((1000 + 10 * r))
   spec "cold$r" zstd:3 "$seed" "$work" >"$pipes/cold$r.yaml"
-  for i in $(seq 1 100); do [ -L "$mnt/cold$r" ] && break; sleep 0.05; done
+  for _ in $(seq 1 100); do [ -L "$mnt/cold$r" ] && break; sleep 0.05; done
   T[f]+="$(timeit cat "$mnt/cold$r"/*) "
   hand() {
     local k
@@ -120,14 +135,21 @@ for r in $(seq 1 "$frounds"); do
   T[fb]+="$(timeit hand) "
   rm -f "$tmp"/hand*
 done
+echo "count f_chunks_decompressed $(( $(counter chunks_decompressed) - dec0 ))"
+echo "count f_chunks_tapped $(( $(counter chunks_tapped) - tap0 ))"
 mount_down
 
-for k in a b c d e f fb g gb; do
+for k in a b a_dd b_dd c d e f fb g gb; do
   T[$k]=$(echo "${T[$k]}" | tr ' ' '\n' | grep . | median)
   echo "time $k ${T[$k]}"
 done
 ratio() { awk -v x="$2" -v y="$3" -v n="$1" 'BEGIN { printf "ratio %s %.2f\n", n, x / y }'; }
+for k in a b a_dd b_dd; do
+  awk -v n="$k" -v s="${T[$k]}" -v mib="$mib" \
+    'BEGIN { printf "gbps %s %.2f\n", n, mib * 1048576 / s / 1e9 }'
+done
 ratio b_cached_reread_vs_page_cache "${T[a]}" "${T[b]}"
+ratio b_dd_cached_reread_vs_page_cache "${T[a_dd]}" "${T[b_dd]}"
 ratio c_first_read_zstd_vs_zstd_dc "${T[d]}" "${T[c]}"
 ratio e_first_read_none_vs_page_cache "${T[a]}" "${T[e]}"
 ratio f_cold_read_vs_stages_by_hand "${T[f]}" "${T[fb]}"
