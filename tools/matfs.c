@@ -307,7 +307,9 @@ static int serve(struct mfs *m, struct fuse_args *args, const char *mnt,
 
 	if (ready_fd >= 0)
 		detach(ready_fd);
-	status = loop(se) == 0 ? 0 : 1;
+	/* > 0: the signal that stopped it (SIGTERM, SIGINT, SIGHUP): a clean
+	 * stop, as systemd's stop is */
+	status = loop(se) >= 0 ? 0 : 1;
 unmount:
 	fuse_session_unmount(se);
 	if (mfs_stop(m, STOP_WAIT_MS) != 0) {
