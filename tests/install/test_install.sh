@@ -43,7 +43,9 @@ done
 if [ -n "$matfs" ]; then
   unit=$(found '*/lib/systemd/system/matfs@.service')
   conf=$(found '*/matfs/example.conf')
-  [ -n "$unit" ] && [ -n "$conf" ] || fail "no matfs@.service or example.conf"
+  if [ -z "$unit" ] || [ -z "$conf" ]; then
+    fail "no matfs@.service or example.conf"
+  fi
 fi
 pass "meson install puts programs, pages, library, unit and completion in DESTDIR"
 
@@ -124,11 +126,11 @@ fi
 
 # --- pkg-config and a program built against the installed libmatgpu ---
 pc_dir=$(dirname "$(found '*/pkgconfig/matgpu.pc')")
-flags=$(PKG_CONFIG_SYSROOT_DIR=$dest PKG_CONFIG_PATH=$pc_dir \
+pc_flags=$(PKG_CONFIG_SYSROOT_DIR=$dest PKG_CONFIG_PATH=$pc_dir \
   pkg-config --cflags --libs matgpu) ||
   fail "pkg-config matgpu"
-[[ $flags == *"-I$dest"* && $flags == *"-L$dest"* && $flags == *-lmatgpu* ]] ||
-  fail "pkg-config --cflags --libs matgpu gave '$flags'"
+[[ $pc_flags == *"-I$dest"* && $pc_flags == *"-L$dest"* && $pc_flags == *-lmatgpu* ]] ||
+  fail "pkg-config --cflags --libs matgpu gave '$pc_flags'"
 cat >"$tmp/use.c" <<'C'
 #include <matgpu.h>
 #include <stdio.h>
@@ -139,7 +141,7 @@ int main(void)
 }
 C
 # shellcheck disable=SC2086 # pkg-config's words
-cc -o "$tmp/use" "$tmp/use.c" $flags || fail "cc against the installed matgpu.h"
+cc -o "$tmp/use" "$tmp/use.c" $pc_flags || fail "cc against the installed matgpu.h"
 lib_dir=$(dirname "$(found '*/libmatgpu.so')")
 # a sanitized build's library wants its runtime, which this program lacks
 out=$(LD_LIBRARY_PATH=$lib_dir ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0 \
@@ -179,7 +181,7 @@ warm -j --jobs
 expire --older-than --json
 fsck --rebuild --json
 W
-for c in $cmds ''; do complete_words matctl $c --; done >"$tmp/offered"
+for c in $cmds ''; do complete_words matctl ${c:+"$c"} --; done >"$tmp/offered"
 for f in $(grep -o -- '--[a-z][a-z-]*' "$tmp/matctl.help" | sort -u); do
   grep -qx -- "$f" "$tmp/offered" || fail "completion never offers $f of matctl --help"
 done
@@ -200,6 +202,7 @@ if [ ! -e /dev/fuse ] || [ "$(id -u)" -ne 0 ] || ! command -v unshare >/dev/null
 fi
 
 # the example's stages by hand: what shard 0 must hold
+# shellcheck disable=SC2046 # the file names, one word each
 ( cd "$tmp/ex/pipelines" &&
   cat $(ls ../data/*.txt | awk '(NR - 1) % 2 == 0') |
     tr A-Z a-z | python3 tokenize.py --vocab 65536 ) >"$tmp/want0"
