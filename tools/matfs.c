@@ -26,6 +26,7 @@
 #include "mf_pipeline.h"
 #include "mf_util.h"
 #include "mf_config.h"
+#include "mf_pipeline.h"
 
 #define STOP_WAIT_MS 2000 /* for materializations running at unmount */
 
@@ -308,7 +309,9 @@ static int serve(struct mfs *m, struct fuse_args *args, const char *mnt,
 
 	if (ready_fd >= 0)
 		detach(ready_fd);
-	status = loop(se) == 0 ? 0 : 1;
+	/* > 0: the signal that stopped it (SIGTERM, SIGINT, SIGHUP): a clean
+	 * stop, as systemd's stop is */
+	status = loop(se) >= 0 ? 0 : 1;
 unmount:
 	fuse_session_unmount(se);
 	if (mfs_stop(m, STOP_WAIT_MS) != 0) {
