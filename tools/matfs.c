@@ -24,6 +24,7 @@
 
 #include "mf_fuse.h"
 #include "mf_config.h"
+#include "mf_pipeline.h"
 
 #define STOP_WAIT_MS 2000 /* for materializations running at unmount */
 
