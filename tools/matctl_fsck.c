@@ -1,7 +1,9 @@
 /*
  * matctl_fsck.c - `matctl fsck [--rebuild]` and `matctl expire
  * [--older-than DURATION]`: the store checked against its catalog, the
- * catalog rebuilt from the store, and snapshots expired by age.
+ * catalog rebuilt from the store, and snapshots expired by the engine's
+ * expiry policy (the daemon's: expire_after, keep), treating what a live
+ * daemon serves as registered.
  *
  * fsck opens no engine (the engine cannot open a broken catalog); the
  * engine's fsck and rebuild calls take the store folder instead.
@@ -222,48 +224,70 @@ int cmd_fsck(struct ctl *ctl)
 
 /* ---- expire ---- */
 
-/* Due when its last read (its creation if never read) is at least limit
- * seconds old: --older-than, else the snapshot's own expire_after. */
-static bool expire_due(const struct mf_snapshot_rec *s, int64_t older,
-		       int64_t now)
+/* The fingerprints live daemons serve (their holds): what the expiry
+ * policy must treat as registered, as each of those daemons does. */
+struct held {
+	char (*v)[MF_FP_HEX_LEN + 1];
+	size_t n;
+};
+
+static bool held_registered(void *arg, const char *fp)
 {
-	int64_t base = s->last_read > 0 ? s->last_read : s->created;
-	int64_t limit = older >= 0 ? older : s->expire_after;
-	return limit >= 0 && now - base >= limit;
+	const struct held *h = arg;
+	for (size_t i = 0; i < h->n; i++)
+		if (strcmp(h->v[i], fp) == 0)
+			return true;
+	return false;
 }
 
 static void expired_line(struct ctl *ctl, const struct mf_snapshot_rec *s,
-			 int64_t now, unsigned n)
+			 const char *why, int64_t now, unsigned n)
 {
 	if (ctl->json) {
 		fputs(n ? ",\n {\"name\":" : "{\"name\":", stdout);
 		json_str(stdout, s->name);
-		printf(",\"fingerprint\":\"%s\",\"created\":%lld,"
-		       "\"last_read\":%lld}",
-		       s->fp, (long long)s->created, (long long)s->last_read);
+		printf(
+		    ",\"fingerprint\":\"%s\",\"why\":\"%s\",\"created\":%lld,"
+		    "\"last_read\":%lld}",
+		    s->fp, why, (long long)s->created, (long long)s->last_read);
 		return;
 	}
 	char age[32];
 	ctl_age(s->last_read > 0 ? s->last_read : s->created, now, age,
 		sizeof(age));
-	printf("expired %s %s (%s %s)\n", s->name, s->fp,
+	printf("expired %s %s by %s (%s %s)\n", s->name, s->fp, why,
 	       s->last_read > 0 ? "last read" : "never read, created", age);
 }
 
-static int list_snapshots(struct ctl *ctl, struct mf_snapshot_rec **v,
-			  size_t *n)
+/* The catalog's snapshots and which of them are due under the policy,
+ * with older (-1: none) as --older-than. Prints the error. */
+static int expiry_due(struct ctl *ctl, int64_t older,
+		      struct mf_snapshot_rec **v, size_t *n,
+		      struct mf_expiry_due **due, size_t *nd)
 {
 	struct mf_engine *e = ctl_engine(ctl);
-	struct mf_catalog *c;
 	if (!e)
 		return -EIO;
-	int rc = mf_engine_catalog_open(e, &c);
-	if (rc == 0) {
-		rc = mf_catalog_list_snapshots(c, v, n);
-		mf_catalog_close(c);
-	}
-	if (rc)
+	struct held h = {NULL, 0};
+	int rc = mf_engine_list_snapshots(e, v, n);
+	if (rc == 0)
+		rc = mf_engine_list_held(e, &h.v, &h.n);
+	if (rc) {
 		ctl_err("expire: %s", strerror(-rc));
+		return rc;
+	}
+	struct mf_expiry_policy p = {
+	    .now = mf_now_s(),
+	    .older_than = older,
+	    .registered = held_registered,
+	    .arg = &h,
+	};
+	rc = mf_engine_expiry_due(*v, *n, &p, due, nd);
+	free(h.v);
+	if (rc) {
+		ctl_err("expire: %s", strerror(-rc));
+		mf_engine_snapshot_recs_free(*v, *n);
+	}
 	return rc;
 }
 
@@ -277,30 +301,29 @@ int cmd_expire(struct ctl *ctl)
 		return 2;
 	}
 	struct mf_snapshot_rec *v;
-	size_t n;
-	if (list_snapshots(ctl, &v, &n))
+	struct mf_expiry_due *due;
+	size_t n, nd;
+	if (expiry_due(ctl, older, &v, &n, &due, &nd))
 		return 1;
 	int64_t now = mf_now_s();
 	unsigned done = 0, bad = 0;
 	if (ctl->json)
 		fputc('[', stdout);
-	for (size_t i = 0; i < n; i++) {
-		if (expire_due(&v[i], older, now)) {
-			int rc =
-			    mf_engine_expire_snapshot(ctl->engine, v[i].fp);
-			/* -ENOENT: another process expired it since the
-			 * listing; nothing is left to do */
-			if (rc && rc != -ENOENT) {
-				ctl_err("expire %s: %s", v[i].fp,
-					strerror(-rc));
-				bad++;
-			} else if (rc == 0) {
-				expired_line(ctl, &v[i], now, done++);
-			}
+	for (size_t i = 0; i < nd; i++) {
+		const struct mf_snapshot_rec *s = &v[due[i].index];
+		int rc = mf_engine_expire_snapshot(ctl->engine, s->fp);
+		/* -ENOENT: another process expired it since the listing;
+		 * nothing is left to do */
+		if (rc && rc != -ENOENT) {
+			ctl_err("expire %s: %s", s->fp, strerror(-rc));
+			bad++;
+		} else if (rc == 0) {
+			expired_line(ctl, s, mf_expiry_why_name(due[i].why),
+				     now, done++);
 		}
-		mf_snapshot_rec_release(&v[i]);
 	}
-	free(v);
+	free(due);
+	mf_engine_snapshot_recs_free(v, n);
 	if (ctl->json)
 		fputs("]\n", stdout);
 	else if (done == 0 && bad == 0)

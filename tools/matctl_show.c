@@ -67,13 +67,11 @@ static void ls_table(const struct mf_snapshot_rec *v, size_t n)
 int cmd_ls(struct ctl *ctl)
 {
 	struct mf_engine *e = ctl_engine(ctl);
-	struct mf_catalog *c;
-	if (!e || mf_engine_catalog_open(e, &c) != 0)
+	if (!e)
 		return 1;
 	struct mf_snapshot_rec *v;
 	size_t n;
-	int rc = mf_catalog_list_snapshots(c, &v, &n);
-	mf_catalog_close(c);
+	int rc = mf_engine_list_snapshots(e, &v, &n);
 	if (rc) {
 		ctl_err("ls: %s", strerror(-rc));
 		return 1;
@@ -88,9 +86,7 @@ int cmd_ls(struct ctl *ctl)
 	} else {
 		ls_table(v, n);
 	}
-	for (size_t i = 0; i < n; i++)
-		mf_snapshot_rec_release(&v[i]);
-	free(v);
+	mf_engine_snapshot_recs_free(v, n);
 	return 0;
 }
 
@@ -157,20 +153,17 @@ static void stat_table(const struct mf_snapshot_rec *snap,
 int cmd_stat(struct ctl *ctl)
 {
 	char fp[65];
-	struct mf_catalog *c;
-	if (ctl_resolve(ctl, ctl->argv[0], fp) ||
-	    mf_engine_catalog_open(ctl->engine, &c) != 0)
+	if (ctl_resolve(ctl, ctl->argv[0], fp))
 		return 1;
 	struct mf_snapshot_rec snap;
 	struct mf_shard_rec *v = NULL;
 	size_t n = 0;
-	int rc = mf_catalog_get_snapshot(c, fp, &snap);
+	int rc = mf_engine_snapshot(ctl->engine, fp, &snap);
 	if (rc == 0) {
-		rc = mf_catalog_list_shards(c, fp, &v, &n);
+		rc = mf_engine_list_shards(ctl->engine, fp, &v, &n);
 		if (rc)
 			mf_snapshot_rec_release(&snap);
 	}
-	mf_catalog_close(c);
 	if (rc) {
 		ctl_err("stat '%s': %s", ctl->argv[0], strerror(-rc));
 		return 1;
@@ -187,9 +180,7 @@ int cmd_stat(struct ctl *ctl)
 	} else {
 		stat_table(&snap, v, n);
 	}
-	for (size_t i = 0; i < n; i++)
-		mf_shard_rec_release(&v[i]);
-	free(v);
+	mf_engine_shard_recs_free(v, n);
 	mf_snapshot_rec_release(&snap);
 	return 0;
 }

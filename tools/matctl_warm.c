@@ -118,13 +118,8 @@ static void *warm_thread(void *arg)
 
 static int snapshot_shards(struct ctl *ctl, const char *fp, uint32_t *n)
 {
-	struct mf_catalog *c;
 	struct mf_snapshot_rec rec;
-	int rc = mf_engine_catalog_open(ctl->engine, &c);
-	if (rc)
-		return rc;
-	rc = mf_catalog_get_snapshot(c, fp, &rec);
-	mf_catalog_close(c);
+	int rc = mf_engine_snapshot(ctl->engine, fp, &rec);
 	if (rc)
 		return rc;
 	*n = rec.shards;

@@ -1,7 +1,8 @@
 /*
  * engine_i.h - the engine's private state, shared by engine.c (single
- * flight, registry, runs), engine_run.c (materializing one shard) and
- * engine_admin.c (expiry, gc, verify).
+ * flight, registry, runs), engine_run.c (materializing one shard),
+ * engine_admin.c (expiry, gc, verify), engine_read.c (the front ends'
+ * reads) and engine_expiry.c (the expiry policy).
  */
 #ifndef MF_ENGINE_I_H
 #define MF_ENGINE_I_H
@@ -62,6 +63,11 @@ struct mf_engine {
 	int64_t holds_refreshed; /* mono seconds of the last eng_holds_refresh;
 				    the heartbeat thread's */
 
+	/* Lock order: lock is a leaf: nothing else is locked while it is
+	 * held (no other mutex of the engine, the catalog or a caller; no
+	 * callback is called under it). index_lock is taken holding no lock
+	 * of the engine, and lock is never taken under it. */
+
 	/* lock guards everything below; never held across I/O that can
 	 * block for long (stages, SQLite busy waits). */
 	pthread_mutex_t lock;
@@ -69,7 +75,8 @@ struct mf_engine {
 	struct spec_entry *specs;
 	struct run_entry *runs;
 	struct flight *flights;
-	struct mf_catalog **pool; /* idle catalog connections */
+	struct mf_catalog **pool; /* idle catalog connections
+				     (eng_catalog_get) */
 	size_t n_pool, cap_pool;
 	/* the mount this engine serves (mf_engine_set_mount): "" and 0 when
 	 * none, mount_dev 0 until mounted */
@@ -88,9 +95,17 @@ struct mf_engine {
 	bool holds_stale; /* a new catalog was indexed: hold everything now */
 };
 
-/* Catalog connections: take one (opening a new one when none is idle, or
- * when the idle ones are of a catalog file that was deleted or replaced)
- * and give it back. */
+/*
+ * The engine's catalog connection pool, the one of the process: every
+ * catalog query of the engine and of its front ends (through the
+ * mf_engine_* reads) goes through it. get takes an idle connection, or
+ * opens (and indexes, as mf_engine_catalog_open) a new one when none is
+ * idle; an idle one whose file was deleted or replaced (mf_catalog_moved)
+ * is closed on the way, so no thread answers from an old catalog.db.
+ * The connection is the caller's alone until put gives it back (c NULL:
+ * nothing). 0 or the -errno of mf_engine_catalog_open. Thread-safe;
+ * e->lock is held only to take from or add to the idle list.
+ */
 int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out);
 void eng_catalog_put(struct mf_engine *e, struct mf_catalog *c);
 

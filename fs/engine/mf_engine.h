@@ -254,6 +254,132 @@ int mf_engine_verify(struct mf_engine *e, const char *fp,
  */
 int mf_engine_catalog_open(struct mf_engine *e, struct mf_catalog **out);
 
+/* ---- what the catalog says, for the front ends (the FUSE layer, matctl) ----
+ *
+ * Each call takes a connection from the engine's pool for its own query
+ * (a catalog.db deleted or replaced meanwhile is noticed and the new one
+ * indexed first, as in mf_engine_open). Records are copies: the caller
+ * releases them (mf_snapshot_rec_release, mf_shard_rec_release, or the
+ * _recs_free helpers for arrays). Thread-safe. Errors: -ENOENT where
+ * said, -EBUSY (the catalog stayed locked past the busy timeout), -EIO,
+ * -ENOMEM.
+ */
+
+/* Every snapshot the catalog knows, ordered by name then created. */
+int mf_engine_list_snapshots(struct mf_engine *e, struct mf_snapshot_rec **out,
+			     size_t *n);
+void mf_engine_snapshot_recs_free(struct mf_snapshot_rec *v, size_t n);
+/* The row of snapshot fp (with its shard counts); -ENOENT when none. */
+int mf_engine_snapshot(struct mf_engine *e, const char *fp,
+		       struct mf_snapshot_rec *out);
+/* The shard rows of fp by index (a shard never claimed may have none);
+ * -ENOENT when fp is no snapshot. */
+int mf_engine_list_shards(struct mf_engine *e, const char *fp,
+			  struct mf_shard_rec **out, size_t *n);
+void mf_engine_shard_recs_free(struct mf_shard_rec *v, size_t n);
+/* The row of shard `shard` of fp; -ENOENT when it has none (absent). */
+int mf_engine_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
+			struct mf_shard_rec *out);
+
+/*
+ * The fingerprints a live engine holds (its registered specs, in any
+ * process on the store, this one included): the holds of dead holders
+ * are deleted first (as mf_engine_gc does), so every one listed was
+ * alive a moment ago. *out (caller frees) has *n entries, possibly
+ * repeated (one per holder).
+ */
+int mf_engine_list_held(struct mf_engine *e, char (**out)[MF_FP_HEX_LEN + 1],
+			size_t *n);
+
+/* Last-read times of shards opened by mf_engine_open_materialized are
+ * kept to this many seconds. */
+#define MF_ENGINE_TOUCH_EVERY_S 60
+
+/*
+ * The open of a materialized shard without a claim and without waiting,
+ * for a front end that must not block (a FUSE thread): reads the shard's
+ * row, and when it is materialized calls have(arg, row) (may be NULL),
+ * which answers true when the caller already has a reader of that very
+ * computation (the row's generation); else opens the file the row names.
+ * Then the shard's last read is set to now, unless the row's is less than
+ * MF_ENGINE_TOUCH_EVERY_S old. The row is read before the file, so the
+ * file is never older than the row (at worst newer: a later computation
+ * committed in between).
+ *
+ * Returns 0 with *rec (release it) and *out: a reader the caller closes,
+ * or NULL when have() answered true. -EAGAIN, with nothing written, when
+ * the shard needs mf_engine_open_shard: it has no row, is not
+ * materialized, or its file does not open (gone, corrupt: this function
+ * changes nothing; mf_engine_open_shard sorts it out). Another -errno:
+ * the catalog failed. Thread-safe; never computes, never waits for a
+ * claim.
+ */
+int mf_engine_open_materialized(
+    struct mf_engine *e, const char *fp, uint32_t shard,
+    bool (*have)(void *arg, const struct mf_shard_rec *rec), void *arg,
+    struct mf_shard_reader **out, struct mf_shard_rec *rec);
+
+/* ---- the expiry policy (engine_expiry.c) ----
+ *
+ * The one rule for every process that expires by policy (the daemon's
+ * expiry thread, `matctl expire`), as DESIGN.md's "Expiry and eviction":
+ *   - expire_after: a snapshot whose last use (its last read, else its
+ *     creation) is at least that old; a registered one only while it
+ *     still holds data (materialized shards), as its row stays anyway;
+ *   - keep N: beyond the N most recently used fingerprints of its name,
+ *     never a registered one. A registered fingerprint counts as more
+ *     recent than any other (it is the name's present), then the later
+ *     last use, the later created, the larger fingerprint (created has
+ *     one-second resolution: a spec edited within the second it was
+ *     registered still expires its old fingerprint);
+ *   - max_size: while the stored bytes of what the two rules above left
+ *     exceed it, the least recently used snapshot holding data (the
+ *     first listed among equals), skipping any in use.
+ */
+enum mf_expiry_why {
+	MF_EXPIRY_AFTER = 1, /* expire_after (or the caller's older_than) */
+	MF_EXPIRY_KEEP, /* keep */
+	MF_EXPIRY_MAX_SIZE, /* max_size */
+};
+/* "expire_after", "keep", "max_size" */
+const char *mf_expiry_why_name(enum mf_expiry_why why);
+
+/* What the caller knows; the predicates may be NULL (never true). */
+struct mf_expiry_policy {
+	int64_t now; /* unix seconds */
+	/* >= 0: this age instead of every snapshot's own expire_after
+	 * (matctl expire --older-than); -1: each its own */
+	int64_t older_than;
+	uint64_t max_size; /* stored bytes; 0: no limit */
+	/* true when a spec registered here (or, for matctl, held by a live
+	 * daemon) yields fp; asked lazily and at most once per snapshot, so
+	 * a pass with nothing due asks nothing. Unsure: answer true. */
+	bool (*registered)(void *arg, const char *fp);
+	/* true when fp is in use (a shard open or being computed); asked
+	 * only of max_size candidates, in eviction order. Unsure: true. */
+	bool (*in_use)(void *arg, const char *fp);
+	void *arg;
+};
+
+/* One snapshot due: v[index] of the listing, and why. */
+struct mf_expiry_due {
+	size_t index;
+	enum mf_expiry_why why;
+};
+
+/*
+ * Decides which snapshots of the listing v (as mf_engine_list_snapshots
+ * gives it) are due under policy p, and why. Pure: it reads nothing but
+ * v and the predicates, and changes nothing (the caller expires each with
+ * mf_engine_expire_snapshot). *out (caller frees; NULL when *n is 0)
+ * lists them in the order to expire them: the expire_after and keep ones
+ * in listing order, then the max_size ones in eviction order. Returns 0
+ * or -ENOMEM. Thread-safe.
+ */
+int mf_engine_expiry_due(const struct mf_snapshot_rec *v, size_t n,
+			 const struct mf_expiry_policy *p,
+			 struct mf_expiry_due **out, size_t *n_out);
+
 /* ---- the registry, for a daemon that follows a pipelines folder ---- */
 
 /* A spec this engine has registered (mf_engine_list_specs). */

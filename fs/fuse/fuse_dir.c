@@ -84,25 +84,19 @@ static int add_snap(struct mfs *m, struct listing *l, struct mfs_snap *s)
 /* Fingerprints the catalog knows, with their rows. */
 static int root_catalog(struct mfs *m, struct listing *l)
 {
-	struct mf_catalog *c;
 	struct mf_snapshot_rec *recs;
 	size_t n;
-	int rc = mfs_cat_get(m, &c);
+	int rc = mf_engine_list_snapshots(m->eng, &recs, &n);
 	if (rc)
 		return rc;
-	rc = mf_catalog_list_snapshots(c, &recs, &n);
-	mfs_cat_put(m, c);
-	if (rc)
-		return rc;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; rc == 0 && i < n; i++) {
 		struct mfs_snap *s;
-		if (rc == 0 && mfs_snap_get(m, recs[i].fp, &s) == 0) {
+		if (mfs_snap_get(m, recs[i].fp, &s) == 0) {
 			mfs_snap_from_rec(m, s, &recs[i]);
 			rc = add_snap(m, l, s);
 		}
-		mf_snapshot_rec_release(&recs[i]);
 	}
-	free(recs);
+	mf_engine_snapshot_recs_free(recs, n);
 	return rc;
 }
 
@@ -158,15 +152,11 @@ static int list_snapshot(struct mfs *m, const struct mfs_snap_info *si,
 	mfs_attr_dir(m, si, &self);
 	l->epoch = atomic_load(&m->attr_epoch);
 	int rc = dots(m, l, &self);
-	struct mf_catalog *c;
 	struct mf_shard_rec *recs = NULL;
 	size_t n = 0;
-	if (rc == 0)
-		rc = mfs_cat_get(m, &c);
 	if (rc)
 		return rc;
-	rc = mf_catalog_list_shards(c, si->fp, &recs, &n);
-	mfs_cat_put(m, c);
+	rc = mf_engine_list_shards(m->eng, si->fp, &recs, &n);
 	if (rc == -ENOENT)
 		rc = 0;
 	if (rc)
@@ -189,9 +179,7 @@ static int list_snapshot(struct mfs *m, const struct mfs_snap_info *si,
 			d->shard = true;
 		}
 	}
-	for (size_t i = 0; i < n; i++)
-		mf_shard_rec_release(&recs[i]);
-	free(recs);
+	mf_engine_shard_recs_free(recs, n);
 	return rc;
 }
 

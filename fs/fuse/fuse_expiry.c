@@ -1,24 +1,20 @@
 /*
- * fuse_expiry.c - the daemon's expiry policy (DESIGN.md, "Expiry and
- * eviction"): a thread that, every MFS_EXPIRY_PERIOD_MS, reads the
- * catalog's snapshots and expires
- *   - each snapshot not read (else not created) for its expire_after;
- *   - for each name with keep N > 0, every fingerprint beyond the N most
- *     recently used (last read, else created), never one a registered
- *     spec yields;
- *   - with -o max_size, while the store's stored bytes exceed it, the
- *     least recently read snapshots, skipping any with a shard open in
- *     this daemon or being computed;
- * then makes what it expired disappear from the mount at once: the kernel
- * is told to forget the entries and attributes it cached. A pass with
- * nothing due reads one catalog listing and nothing else.
+ * fuse_expiry.c - the daemon's expiry thread: every MFS_EXPIRY_PERIOD_MS it
+ * reads the catalog's snapshots, asks the engine's policy which are due
+ * (mf_engine_expiry_due: expire_after, keep, -o max_size; DESIGN.md,
+ * "Expiry and eviction"), telling it what only the mount knows - which
+ * fingerprints a registered spec yields, and which have a shard open
+ * here or being computed - and expires them. Then it makes what it
+ * expired disappear from the mount at once: the kernel is told to forget
+ * the entries and attributes it cached. A pass with nothing due reads one
+ * catalog listing and nothing else.
  *
  * Expiring goes through the engine (mf_engine_expire_snapshot): the catalog
  * first, then the files, so a descriptor open on expired data keeps
  * reading its unlinked file, and its inode is retired as after an rm.
  *
- * Not for: how a snapshot is expired (the engine), rm and rmdir
- * (fuse_write.c).
+ * Not for: the rule itself (engine_expiry.c), how a snapshot is expired
+ * (the engine), rm and rmdir (fuse_write.c).
  */
 #include "fuse_i.h"
 
@@ -33,12 +29,6 @@ struct mfs_expiry {
 	pthread_cond_t cv; /* on CLOCK_MONOTONIC */
 	bool stop;
 };
-
-/* Last use of a snapshot: its last read, else its creation. */
-static int64_t last_use(const struct mf_snapshot_rec *r)
-{
-	return r->last_read > 0 ? r->last_read : r->created;
-}
 
 /* The mount's snapshot of fp and whether a spec registers it. */
 static int snap_lookup(struct mfs *m, const char *fp, struct mfs_snap **s,
@@ -96,59 +86,14 @@ static void expire(struct mfs *m, const struct mf_snapshot_rec *r,
 		 r->name, why);
 }
 
-/* True when a spec registers fp: its name points at it, or will again. */
-static bool registered(struct mfs *m, const char *fp)
+/* The policy's registered(): a spec registers fp (its name points at
+ * it, or will again). Unsure counts as registered. */
+static bool registered(void *arg, const char *fp)
 {
+	struct mfs *m = arg;
 	struct mfs_snap *s;
 	struct mfs_snap_info si;
 	return snap_lookup(m, fp, &s, &si) != 0 || si.registered;
-}
-
-/* Number of snapshots of r's name used more recently than r. A
- * fingerprint a registered spec yields now counts as more recent than any
- * other (it is the name's present), then the later last use, then the
- * later created, then the larger fingerprint: created has one-second
- * resolution, and a spec edited within the second it was registered must
- * still expire its old fingerprint under keep. */
-static size_t newer_of_name(struct mfs *m, const struct mf_snapshot_rec *v,
-			    size_t n, const struct mf_snapshot_rec *r)
-{
-	size_t k = 0;
-	bool reg_r = registered(m, r->fp);
-	for (size_t i = 0; i < n; i++) {
-		const struct mf_snapshot_rec *o = &v[i];
-		if (o == r || strcmp(o->name, r->name) != 0)
-			continue;
-		bool reg_o = registered(m, o->fp);
-		int64_t a = last_use(o), b = last_use(r);
-		if (reg_o != reg_r) {
-			k += reg_o;
-			continue;
-		}
-		if (a > b ||
-		    (a == b &&
-		     (o->created > r->created ||
-		      (o->created == r->created && strcmp(o->fp, r->fp) > 0))))
-			k++;
-	}
-	return k;
-}
-
-/* Why r is due, or NULL. Unsure (a busy catalog) means not due. */
-static const char *due(struct mfs *m, const struct mf_snapshot_rec *v, size_t n,
-		       const struct mf_snapshot_rec *r, int64_t now)
-{
-	bool expired =
-	    r->expire_after >= 0 && now - last_use(r) >= r->expire_after;
-	bool surplus = r->keep > 0 && newer_of_name(m, v, n, r) >= r->keep;
-	if (!expired && !surplus)
-		return NULL;
-	bool reg = registered(m, r->fp);
-	if (expired && (r->materialized > 0 || !reg))
-		return "expire_after";
-	if (surplus && !reg)
-		return "keep";
-	return NULL; /* registered: nothing left to take */
 }
 
 /* True when this daemon has a handle open on a shard of snapshot id, or
@@ -168,89 +113,51 @@ static bool snap_open_here(struct mfs *m, uint32_t id)
 /* True when a shard of fp is being computed (or the catalog is busy). */
 static bool snap_running(struct mfs *m, const char *fp)
 {
-	struct mf_catalog *c;
 	struct mf_shard_rec *recs;
 	size_t n;
-	if (mfs_cat_get(m, &c) != 0)
-		return true;
-	int rc = mf_catalog_list_shards(c, fp, &recs, &n);
-	mfs_cat_put(m, c);
-	if (rc)
+	if (mf_engine_list_shards(m->eng, fp, &recs, &n) != 0)
 		return true;
 	bool running = false;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
 		running |= recs[i].state == MF_SHARD_RUNNING;
-		mf_shard_rec_release(&recs[i]);
-	}
-	free(recs);
+	mf_engine_shard_recs_free(recs, n);
 	return running;
 }
 
-/* The least recently read snapshot holding data that may be evicted:
- * not taken yet, no shard open here nor running. NULL when none. */
-static struct mf_snapshot_rec *victim(struct mfs *m, struct mf_snapshot_rec *v,
-				      size_t n, bool *taken)
+/* The policy's in_use(): a shard of fp open here or being computed.
+ * Unsure (not in the namespace, a busy catalog) counts as in use. */
+static bool in_use(void *arg, const char *fp)
 {
-	for (;;) {
-		struct mf_snapshot_rec *best = NULL;
-		for (size_t i = 0; i < n; i++)
-			if (!taken[i] && v[i].stored_bytes > 0 &&
-			    (!best || last_use(&v[i]) < last_use(best)))
-				best = &v[i];
-		if (!best)
-			return NULL;
-		taken[best - v] = true;
-		struct mfs_snap *s;
-		struct mfs_snap_info si;
-		if (snap_lookup(m, best->fp, &s, &si) == 0 &&
-		    !snap_open_here(m, si.id) && !snap_running(m, best->fp))
-			return best;
-	}
-}
-
-/* max_size: evicts the least recently read snapshots while the store's
- * stored bytes (of what the pass left) exceed it. */
-static void evict(struct mfs *m, struct mf_snapshot_rec *v, size_t n,
-		  bool *taken)
-{
-	uint64_t total = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!taken[i])
-			total += v[i].stored_bytes;
-	while (total > m->o.max_size) {
-		struct mf_snapshot_rec *r = victim(m, v, n, taken);
-		if (!r)
-			break;
-		expire(m, r, "max_size");
-		total -= r->stored_bytes;
-	}
+	struct mfs *m = arg;
+	struct mfs_snap *s;
+	struct mfs_snap_info si;
+	return snap_lookup(m, fp, &s, &si) != 0 || snap_open_here(m, si.id) ||
+	    snap_running(m, fp);
 }
 
 void mfs_expiry_pass(struct mfs *m)
 {
-	struct mf_catalog *c;
 	struct mf_snapshot_rec *v;
 	size_t n;
-	if (mfs_cat_get(m, &c) != 0)
-		return;
-	int rc = mf_catalog_list_snapshots(c, &v, &n);
-	mfs_cat_put(m, c);
-	if (rc)
+	if (mf_engine_list_snapshots(m->eng, &v, &n) != 0)
 		return; /* busy: the next pass */
-	bool *taken = calloc(n + 1, sizeof(*taken));
-	int64_t now = mf_now_s();
-	for (size_t i = 0; taken && i < n; i++) {
-		const char *why = due(m, v, n, &v[i], now);
-		if (why)
-			expire(m, &v[i], why);
-		taken[i] = why != NULL;
+	struct mf_expiry_policy p = {
+	    .now = mf_now_s(),
+	    .older_than = -1,
+	    .max_size = m->o.max_size,
+	    .registered = registered,
+	    .in_use = in_use,
+	    .arg = m,
+	};
+	struct mf_expiry_due *due;
+	size_t nd;
+	if (mf_engine_expiry_due(v, n, &p, &due, &nd) == 0) {
+		for (size_t i = 0; i < nd; i++)
+			expire(m, &v[due[i].index],
+			       mf_expiry_why_name(due[i].why));
+		free(due);
 	}
-	if (taken && m->o.max_size)
-		evict(m, v, n, taken);
-	free(taken);
-	for (size_t i = 0; i < n; i++)
-		mf_snapshot_rec_release(&v[i]);
-	free(v);
+	mf_engine_snapshot_recs_free(v, n);
 }
 
 static void *loop(void *arg)

@@ -132,12 +132,12 @@ struct mfs {
 	int64_t t0; /* mount time */
 	unsigned cores;
 
-	/* Lock order: ns_lock, node_lock and cat_lock are leaves: never
-	 * held together, never across I/O or a FUSE reply. */
-	pthread_mutex_t cat_lock;
-	struct mf_catalog **cats; /* idle connections */
-	size_t n_cats, cap_cats;
-
+	/* Lock order: ns_lock and node_lock are never held together.
+	 * ns_lock is a leaf. node_lock may be held while taking a worker
+	 * pool's lock (open_slow queues a job under it: node_lock before
+	 * mfs_pool.lock), nothing else. Neither is held across I/O, a FUSE
+	 * reply or a call into the engine (which keeps the catalog
+	 * connections: mf_engine_* reads). */
 	pthread_mutex_t ns_lock;
 	struct mfs_snap **snaps; /* in order of first sight */
 	size_t n_snaps, cap_snaps;
@@ -165,9 +165,7 @@ struct mfs {
 	atomic_bool ra_tuned; /* readahead_kb applied (or tried) */
 };
 
-/* fuse_model.c: catalog connections, the namespace, attributes */
-int mfs_cat_get(struct mfs *m, struct mf_catalog **out);
-void mfs_cat_put(struct mfs *m, struct mf_catalog *c);
+/* fuse_model.c: the namespace, attributes */
 int mfs_ns_init(struct mfs *m);
 void mfs_ns_release(struct mfs *m);
 /* The snapshot of fp, created (with its id) when first seen. */
@@ -235,8 +233,8 @@ struct mfs_inode {
 int mfs_inode_decode(struct mfs *m, fuse_ino_t ino, struct mfs_inode *out);
 /* Applies opts.readahead_kb once; called on requests after FUSE INIT. */
 void mfs_tune_once(struct mfs *m);
-/* The shard's catalog row: 0 with *rec (release it), 1 when it has none
- * (an absent shard), or -errno. */
+/* The shard's catalog row (mf_engine_shard_rec): 0 with *rec (release
+ * it), 1 when it has none (an absent shard), or -errno. */
 int mfs_shard_rec(struct mfs *m, const char *fp, uint32_t k,
 		  struct mf_shard_rec *rec);
 
@@ -419,8 +417,8 @@ void mfs_specs_refresh(struct mfs *m, const char *fp);
  * check them now. Never blocks; callable from any thread. */
 void mfs_specs_resolved(struct mfs *m);
 
-/* fuse_expiry.c: expire_after and keep, applied every period by a thread
- * started once mounted. */
+/* fuse_expiry.c: the engine's expiry policy (expire_after, keep,
+ * max_size), applied every period by a thread started once mounted. */
 #define MFS_EXPIRY_PERIOD_MS 1000
 int mfs_expiry_start(struct mfs *m);
 void mfs_expiry_stop(struct mfs *m);

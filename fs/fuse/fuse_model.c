@@ -1,12 +1,11 @@
 /*
- * fuse_model.c - what the mounted tree is made of: catalog connections for
- * the FUSE threads, the table of fingerprints and pipeline names behind the
- * inode numbers, shard file names, and the attributes of every kind of
- * inode.
+ * fuse_model.c - what the mounted tree is made of: the table of
+ * fingerprints and pipeline names behind the inode numbers, shard file
+ * names, and the attributes of every kind of inode.
  *
  * Not for: answering FUSE requests (fuse_ops.c, fuse_dir.c, ...) or
  * following the pipelines folder (fuse_specs.c). Never computes a shard:
- * everything here reads the catalog or memory.
+ * everything here reads memory, or the catalog through the engine.
  */
 #include "fuse_i.h"
 
@@ -15,49 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* ---- catalog connections: one per thread at a time ---- */
-
-int mfs_cat_get(struct mfs *m, struct mf_catalog **out)
-{
-	for (;;) {
-		struct mf_catalog *c = NULL;
-		pthread_mutex_lock(&m->cat_lock);
-		if (m->n_cats > 0)
-			c = m->cats[--m->n_cats];
-		pthread_mutex_unlock(&m->cat_lock);
-		if (!c)
-			break;
-		/* catalog.db deleted or replaced: answer from the new one
-		 * (indexed on open), never from the old file */
-		if (!mf_catalog_moved(c)) {
-			*out = c;
-			return 0;
-		}
-		mf_catalog_close(c);
-	}
-	return mf_engine_catalog_open(m->eng, out);
-}
-
-void mfs_cat_put(struct mfs *m, struct mf_catalog *c)
-{
-	if (!c)
-		return;
-	pthread_mutex_lock(&m->cat_lock);
-	if (m->n_cats == m->cap_cats) {
-		size_t cap = m->cap_cats ? 2 * m->cap_cats : 8;
-		void *p = realloc(m->cats, cap * sizeof(*m->cats));
-		if (!p) {
-			pthread_mutex_unlock(&m->cat_lock);
-			mf_catalog_close(c);
-			return;
-		}
-		m->cats = p;
-		m->cap_cats = cap;
-	}
-	m->cats[m->n_cats++] = c;
-	pthread_mutex_unlock(&m->cat_lock);
-}
 
 /* ---- fingerprints and their ids ---- */
 
@@ -75,9 +31,6 @@ void mfs_ns_release(struct mfs *m)
 	free(m->snaps);
 	free(m->by_id);
 	free(m->links);
-	for (size_t i = 0; i < m->n_cats; i++)
-		mf_catalog_close(m->cats[i]);
-	free(m->cats);
 }
 
 static uint32_t hex_prefix(const char *fp)
@@ -219,13 +172,8 @@ void mfs_snap_from_rec(struct mfs *m, struct mfs_snap *s,
 /* Reads the catalog row of s; caller holds no lock. */
 static void snap_refresh(struct mfs *m, struct mfs_snap *s)
 {
-	struct mf_catalog *c;
 	struct mf_snapshot_rec rec;
-	int rc = mfs_cat_get(m, &c);
-	if (rc == 0) {
-		rc = mf_catalog_get_snapshot(c, s->fp, &rec);
-		mfs_cat_put(m, c);
-	}
+	int rc = mf_engine_snapshot(m->eng, s->fp, &rec);
 	if (rc != 0 && rc != -ENOENT)
 		return; /* keep what we had; asked again next time */
 	mfs_snap_from_rec(m, s, rc == 0 ? &rec : NULL);
@@ -537,12 +485,7 @@ double mfs_attr_shard(struct mfs *m, fuse_ino_t ino,
 int mfs_shard_rec(struct mfs *m, const char *fp, uint32_t k,
 		  struct mf_shard_rec *rec)
 {
-	struct mf_catalog *c;
-	int rc = mfs_cat_get(m, &c);
-	if (rc)
-		return rc;
-	rc = mf_catalog_get_shard(c, fp, k, rec);
-	mfs_cat_put(m, c);
+	int rc = mf_engine_shard_rec(m->eng, fp, k, rec);
 	return rc == -ENOENT ? 1 : rc;
 }
 

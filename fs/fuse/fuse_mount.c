@@ -109,7 +109,6 @@ int mfs_new(const struct mfs_opts *o, struct mfs **out, char **err)
 	struct mfs *m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
-	mutex_init(&m->cat_lock);
 	mutex_init(&m->ns_lock);
 	mutex_init(&m->node_lock);
 	int rc = setup(m, o, err);
@@ -222,7 +221,6 @@ void mfs_free(struct mfs *m)
 	free((char *)m->o.mountpoint);
 	pthread_mutex_destroy(&m->node_lock);
 	pthread_mutex_destroy(&m->ns_lock);
-	pthread_mutex_destroy(&m->cat_lock);
 	free(m);
 }
 

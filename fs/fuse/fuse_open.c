@@ -2,13 +2,14 @@
  * fuse_open.c - opening shards, reading them and letting them go.
  *
  * open never keeps a FUSE thread waiting for a computation. A shard the
- * catalog says is materialized is opened on the spot (one catalog read and
- * the file's index). Any other open is parked on the shard's node and one
- * job per shard goes to the workers (workers=N bound concurrent
- * materializations); the job calls mf_engine_open_shard, which blocks until
- * this or any other process on the store has computed it, and then
- * answers every parked open at once with fuse_reply_open. Meanwhile the
- * FUSE threads serve everything else.
+ * catalog says is materialized is opened on the spot
+ * (mf_engine_open_materialized: one catalog read and the file's index).
+ * Any other open is parked on the shard's node and one job per shard goes
+ * to the workers (workers=N bound concurrent materializations); the job
+ * calls mf_engine_open_shard, which blocks until this or any other
+ * process on the store has computed it, and then answers every parked
+ * open at once with fuse_reply_open. Meanwhile the FUSE threads serve
+ * everything else.
  *
  * Every handle opened on one committed file shares one mfs_data (one
  * reader); reads go through the chunk cache (fuse_cache.c) and a
@@ -44,7 +45,6 @@
 
 #define RA_MIN_BYTES (8ULL << 20) /* read-ahead window, at least */
 #define RA_MAX_CHUNKS 64
-#define TOUCH_EVERY_S 60 /* last-read times are kept to the minute */
 
 struct mfs_waiter {
 	struct mfs_waiter *next;
@@ -215,49 +215,42 @@ static struct mfs_data *node_current(struct mfs *m, fuse_ino_t ino,
 	return d;
 }
 
-static void touch(struct mfs *m, const struct mf_shard_rec *rec)
+/* What open_fast asks the engine to skip: a reader of the computation
+ * the node's handles read already (found then holds a reference). */
+struct fast_have {
+	struct mfs *m;
+	fuse_ino_t ino;
+	struct mfs_data *found;
+};
+
+static bool have_current(void *arg, const struct mf_shard_rec *rec)
 {
-	int64_t now = mf_now_s();
-	if (rec->last_read + TOUCH_EVERY_S > now)
-		return;
-	struct mf_catalog *c;
-	if (mfs_cat_get(m, &c) == 0) {
-		(void)mf_catalog_touch(c, rec->fp, rec->index, now);
-		mfs_cat_put(m, c);
-	}
+	struct fast_have *h = arg;
+	h->found = node_current(h->m, h->ino, rec);
+	return h->found != NULL;
 }
 
 /*
- * Opens a shard the catalog says is materialized without the engine:
- * -EAGAIN when it is not (or its file is not what the catalog says: the
- * engine then sorts that out on a worker). The row is read before the
- * file, so the file is never older than the name the handle gets (at
- * worst newer, which costs the next open an invalidation).
+ * Opens a shard the catalog says is materialized without a worker
+ * (mf_engine_open_materialized): -EAGAIN when it is not (or its file is
+ * not what the catalog says: the engine then sorts that out on a worker).
+ * The row is read before the file, so the file is never older than the
+ * name the handle gets (at worst newer, which costs the next open an
+ * invalidation).
  */
 static int open_fast(struct mfs *m, fuse_ino_t ino, const struct mfs_inode *in,
 		     struct mfs_data **out)
 {
-	const char *fp = in->si.fp;
-	uint32_t k = in->shard;
-	struct mf_shard_rec rec;
-	int rc = mfs_shard_rec(m, fp, k, &rec);
-	if (rc)
-		return rc < 0 ? rc : -EAGAIN;
-	if (rec.state != MF_SHARD_MATERIALIZED) {
-		mf_shard_rec_release(&rec);
-		return -EAGAIN;
-	}
-	struct mfs_data *d = node_current(m, ino, &rec);
+	struct fast_have h = {m, ino, NULL};
 	struct mf_shard_reader *r;
-	rc = 0;
-	if (!d &&
-	    mf_shard_reader_open(mf_engine_store(m->eng), fp, rec.run_id, k,
-				 &r) != 0)
-		rc = -EAGAIN;
-	else if (!d)
+	struct mf_shard_rec rec;
+	int rc = mf_engine_open_materialized(m->eng, in->si.fp, in->shard,
+					     have_current, &h, &r, &rec);
+	if (rc)
+		return rc;
+	struct mfs_data *d = h.found;
+	if (!d)
 		rc = data_new(m, &rec, r, false, in->si.created, &d);
-	if (rc == 0)
-		touch(m, &rec);
 	mf_shard_rec_release(&rec);
 	if (rc == 0)
 		*out = d;

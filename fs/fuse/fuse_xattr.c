@@ -156,28 +156,22 @@ struct counts {
 static int count_shards(struct mfs *m, const char *fp, struct counts *ct,
 			char **spec)
 {
-	struct mf_catalog *c;
 	struct mf_shard_rec *recs = NULL;
 	struct mf_snapshot_rec snap;
 	size_t n = 0;
-	int rc = mfs_cat_get(m, &c);
-	if (rc)
-		return rc;
-	rc = mf_catalog_list_shards(c, fp, &recs, &n);
-	if (rc == 0 && mf_catalog_get_snapshot(c, fp, &snap) == 0) {
+	int rc = mf_engine_list_shards(m->eng, fp, &recs, &n);
+	if (rc == 0 && mf_engine_snapshot(m->eng, fp, &snap) == 0) {
 		*spec = snap.spec_path ? strdup(snap.spec_path) : NULL;
 		mf_snapshot_rec_release(&snap);
 	}
-	mfs_cat_put(m, c);
 	for (size_t i = 0; i < n; i++) {
 		ct->done += recs[i].state == MF_SHARD_MATERIALIZED;
 		ct->running += recs[i].state == MF_SHARD_RUNNING;
 		ct->failed += recs[i].state == MF_SHARD_FAILED;
 		ct->raw += recs[i].raw_bytes;
 		ct->stored += recs[i].stored_bytes;
-		mf_shard_rec_release(&recs[i]);
 	}
-	free(recs);
+	mf_engine_shard_recs_free(recs, n);
 	return rc == -ENOENT ? 0 : rc;
 }
 

@@ -1469,9 +1469,161 @@ static void test_register_survives_a_removal(void **state)
 	mf_shard_reader_close(r);
 }
 
+/* The catalog row of shard k, as the engine's read gives it. */
+static struct mf_shard_rec row_of(struct fx *fx, uint32_t k)
+{
+	struct mf_shard_rec rec;
+	assert_int_equal(mf_engine_shard_rec(fx->e, fx->fp, k, &rec), 0);
+	return rec;
+}
+
+static void set_last_read(struct fx *fx, uint32_t k, int64_t t)
+{
+	struct mf_catalog *c;
+	assert_int_equal(mf_engine_catalog_open(fx->e, &c), 0);
+	assert_int_equal(mf_catalog_touch(c, fx->fp, k, t), 0);
+	mf_catalog_close(c);
+}
+
+static bool have_answer;
+static uint64_t have_asked;
+
+static bool have_it(void *arg, const struct mf_shard_rec *rec)
+{
+	(void)arg;
+	have_asked = rec->generation;
+	return have_answer;
+}
+
+/* The fast path's contract: -EAGAIN (nothing changed) for a shard that
+ * needs the slow path, a reader and the row of a materialized one, no
+ * reader when the caller has that computation, last read touched only
+ * when older than MF_ENGINE_TOUCH_EVERY_S. */
+static void test_open_materialized(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 2);
+	fx_open(fx);
+	struct mf_shard_reader *r = NULL;
+	struct mf_shard_rec rec;
+	char *err = NULL;
+	assert_int_equal(
+	    mf_engine_open_materialized(fx->e, fx->fp, 0, NULL, NULL, &r, &rec),
+	    -EAGAIN);
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	mf_shard_reader_close(r);
+	r = NULL;
+
+	/* a reader of the row's file; the row is the catalog's */
+	set_last_read(fx, 0, mf_now_s() - MF_ENGINE_TOUCH_EVERY_S - 5);
+	have_answer = false;
+	assert_int_equal(mf_engine_open_materialized(fx->e, fx->fp, 0, have_it,
+						     NULL, &r, &rec),
+			 0);
+	assert_non_null(r);
+	struct mf_shard_rec now = row_of(fx, 0);
+	assert_int_equal(rec.state, MF_SHARD_MATERIALIZED);
+	assert_true(rec.generation > 0);
+	assert_int_equal(rec.generation, now.generation);
+	assert_int_equal(have_asked, now.generation);
+	char buf[64];
+	const char want[] = "INPUT A LINE\nINPUT C LINE\n";
+	assert_int_equal(mf_shard_reader_pread(r, buf, sizeof(buf), 0),
+			 strlen(want));
+	assert_memory_equal(buf, want, strlen(want));
+	mf_shard_reader_close(r);
+	/* the old last read was touched to now */
+	assert_true(now.last_read >= mf_now_s() - 5);
+	mf_shard_rec_release(&now);
+	mf_shard_rec_release(&rec);
+
+	/* the caller has it: no reader; a recent last read stays */
+	int64_t recent = mf_now_s() - MF_ENGINE_TOUCH_EVERY_S / 2;
+	set_last_read(fx, 0, recent);
+	have_answer = true;
+	r = (struct mf_shard_reader *)&r;
+	assert_int_equal(mf_engine_open_materialized(fx->e, fx->fp, 0, have_it,
+						     NULL, &r, &rec),
+			 0);
+	assert_null(r);
+	mf_shard_rec_release(&rec);
+	now = row_of(fx, 0);
+	assert_int_equal(now.last_read, recent);
+
+	/* its file gone: the slow path's to sort out, the row untouched */
+	char path[512];
+	snprintf(path, sizeof(path), "%s/snapshots/%s/%s/shard-00000.mfs",
+		 fx->store, fx->fp, now.run_id);
+	assert_int_equal(unlink(path), 0);
+	have_answer = false;
+	assert_int_equal(mf_engine_open_materialized(fx->e, fx->fp, 0, have_it,
+						     NULL, &r, &rec),
+			 -EAGAIN);
+	struct mf_shard_rec after = row_of(fx, 0);
+	assert_int_equal(after.state, MF_SHARD_MATERIALIZED);
+	assert_int_equal(after.generation, now.generation);
+	mf_shard_rec_release(&after);
+	mf_shard_rec_release(&now);
+	assert_int_equal(mf_engine_shard_rec(fx->e, fx->fp, 7, &rec), -ENOENT);
+}
+
+/* The front ends' reads answer what the catalog holds. */
+static void test_front_reads(void **state)
+{
+	struct fx *fx = *state;
+	fx_spec(fx, COUNTING_STAGE, 2);
+	fx_open(fx);
+	struct mf_shard_reader *r = NULL;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 1, &r, &err), 0);
+	mf_shard_reader_close(r);
+
+	struct mf_snapshot_rec *v;
+	size_t n;
+	assert_int_equal(mf_engine_list_snapshots(fx->e, &v, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(v[0].fp, fx->fp);
+	assert_string_equal(v[0].name, "t");
+	assert_int_equal(v[0].materialized, 1);
+	mf_engine_snapshot_recs_free(v, n);
+
+	struct mf_snapshot_rec snap;
+	assert_int_equal(mf_engine_snapshot(fx->e, fx->fp, &snap), 0);
+	assert_int_equal(snap.shards, 2);
+	mf_snapshot_rec_release(&snap);
+	char other[65];
+	memset(other, 'e', 64);
+	other[64] = '\0';
+	assert_int_equal(mf_engine_snapshot(fx->e, other, &snap), -ENOENT);
+
+	struct mf_shard_rec *sh;
+	assert_int_equal(mf_engine_list_shards(fx->e, fx->fp, &sh, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(sh[0].state, MF_SHARD_ABSENT);
+	assert_int_equal(sh[1].state, MF_SHARD_MATERIALIZED);
+	mf_engine_shard_recs_free(sh, n);
+
+	/* this engine registered the spec: it holds fp */
+	char(*held)[MF_FP_HEX_LEN + 1];
+	assert_int_equal(mf_engine_list_held(fx->e, &held, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(held[0], fx->fp);
+	free(held);
+	/* closed, it holds nothing */
+	mf_engine_close(fx->e);
+	struct mf_engine_opts o = {.store_dir = fx->store};
+	assert_int_equal(mf_engine_open(&o, &fx->e, &err), 0);
+	assert_int_equal(mf_engine_list_held(fx->e, &held, &n), 0);
+	assert_int_equal(n, 0);
+	free(held);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_open_materialized, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_front_reads, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gib_bounded_memory, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_bytes_and_reuse, setup,

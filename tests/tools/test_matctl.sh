@@ -7,7 +7,9 @@ set -uo pipefail
 src=${MF_SOURCE_ROOT:?} build=${MF_BUILD_ROOT:?}
 matctl=$build/tools/matctl
 tmp=$(mktemp -d /tmp/mf-matctl.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+holder=
+# removing $tmp also ends the stage a holder waits in (see keep below)
+trap 'rm -rf "$tmp"; [ -z "$holder" ] || wait "$holder" 2>/dev/null' EXIT
 store=$tmp/store
 m() { "$matctl" --store "$store" "$@"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -135,4 +137,51 @@ out=$(m rm "$tfp" 2>&1) && fail "rm of a fingerprint that is gone succeeded"
 [[ $out == *"no snapshot $tfp in the catalog or the store"* ]] ||
   fail "rm of a gone fingerprint: $out"
 pass "gc keeps a lost catalog's data and removes dead runs' temp files"
+# --- expire applies the daemon's policy: keep, and what a live process
+# serves counts as registered ---
+kdir=$tmp/keep
+mkdir -p "$kdir/in"
+printf 'a\n' >"$kdir/in/0.txt"
+printf 'b\n' >"$kdir/in/1.txt"
+for v in A B C; do   # one name, three fingerprints; shard 1 waits on 'slow'
+  cat >"$kdir/$v.yaml" <<YAML
+name: kept
+inputs: in/*.txt
+shards: 2
+keep: 1
+stages:
+  - exec: [/bin/sh, -c, 'while [ -e slow ] && [ "\$MATFS_SHARD" = 1 ]; do sleep 0.1; done; cat', $v]
+YAML
+done
+fA=$(m fingerprint "$kdir/A.yaml") && fB=$(m fingerprint "$kdir/B.yaml") &&
+  fC=$(m fingerprint "$kdir/C.yaml") || fail "fingerprints of keep specs"
+kept() { m ls --json | /usr/bin/python3 -c '
+import json, sys
+print(" ".join(sorted(s["fingerprint"] for s in json.load(sys.stdin)
+                      if s["name"] == "kept")))'; }
+m cat "$kdir/A.yaml" 0 >/dev/null || fail "cat A"
+sleep 1.1
+m cat "$kdir/B.yaml" 0 >/dev/null || fail "cat B"
+out=$(m expire) || fail "expire under keep"
+[[ $out == "expired kept $fA by keep ("* ]] && [ "$(echo "$out" | wc -l)" -eq 1 ] ||
+  fail "expire under keep: '$out'"
+[ "$(kept)" = "$fB" ] || fail "after keep: $(kept)"
+sleep 1.1
+m cat "$kdir/C.yaml" 0 >/dev/null || fail "cat C"   # now the most recent
+: >"$kdir/slow"
+m cat "$kdir/B.yaml" 1 >/dev/null & holder=$!     # registers B and holds it
+for i in $(seq 100); do
+  m stat "$fB" --json | grep -q '"index":1,"state":"running"' && break
+  sleep 0.1
+done
+m stat "$fB" --json | grep -q '"index":1,"state":"running"' ||
+  fail "shard 1 of B is not running"
+out=$(m expire) || fail "expire with B held"
+[[ $out == "expired kept $fC by keep ("* ]] && [ "$(echo "$out" | wc -l)" -eq 1 ] ||
+  fail "expire with B held by a live process: '$out'"
+[ "$(kept)" = "$fB" ] || fail "after keep with B held: $(kept)"
+rm -f "$kdir/slow"
+wait "$holder" || fail "the holder of B failed"
+holder=
+pass "expire respects keep, and keeps what a live process serves"
 echo "all matctl tests passed"

@@ -1,0 +1,186 @@
+/*
+ * engine_expiry.c - the expiry policy: which snapshots of a catalog
+ * listing are due, and why (expire_after, keep, max_size). The daemon's
+ * expiry thread and `matctl expire` both ask it; each brings what only it
+ * knows (what is registered, what is in use) as predicates.
+ *
+ * Not for: expiring (mf_engine_expire_snapshot), reading the catalog, or
+ * when to run a pass (the daemon's timer, matctl's user). Pure: no I/O,
+ * no lock, no state between calls.
+ */
+#include "engine_i.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *mf_expiry_why_name(enum mf_expiry_why why)
+{
+	switch (why) {
+	case MF_EXPIRY_AFTER:
+		return "expire_after";
+	case MF_EXPIRY_KEEP:
+		return "keep";
+	case MF_EXPIRY_MAX_SIZE:
+		return "max_size";
+	}
+	return "?";
+}
+
+/* One pass's view of the listing: answers of the predicates, asked once
+ * each and only when needed, and what is decided so far. */
+struct pass {
+	const struct mf_snapshot_rec *v;
+	size_t n;
+	const struct mf_expiry_policy *p;
+	signed char *reg; /* -1: not asked yet, else 0 or 1 */
+	bool *taken; /* due already */
+	struct mf_expiry_due *due;
+	size_t n_due;
+};
+
+/* Last use of a snapshot: its last read, else its creation. */
+static int64_t last_use(const struct mf_snapshot_rec *r)
+{
+	return r->last_read > 0 ? r->last_read : r->created;
+}
+
+static bool registered(struct pass *ps, size_t i)
+{
+	if (ps->reg[i] < 0)
+		ps->reg[i] = ps->p->registered &&
+		    ps->p->registered(ps->p->arg, ps->v[i].fp);
+	return ps->reg[i] != 0;
+}
+
+/* True when o was used more recently than r (both of one name, both
+ * registered or both not): the later last use, then the later created,
+ * then the larger fingerprint. */
+static bool more_recent(const struct mf_snapshot_rec *o,
+			const struct mf_snapshot_rec *r)
+{
+	int64_t a = last_use(o), b = last_use(r);
+	if (a != b)
+		return a > b;
+	if (o->created != r->created)
+		return o->created > r->created;
+	return strcmp(o->fp, r->fp) > 0;
+}
+
+/* Number of snapshots of v[i]'s name more recent than v[i]; a registered
+ * one counts as more recent than any other. */
+static size_t newer_of_name(struct pass *ps, size_t i)
+{
+	const struct mf_snapshot_rec *r = &ps->v[i];
+	bool reg_r = registered(ps, i);
+	size_t k = 0;
+	for (size_t j = 0; j < ps->n; j++) {
+		const struct mf_snapshot_rec *o = &ps->v[j];
+		if (j == i || strcmp(o->name, r->name) != 0)
+			continue;
+		bool reg_o = registered(ps, j);
+		if (reg_o != reg_r)
+			k += reg_o;
+		else
+			k += more_recent(o, r);
+	}
+	return k;
+}
+
+/* Why v[i] is due under expire_after or keep; 0 when it is not. */
+static enum mf_expiry_why due_by_rule(struct pass *ps, size_t i)
+{
+	const struct mf_snapshot_rec *r = &ps->v[i];
+	int64_t limit =
+	    ps->p->older_than >= 0 ? ps->p->older_than : r->expire_after;
+	bool expired = limit >= 0 && ps->p->now - last_use(r) >= limit;
+	bool surplus = r->keep > 0 && newer_of_name(ps, i) >= r->keep;
+	if (!expired && !surplus)
+		return 0;
+	bool reg = registered(ps, i);
+	if (expired && (r->materialized > 0 || !reg))
+		return MF_EXPIRY_AFTER;
+	if (surplus && !reg)
+		return MF_EXPIRY_KEEP;
+	return 0; /* registered: nothing left to take */
+}
+
+static void add_due(struct pass *ps, size_t i, enum mf_expiry_why why)
+{
+	ps->due[ps->n_due++] = (struct mf_expiry_due){i, why};
+	ps->taken[i] = true;
+}
+
+/* The least recently used snapshot holding data that may be evicted:
+ * not taken yet, not in use. -1 when none. */
+static long victim(struct pass *ps, bool *passed)
+{
+	for (;;) {
+		long best = -1;
+		for (size_t i = 0; i < ps->n; i++)
+			if (!ps->taken[i] && !passed[i] &&
+			    ps->v[i].stored_bytes > 0 &&
+			    (best < 0 ||
+			     last_use(&ps->v[i]) < last_use(&ps->v[best])))
+				best = (long)i;
+		if (best < 0)
+			return -1;
+		passed[best] = true;
+		if (!ps->p->in_use ||
+		    !ps->p->in_use(ps->p->arg, ps->v[best].fp))
+			return best;
+	}
+}
+
+/* max_size: the least recently used snapshots while the stored bytes of
+ * what is left exceed it. */
+static int evict(struct pass *ps)
+{
+	bool *passed = calloc(ps->n + 1, sizeof(*passed));
+	if (!passed)
+		return -ENOMEM;
+	uint64_t total = 0;
+	for (size_t i = 0; i < ps->n; i++)
+		if (!ps->taken[i])
+			total += ps->v[i].stored_bytes;
+	while (total > ps->p->max_size) {
+		long i = victim(ps, passed);
+		if (i < 0)
+			break;
+		add_due(ps, (size_t)i, MF_EXPIRY_MAX_SIZE);
+		total -= ps->v[i].stored_bytes;
+	}
+	free(passed);
+	return 0;
+}
+
+int mf_engine_expiry_due(const struct mf_snapshot_rec *v, size_t n,
+			 const struct mf_expiry_policy *p,
+			 struct mf_expiry_due **out, size_t *n_out)
+{
+	struct pass ps = {.v = v, .n = n, .p = p};
+	ps.reg = malloc(n + 1);
+	ps.taken = calloc(n + 1, sizeof(*ps.taken));
+	ps.due = calloc(n + 1, sizeof(*ps.due));
+	int rc = ps.reg && ps.taken && ps.due ? 0 : -ENOMEM;
+	if (rc == 0)
+		memset(ps.reg, -1, n + 1);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		enum mf_expiry_why why = due_by_rule(&ps, i);
+		if (why)
+			add_due(&ps, i, why);
+	}
+	if (rc == 0 && p->max_size)
+		rc = evict(&ps);
+	free(ps.reg);
+	free(ps.taken);
+	if (rc || ps.n_due == 0) {
+		free(ps.due);
+		ps.due = NULL;
+	}
+	if (rc == 0) {
+		*out = ps.due;
+		*n_out = ps.n_due;
+	}
+	return rc;
+}

@@ -1,0 +1,143 @@
+/*
+ * engine_read.c - what the catalog says, for the front ends: snapshot and
+ * shard rows, the fingerprints live engines hold, and the open of a shard
+ * that is materialized already (the FUSE layer's fast path), each on a
+ * connection of the engine's pool.
+ *
+ * Not for: opening a shard that must be computed or waited for
+ * (engine.c), or changing anything but a last-read time.
+ */
+#include "engine_i.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void mf_engine_snapshot_recs_free(struct mf_snapshot_rec *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		mf_snapshot_rec_release(&v[i]);
+	free(v);
+}
+
+void mf_engine_shard_recs_free(struct mf_shard_rec *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		mf_shard_rec_release(&v[i]);
+	free(v);
+}
+
+int mf_engine_list_snapshots(struct mf_engine *e, struct mf_snapshot_rec **out,
+			     size_t *n)
+{
+	struct mf_catalog *c;
+	int rc = eng_catalog_get(e, &c);
+	if (rc)
+		return rc;
+	rc = mf_catalog_list_snapshots(c, out, n);
+	eng_catalog_put(e, c);
+	return rc;
+}
+
+int mf_engine_snapshot(struct mf_engine *e, const char *fp,
+		       struct mf_snapshot_rec *out)
+{
+	struct mf_catalog *c;
+	int rc = eng_catalog_get(e, &c);
+	if (rc)
+		return rc;
+	rc = mf_catalog_get_snapshot(c, fp, out);
+	eng_catalog_put(e, c);
+	return rc;
+}
+
+int mf_engine_list_shards(struct mf_engine *e, const char *fp,
+			  struct mf_shard_rec **out, size_t *n)
+{
+	struct mf_catalog *c;
+	int rc = eng_catalog_get(e, &c);
+	if (rc)
+		return rc;
+	rc = mf_catalog_list_shards(c, fp, out, n);
+	eng_catalog_put(e, c);
+	return rc;
+}
+
+int mf_engine_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
+			struct mf_shard_rec *out)
+{
+	struct mf_catalog *c;
+	int rc = eng_catalog_get(e, &c);
+	if (rc)
+		return rc;
+	rc = mf_catalog_get_shard(c, fp, shard, out);
+	eng_catalog_put(e, c);
+	return rc;
+}
+
+int mf_engine_list_held(struct mf_engine *e, char (**out)[MF_FP_HEX_LEN + 1],
+			size_t *n)
+{
+	struct mf_catalog *c;
+	int rc = eng_catalog_get(e, &c);
+	if (rc)
+		return rc;
+	struct mf_run_rec *h = NULL;
+	size_t k = 0;
+	rc = mf_catalog_prune_holds(c, mf_now_s(), NULL);
+	if (rc == 0)
+		rc = mf_catalog_list_holds(c, NULL, &h, &k);
+	eng_catalog_put(e, c);
+	if (rc)
+		return rc;
+	char(*v)[MF_FP_HEX_LEN + 1] = calloc(k + 1, sizeof(*v));
+	if (!v) {
+		free(h);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < k; i++)
+		memcpy(v[i], h[i].fp, sizeof(v[i]));
+	free(h);
+	*out = v;
+	*n = k;
+	return 0;
+}
+
+/* Sets the shard's last read to now, unless rec's is recent enough. */
+static void touch(struct mf_engine *e, const struct mf_shard_rec *rec)
+{
+	int64_t now = mf_now_s();
+	if (rec->last_read + MF_ENGINE_TOUCH_EVERY_S > now)
+		return;
+	struct mf_catalog *c;
+	if (eng_catalog_get(e, &c) == 0) {
+		(void)mf_catalog_touch(c, rec->fp, rec->index, now);
+		eng_catalog_put(e, c);
+	}
+}
+
+int mf_engine_open_materialized(
+    struct mf_engine *e, const char *fp, uint32_t shard,
+    bool (*have)(void *arg, const struct mf_shard_rec *rec), void *arg,
+    struct mf_shard_reader **out, struct mf_shard_rec *rec)
+{
+	struct mf_shard_rec cur;
+	int rc = mf_engine_shard_rec(e, fp, shard, &cur);
+	if (rc)
+		return rc == -ENOENT ? -EAGAIN : rc;
+	if (cur.state != MF_SHARD_MATERIALIZED) {
+		mf_shard_rec_release(&cur);
+		return -EAGAIN;
+	}
+	/* the row first, then the file: never older than the row */
+	struct mf_shard_reader *r = NULL;
+	if (!(have && have(arg, &cur)) &&
+	    mf_shard_reader_open(e->store, fp, cur.run_id, shard, &r) != 0) {
+		mf_shard_rec_release(&cur);
+		return -EAGAIN;
+	}
+	touch(e, &cur);
+	*out = r;
+	*rec = cur;
+	return 0;
+}
