@@ -19,6 +19,7 @@ struct copy_slot {
 	uint64_t next; /* the chunk this slot is for; guarded by lock */
 	bool ready; /* buf holds chunk next; guarded by lock */
 	int err; /* its decode result; written before ready */
+	struct mf_corrupt_note note; /* why, when err is -EBADMSG */
 };
 
 struct copy_worker {
@@ -53,6 +54,8 @@ static void *copy_worker_main(void *arg)
 		int rc = snap_load_chunk(j->r, (uint32_t)i, s->buf);
 		pthread_mutex_lock(&j->lock);
 		s->err = rc;
+		if (rc == -EBADMSG)
+			mf_corrupt_save(&s->note);
 		s->ready = true;
 		pthread_cond_broadcast(&j->cv);
 		pthread_mutex_unlock(&j->lock);
@@ -73,6 +76,8 @@ static int copy_out(struct copy_job *j, int out_fd)
 			pthread_cond_wait(&j->cv, &j->lock);
 		pthread_mutex_unlock(&j->lock);
 		rc = s->err;
+		if (rc == -EBADMSG)
+			rc = mf_corrupt_restore(&s->note);
 		if (rc == 0)
 			rc = mf_write_full(out_fd, s->buf, j->r->ent[i].raw);
 		pthread_mutex_lock(&j->lock);

@@ -164,11 +164,12 @@ static int cmd_cat(struct ctl *ctl)
 		(void)mf_engine_report_corrupt(ctl->engine, fp, shard,
 					       rec.generation);
 	mf_shard_rec_release(&rec);
-	if (rc)
-		ctl_err("shard %u of %.12s: %s", shard, fp,
-			rc == -EBADMSG ? "corrupt chunk in the store; expired "
-					 "for recomputation"
-				       : strerror(-rc));
+	if (rc == -EBADMSG)
+		ctl_err("shard %u of %.12s: corrupt in the store (%s); expired "
+			"for recomputation",
+			shard, fp, mf_corrupt_reason());
+	else if (rc)
+		ctl_err("shard %u of %.12s: %s", shard, fp, strerror(-rc));
 	return rc ? 1 : 0;
 }
 
@@ -207,9 +208,9 @@ static void verify_report(void *arg, uint32_t shard, int rc)
 	if (rc == 0)
 		printf("shard %u: ok\n", shard);
 	else if (rc == -EBADMSG)
-		printf("shard %u: corrupt: expired, the next read recomputes "
-		       "it\n",
-		       shard);
+		printf("shard %u: corrupt (%s): expired, the next read "
+		       "recomputes it\n",
+		       shard, mf_corrupt_reason());
 	else
 		printf("shard %u: %s\n", shard, strerror(-rc));
 }

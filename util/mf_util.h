@@ -123,6 +123,15 @@ int mf_corrupt_at(const char *file, int line, const char *why);
 const char *mf_corrupt_reason(void);
 const char *mf_corrupt_where(void);
 void mf_corrupt_clear(void);
+/* A report carried from the thread that found it to the one that makes
+ * the message (a decompression worker to the reader): save it where the
+ * -EBADMSG is stored, restore it where the -EBADMSG is taken. */
+struct mf_corrupt_note {
+	const char *file, *why; /* NULL why: none */
+	int line;
+};
+void mf_corrupt_save(struct mf_corrupt_note *n);
+int mf_corrupt_restore(const struct mf_corrupt_note *n); /* -EBADMSG */
 
 /* The default store folder: $XDG_CACHE_HOME/matfs, else ~/.cache/matfs
  * ($HOME, else /tmp). Caller frees; NULL when out of memory. */

@@ -255,7 +255,7 @@ uint64_t mf_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static _Thread_local const char *corrupt_why;
+static _Thread_local struct mf_corrupt_note corrupt_note;
 static _Thread_local char corrupt_where[128];
 
 int mf_corrupt_at(const char *file, int line, const char *why)
@@ -263,25 +263,39 @@ int mf_corrupt_at(const char *file, int line, const char *why)
 	/* meson compiles with paths relative to the build folder */
 	while (strncmp(file, "../", 3) == 0)
 		file += 3;
-	corrupt_why = why;
-	snprintf(corrupt_where, sizeof(corrupt_where), "%s:%d", file, line);
+	corrupt_note = (struct mf_corrupt_note){file, why, line};
 	return -EBADMSG;
 }
 
 const char *mf_corrupt_reason(void)
 {
-	return corrupt_why ? corrupt_why : "";
+	return corrupt_note.why ? corrupt_note.why : "";
 }
 
 const char *mf_corrupt_where(void)
 {
-	return corrupt_why ? corrupt_where : "";
+	if (!corrupt_note.why)
+		return "";
+	snprintf(corrupt_where, sizeof(corrupt_where), "%s:%d",
+		 corrupt_note.file, corrupt_note.line);
+	return corrupt_where;
 }
 
 void mf_corrupt_clear(void)
 {
-	corrupt_why = NULL;
-	corrupt_where[0] = 0;
+	corrupt_note = (struct mf_corrupt_note){0};
+}
+
+void mf_corrupt_save(struct mf_corrupt_note *n)
+{
+	*n = corrupt_note;
+}
+
+int mf_corrupt_restore(const struct mf_corrupt_note *n)
+{
+	if (n->why)
+		corrupt_note = *n;
+	return -EBADMSG;
 }
 
 static _Thread_local uint64_t deadline_ns;

@@ -374,7 +374,7 @@ static int verify_sizes(const struct mf_shard_reader *r,
 	mf_shard_reader_stat(r, &ss);
 	if (ss.stored_bytes != rec->stored_bytes ||
 	    ss.raw_bytes != rec->raw_bytes || ss.chunks != rec->chunks)
-		return -EBADMSG;
+		return MF_CORRUPT("shard file sizes differ from the catalog");
 	return 0;
 }
 
@@ -390,10 +390,12 @@ static int verify_one(struct mf_engine *e, struct mf_catalog *c,
 			rc = mf_shard_reader_verify(r, NULL);
 		mf_shard_reader_close(r);
 	}
-	if (rc == -EBADMSG || rc == -ENOENT || rc == -ELOOP) {
+	if (rc == -ENOENT)
+		rc = MF_CORRUPT("shard file missing");
+	else if (rc == -ELOOP)
+		rc = MF_CORRUPT("shard file is a symbolic link");
+	if (rc == -EBADMSG)
 		(void)eng_expire_recs(e, c, rec, 1);
-		rc = -EBADMSG;
-	}
 	return rc;
 }
 

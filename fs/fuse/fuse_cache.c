@@ -34,6 +34,7 @@ struct centry {
 	uint32_t chunk;
 	unsigned refs;
 	int state; /* LOADING, READY or a negative errno */
+	struct mf_corrupt_note note; /* why, when state is -EBADMSG */
 	bool linked; /* in the hash and the LRU list */
 	uint8_t *buf;
 	size_t len, cap; /* bytes of the chunk, of buf */
@@ -285,10 +286,12 @@ static int load(struct mfs_cache *c, struct mfs_data *d, struct centry *e)
 	    : -ENOMEM;
 	pthread_mutex_lock(&c->lock);
 	if (n >= 0 && (size_t)n != e->len)
-		n = -EBADMSG;
+		n = MF_CORRUPT("chunk length differs from the index");
 	if (n < 0) {
 		buf_give(c, buf, cap);
 		e->state = (int)n;
+		if (n == -EBADMSG)
+			mf_corrupt_save(&e->note);
 		unlink_entry(c, e); /* the next reader tries again */
 	} else {
 		e->buf = buf;
@@ -312,6 +315,8 @@ int mfs_cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
 		while (e->state == LOADING)
 			pthread_cond_wait(&c->loaded, &c->lock);
 		rc = e->state < 0 ? e->state : 0;
+		if (rc == -EBADMSG) /* found by the thread that loaded it */
+			rc = mf_corrupt_restore(&e->note);
 		if (rc == 0) {
 			lru_remove(e);
 			lru_front(c, e);

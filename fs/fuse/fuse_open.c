@@ -561,9 +561,10 @@ static void read_failed(struct mfs *m, fuse_req_t req, struct mfs_data *d,
 {
 	if (rc == -EBADMSG) {
 		mfs_logf(m, MFS_LOG_ERR,
-			 "shard %u of %.12s: corrupt chunk: it will be "
-			 "computed again",
-			 d->shard, d->fp);
+			 "shard %u of %.12s: corrupt chunk (%s, %s): it will "
+			 "be computed again",
+			 d->shard, d->fp, mf_corrupt_reason(),
+			 mf_corrupt_where());
 		/* only this computation: the shard may be another by now */
 		(void)mf_engine_report_corrupt(m->eng, d->fp, d->shard, d->gen);
 		rc = -EIO;
