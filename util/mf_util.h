@@ -124,10 +124,6 @@ const char *mf_corrupt_reason(void);
 const char *mf_corrupt_where(void);
 void mf_corrupt_clear(void);
 
-/* The default store folder: $XDG_CACHE_HOME/matfs, else ~/.cache/matfs
- * ($HOME, else /tmp). Caller frees; NULL when out of memory. */
-char *mf_default_store(void);
-
 /* This host's name, truncated to len-1 bytes; "unknown" on failure. */
 void mf_hostname(char *buf, size_t len);
 

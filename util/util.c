@@ -427,17 +427,3 @@ bool mf_process_alive(pid_t pid, uint64_t start_time)
 		return true;
 	return mf_proc_start_time(pid) == start_time;
 }
-
-char *mf_default_store(void)
-{
-	const char *x = getenv("XDG_CACHE_HOME");
-	const char *home = getenv("HOME");
-	char *s = NULL;
-	int n;
-	if (x && *x)
-		n = asprintf(&s, "%s/matfs", x);
-	else
-		n = asprintf(&s, "%s/.cache/matfs",
-			     home && *home ? home : "/tmp");
-	return n < 0 ? NULL : s;
-}
