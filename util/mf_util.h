@@ -1,7 +1,7 @@
 /*
  * mf_util.h - small helpers shared by every matfs module: sizes and
  * durations as users write them, hex, SHA-256 and random ids, full reads and
- * writes, durable renames, and a thread's filesystem credentials.
+ * writes, durable renames, a thread's filesystem credentials and mutexes.
  *
  * Not for: anything that knows about specs, stores or FUSE. Nothing here
  * prints or exits; every fallible function returns 0 or a negative errno.
@@ -9,6 +9,7 @@
 #ifndef MF_UTIL_H
 #define MF_UTIL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -142,6 +143,24 @@ int mf_boot_id(char out[MF_BOOT_ID_LEN + 1]);
 /* The inode number of this process's pid namespace (/proc/self/ns/pid),
  * fixed for the life of the process; 0 when /proc does not tell. */
 uint64_t mf_pid_ns(void);
+
+/* ---- mutexes ---- */
+
+/*
+ * Initialises *m as every matfs mutex is made (STYLE.md): error-checking
+ * (PTHREAD_MUTEX_ERRORCHECK) unless built with NDEBUG, so that a thread
+ * locking a mutex it holds gets EDEADLK and one unlocking a mutex it does
+ * not hold gets EPERM instead of undefined behaviour. Returns 0 or -errno
+ * from pthread_mutexattr_init or pthread_mutex_init; destroy *m with
+ * pthread_mutex_destroy.
+ */
+int mf_mutex_init(pthread_mutex_t *m);
+/* The same for a mutex with static storage, which no code initialises. */
+#ifdef NDEBUG
+#define MF_MUTEX_INITIALIZER PTHREAD_MUTEX_INITIALIZER
+#else
+#define MF_MUTEX_INITIALIZER PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP
+#endif
 
 /* ---- examining files as another user (fscreds.c) ---- */
 

@@ -427,3 +427,18 @@ bool mf_process_alive(pid_t pid, uint64_t start_time)
 		return true;
 	return mf_proc_start_time(pid) == start_time;
 }
+
+int mf_mutex_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	int rc = pthread_mutexattr_init(&a);
+	if (rc)
+		return -rc;
+#ifndef NDEBUG
+	rc = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+#endif
+	if (rc == 0)
+		rc = pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+	return -rc;
+}

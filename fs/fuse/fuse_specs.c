@@ -60,8 +60,17 @@ int mfs_specs_new(struct mfs *m, struct mfs_specs **out)
 	struct mfs_specs *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_mutex_init(&s->watches.mu, NULL);
+	int rc = mf_mutex_init(&s->lock);
+	if (rc) {
+		free(s);
+		return rc;
+	}
+	rc = mf_mutex_init(&s->watches.mu);
+	if (rc) {
+		pthread_mutex_destroy(&s->lock);
+		free(s);
+		return rc;
+	}
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* as mf_mono_ns */
@@ -82,7 +91,7 @@ int mfs_specs_new(struct mfs *m, struct mfs_specs **out)
 	s->kfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	s->jfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->watches.ifd < 0 || s->wfd < 0 || s->kfd < 0 || s->jfd < 0) {
-		int rc = -errno;
+		rc = -errno;
 		mfs_specs_free(s);
 		return rc;
 	}
