@@ -63,32 +63,6 @@ static bool entry_is(DIR *d, const struct dirent *de, bool want_dir)
 
 /* ---- listing ---- */
 
-void mf_strv_free(char **v, size_t n)
-{
-	if (!v)
-		return;
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
-static int strv_push(char ***v, size_t *n, size_t *cap, const char *s)
-{
-	if (*n == *cap) {
-		size_t c = *cap ? 2 * *cap : 8;
-		char **p = realloc(*v, c * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		*v = p;
-		*cap = c;
-	}
-	char *dup = strdup(s);
-	if (!dup)
-		return -ENOMEM;
-	(*v)[(*n)++] = dup;
-	return 0;
-}
-
 /* Lists the sub-folders of dirfd named by hexlen lowercase hex digits. */
 static int list_hex_dirs(int dirfd, size_t hexlen, char ***out, size_t *n)
 {
@@ -96,23 +70,22 @@ static int list_hex_dirs(int dirfd, size_t hexlen, char ***out, size_t *n)
 	int rc = dir_stream(dirfd, &d);
 	if (rc)
 		return rc;
-	char **v = NULL;
-	size_t len = 0, cap = 0;
+	struct mf_strv v = {0};
 	struct dirent *de;
 	while ((de = next_entry(d, &rc)) != NULL) {
 		if (!mf_is_hex(de->d_name, hexlen) || !entry_is(d, de, true))
 			continue;
-		rc = strv_push(&v, &len, &cap, de->d_name);
+		rc = mf_strv_push(&v, strdup(de->d_name));
 		if (rc)
 			break;
 	}
 	closedir(d);
 	if (rc) {
-		mf_strv_free(v, len);
+		mf_strv_release(&v);
 		return rc;
 	}
-	*out = v;
-	*n = len;
+	*out = v.v;
+	*n = v.n;
 	return 0;
 }
 

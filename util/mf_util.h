@@ -1,7 +1,8 @@
 /*
  * mf_util.h - small helpers shared by every matfs module: sizes and
  * durations as users write them, hex, SHA-256 and random ids, full reads and
- * writes, durable renames, a thread's filesystem credentials and mutexes.
+ * writes, durable renames, a thread's filesystem credentials, mutexes and
+ * string vectors.
  *
  * Not for: anything that knows about specs, stores or FUSE. Nothing here
  * prints or exits; every fallible function returns 0 or a negative errno.
@@ -144,7 +145,7 @@ int mf_boot_id(char out[MF_BOOT_ID_LEN + 1]);
  * fixed for the life of the process; 0 when /proc does not tell. */
 uint64_t mf_pid_ns(void);
 
-/* ---- mutexes ---- */
+/* ---- mutexes and string vectors ---- */
 
 /*
  * Initialises *m as every matfs mutex is made (STYLE.md): error-checking
@@ -161,6 +162,28 @@ int mf_mutex_init(pthread_mutex_t *m);
 #else
 #define MF_MUTEX_INITIALIZER PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP
 #endif
+
+/*
+ * A growing array of strings (git's strvec): v[0] to v[n-1], each
+ * malloc'd and owned by the vector. Start from {0}; hand the strings out
+ * by taking v and n (then free them with mf_strv_free) or release them
+ * all with mf_strv_release. Not thread-safe: one owner at a time.
+ */
+struct mf_strv {
+	char **v; /* owned, and each v[i] */
+	size_t n, cap;
+};
+
+/* Appends s, which the vector owns from now on, also on failure (then it
+ * is freed): s NULL (a failed strdup) is -ENOMEM, so that
+ * mf_strv_push(&a, strdup(x)) needs no check of its own. Returns 0 or
+ * -ENOMEM, a unchanged on failure. */
+int mf_strv_push(struct mf_strv *a, char *s);
+/* Frees every string and the array; a is empty ({0}) again. */
+void mf_strv_release(struct mf_strv *a);
+/* Frees the n strings of v and v itself: an array a vector (or anything
+ * built the same way) handed out. NULL v does nothing. */
+void mf_strv_free(char **v, size_t n);
 
 /* ---- examining files as another user (fscreds.c) ---- */
 

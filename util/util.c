@@ -442,3 +442,36 @@ int mf_mutex_init(pthread_mutex_t *m)
 	pthread_mutexattr_destroy(&a);
 	return -rc;
 }
+
+int mf_strv_push(struct mf_strv *a, char *s)
+{
+	if (!s)
+		return -ENOMEM;
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? 2 * a->cap : 16;
+		char **v = realloc(a->v, cap * sizeof(*v));
+		if (!v) {
+			free(s);
+			return -ENOMEM;
+		}
+		a->v = v;
+		a->cap = cap;
+	}
+	a->v[a->n++] = s;
+	return 0;
+}
+
+void mf_strv_release(struct mf_strv *a)
+{
+	mf_strv_free(a->v, a->n);
+	*a = (struct mf_strv){0};
+}
+
+void mf_strv_free(char **v, size_t n)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
