@@ -132,8 +132,11 @@ struct mfs {
 	int64_t t0; /* mount time */
 	unsigned cores;
 
-	/* Lock order: ns_lock, node_lock and cat_lock are leaves: never
-	 * held together, never across I/O or a FUSE reply. */
+	/* Lock order: mfs_specs.pub_lock -> ns_lock (a publication of the
+	 * specs, fuse_specs.c); node_lock -> the open pool's lock (an open
+	 * queues its node's job under node_lock); ns_lock and cat_lock are
+	 * leaves. The three are never held together, nor across I/O or a
+	 * FUSE reply; none is held while calling the engine. */
 	pthread_mutex_t cat_lock;
 	struct mf_catalog **cats; /* idle connections */
 	size_t n_cats, cap_cats;
