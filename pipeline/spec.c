@@ -621,32 +621,23 @@ report:
 	return rc;
 }
 
-void spec_free_strv(char **v, size_t n)
-{
-	if (!v)
-		return;
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 void mf_spec_free(struct mf_spec *spec)
 {
 	if (!spec)
 		return;
 	for (size_t i = 0; i < spec->n_stages; i++) {
 		struct mf_stage *st = &spec->stages[i];
-		spec_free_strv(st->argv, st->argc);
-		spec_free_strv(st->deps, st->n_deps);
-		spec_free_strv(st->deps_rel, st->n_deps);
+		mf_strv_free(st->argv, st->argc);
+		mf_strv_free(st->deps, st->n_deps);
+		mf_strv_free(st->deps_rel, st->n_deps);
 	}
 	free(spec->stages);
 	free(spec->path);
 	free(spec->dir);
 	free(spec->name);
-	spec_free_strv(spec->input_globs, spec->n_globs);
-	spec_free_strv(spec->inputs, spec->n_inputs);
-	spec_free_strv(spec->inputs_rel, spec->n_inputs);
+	mf_strv_free(spec->input_globs, spec->n_globs);
+	mf_strv_free(spec->inputs, spec->n_inputs);
+	mf_strv_free(spec->inputs_rel, spec->n_inputs);
 	free(spec->suffix);
 	free(spec->fingerprint_key);
 	for (size_t i = 0; i < spec->n_env; i++) {

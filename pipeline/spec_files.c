@@ -19,31 +19,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* A growing array of malloc'd strings. */
-struct strv {
-	char **v;
-	size_t n, cap;
-};
-
-/* Takes ownership of s, also on failure. */
-static int strv_push(struct strv *a, char *s)
-{
-	if (!s)
-		return -ENOMEM;
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? 2 * a->cap : 16;
-		char **v = realloc(a->v, cap * sizeof(*v));
-		if (!v) {
-			free(s);
-			return -ENOMEM;
-		}
-		a->v = v;
-		a->cap = cap;
-	}
-	a->v[a->n++] = s;
-	return 0;
-}
-
 char *spec_join(const char *dir, const char *rel)
 {
 	char *out = NULL;
@@ -124,7 +99,7 @@ static int glob_fail(struct spec_ctx *c, const yaml_node_t *n, int rc)
 /* Appends the regular files that pattern matches to acc, as clean paths
  * relative to the spec folder; counts them in *found. */
 static int add_matches(struct spec_ctx *c, const yaml_node_t *n,
-		       const glob_t *g, struct strv *acc, size_t *found)
+		       const glob_t *g, struct mf_strv *acc, size_t *found)
 {
 	const char *dir = c->spec->dir;
 	size_t dl = strlen(dir);
@@ -145,7 +120,7 @@ static int add_matches(struct spec_ctx *c, const yaml_node_t *n,
 			return spec_fail(c, n,
 					 "'inputs': the name of a matched file "
 					 "holds a newline: rename it");
-		int rc = strv_push(acc, spec_clean_rel(path + skip));
+		int rc = mf_strv_push(acc, spec_clean_rel(path + skip));
 		if (rc)
 			return rc;
 		(*found)++;
@@ -180,7 +155,7 @@ static size_t dot_pattern(const char *pattern, const char **at)
 }
 
 static int expand_glob(struct spec_ctx *c, const yaml_node_t *n,
-		       const char *pattern, struct strv *acc)
+		       const char *pattern, struct mf_strv *acc)
 {
 	if (pattern[0] == '/')
 		return spec_fail(c, n,
@@ -223,7 +198,7 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* Sorts acc, drops duplicates and moves it into the spec. */
-static int set_inputs(struct mf_spec *s, struct strv *acc)
+static int set_inputs(struct mf_spec *s, struct mf_strv *acc)
 {
 	qsort(acc->v, acc->n, sizeof(*acc->v), cmp_str);
 	size_t n = 0;
@@ -284,7 +259,7 @@ int spec_parse_inputs(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 	s->input_globs = calloc(n, sizeof(*s->input_globs));
 	if (!s->input_globs)
 		return -ENOMEM;
-	struct strv acc = {0};
+	struct mf_strv acc = {0};
 	for (size_t i = 0; i < n; i++) {
 		const yaml_node_t *g = items ? spec_node(c, items[i]) : v;
 		rc = spec_get_string(c, "inputs", g, &s->input_globs[i]);
@@ -297,7 +272,7 @@ int spec_parse_inputs(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 	}
 	rc = set_inputs(s, &acc);
 free_acc:
-	spec_free_strv(acc.v, acc.n);
+	mf_strv_release(&acc);
 	return rc;
 }
 

@@ -140,7 +140,4 @@ char *spec_join(const char *dir, const char *rel);
  * -> "raw/a"; ".." is kept), malloc'd; NULL when out of memory. */
 char *spec_clean_rel(const char *rel);
 
-/* Frees the n strings of v (NULL ones too) and v itself. */
-void spec_free_strv(char **v, size_t n);
-
 #endif

@@ -163,7 +163,7 @@ static const char *group_text(gid_t gid, char *buf, size_t size)
  * shared by the whole process, hence the lock. */
 static bool group_has_other_primary(gid_t gid, uid_t uid)
 {
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static pthread_mutex_t lock = MF_MUTEX_INITIALIZER;
 	char buf[16384];
 	struct passwd pw, *pwp;
 	bool other = false;

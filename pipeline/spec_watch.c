@@ -24,38 +24,9 @@
 
 struct watch_build {
 	struct mf_spec_watch *w;
-	size_t cap_dirs, cap_files;
+	size_t cap_dirs;
+	struct mf_strv files; /* w->files once built */
 };
-
-/* A folder list of one glob level. */
-struct folders {
-	char **v;
-	size_t n, cap;
-};
-
-static int folders_push(struct folders *f, char *path)
-{
-	if (!path)
-		return -ENOMEM;
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? 2 * f->cap : 8;
-		char **v = realloc(f->v, cap * sizeof(*v));
-		if (!v) {
-			free(path);
-			return -ENOMEM;
-		}
-		f->v = v;
-		f->cap = cap;
-	}
-	f->v[f->n++] = path;
-	return 0;
-}
-
-static void folders_release(struct folders *f)
-{
-	spec_free_strv(f->v, f->n);
-	memset(f, 0, sizeof(*f));
-}
 
 static bool is_dir(const char *path)
 {
@@ -97,19 +68,7 @@ static int add_dir(struct watch_build *b, const char *path, const char *name,
 
 static int add_file(struct watch_build *b, const char *path)
 {
-	struct mf_spec_watch *w = b->w;
-	if (w->n_files == b->cap_files) {
-		size_t cap = b->cap_files ? 2 * b->cap_files : 16;
-		char **v = realloc(w->files, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		w->files = v;
-		b->cap_files = cap;
-	}
-	if (!(w->files[w->n_files] = strdup(path)))
-		return -ENOMEM;
-	w->n_files++;
-	return 0;
+	return mf_strv_push(&b->files, strdup(path));
 }
 
 /* Splits path at its last slash: the folder ("/" for "/x") and the entry.
@@ -128,7 +87,7 @@ static int split(const char *path, char *dir, char *name)
 
 /* Entries of folder matching pattern that are folders, into next. */
 static int match_folders(const char *folder, const char *pattern,
-			 struct folders *next)
+			 struct mf_strv *next)
 {
 	DIR *d = opendir(folder);
 	if (!d)
@@ -144,15 +103,15 @@ static int match_folders(const char *folder, const char *pattern,
 			free(p);
 			continue;
 		}
-		rc = folders_push(next, p);
+		rc = mf_strv_push(next, p);
 	}
 	closedir(d);
 	return rc;
 }
 
 /* The folders of the next level: part of each folder in cur. */
-static int next_level(const struct folders *cur, const char *part, bool glob,
-		      struct folders *next)
+static int next_level(const struct mf_strv *cur, const char *part, bool glob,
+		      struct mf_strv *next)
 {
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < cur->n; i++) {
@@ -165,7 +124,7 @@ static int next_level(const struct folders *cur, const char *part, bool glob,
 			free(p);
 			continue;
 		}
-		rc = folders_push(next, p);
+		rc = mf_strv_push(next, p);
 	}
 	return rc;
 }
@@ -178,9 +137,9 @@ static int next_level(const struct folders *cur, const char *part, bool glob,
 static int walk(struct watch_build *b, const char *dir, const char *rel,
 		bool glob)
 {
-	struct folders cur = {0}, next = {0};
+	struct mf_strv cur = {0}, next = {0};
 	char part[NAME_MAX + 1];
-	int rc = folders_push(&cur, strdup(dir));
+	int rc = mf_strv_push(&cur, strdup(dir));
 	for (const char *p = rel; rc == 0 && *p;) {
 		size_t len = strcspn(p, "/");
 		if (len > NAME_MAX)
@@ -194,11 +153,11 @@ static int walk(struct watch_build *b, const char *dir, const char *rel,
 				     glob && is_pattern(part));
 		if (rc == 0 && *p)
 			rc = next_level(&cur, part, glob, &next);
-		folders_release(&cur);
+		mf_strv_release(&cur);
 		cur = next;
 		memset(&next, 0, sizeof(next));
 	}
-	folders_release(&cur);
+	mf_strv_release(&cur);
 	return rc;
 }
 
@@ -306,6 +265,8 @@ int mf_spec_watch_list(const struct mf_spec *spec, struct mf_spec_watch *out)
 	if (rc == 0)
 		rc = list_inputs(&b, spec);
 	mf_fscreds_leave(&saved);
+	w.files = b.files.v;
+	w.n_files = b.files.n;
 	if (rc) {
 		mf_spec_watch_release(&w);
 		return rc;
@@ -324,6 +285,6 @@ void mf_spec_watch_release(struct mf_spec_watch *w)
 		free(w->dirs[i].name);
 	}
 	free(w->dirs);
-	spec_free_strv(w->files, w->n_files);
+	mf_strv_free(w->files, w->n_files);
 	memset(w, 0, sizeof(*w));
 }

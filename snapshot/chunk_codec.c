@@ -190,17 +190,6 @@ static ZSTD_DCtx *thread_dctx(void)
 	return s->dctx;
 }
 
-void snap_mutex_init(pthread_mutex_t *m)
-{
-	pthread_mutexattr_t a;
-	pthread_mutexattr_init(&a);
-#ifndef NDEBUG
-	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
-#endif
-	pthread_mutex_init(m, &a);
-	pthread_mutexattr_destroy(&a);
-}
-
 /* ---- decoding ---- */
 
 static int decode_zstd(const void *src, size_t src_len, void *dst,

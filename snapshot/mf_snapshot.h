@@ -92,14 +92,13 @@ int mf_store_snapshot_remove(struct mf_store *st, const char *fp);
 
 /* Lists, unsorted, the fingerprints (folders named by 64 hex digits) and
  * the run ids of one fingerprint. Other names are skipped. Caller frees
- * with mf_strv_free. */
+ * with mf_strv_free (mf_util.h). */
 int mf_store_list_snapshots(struct mf_store *st, char ***out, size_t *n);
 int mf_store_list_runs(struct mf_store *st, const char *fp, char ***out,
 		       size_t *n);
 /* Lists the committed shard indexes of a run, sorted. Caller frees *idx. */
 int mf_store_list_shards(struct mf_store *st, const char *fp,
 			 const char *run_id, uint32_t **idx, size_t *n);
-void mf_strv_free(char **v, size_t n);
 
 /* ---- walking and naming the store ---- */
 

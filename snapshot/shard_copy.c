@@ -165,7 +165,7 @@ int mf_shard_reader_copy(struct mf_shard_reader *r, int out_fd,
 			rc = -ENOMEM;
 	}
 	if (rc == 0) {
-		snap_mutex_init(&j.lock);
+		(void)mf_mutex_init(&j.lock);
 		pthread_cond_init(&j.cv, NULL);
 		rc = copy_parallel(&j, out_fd);
 		pthread_cond_destroy(&j.cv);

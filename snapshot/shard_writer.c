@@ -330,7 +330,7 @@ static int writer_new(const struct mf_codec_cfg *cfg, int level,
 	w->level = level;
 	w->chunk_size = (size_t)cfg->chunk_size;
 	w->bound = snap_codec_bound(cfg->codec, w->chunk_size);
-	snap_mutex_init(&w->lock);
+	(void)mf_mutex_init(&w->lock);
 	pthread_cond_init(&w->work_cv, NULL);
 	pthread_cond_init(&w->done_cv, NULL);
 	int rc = slots_alloc(w, threads > 1 ? threads + 1 : 1);

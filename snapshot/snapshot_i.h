@@ -130,9 +130,6 @@ uint64_t snap_chunk_checksum(const void *p, size_t len, uint64_t seed);
 enum snap_scratch { SNAP_SCRATCH_STORED, SNAP_SCRATCH_RAW, SNAP_SCRATCH_N };
 void *snap_thread_scratch(enum snap_scratch slot, size_t len);
 
-/* pthread_mutex_init, error-checking in debug builds. */
-void snap_mutex_init(pthread_mutex_t *m);
-
 /* ---- the store and descriptors (store.c) ---- */
 
 /* Immutable after mf_store_open, so shared freely between threads. */

@@ -21,32 +21,6 @@
 
 /* ---- listing ---- */
 
-void mf_strv_free(char **v, size_t n)
-{
-	if (!v)
-		return;
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
-static int strv_push(char ***v, size_t *n, size_t *cap, const char *s)
-{
-	if (*n == *cap) {
-		size_t c = *cap ? 2 * *cap : 8;
-		char **p = realloc(*v, c * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		*v = p;
-		*cap = c;
-	}
-	char *dup = strdup(s);
-	if (!dup)
-		return -ENOMEM;
-	(*v)[(*n)++] = dup;
-	return 0;
-}
-
 static int push_u32(uint32_t **v, size_t *n, size_t *cap, uint32_t x)
 {
 	if (*n == *cap) {
@@ -64,9 +38,9 @@ static int push_u32(uint32_t **v, size_t *n, size_t *cap, uint32_t x)
 /* What a listing collects: names of one kind, or shard indexes. */
 struct listing {
 	enum mf_store_kind kind;
-	char **v;
-	uint32_t *idx;
-	size_t n, cap;
+	struct mf_strv names; /* folders */
+	uint32_t *idx; /* shards */
+	size_t n, cap; /* of idx */
 };
 
 static int collect_name(void *arg, const struct mf_store_entry *e)
@@ -76,7 +50,7 @@ static int collect_name(void *arg, const struct mf_store_entry *e)
 		return 0;
 	if (l->kind == MF_STORE_SHARD)
 		return push_u32(&l->idx, &l->n, &l->cap, e->shard);
-	return strv_push(&l->v, &l->n, &l->cap, e->name);
+	return mf_strv_push(&l->names, strdup(e->name));
 }
 
 /* The names of the folders of one kind under fp (NULL: the top). */
@@ -86,11 +60,11 @@ static int list_folders(struct mf_store *st, const char *fp,
 	struct listing l = {.kind = kind};
 	int rc = mf_store_walk(st, fp, NULL, collect_name, &l);
 	if (rc) {
-		mf_strv_free(l.v, l.n);
+		mf_strv_release(&l.names);
 		return rc;
 	}
-	*out = l.v;
-	*n = l.n;
+	*out = l.names.v;
+	*n = l.names.n;
 	return 0;
 }
 

@@ -386,7 +386,7 @@ int main(int argc, char **argv)
 	}
 	char *store = NULL;
 	if (!ctl.store) {
-		store = mf_default_store();
+		store = mf_engine_default_store();
 		ctl.store = store;
 	}
 	rc = ctl.store ? cmd->fn(&ctl) : 1;

@@ -166,7 +166,7 @@ int cmd_warm(struct ctl *ctl)
 	w.in_flight = calloc(w.shards, sizeof(*w.in_flight));
 	if (!w.in_flight)
 		return 1;
-	pthread_mutex_init(&w.lock, NULL);
+	(void)mf_mutex_init(&w.lock);
 	w.start_ns = mf_mono_ns();
 	g_warm = &w;
 	unsigned jobs = ctl->jobs ? ctl->jobs : 1;

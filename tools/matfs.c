@@ -22,8 +22,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "mf_engine.h"
 #include "mf_fuse.h"
-#include "mf_pipeline.h"
 #include "mf_util.h"
 #include "mf_config.h"
 #include "mf_pipeline.h"
@@ -206,7 +206,7 @@ static int parse_count(const char *what, const char *s, long max, unsigned *out)
 static int make_opts(struct cli *c, struct mfs_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	char *store = c->store ? strdup(c->store) : mf_default_store();
+	char *store = c->store ? strdup(c->store) : mf_engine_default_store();
 	char *s = store ? absolute(store) : NULL;
 	char *p = absolute(c->pipelines ? c->pipelines : "pipelines");
 	free(store);

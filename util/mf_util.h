@@ -1,7 +1,8 @@
 /*
  * mf_util.h - small helpers shared by every matfs module: sizes and
  * durations as users write them, hex, SHA-256 and random ids, full reads and
- * writes, durable renames, and a thread's filesystem credentials.
+ * writes, durable renames, a thread's filesystem credentials, mutexes and
+ * string vectors.
  *
  * Not for: anything that knows about specs, stores or FUSE. Nothing here
  * prints or exits; every fallible function returns 0 or a negative errno.
@@ -9,6 +10,7 @@
 #ifndef MF_UTIL_H
 #define MF_UTIL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -133,10 +135,6 @@ struct mf_corrupt_note {
 void mf_corrupt_save(struct mf_corrupt_note *n);
 int mf_corrupt_restore(const struct mf_corrupt_note *n); /* -EBADMSG */
 
-/* The default store folder: $XDG_CACHE_HOME/matfs, else ~/.cache/matfs
- * ($HOME, else /tmp). Caller frees; NULL when out of memory. */
-char *mf_default_store(void);
-
 /* This host's name, truncated to len-1 bytes; "unknown" on failure. */
 void mf_hostname(char *buf, size_t len);
 
@@ -155,6 +153,46 @@ int mf_boot_id(char out[MF_BOOT_ID_LEN + 1]);
 /* The inode number of this process's pid namespace (/proc/self/ns/pid),
  * fixed for the life of the process; 0 when /proc does not tell. */
 uint64_t mf_pid_ns(void);
+
+/* ---- mutexes and string vectors ---- */
+
+/*
+ * Initialises *m as every matfs mutex is made (STYLE.md): error-checking
+ * (PTHREAD_MUTEX_ERRORCHECK) unless built with NDEBUG, so that a thread
+ * locking a mutex it holds gets EDEADLK and one unlocking a mutex it does
+ * not hold gets EPERM instead of undefined behaviour. Returns 0 or -errno
+ * from pthread_mutexattr_init or pthread_mutex_init; destroy *m with
+ * pthread_mutex_destroy.
+ */
+int mf_mutex_init(pthread_mutex_t *m);
+/* The same for a mutex with static storage, which no code initialises. */
+#ifdef NDEBUG
+#define MF_MUTEX_INITIALIZER PTHREAD_MUTEX_INITIALIZER
+#else
+#define MF_MUTEX_INITIALIZER PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP
+#endif
+
+/*
+ * A growing array of strings (git's strvec): v[0] to v[n-1], each
+ * malloc'd and owned by the vector. Start from {0}; hand the strings out
+ * by taking v and n (then free them with mf_strv_free) or release them
+ * all with mf_strv_release. Not thread-safe: one owner at a time.
+ */
+struct mf_strv {
+	char **v; /* owned, and each v[i] */
+	size_t n, cap;
+};
+
+/* Appends s, which the vector owns from now on, also on failure (then it
+ * is freed): s NULL (a failed strdup) is -ENOMEM, so that
+ * mf_strv_push(&a, strdup(x)) needs no check of its own. Returns 0 or
+ * -ENOMEM, a unchanged on failure. */
+int mf_strv_push(struct mf_strv *a, char *s);
+/* Frees every string and the array; a is empty ({0}) again. */
+void mf_strv_release(struct mf_strv *a);
+/* Frees the n strings of v and v itself: an array a vector (or anything
+ * built the same way) handed out. NULL v does nothing. */
+void mf_strv_free(char **v, size_t n);
 
 /* ---- examining files as another user (fscreds.c) ---- */
 

@@ -442,16 +442,50 @@ bool mf_process_alive(pid_t pid, uint64_t start_time)
 	return mf_proc_start_time(pid) == start_time;
 }
 
-char *mf_default_store(void)
+int mf_mutex_init(pthread_mutex_t *m)
 {
-	const char *x = getenv("XDG_CACHE_HOME");
-	const char *home = getenv("HOME");
-	char *s = NULL;
-	int n;
-	if (x && *x)
-		n = asprintf(&s, "%s/matfs", x);
-	else
-		n = asprintf(&s, "%s/.cache/matfs",
-			     home && *home ? home : "/tmp");
-	return n < 0 ? NULL : s;
+	pthread_mutexattr_t a;
+	int rc = pthread_mutexattr_init(&a);
+	if (rc)
+		return -rc;
+#ifndef NDEBUG
+	rc = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+#endif
+	if (rc == 0)
+		rc = pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+	return -rc;
+}
+
+int mf_strv_push(struct mf_strv *a, char *s)
+{
+	if (!s)
+		return -ENOMEM;
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? 2 * a->cap : 16;
+		char **v = realloc(a->v, cap * sizeof(*v));
+		if (!v) {
+			free(s);
+			return -ENOMEM;
+		}
+		a->v = v;
+		a->cap = cap;
+	}
+	a->v[a->n++] = s;
+	return 0;
+}
+
+void mf_strv_release(struct mf_strv *a)
+{
+	mf_strv_free(a->v, a->n);
+	*a = (struct mf_strv){0};
+}
+
+void mf_strv_free(char **v, size_t n)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
 }

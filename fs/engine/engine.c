@@ -185,8 +185,8 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 	int rc = mf_random_hex(MF_RUN_ID_HEX_LEN / 2, e->holder);
 	if (rc)
 		return rc;
-	pthread_mutex_init(&e->lock, NULL);
-	pthread_mutex_init(&e->index_lock, NULL);
+	(void)mf_mutex_init(&e->lock);
+	(void)mf_mutex_init(&e->index_lock);
 	pthread_cond_init(&e->flight_cv, NULL);
 
 	rc = mf_store_open(o->store_dir, true, &e->store);

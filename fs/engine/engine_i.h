@@ -69,7 +69,10 @@ struct mf_engine {
 	 * of the engine, and lock is never taken under it. */
 
 	/* lock guards everything below; never held across I/O that can
-	 * block for long (stages, SQLite busy waits). */
+	 * block for long (stages, SQLite busy waits). A leaf: no other lock
+	 * is taken while it is held. Callers may hold mfs_specs.pub_lock
+	 * (the FUSE layer's publication of the specs), no other lock of
+	 * theirs. */
 	pthread_mutex_t lock;
 	pthread_cond_t flight_cv; /* a flight finished */
 	struct spec_entry *specs;
@@ -84,7 +87,8 @@ struct mf_engine {
 	dev_t mount_dev;
 
 	/* held while a new catalog is indexed (eng_catalog_ready), across
-	 * store and catalog I/O; never while holding lock */
+	 * store and catalog I/O; never while holding lock, and lock is not
+	 * taken while it is held (lock order: none) */
 	pthread_mutex_t index_lock;
 
 	pthread_t hb_thread;

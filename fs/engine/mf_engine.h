@@ -33,6 +33,11 @@
 
 #define MF_CATALOG_FILE "catalog.db"
 
+/* The store folder when none is given (engine_defaults.c):
+ * $XDG_CACHE_HOME/matfs, else ~/.cache/matfs ($HOME, else /tmp). Caller
+ * frees; NULL when out of memory. */
+char *mf_engine_default_store(void);
+
 /* Called from the materializing thread after each chunk is handed to the
  * store, and once more with done = true. Must not block. */
 typedef void (*mf_progress_fn)(void *arg, const char *fp, uint32_t shard,

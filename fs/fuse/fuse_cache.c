@@ -94,7 +94,7 @@ int mfs_cache_new(uint64_t budget, struct mfs_cache **out)
 		free(c);
 		return -ENOMEM;
 	}
-	pthread_mutex_init(&c->lock, NULL);
+	(void)mf_mutex_init(&c->lock);
 	pthread_cond_init(&c->loaded, NULL);
 	c->lru.next = c->lru.prev = &c->lru;
 	c->budget = budget;

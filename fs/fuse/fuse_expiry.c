@@ -197,7 +197,7 @@ int mfs_expiry_start(struct mfs *m)
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
 	pthread_cond_init(&x->cv, &a);
 	pthread_condattr_destroy(&a);
-	pthread_mutex_init(&x->mu, NULL);
+	(void)mf_mutex_init(&x->mu);
 	m->expiry = x;
 	int rc = -pthread_create(&x->th, NULL, loop, m);
 	if (rc) {

@@ -132,12 +132,11 @@ struct mfs {
 	int64_t t0; /* mount time */
 	unsigned cores;
 
-	/* Lock order: ns_lock and node_lock are never held together.
-	 * ns_lock is a leaf. node_lock may be held while taking a worker
-	 * pool's lock (open_slow queues a job under it: node_lock before
-	 * mfs_pool.lock), nothing else. Neither is held across I/O, a FUSE
-	 * reply or a call into the engine (which keeps the catalog
-	 * connections: mf_engine_* reads). */
+	/* Lock order: mfs_specs.pub_lock -> ns_lock (a publication of the
+	 * specs, fuse_specs.c); node_lock -> a worker pool's lock (open_slow
+	 * queues a node's job under it). ns_lock and node_lock are never
+	 * held together, nor across I/O, a FUSE reply or a call into the
+	 * engine (which keeps the catalog connections: mf_engine_* reads). */
 	pthread_mutex_t ns_lock;
 	struct mfs_snap **snaps; /* in order of first sight */
 	size_t n_snaps, cap_snaps;

@@ -21,17 +21,6 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-static void mutex_init(pthread_mutex_t *mu)
-{
-	pthread_mutexattr_t a;
-	pthread_mutexattr_init(&a);
-#ifndef NDEBUG
-	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
-#endif
-	pthread_mutex_init(mu, &a);
-	pthread_mutexattr_destroy(&a);
-}
-
 static int copy_opts(struct mfs *m, const struct mfs_opts *o)
 {
 	m->o = *o;
@@ -109,8 +98,8 @@ int mfs_new(const struct mfs_opts *o, struct mfs **out, char **err)
 	struct mfs *m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
-	mutex_init(&m->ns_lock);
-	mutex_init(&m->node_lock);
+	(void)mf_mutex_init(&m->ns_lock);
+	(void)mf_mutex_init(&m->node_lock);
 	int rc = setup(m, o, err);
 	if (rc) {
 		mfs_free(m);

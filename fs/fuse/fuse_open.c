@@ -153,7 +153,7 @@ static int fh_open(struct mfs *m, fuse_ino_t ino, struct mfs_data *d,
 	mfs_data_put(m, put);
 	fh->d = d;
 	fh->ino = ino;
-	pthread_mutex_init(&fh->lock, NULL);
+	(void)mf_mutex_init(&fh->lock);
 	*out = fh;
 	return 0;
 }

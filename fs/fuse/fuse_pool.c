@@ -65,7 +65,7 @@ int mfs_pool_new(unsigned threads, struct mfs_pool **out)
 		free(p);
 		return -ENOMEM;
 	}
-	pthread_mutex_init(&p->lock, NULL);
+	(void)mf_mutex_init(&p->lock);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

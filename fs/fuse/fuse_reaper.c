@@ -112,7 +112,7 @@ int mfs_reaper_start(struct mfs *m)
 	struct mfs_reaper *r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	pthread_mutex_init(&r->mu, NULL);
+	(void)mf_mutex_init(&r->mu);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -5,8 +5,9 @@
  * (mf_engine_register) run with no lock held, at most MFS_REG_THREADS at
  * once (MFS_REG_PER_OWNER per owner of spec files, so that one user's
  * slow specs never hold up another's) and one per spec file; the outcome
- * is recorded and published under mfs_specs.lock when the registration
- * returns.
+ * is recorded under mfs_specs.lock when the registration returns, then
+ * its older registrations are forgotten and the tree published with the
+ * lock released again.
  *
  * Each registration has a time limit (-o spec_timeout, MFS_SPEC_TIMEOUT_S
  * by default): past it the spec is logged and fails as a spec that does
@@ -48,6 +49,7 @@ struct mfs_reg {
 	/* under s->lock */
 	bool running;
 	bool expired; /* past its limit: the outcome is discarded */
+	bool returned; /* its thread is recording the outcome */
 	uint64_t deadline_ns;
 	/* the outcome, written by the worker before it takes s->lock */
 	bool skipped; /* check found nothing changed */
@@ -55,14 +57,6 @@ struct mfs_reg {
 	char fp[MF_FP_HEX_LEN + 1];
 	char *err;
 };
-
-/* Wakes the watcher to look at the time limits again. */
-static void wake_watcher(struct mfs_specs *s)
-{
-	uint64_t one = 1;
-	if (write(s->jfd, &one, sizeof(one)) < 0)
-		return; /* the counter is full: it wakes anyway */
-}
 
 static void reg_free(struct mfs_reg *j)
 {
@@ -125,14 +119,14 @@ static void pump(struct mfs_specs *s)
 		s->threads++;
 		s->active++;
 		j->running = true;
-		wake_watcher(s);
+		mfs_specs_wake(s);
 	}
 }
 
 void mfs_reg_submit(struct mfs *m, struct spec_file *f, bool check)
 {
 	struct mfs_specs *s = m->specs;
-	if (f->job) {
+	if (f->job || f->unregistering) {
 		f->again |= !check;
 		return;
 	}
@@ -179,14 +173,14 @@ static void deps_update(struct mfs *m, struct mfs_specs *s, struct mfs_reg *j)
 			 "every %llu ms instead",
 			 j->path, why,
 			 (unsigned long long)(s->poll_ns / 1000000));
-	if (f) {
-		mfs_deps_free(&s->watches, f->deps);
+	if (f) { /* the old set goes below, its watches with no lock */
+		struct mfs_deps *old = f->deps;
 		f->deps = d;
-		d = NULL;
+		d = old;
 	}
 	j->deps = NULL; /* freed, or no longer this registration's */
-	mfs_deps_free(&s->watches, d);
 	pthread_mutex_unlock(&s->lock);
+	mfs_deps_free(&s->watches, d);
 }
 
 /* The registration itself, with no lock held. */
@@ -241,19 +235,22 @@ static bool time_out(struct mfs *m, struct mfs_specs *s, struct spec_file *f)
 }
 
 /* A registration returned: its outcome goes to its file, or is discarded
- * (past its limit, or the file left the folder meanwhile). Caller holds
- * s->lock. */
-static void reg_done(struct mfs *m, struct mfs_specs *s, struct mfs_reg *j)
+ * (past its limit, or the file left the folder meanwhile); *g is what to
+ * forget in the engine. f->job stays j until reg_end, so that nothing
+ * registers the file meanwhile. True when the tree is to be published.
+ * Caller holds s->lock. */
+static bool reg_done(struct mfs *m, struct mfs_specs *s, struct mfs_reg *j,
+		     struct mfs_forget *g)
 {
 	struct spec_file *f = mfs_specs_find(s, j->path);
 	bool changed = false;
 	if (!j->expired)
 		s->active--;
+	j->returned = true;
 	/* hashing saw the limit pass before the watcher did */
 	if (!j->expired && j->rc == -ETIMEDOUT && f && f->job == j)
 		changed = time_out(m, s, f);
 	if (f && f->job == j) {
-		f->job = NULL;
 		if (j->expired || !f->seen) {
 			/* whatever it added to the engine goes; a file
 			 * that left goes at the next pass */
@@ -266,17 +263,24 @@ static void reg_done(struct mfs *m, struct mfs_specs *s, struct mfs_reg *j)
 		} else if (!j->skipped) {
 			changed = reg_apply(m, f, j);
 		}
-		if (f->forget && !s->stopping) {
-			const char *keep = f->fp[0] ? f->fp : NULL;
-			f->forget = mf_engine_unregister(m->eng, f->path,
-							 keep) == -EBUSY;
-			s->retry |= f->forget;
-		}
-		if (f->again && f->seen && !s->stopping)
-			mfs_reg_submit(m, f, false);
+		if (f->forget && !s->stopping)
+			mfs_forget_begin(s, f, g);
 	}
-	if (changed && !s->stopping)
-		mfs_specs_publish(m, s);
+	return changed && !s->stopping;
+}
+
+/* After the unregistration: the file is free for the next registration,
+ * which starts now if it changed meanwhile. Caller holds s->lock. */
+static void reg_end(struct mfs *m, struct mfs_specs *s, struct mfs_reg *j,
+		    struct mfs_forget *g)
+{
+	mfs_forget_end(s, g);
+	struct spec_file *f = mfs_specs_find(s, j->path);
+	if (!f || f->job != j)
+		return;
+	f->job = NULL;
+	if (f->again && f->seen && !s->stopping)
+		mfs_reg_submit(m, f, false);
 }
 
 static void *reg_main(void *arg)
@@ -284,14 +288,21 @@ static void *reg_main(void *arg)
 	struct mfs_reg *j = arg;
 	struct mfs *m = j->m;
 	struct mfs_specs *s = m->specs;
+	struct mfs_forget g = {0};
 	(void)pthread_setname_np(pthread_self(), "matfs-register");
 	reg_run(m, j);
 	pthread_mutex_lock(&s->lock);
-	reg_done(m, s, j);
+	bool publish = reg_done(m, s, j, &g);
+	pthread_mutex_unlock(&s->lock);
+	mfs_forget_run(m, &g);
+	if (publish)
+		mfs_specs_publish(m, s);
+	pthread_mutex_lock(&s->lock);
+	reg_end(m, s, j, &g);
 	reg_free(j);
 	s->threads--;
 	pump(s);
-	wake_watcher(s);
+	mfs_specs_wake(s);
 	pthread_cond_broadcast(&s->done_cv);
 	pthread_mutex_unlock(&s->lock);
 	return NULL;
@@ -304,7 +315,8 @@ bool mfs_reg_expire(struct mfs *m, struct mfs_specs *s)
 	for (size_t i = 0; i < s->n; i++) {
 		struct spec_file *f = &s->files[i];
 		struct mfs_reg *j = f->job;
-		if (!j || !j->running || j->expired || now < j->deadline_ns)
+		if (!j || !j->running || j->expired || j->returned ||
+		    now < j->deadline_ns)
 			continue;
 		s->active--;
 		changed |= time_out(m, s, f);
@@ -320,7 +332,8 @@ uint64_t mfs_reg_deadline(const struct mfs_specs *s)
 	uint64_t due = UINT64_MAX;
 	for (size_t i = 0; i < s->n; i++) {
 		const struct mfs_reg *j = s->files[i].job;
-		if (j && j->running && !j->expired && j->deadline_ns < due)
+		if (j && j->running && !j->expired && !j->returned &&
+		    j->deadline_ns < due)
 			due = j->deadline_ns;
 	}
 	return due;

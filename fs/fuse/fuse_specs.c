@@ -30,6 +30,12 @@
  * other. The watcher only decides what to register and publishes; it
  * never reads a spec, its deps or its inputs itself.
  *
+ * The specs lock guards memory only (fuse_specs_i.h): the folder is read,
+ * watches added, registrations forgotten in the engine and the kernel
+ * told with the lock released, and what they found recorded under it
+ * afterwards, so that no slow folder, busy catalog or kernel delays a
+ * registration, a refresh or the watcher.
+ *
  * Not for: what the tree looks like (fuse_model.c).
  */
 #include "fuse_i.h"
@@ -60,8 +66,17 @@ int mfs_specs_new(struct mfs *m, struct mfs_specs **out)
 	struct mfs_specs *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_mutex_init(&s->watches.mu, NULL);
+	int rc = mf_mutex_init(&s->pub_lock);
+	if (rc == 0 && (rc = mf_mutex_init(&s->lock)) != 0)
+		pthread_mutex_destroy(&s->pub_lock);
+	if (rc == 0 && (rc = mf_mutex_init(&s->watches.mu)) != 0) {
+		pthread_mutex_destroy(&s->lock);
+		pthread_mutex_destroy(&s->pub_lock);
+	}
+	if (rc) {
+		free(s);
+		return rc;
+	}
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* as mf_mono_ns */
@@ -82,7 +97,7 @@ int mfs_specs_new(struct mfs *m, struct mfs_specs **out)
 	s->kfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	s->jfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->watches.ifd < 0 || s->wfd < 0 || s->kfd < 0 || s->jfd < 0) {
-		int rc = -errno;
+		rc = -errno;
 		mfs_specs_free(s);
 		return rc;
 	}
@@ -111,6 +126,7 @@ void mfs_specs_free(struct mfs_specs *s)
 	pthread_cond_destroy(&s->done_cv);
 	pthread_mutex_destroy(&s->watches.mu);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->pub_lock);
 	free(s);
 }
 
@@ -162,41 +178,97 @@ static struct spec_file *file_get(struct mfs_specs *s, const char *path)
 	return f;
 }
 
-/* Looks at every spec file of the folder and registers those that
- * changed (on workers: they show when registered). */
-static void scan_folder(struct mfs *m, struct mfs_specs *s)
+/* What one look at the pipelines folder found, read with no lock. */
+struct scan {
+	uint64_t ticket; /* s->scan_ticket when it started */
+	uint64_t at_ns; /* when it started */
+	int err; /* the folder did not open: errno */
+	struct scan_entry {
+		char *path;
+		struct stat st;
+	} * v;
+	size_t n, cap;
+};
+
+static void scan_release(struct scan *sc)
 {
-	s->scanned_ns = mf_mono_ns();
-	DIR *dir = opendir(m->o.pipelines_dir);
+	for (size_t i = 0; i < sc->n; i++)
+		free(sc->v[i].path);
+	free(sc->v);
+}
+
+static int scan_add(struct scan *sc, const char *path, const struct stat *st)
+{
+	if (sc->n == sc->cap) {
+		size_t cap = sc->cap ? 2 * sc->cap : 16;
+		void *p = realloc(sc->v, cap * sizeof(*sc->v));
+		if (!p)
+			return -ENOMEM;
+		sc->v = p;
+		sc->cap = cap;
+	}
+	if (!(sc->v[sc->n].path = strdup(path)))
+		return -ENOMEM;
+	sc->v[sc->n++].st = *st;
+	return 0;
+}
+
+/* Lists the spec files of the folder with their identities. No lock. */
+static void scan_folder(const char *dir_path, struct scan *sc)
+{
+	DIR *dir = opendir(dir_path);
 	if (!dir) {
-		if (!s->dir_missing)
-			mfs_logf(m, MFS_LOG_WARN, "pipelines folder '%s': %s",
-				 m->o.pipelines_dir, strerror(errno));
-		s->dir_missing = true;
+		sc->err = errno;
 		return;
 	}
-	s->dir_missing = false;
 	struct dirent *de;
 	while ((de = readdir(dir))) {
 		char path[4096];
 		struct stat st;
 		if (!is_spec_name(de->d_name) ||
-		    snprintf(path, sizeof(path), "%s/%s", m->o.pipelines_dir,
+		    snprintf(path, sizeof(path), "%s/%s", dir_path,
 			     de->d_name) >= (int)sizeof(path) ||
 		    stat(path, &st) != 0 || !S_ISREG(st.st_mode))
 			continue;
-		struct spec_file *f = file_get(s, path);
-		if (!f)
-			continue;
-		f->seen = true;
-		if (!same_file(&f->id, &st)) {
-			f->id = st; /* what the registration will read */
-			mfs_reg_submit(m, f, false);
+		if (scan_add(sc, path, &st) != 0) {
+			sc->err = ENOMEM; /* looked at again at the retry */
+			break;
 		}
 	}
 	closedir(dir);
 }
 
+/* Records what sc found and registers the files that changed (on
+ * workers: they show when registered); a scan older than one already
+ * recorded is dropped. True when the folder just went missing (to log).
+ * Caller holds s->lock. */
+static bool scan_apply(struct mfs *m, struct mfs_specs *s,
+		       const struct scan *sc)
+{
+	if (sc->ticket <= s->scan_applied)
+		return false; /* a newer look at the folder was recorded */
+	s->scan_applied = sc->ticket;
+	s->scanned_ns = sc->at_ns;
+	if (sc->err == ENOMEM) { /* a partial list: keep what was seen */
+		s->retry = true;
+		return false;
+	}
+	bool went = sc->err && !s->dir_missing;
+	s->dir_missing = sc->err != 0;
+	for (size_t i = 0; i < s->n; i++)
+		s->files[i].seen = false;
+	for (size_t i = 0; i < sc->n; i++) {
+		struct spec_file *f = file_get(s, sc->v[i].path);
+		if (!f)
+			continue;
+		f->seen = true;
+		if (!same_file(&f->id, &sc->v[i].st)) {
+			f->id = sc->v[i].st; /* what the registration reads */
+			mfs_reg_submit(m, f, false);
+		}
+	}
+	return went;
+}
 /*
  * Registers again the specs whose deps or inputs changed: those an event
  * marked, and the polled ones not checked for age_ns whose identities
@@ -222,13 +294,76 @@ static void follow_deps(struct mfs *m, struct mfs_specs *s, uint64_t age_ns)
 	atomic_store(&s->any_polled, polled);
 }
 
-/* Forgets what left the folder or failed; keeps what is busy. A file
- * with a registration under way keeps its entry (and its registrations in
- * the engine, which that one may be adding to) until it returns. */
-static bool forget_gone(struct mfs *m, struct mfs_specs *s)
+void mfs_forget_begin(struct mfs_specs *s, struct spec_file *f,
+		      struct mfs_forget *g)
+{
+	g->path = strdup(f->path);
+	if (!g->path) { /* f->forget stays: tried again */
+		s->retry = true;
+		return;
+	}
+	memcpy(g->keep, f->fp, sizeof(g->keep));
+	g->rc = 0;
+	f->forget = false;
+	f->unregistering = true;
+}
+
+void mfs_forget_run(struct mfs *m, struct mfs_forget *g)
+{
+	if (g->path)
+		g->rc = mf_engine_unregister(m->eng, g->path,
+					     g->keep[0] ? g->keep : NULL);
+}
+
+void mfs_forget_end(struct mfs_specs *s, struct mfs_forget *g)
+{
+	if (!g->path)
+		return;
+	struct spec_file *f = mfs_specs_find(s, g->path);
+	if (f) { /* an entry being unregistered is never removed */
+		f->unregistering = false;
+		f->forget |= g->rc == -EBUSY;
+		s->retry |= f->forget;
+	}
+	free(g->path);
+	g->path = NULL;
+}
+
+/* What a pass forgets with no lock held: unregistrations, and the deps
+ * of entries that left (their watches go). */
+struct forgets {
+	struct mfs_forget *v;
+	size_t n;
+	struct mfs_deps **deps;
+	size_t n_deps;
+};
+
+/* Takes f out of s (it left the folder and is forgotten); its deps go
+ * to fg, to free without the lock. Caller holds s->lock. */
+static void file_remove(struct mfs_specs *s, struct spec_file *f,
+			struct forgets *fg)
+{
+	if (f->deps)
+		fg->deps[fg->n_deps++] = f->deps;
+	free(f->path);
+	*f = s->files[--s->n];
+}
+
+/* Decides what to forget: what left the folder or failed; what is busy
+ * is kept. A file with a registration or unregistration under way keeps
+ * its entry (and its registrations in the engine, which that one may be
+ * adding to) until it returns. True when a name went. Caller holds
+ * s->lock; fg is filled for forget_run. */
+static bool forget_gone(struct mfs_specs *s, struct forgets *fg)
 {
 	bool changed = false;
 	s->retry = false;
+	fg->v = calloc(s->n ? s->n : 1, sizeof(*fg->v));
+	fg->deps = calloc(s->n ? s->n : 1, sizeof(*fg->deps));
+	if (!fg->v || !fg->deps) {
+		s->retry = true;
+		return false;
+	}
 	for (size_t i = 0; i < s->n;) {
 		struct spec_file *f = &s->files[i];
 		if (!f->seen) { /* a missing folder holds no spec */
@@ -236,20 +371,11 @@ static bool forget_gone(struct mfs *m, struct mfs_specs *s)
 			f->fp[0] = 0;
 			f->forget = true;
 		}
-		if (f->job) {
-			i++;
-			continue;
-		}
-		if (f->forget) {
-			const char *keep = f->fp[0] ? f->fp : NULL;
-			f->forget = mf_engine_unregister(m->eng, f->path,
-							 keep) == -EBUSY;
-			s->retry |= f->forget;
-		}
-		if (!f->seen && !f->forget) {
-			mfs_deps_free(&s->watches, f->deps);
-			free(f->path);
-			*f = s->files[--s->n];
+		bool busy = f->job || f->unregistering;
+		if (!busy && f->forget) {
+			mfs_forget_begin(s, f, &fg->v[fg->n++]);
+		} else if (!busy && !f->seen) {
+			file_remove(s, f, fg); /* another entry is at i now */
 			continue;
 		}
 		i++;
@@ -258,6 +384,36 @@ static bool forget_gone(struct mfs *m, struct mfs_specs *s)
 	/* a registration waits for a thread that could not be made */
 	s->retry |= s->queue && s->active < MFS_REG_THREADS;
 	return changed;
+}
+
+/* Unregisters what forget_gone chose, with no lock, then records it and
+ * takes out the entries that left; frees fg. */
+static void forget_run(struct mfs *m, struct mfs_specs *s, struct forgets *fg)
+{
+	for (size_t i = 0; i < fg->n; i++)
+		mfs_forget_run(m, &fg->v[i]);
+	bool retry = false;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < fg->n; i++) {
+		if (!fg->v[i].path)
+			continue;
+		struct spec_file *f = mfs_specs_find(s, fg->v[i].path);
+		mfs_forget_end(s, &fg->v[i]);
+		if (!f)
+			continue;
+		if (!f->seen && !f->forget && !f->job)
+			file_remove(s, f, fg);
+		else if (f->again && f->seen && !f->job && !s->stopping)
+			mfs_reg_submit(m, f, false);
+		retry |= f->forget;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (retry) /* this may run on another thread than the watcher's */
+		mfs_specs_wake(s);
+	for (size_t i = 0; i < fg->n_deps; i++)
+		mfs_deps_free(&s->watches, fg->deps[i]);
+	free(fg->deps);
+	free(fg->v);
 }
 
 static int by_path(const void *a, const void *b)
@@ -280,12 +436,12 @@ static void forget_name(struct mfs *m, const char *name)
 						       0, 0);
 }
 
-void mfs_specs_publish(struct mfs *m, struct mfs_specs *s)
+/* Keeps in v the specs the folder's files registered last, sorted by
+ * path: *k of them. Caller holds s->lock. */
+static void ours_only(struct mfs_specs *s, struct mf_engine_spec_info *v,
+		      size_t n, size_t *k)
 {
-	struct mf_engine_spec_info *v;
-	size_t n, k = 0;
-	if (mf_engine_list_specs(m->eng, &v, &n) != 0)
-		return;
+	*k = 0;
 	for (size_t i = 0; i < n; i++) {
 		bool ours = false;
 		for (size_t j = 0; j < s->n && !ours; j++)
@@ -294,10 +450,26 @@ void mfs_specs_publish(struct mfs *m, struct mfs_specs *s)
 			    strcmp(s->files[j].fp, v[i].fp) == 0;
 		if (!ours)
 			continue;
-		struct mf_engine_spec_info t = v[k];
-		v[k++] = v[i];
+		struct mf_engine_spec_info t = v[*k];
+		v[(*k)++] = v[i];
 		v[i] = t;
 	}
+}
+
+void mfs_specs_publish(struct mfs *m, struct mfs_specs *s)
+{
+	struct mf_engine_spec_info *v;
+	size_t n, k;
+	/* one at a time, each reading the engine and s afresh: the last to
+	 * run shows the latest of both */
+	pthread_mutex_lock(&s->pub_lock);
+	if (mf_engine_list_specs(m->eng, &v, &n) != 0) {
+		pthread_mutex_unlock(&s->pub_lock);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	ours_only(s, v, n, &k);
+	pthread_mutex_unlock(&s->lock);
 	qsort(v, k, sizeof(*v), by_path);
 	for (size_t i = 1; i < k; i++)
 		for (size_t j = 0; j < i; j++)
@@ -313,32 +485,48 @@ void mfs_specs_publish(struct mfs *m, struct mfs_specs *s)
 	char **changed;
 	size_t nc;
 	if (mfs_ns_set_specs(m, v, k, &changed, &nc) == 0) {
-		for (size_t i = 0; i < nc; i++) {
+		for (size_t i = 0; i < nc; i++)
 			forget_name(m, changed[i]);
-			free(changed[i]);
-		}
-		free(changed);
+		mf_strv_free(changed, nc);
 	}
+	pthread_mutex_unlock(&s->pub_lock);
 	mf_engine_spec_info_free(v, n);
+}
+
+void mfs_specs_wake(struct mfs_specs *s)
+{
+	uint64_t one = 1;
+	if (write(s->jfd, &one, sizeof(one)) < 0)
+		return; /* the counter is full: it wakes anyway */
 }
 
 /* One look at everything: registrations past their limit, the folder,
  * the marked and due specs, what to forget. Polled specs last checked
  * age_ns ago or more are checked. Registrations started here publish
- * what they find when they return. */
+ * what they find when they return. The folder is read and registrations
+ * forgotten with s->lock released. */
 static void specs_pass(struct mfs *m, uint64_t age_ns)
 {
 	struct mfs_specs *s = m->specs;
+	struct scan sc = {.at_ns = mf_mono_ns()};
+	struct forgets fg = {0};
 	pthread_mutex_lock(&s->lock);
 	bool changed = mfs_reg_expire(m, s);
-	for (size_t i = 0; i < s->n; i++)
-		s->files[i].seen = false;
-	scan_folder(m, s);
+	sc.ticket = ++s->scan_ticket;
+	pthread_mutex_unlock(&s->lock);
+	scan_folder(m->o.pipelines_dir, &sc);
+	pthread_mutex_lock(&s->lock);
+	bool went = scan_apply(m, s, &sc);
 	follow_deps(m, s, age_ns);
-	changed |= forget_gone(m, s);
+	changed |= forget_gone(s, &fg);
+	pthread_mutex_unlock(&s->lock);
+	if (went)
+		mfs_logf(m, MFS_LOG_WARN, "pipelines folder '%s': %s",
+			 m->o.pipelines_dir, strerror(sc.err));
+	scan_release(&sc);
+	forget_run(m, s, &fg);
 	if (changed)
 		mfs_specs_publish(m, s);
-	pthread_mutex_unlock(&s->lock);
 }
 
 void mfs_specs_scan(struct mfs *m)
@@ -359,24 +547,20 @@ void mfs_specs_scan(struct mfs *m)
 					 "spec '%s': still reading its deps "
 					 "and inputs; it shows when done",
 					 s->files[i].path);
-	mfs_specs_publish(m, s);
 	pthread_mutex_unlock(&s->lock);
+	mfs_specs_publish(m, s);
 }
 
 void mfs_specs_refresh(struct mfs *m, const char *fp)
 {
 	struct mfs_specs *s = m->specs;
-	char **paths = NULL;
-	size_t n = 0;
+	struct mf_strv paths = {0};
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < s->n; i++) {
 		if (strcmp(s->files[i].fp, fp) != 0)
 			continue;
 		memset(&s->files[i].id, 0, sizeof(s->files[i].id));
-		char **p = realloc(paths, (n + 1) * sizeof(*p));
-		if (p && (p[n] = strdup(s->files[i].path)))
-			n++;
-		paths = p ? p : paths;
+		(void)mf_strv_push(&paths, strdup(s->files[i].path));
 	}
 	pthread_mutex_unlock(&s->lock);
 	specs_pass(m, UINT64_MAX);
@@ -384,12 +568,10 @@ void mfs_specs_refresh(struct mfs *m, const char *fp)
 	 * it may take */
 	uint64_t until = mf_mono_ns() + s->timeout_ns + 1000 * NS_PER_MS;
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < n; i++)
-		(void)mfs_reg_wait(s, paths[i], until);
+	for (size_t i = 0; i < paths.n; i++)
+		(void)mfs_reg_wait(s, paths.v[i], until);
 	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; i < n; i++)
-		free(paths[i]);
-	free(paths);
+	mf_strv_release(&paths);
 }
 
 void mfs_specs_resolved(struct mfs *m)
@@ -408,23 +590,34 @@ void mfs_specs_resolved(struct mfs *m)
 
 /* ---- the watcher ---- */
 
-/* Watches the pipelines folder if it is not; true when it (re)appeared. */
+/* Watches the pipelines folder if it is not; true when it (re)appeared.
+ * The watcher's thread alone sets s->wd; the watch and statfs are made
+ * with no lock held. */
 static bool watch_folder(struct mfs *m, struct mfs_specs *s)
 {
-	if (s->wd >= 0)
+	pthread_mutex_lock(&s->lock);
+	bool have = s->wd >= 0;
+	pthread_mutex_unlock(&s->lock);
+	if (have)
 		return false;
 	int wd = mfs_watch_get(&s->watches, m->o.pipelines_dir);
 	if (wd < 0)
 		return false;
+	bool remote = mfs_remote_fs(m->o.pipelines_dir);
+	pthread_mutex_lock(&s->lock);
 	s->wd = wd;
-	s->dir_remote = mfs_remote_fs(m->o.pipelines_dir);
-	if (s->dir_remote)
+	s->dir_remote = remote;
+	pthread_mutex_unlock(&s->lock);
+	if (remote)
 		atomic_store(&s->any_polled, true);
 	return true;
 }
 
-/* Marks the specs an event concerns. Caller holds s->lock. */
-static void on_event(struct mfs_specs *s, const struct inotify_event *ev)
+/* Marks the specs an event concerns; *put: the folder's watch to give
+ * back (the watch list is updated after, with no lock held). Caller
+ * holds s->lock. */
+static void on_event(struct mfs_specs *s, const struct inotify_event *ev,
+		     int *put)
 {
 	if (ev->mask & IN_Q_OVERFLOW) { /* events were lost: look at all */
 		for (size_t i = 0; i < s->n; i++)
@@ -441,12 +634,11 @@ static void on_event(struct mfs_specs *s, const struct inotify_event *ev)
 			(void)mfs_deps_drop_wd(f->deps, ev->wd);
 	}
 	if (ev->mask & IN_IGNORED) {
-		(void)mfs_watch_gone(&s->watches, ev->wd);
 		if (ev->wd == s->wd)
 			s->wd = -1; /* the folder went: watch for it */
 	} else if (ev->wd == s->wd &&
 		   (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF))) {
-		mfs_watch_put(&s->watches, s->wd); /* a new one may come */
+		*put = s->wd; /* a new one may come */
 		s->wd = -1;
 	}
 }
@@ -460,13 +652,21 @@ static bool drain(struct mfs_specs *s)
 	ssize_t n;
 	while ((n = read(s->watches.ifd, buf, sizeof(buf))) > 0) {
 		any = true;
+		int put = -1;
 		pthread_mutex_lock(&s->lock);
 		for (char *p = buf; p < buf + n;) {
 			struct inotify_event *ev = (struct inotify_event *)p;
-			on_event(s, ev);
+			on_event(s, ev, &put);
 			p += sizeof(*ev) + ev->len;
 		}
 		pthread_mutex_unlock(&s->lock);
+		mfs_watch_put(&s->watches, put); /* -1: nothing */
+		for (char *p = buf; p < buf + n;) {
+			struct inotify_event *ev = (struct inotify_event *)p;
+			if (ev->mask & IN_IGNORED) /* the kernel dropped it */
+				(void)mfs_watch_gone(&s->watches, ev->wd);
+			p += sizeof(*ev) + ev->len;
+		}
 	}
 	return any;
 }
@@ -519,9 +719,7 @@ static void *watch_main(void *arg)
 	struct mfs *m = arg;
 	struct mfs_specs *s = m->specs;
 	for (;;) {
-		pthread_mutex_lock(&s->lock);
 		bool look = watch_folder(m, s); /* (re)appeared: look */
-		pthread_mutex_unlock(&s->lock);
 		int timeout = sleep_ms(s);
 		struct pollfd pf[4] = {{s->watches.ifd, POLLIN, 0},
 				       {s->wfd, POLLIN, 0},
@@ -551,9 +749,9 @@ int mfs_specs_start(struct mfs *m, struct fuse_session *se, dev_t dev)
 {
 	struct mfs_specs *s = m->specs;
 	/* registrations of the first scan may still be publishing */
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->pub_lock);
 	m->se = se;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->pub_lock);
 	mf_engine_set_mount(m->eng, m->o.mountpoint, dev);
 	int rc = -pthread_create(&s->thread, NULL, watch_main, m);
 	s->started = rc == 0;

@@ -30,7 +30,8 @@
 
 /* The inotify instance and its watches, counted by their holders. mu
  * guards v, n and cap (registrations add watches without mfs_specs.lock);
- * a leaf, taken after mfs_specs.lock. */
+ * a leaf: no lock is taken while it is held, and it is never taken with
+ * mfs_specs.lock held. */
 struct mfs_watches {
 	pthread_mutex_t mu;
 	int ifd;
@@ -108,7 +109,10 @@ struct spec_file {
 	/* its registration, queued or in flight (also past its time limit,
 	 * until its thread returns); the entry stays while there is one */
 	struct mfs_reg *job;
-	bool again; /* changed meanwhile: register again once job returns */
+	/* its registrations are being forgotten (mf_engine_unregister, with
+	 * no lock held): none starts until that returns; the entry stays */
+	bool unregistering;
+	bool again; /* changed meanwhile: register again once free */
 };
 
 #define MFS_REG_THREADS 4 /* registrations within their limit at once */
@@ -122,9 +126,20 @@ struct spec_file {
 #define MFS_SPEC_START_S 10 /* the longest the mount waits for one */
 
 struct mfs_specs {
+	/* Lock order: pub_lock -> lock. Never held across I/O: scans of the
+	 * pipelines folder, loading and hashing specs, inotify and statfs
+	 * calls, mf_engine_register and _unregister (catalog writes) and
+	 * notifications to the kernel all run with lock released, their
+	 * outcome recorded under it afterwards (only messages are logged
+	 * under it). No other lock is taken while it is held.
+	 *
+	 * pub_lock serializes publications (mfs_specs_publish): each takes
+	 * the engine's lock (mf_engine_list_specs), then lock, then ns_lock
+	 * (mfs_ns_set_specs), one after the other, never two at once, and
+	 * tells the kernel which names changed. It guards mfs.se for them. */
+	pthread_mutex_t pub_lock;
 	/* Guards the fields up to done_cv (but watches.ifd and what
-	 * watches.mu guards). Taken before the engine's locks, watches.mu
-	 * and ns_lock. */
+	 * watches.mu guards). */
 	pthread_mutex_t lock;
 	struct spec_file *files;
 	size_t n, cap;
@@ -132,8 +147,12 @@ struct mfs_specs {
 	bool retry; /* something to do again without an event */
 	bool dir_missing; /* logged once until it appears */
 	bool dir_remote; /* the pipelines folder is on a network fs */
-	int wd; /* the pipelines folder's watch */
+	int wd; /* the pipelines folder's watch; written by the watcher */
 	uint64_t scanned_ns; /* last scan of the folder */
+	/* scans run unlocked, several at once (the watcher, refreshes):
+	 * each takes a ticket before it reads the folder, and one older
+	 * than the last applied is dropped, never undoing a newer one */
+	uint64_t scan_ticket, scan_applied;
 
 	/* registrations (fuse_register.c) */
 	struct mfs_reg *queue, *queue_tail; /* waiting for a thread */
@@ -159,16 +178,35 @@ struct mfs_specs {
 
 /* The entry of path, or NULL. Caller holds s->lock. */
 struct spec_file *mfs_specs_find(struct mfs_specs *s, const char *path);
-/* Shows the folder's registered specs in the tree. Caller holds s->lock. */
+/* Shows the folder's registered specs in the tree, as they are when it
+ * runs: a publication that starts after a change shows it. Takes
+ * s->pub_lock, then s->lock briefly; caller holds neither. */
 void mfs_specs_publish(struct mfs *m, struct mfs_specs *s);
+/* Wakes the watcher to look at its timers and retries again. */
+void mfs_specs_wake(struct mfs_specs *s);
+
+/* Forgetting a file's registrations in the engine with no lock held:
+ * begin (caller holds s->lock) marks f unregistering and copies what to
+ * forget (all but f->fp when it is set; f->forget is cleared); run calls
+ * mf_engine_unregister with no lock; end (caller holds s->lock) records
+ * the outcome: -EBUSY sets f->forget and s->retry again. */
+struct mfs_forget {
+	char *path; /* NULL: nothing to forget (begin ran out of memory) */
+	char keep[MF_FP_HEX_LEN + 1]; /* "" for none */
+	int rc;
+};
+void mfs_forget_begin(struct mfs_specs *s, struct spec_file *f,
+		      struct mfs_forget *g);
+void mfs_forget_run(struct mfs *m, struct mfs_forget *g);
+void mfs_forget_end(struct mfs_specs *s, struct mfs_forget *g);
 
 /*
  * Registers f's file on a worker thread: loads what it depends on
  * (mfs_deps_new), installs it as f->deps, registers it with the engine,
  * then records the outcome in f and publishes. check: only if f->deps's
- * identities changed (a polled spec). f with a registration under way
- * gets f->again instead (check: nothing), and one more registration once
- * that one returns. Caller holds s->lock.
+ * identities changed (a polled spec). f with a registration under way,
+ * or being unregistered, gets f->again instead (check: nothing), and one
+ * more registration once that one returns. Caller holds s->lock.
  */
 void mfs_reg_submit(struct mfs *m, struct spec_file *f, bool check);
 /*

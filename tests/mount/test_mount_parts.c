@@ -550,7 +550,7 @@ static void job(void *arg, bool cancelled)
 static void test_pool_fifo_and_stop(void **state)
 {
 	(void)state;
-	struct order o = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct order o = {.lock = MF_MUTEX_INITIALIZER};
 	struct job_arg a[8];
 	struct mfs_pool *p;
 	assert_int_equal(mfs_pool_new(1, &p), 0);

@@ -200,7 +200,7 @@ static void test_other_threads_untouched(void **state)
 		skip();
 	struct peer p = {.f = f, .open_rc = 1};
 	pthread_t th;
-	pthread_mutex_init(&p.lock, NULL);
+	assert_int_equal(mf_mutex_init(&p.lock), 0);
 	pthread_cond_init(&p.cond, NULL);
 	size_t groups = groups_now();
 	assert_int_equal(pthread_create(&th, NULL, peer_main, &p), 0);

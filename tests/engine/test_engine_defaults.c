@@ -1,0 +1,50 @@
+/*
+ * test_engine_defaults.c - where the daemon and matctl look for the store
+ * when none is given (mf_engine_default_store): $XDG_CACHE_HOME/matfs, an
+ * empty XDG_CACHE_HOME counting as unset, else $HOME/.cache/matfs, else
+ * /tmp/.cache/matfs.
+ *
+ * Not for: the command lines that use it (tests/tools).
+ */
+#include <stdlib.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "mf_engine.h"
+
+static void store_is(const char *xdg, const char *home, const char *want)
+{
+	if (xdg)
+		assert_int_equal(setenv("XDG_CACHE_HOME", xdg, 1), 0);
+	else
+		assert_int_equal(unsetenv("XDG_CACHE_HOME"), 0);
+	if (home)
+		assert_int_equal(setenv("HOME", home, 1), 0);
+	else
+		assert_int_equal(unsetenv("HOME"), 0);
+	char *s = mf_engine_default_store();
+	assert_non_null(s);
+	assert_string_equal(s, want);
+	free(s);
+}
+
+static void test_default_store(void **state)
+{
+	(void)state;
+	store_is("/x/cache", "/home/u", "/x/cache/matfs");
+	store_is("", "/home/u", "/home/u/.cache/matfs");
+	store_is(NULL, "/home/u", "/home/u/.cache/matfs");
+	store_is(NULL, "", "/tmp/.cache/matfs");
+	store_is(NULL, NULL, "/tmp/.cache/matfs");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_default_store),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
