@@ -32,6 +32,23 @@ void eng_errf(char **err, const char *fmt, ...)
 	va_end(ap);
 }
 
+#define SQLITE_PREFIX "sqlite:"
+
+int eng_catalog_location(const struct mf_store *st, char **out)
+{
+	if (asprintf(out, SQLITE_PREFIX "%s/%s", mf_store_path(st),
+		     MF_CATALOG_FILE) < 0) {
+		*out = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+const char *eng_catalog_shown(const char *location)
+{
+	return location + strlen(SQLITE_PREFIX);
+}
+
 int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out)
 {
 	for (;;) {
@@ -194,21 +211,18 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 		eng_errf(err, "store '%s': %s", o->store_dir, strerror(-rc));
 		return rc;
 	}
-	if (asprintf(&e->catalog_path, "%s/%s", mf_store_path(e->store),
-		     MF_CATALOG_FILE) < 0) {
-		e->catalog_path = NULL;
+	if (eng_catalog_location(e->store, &e->catalog_path) != 0)
 		return -ENOMEM;
-	}
 	struct mf_catalog *c;
 	rc = mf_catalog_open(e->catalog_path, o->busy_timeout_ms, &c);
 	if (rc) {
-		eng_errf(err, "catalog '%s': %s", e->catalog_path,
-			 rc == -EPROTO ? "made by a newer matfs"
-			     : rc == -EBADMSG
-			     ? "not a valid catalog (matctl fsck "
-			       "--rebuild rebuilds it from the "
-			       "store)"
-			     : strerror(-rc));
+		eng_errf(
+		    err, "catalog '%s': %s", eng_catalog_shown(e->catalog_path),
+		    rc == -EPROTO	 ? "made by a newer matfs"
+			: rc == -EBADMSG ? "not a valid catalog (matctl fsck "
+					   "--rebuild rebuilds it from the "
+					   "store)"
+					 : strerror(-rc));
 		return rc;
 	}
 	/* before anything registers or reclaims: a new catalog beside a
@@ -216,7 +230,7 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 	rc = eng_catalog_ready(e, c);
 	if (rc) {
 		eng_errf(err, "catalog '%s': indexing the store's files: %s",
-			 e->catalog_path, strerror(-rc));
+			 eng_catalog_shown(e->catalog_path), strerror(-rc));
 		mf_catalog_close(c);
 		return rc;
 	}

@@ -55,15 +55,6 @@ const char *eng_strerror(int rc, char *buf, size_t len)
 	return buf;
 }
 
-static int catalog_path(struct mf_store *st, char **out)
-{
-	if (asprintf(out, "%s/%s", mf_store_path(st), MF_CATALOG_FILE) < 0) {
-		*out = NULL;
-		return -ENOMEM;
-	}
-	return 0;
-}
-
 static int busy_ms(const struct mf_engine_opts *o)
 {
 	return o->busy_timeout_ms > 0 ? o->busy_timeout_ms : BUSY_DEFAULT_MS;
@@ -378,7 +369,7 @@ int mf_engine_fsck(const struct mf_engine_opts *opts, mf_fsck_fn report,
 	}
 	char *path = NULL;
 	bool usable = false;
-	rc = catalog_path(x.st, &path);
+	rc = eng_catalog_location(x.st, &path);
 	if (rc == 0)
 		rc = mf_catalog_check(path, busy_ms(opts), catalog_problem, &x,
 				      &usable);

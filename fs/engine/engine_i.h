@@ -49,7 +49,7 @@ struct flight {
 
 struct mf_engine {
 	struct mf_engine_opts opts;
-	char *catalog_path;
+	char *catalog_path; /* its location (eng_catalog_location) */
 	struct mf_store *store;
 	/* this process, as its run rows record it (mf_catalog_run_alive) */
 	char host[256];
@@ -112,6 +112,13 @@ struct mf_engine {
  */
 int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out);
 void eng_catalog_put(struct mf_engine *e, struct mf_catalog *c);
+
+/* The catalog location of st's catalog.db (caller frees *out): named as
+ * a SQLite file, so that a store folder whose name reads as a location
+ * ("sqlite:s", "a://b") stays a folder. 0 or -ENOMEM. shown gives the
+ * file's path, for messages. */
+int eng_catalog_location(const struct mf_store *st, char **out);
+const char *eng_catalog_shown(const char *location);
 
 /* The spec for fp: from the registry, else loaded from the catalog's
  * spec_path and checked against fp. Borrowed until the engine closes. */

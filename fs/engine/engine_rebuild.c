@@ -609,11 +609,12 @@ static int fresh_catalog(struct rebuild *x, int busy, char **err)
 		return rc;
 	}
 	char *path;
-	if (asprintf(&path, "%s/%s", mf_store_path(x->st), MF_CATALOG_FILE) < 0)
+	if (eng_catalog_location(x->st, &path) != 0)
 		return -ENOMEM;
 	rc = mf_catalog_open(path, busy, &x->c);
 	if (rc)
-		eng_errf(err, "catalog '%s': %s", path, strerror(-rc));
+		eng_errf(err, "catalog '%s': %s", eng_catalog_shown(path),
+			 strerror(-rc));
 	free(path);
 	return rc;
 }
