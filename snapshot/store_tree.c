@@ -109,14 +109,6 @@ int mf_store_list_shards(struct mf_store *st, const char *fp,
 
 /* ---- removing ---- */
 
-/* Looser than MF_STORE_SHARD_TMP: any "shard-*.tmp" a writer may leave. */
-static bool is_shard_tmp(const char *name)
-{
-	size_t n = strlen(name);
-	return strncmp(name, "shard-", 6) == 0 && n > 10 &&
-	    strcmp(name + n - 4, ".tmp") == 0;
-}
-
 struct tmp_removal {
 	int runfd;
 	uint32_t count;
@@ -126,7 +118,7 @@ struct tmp_removal {
 static int remove_tmp(void *arg, const struct mf_store_entry *e)
 {
 	struct tmp_removal *t = arg;
-	if (!S_ISREG(e->mode) || !is_shard_tmp(e->name))
+	if (e->kind != MF_STORE_SHARD_TMP)
 		return 0;
 	if (unlinkat(t->runfd, e->name, 0) == 0)
 		t->count++;

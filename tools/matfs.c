@@ -105,7 +105,7 @@ static const char usage[] =
     "\n"
     "Unmount with fusermount3 -u MOUNTPOINT (or umount as root).\n"
     "/etc/fstab:  matfs /mnt/data fuse.matfs "
-    "store=/var/cache/matfs,pipelines=/etc/matfs,allow_other 0 0\n";
+    "store=/var/cache/matfs,pipelines=/etc/matfs/pipelines,allow_other 0 0\n";
 
 static bool use_syslog;
 static bool verbose = true;

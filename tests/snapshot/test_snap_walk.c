@@ -3,7 +3,8 @@
  * entry of a folder (fingerprint, metadata and its temp file, run, shard,
  * shard temp file, stray) by name and own type, never follows a symlink
  * (a planted link is a stray, and a folder that is a link is refused);
- * mf_store_rel names each kind; mf_store_lstat stats one entry.
+ * mf_store_rel names each kind; mf_store_lstat stats one entry;
+ * mf_store_tmp_remove takes only what the walk calls a shard temp file.
  *
  * Not for: listing and removing (test_snap_store.c), the metadata text
  * (test_snap_metadata.c).
@@ -296,6 +297,25 @@ static void test_lstat(void **state)
 	    mf_store_lstat(f->st, MF_STORE_RUN, TU_FP, NULL, 0, &sb), -EINVAL);
 }
 
+/* gc's removal of a dead run's temp files takes exactly what the walk
+ * calls MF_STORE_SHARD_TMP (what fsck reports as an orphan temp file),
+ * never a stray that only looks like one. */
+static void test_tmp_remove_only_temp_files(void **state)
+{
+	struct tu_store *f = *state;
+	plant(f);
+	touch(f, RUND "shard-abc.tmp");
+	touch(f, RUND "shard-1.tmp");
+	uint32_t removed = 99;
+	assert_int_equal(mf_store_tmp_remove(f->st, TU_FP, TU_RUN, &removed),
+			 0);
+	assert_int_equal(removed, 1);
+	assert_int_equal(access(at(f, RUND "shard-00001.tmp"), F_OK), -1);
+	assert_int_equal(access(at(f, RUND "shard-abc.tmp"), F_OK), 0);
+	assert_int_equal(access(at(f, RUND "shard-1.tmp"), F_OK), 0);
+	assert_int_equal(access(at(f, RUND "shard-00000.mfs"), F_OK), 0);
+}
+
 int main(void)
 {
 #define T(fn)                                                                  \
@@ -304,7 +324,7 @@ int main(void)
 	    T(test_walk_top),	 T(test_walk_fp),
 	    T(test_walk_run),	 T(test_walk_symlinked_folders),
 	    T(test_walk_errors), T(test_rel),
-	    T(test_lstat),
+	    T(test_lstat),	 T(test_tmp_remove_only_temp_files),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
