@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -84,10 +85,22 @@ class Daemon:
         try:
             status = self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
+            self.dump_stacks()
             self.kill()
             return None
         self.proc = None
         return status
+
+    def dump_stacks(self):
+        """Every thread's stack of a hung daemon, to stderr (needs gdb)."""
+        try:
+            r = subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch",
+                                "-ex", "thread apply all bt"],
+                               capture_output=True, text=True, timeout=60)
+            sys.stderr.write(f"--- stacks of hung matfs {self.proc.pid}:\n"
+                             f"{r.stdout}\n")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            sys.stderr.write(f"--- no stacks of matfs {self.proc.pid}: {e}\n")
 
     def kill(self):
         """kill -9, then a lazy unmount (what an operator does)."""
