@@ -10,12 +10,13 @@ libdir of the prefix this package is installed under (PREFIX/lib/MULTIARCH,
 PREFIX/lib64, PREFIX/lib, for a package in PREFIX/lib/pythonX.Y/...), the
 loader's cache (ldconfig) and the usual prefixes /usr/local and /usr; else,
 when this package runs from the source tree, the newest build tree's
-build/*/gpu/libmatgpu.so.0.
+build/*/gpu/libmatgpu.so.0 (builds with a sanitizer left out).
 """
 
 import ctypes
 import ctypes.util
 import glob
+import json
 import os
 import sysconfig
 
@@ -88,15 +89,36 @@ def _install_prefix(here):
     return os.path.dirname(os.path.dirname(pydir))
 
 
+def _sanitized(build):
+    """True when meson configured the build tree with a sanitizer: its
+    library aborts a Python that did not load the runtime first."""
+    try:
+        with open(os.path.join(build, "meson-info",
+                               "intro-buildoptions.json")) as f:
+            options = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return any(o.get("name") == "b_sanitize" and o.get("value") != "none"
+               for o in options)
+
+
 def _build_libs(here):
     """libmatgpu in the build trees of the source tree this package is in
-    (SOURCE/python/matgpu), newest first; [] outside a source tree."""
+    (SOURCE/python/matgpu), newest first, leaving out sanitizer builds and
+    libraries not built yet; [] outside a source tree."""
     source = os.path.dirname(os.path.dirname(here))
     if not os.path.exists(os.path.join(source, "meson.build")):
         return []
-    found = glob.glob(os.path.join(source, "build", "*", "gpu",
-                                   "libmatgpu.so.0"))
-    return sorted(found, key=os.path.getmtime, reverse=True)
+    found = []
+    for build in glob.glob(os.path.join(source, "build", "*", "")):
+        path = os.path.join(build, "gpu", "libmatgpu.so.0")
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError:
+            continue  # not built, or a link to a library being built
+        if not _sanitized(build):
+            found.append((mtime, path))
+    return [path for _, path in sorted(found, reverse=True)]
 
 
 def candidates():

@@ -6,7 +6,7 @@
 #  - as tools/install does it (pip --break-system-packages into /usr/local,
 #    here under a --root), with libmatgpu where meson installs it under the
 #    same root: matgpu finds the library with no MATGPU_LIB.
-# And from the source tree, matgpu finds the build tree's library.
+# And from a source tree, matgpu finds the newest usable build tree library.
 # Skips (77) only without pip, venv or setuptools for /usr/bin/python3.
 set -uo pipefail
 src=${MF_SOURCE_ROOT:?} lib=${MF_LIBMATGPU:?}
@@ -96,17 +96,28 @@ v=$(PYTHONPATH=$site MATGPU_LIB=$tmp/other/libmatgpu.so.0 withlib "$py" -c \
 [ "$v" = "$tmp/other/libmatgpu.so.0" ] || fail "MATGPU_LIB ignored: $v"
 pass "MATGPU_LIB wins over the installed library"
 
-# 3. from the source tree: the build trees' libraries, newest first
-build=$(realpath "${MF_BUILD_ROOT:?}")
-case $build in
-"$(realpath "$src")/build/"*)
-  v=$(PYTHONPATH=$src/python withlib "$py" -c 'import os, sys
+# 3. from a source tree: the build trees' libraries, newest first, leaving
+# out a sanitizer build and a library still being linked (a dangling link)
+tree=$tmp/tree
+mkdir -p "$tree/python"
+touch "$tree/meson.build"
+cp -r "$tmp/src/matgpu" "$tree/python/"
+for b in old new san half; do mkdir -p "$tree/build/$b/gpu" "$tree/build/$b/meson-info"; done
+cp "$lib" "$tree/build/old/gpu/libmatgpu.so.0"
+cp "$lib" "$tree/build/new/gpu/libmatgpu.so.0"
+cp "$lib" "$tree/build/san/gpu/libmatgpu.so.0"
+ln -s libmatgpu.so.0.1.0 "$tree/build/half/gpu/libmatgpu.so.0"
+touch -d '-2 min' "$tree/build/old/gpu/libmatgpu.so.0"
+touch -d '+1 min' "$tree/build/san/gpu/libmatgpu.so.0"
+echo '[{"name": "b_sanitize", "value": "none"}]' \
+  >"$tree/build/new/meson-info/intro-buildoptions.json"
+echo '[{"name": "b_sanitize", "value": "address,undefined"}]' \
+  >"$tree/build/san/meson-info/intro-buildoptions.json"
+v=$(PYTHONPATH=$tree/python withlib "$py" -c 'import os
 import matgpu._lib as l
-print(os.path.realpath(sys.argv[1]) in [os.path.realpath(p) for p in
-      l._build_libs(os.path.dirname(l.__file__))])' "$lib") ||
-    fail "import matgpu from the source tree: $v"
-  [ "$v" = True ] || fail "the build tree's libmatgpu is not a candidate"
-  pass "from the source tree, matgpu looks in build/*/gpu"
-  ;;
-*) echo "# the build tree is outside the source tree's build/: not checked" ;;
-esac
+print(" ".join(p[len(os.getcwd()) + 1:] for p in
+               l._build_libs(os.path.dirname(l.__file__))))') ||
+  fail "import matgpu from a source tree: $v"
+[ "$v" = "tree/build/new/gpu/libmatgpu.so.0 tree/build/old/gpu/libmatgpu.so.0" ] ||
+  fail "build trees' libraries: '$v'"
+pass "from a source tree, matgpu takes build/*/gpu's newest unsanitized library"
