@@ -6,6 +6,7 @@ works without torch. Not for: records of varying size (read the files
 yourself) or shuffling records within a shard.
 """
 
+import operator
 import os
 
 import numpy as np
@@ -57,6 +58,17 @@ def _shape(shape):
     return shape
 
 
+def _count(value, what):
+    """value as an int >= 0 (numpy integers too), else ValueError."""
+    try:
+        if not isinstance(value, bool) and operator.index(value) >= 0:
+            return operator.index(value)
+    except TypeError:
+        pass
+    raise ValueError("matfs: %s must be an integer >= 0, not %r" %
+                     (what, value))
+
+
 class ShardDataset(IterableDataset):
     """The fixed-size records of a snapshot's shards, one tensor each.
 
@@ -101,21 +113,15 @@ class ShardDataset(IterableDataset):
         self.shape = _shape(shape)
         self._convert, self.torch_dtype = _tensor_dtype(self.dtype)
         self.record_bytes = self.dtype.itemsize * int(np.prod(self.shape))
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError("matfs: seed must be an integer >= 0, not %r" %
-                             (seed,))
-        self.shuffle, self.seed, self.epoch = bool(shuffle), seed, 0
+        self.shuffle, self.seed, self.epoch = bool(shuffle), _count(
+            seed, "seed"), 0
 
     def set_epoch(self, epoch):
         """Sets the epoch the shuffle derives from (>= 0); call it before
         making each epoch's iterator. DataLoader workers get the dataset as
         it is when the iterator starts; with persistent_workers=True they
         keep the epoch they started with."""
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or \
-                epoch < 0:
-            raise ValueError("matfs: epoch must be an integer >= 0, not %r"
-                             % (epoch,))
-        self.epoch = epoch
+        self.epoch = _count(epoch, "epoch")
 
     def files(self, worker=0, num_workers=1):
         """The shard files worker (of num_workers) of this rank reads this

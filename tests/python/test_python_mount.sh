@@ -7,7 +7,7 @@
 # give when run by hand, a failed shard raises EIO; then the guide's
 # PyTorch example, as docs/guide.md has it, runs on the mount.
 # Runs /usr/bin/python3 with PYTHONPATH at python/ (meson sets it).
-# shellcheck source=../mount/lib.sh
+# shellcheck source-path=SCRIPTDIR source=../mount/lib.sh
 . "$(dirname "$0")/../mount/lib.sh"
 
 mkdir -p "$tmp/ex"

@@ -272,8 +272,11 @@ class DatasetTest(Folder):
         # without set_epoch, every epoch repeats epoch 0's order
         ds = matfs.ShardDataset(snap, "<u4", (2,), shuffle=True, seed=5)
         self.assertEqual(ds.files(), order(0))
-        with self.assertRaisesRegex(ValueError, "epoch must be"):
-            ds.set_epoch(-1)
+        ds.set_epoch(np.int64(3))  # what a numpy loop counter gives
+        self.assertEqual(ds.files(), order(3))
+        for bad in (-1, 1.5, True, "2"):
+            with self.assertRaisesRegex(ValueError, "epoch must be"):
+                ds.set_epoch(bad)
         with self.assertRaisesRegex(ValueError, "seed must be"):
             matfs.ShardDataset(snap, "<u4", seed=-1)
 
