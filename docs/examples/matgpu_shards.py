@@ -7,8 +7,8 @@ Not for: production use as is; it shows the calls. The shards here are
 taken as little-endian int32 tokens when their size allows it.
 
 Run: python3 matgpu_shards.py /mnt/data/wiki-tokens [cpu|cuda|cuda:N]
-(with MATGPU_LIB=/path/to/libmatgpu.so and PYTHONPATH=/path/to/gpu/python
-when matgpu is not installed).
+with the matfs Python package installed (docs/guide.md), or from the source
+tree with PYTHONPATH=python, which finds the build tree's libmatgpu.
 """
 
 import sys

@@ -3,7 +3,7 @@
 torch.from_dlpack on a CPU buffer shows the file's exact bytes without a
 copy, the tensor stays valid after the Python object goes away (and its
 memory is not handed to another load), views, the Loader's order and
-errors. Runs under /usr/bin/python3 with PYTHONPATH at gpu/python and
+errors. Runs under /usr/bin/python3 with PYTHONPATH at python/ and
 MATGPU_LIB at the built library; exits 77 only when torch or numpy cannot be
 imported.
 

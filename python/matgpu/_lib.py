@@ -3,14 +3,22 @@
 For the binding's own use; the public API is in matgpu/__init__.py. Not for:
 anything that needs a compiler: the binding is pure ctypes.
 
-The library is found through the environment variable MATGPU_LIB (a path to
-the .so), else next to this package (libmatgpu.so or libmatgpu.so.0 in the
-matgpu folder), else on the system path (ldconfig, LD_LIBRARY_PATH).
+The library is found, first match wins, through the environment variable
+MATGPU_LIB (a path to the .so); else next to this package (libmatgpu.so.0
+or libmatgpu.so in the matgpu folder); else where matfs installed it: the
+libdir of the prefix this package is installed under (PREFIX/lib/MULTIARCH,
+PREFIX/lib64, PREFIX/lib, for a package in PREFIX/lib/pythonX.Y/...), the
+loader's cache (ldconfig) and the usual prefixes /usr/local and /usr; else,
+when this package runs from the source tree, the newest build tree's
+build/*/gpu/libmatgpu.so.0 (builds with a sanitizer left out).
 """
 
 import ctypes
 import ctypes.util
+import glob
+import json
 import os
+import sysconfig
 
 from ctypes import (POINTER, Structure, byref, c_char_p, c_int, c_int32,
                     c_int64, c_size_t, c_uint, c_uint8, c_uint16, c_uint64,
@@ -60,17 +68,89 @@ class LoaderStats(Structure):
         "files_loaded", "files_failed")]
 
 
+_SONAMES = ("libmatgpu.so.0", "libmatgpu.so")
+
+
+def _libdirs(prefix):
+    """The folders meson's libdir may be under PREFIX."""
+    arch = sysconfig.get_config_var("MULTIARCH")
+    dirs = [os.path.join(prefix, "lib", arch)] if arch else []
+    return dirs + [os.path.join(prefix, "lib64"), os.path.join(prefix, "lib")]
+
+
+def _install_prefix(here):
+    """PREFIX when this package lies in PREFIX/lib*/pythonX.Y/*-packages/
+    (pip's layout under a prefix, a --root or a venv), else None."""
+    site = os.path.dirname(here)
+    pydir = os.path.dirname(site)
+    if os.path.basename(site) not in ("site-packages", "dist-packages") or \
+            not os.path.basename(pydir).startswith("python"):
+        return None
+    return os.path.dirname(os.path.dirname(pydir))
+
+
+def _sanitized(build):
+    """True when meson configured the build tree with a sanitizer: its
+    library aborts a Python that did not load the runtime first."""
+    try:
+        with open(os.path.join(build, "meson-info",
+                               "intro-buildoptions.json")) as f:
+            options = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return any(o.get("name") == "b_sanitize" and o.get("value") != "none"
+               for o in options)
+
+
+def _build_libs(here):
+    """libmatgpu in the build trees of the source tree this package is in
+    (SOURCE/python/matgpu), newest first, leaving out sanitizer builds and
+    libraries not built yet; [] outside a source tree."""
+    source = os.path.dirname(os.path.dirname(here))
+    if not os.path.exists(os.path.join(source, "meson.build")):
+        return []
+    found = []
+    for build in glob.glob(os.path.join(source, "build", "*", "")):
+        path = os.path.join(build, "gpu", "libmatgpu.so.0")
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError:
+            continue  # not built, or a link to a library being built
+        if not _sanitized(build):
+            found.append((mtime, path))
+    return [path for _, path in sorted(found, reverse=True)]
+
+
+def candidates():
+    """Where find_library looks, in order (paths that may not exist; a bare
+    name is for the dynamic loader's own search)."""
+    env = os.environ.get("MATGPU_LIB")
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    dirs = [here]
+    prefix = _install_prefix(here)
+    if prefix:
+        dirs += _libdirs(prefix)
+    paths = [os.path.join(d, n) for d in dirs for n in _SONAMES]
+    cached = ctypes.util.find_library("matgpu")
+    if cached:
+        paths.append(cached)
+    for prefix in ("/usr/local", "/usr"):
+        paths += [os.path.join(d, n) for d in _libdirs(prefix)
+                  for n in _SONAMES]
+    return paths + _build_libs(here)
+
+
 def find_library():
-    """The path or name of libmatgpu to load."""
+    """The path (or loader name) of libmatgpu to load, or None."""
     env = os.environ.get("MATGPU_LIB")
     if env:
         return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("libmatgpu.so", "libmatgpu.so.0"):
-        path = os.path.join(here, name)
-        if os.path.exists(path):
+    for path in candidates():
+        if os.sep not in path or os.path.exists(path):
             return path
-    return ctypes.util.find_library("matgpu") or "libmatgpu.so.0"
+    return None
 
 
 def _declare(lib):
@@ -115,6 +195,12 @@ def _declare(lib):
 
 def _load():
     path = find_library()
+    if path is None:
+        raise ImportError(
+            "matgpu: cannot find libmatgpu.so.0 (looked in %s); install "
+            "matfs (tools/install) or set MATGPU_LIB to the path of "
+            "libmatgpu.so" % ", ".join(sorted(set(
+                os.path.dirname(p) for p in candidates()))))
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:
