@@ -147,11 +147,22 @@ static int cmd_cat(struct ctl *ctl)
 	}
 	if (ctl_resolve(ctl, ctl->argv[0], fp))
 		return 1;
+	struct mf_snapshot_rec snap;
+	int rc = mf_engine_snapshot(ctl->engine, fp, &snap);
+	if (rc == 0 && shard >= snap.shards) {
+		ctl_err("cat '%s': no shard %u: the snapshot has %s %u",
+			ctl->argv[0], shard,
+			snap.shards == 1 ? "only shard" : "shards 0 to",
+			snap.shards - 1);
+		mf_snapshot_rec_release(&snap);
+		return 1;
+	}
+	if (rc == 0)
+		mf_snapshot_rec_release(&snap);
 	struct mf_shard_reader *r;
 	struct mf_shard_rec rec;
 	char *err = NULL;
-	int rc =
-	    mf_engine_open_shard_rec(ctl->engine, fp, shard, &r, &rec, &err);
+	rc = mf_engine_open_shard_rec(ctl->engine, fp, shard, &r, &rec, &err);
 	if (rc) {
 		ctl_err("shard %u of %.12s: %s", shard, fp,
 			err ? err : strerror(-rc));

@@ -53,6 +53,30 @@ m fingerprint "$spec" --explain | grep -q 'stage\[1\]' || fail "--explain lists 
 m ls --json | grep -q "$fp" || fail "warm registered another fingerprint than 'fingerprint' prints"
 pass "fingerprint and --explain"
 
+# --- a unique fingerprint prefix of 8+ hex digits stands for the fingerprint ---
+m stat "${fp:0:8}" --json | grep -q "\"fingerprint\":\"$fp\"" ||
+  fail "stat by an 8-digit prefix: $(m stat "${fp:0:8}" 2>&1)"
+m cat "${fp:0:12}" 1 | cmp -s - "$tmp/want1" || fail "cat by a 12-digit prefix"
+m verify "${fp^^}" >/dev/null || fail "verify by an upper-case fingerprint"
+out=$(m stat "${fp:0:7}" 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ $out == *"a fingerprint prefix needs at least 8 hex digits"* ]] ||
+  fail "7-digit prefix: rc=$rc '$out'"
+twin=${fp:0:8}$(printf '%056d' 0)
+sqlite3 "$store/catalog.db" "INSERT INTO snapshots (fp, name, shards, spec_path,
+  compression, chunk_size, pending_expiry, created) SELECT '$twin', 'twin',
+  shards, spec_path, compression, chunk_size, pending_expiry, created
+  FROM snapshots WHERE fp = '$fp'" || fail "adding a twin row"
+out=$(m stat "${fp:0:8}" 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ $out == *"fingerprint prefix '${fp:0:8}' is ambiguous"* ]] &&
+  [[ $out == *"$fp (tokens)"* ]] && [[ $out == *"$twin (twin)"* ]] ||
+  fail "ambiguous prefix: rc=$rc '$out'"
+m stat "${fp:0:9}" >/dev/null || fail "a longer prefix is unique again"
+m rm "${twin:0:10}" | grep -qx "expired $twin" || fail "rm by prefix"
+out=$(m cat "${fp:0:8}" 2 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ $out == "matctl: cat '${fp:0:8}': no shard 2: the snapshot has shards 0 to 1" ]] ||
+  fail "cat out of range: rc=$rc '$out'"
+pass "fingerprint prefixes, ambiguity, and the valid range of cat"
+
 # --- 16 concurrent readers, one computation ---
 mkdir -p "$tmp/p/in"
 printf 'hello\n' >"$tmp/p/in/a.txt"
