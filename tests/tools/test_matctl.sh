@@ -118,7 +118,7 @@ out=$(m frobnicate 2>&1); rc=$?
 [ $rc -eq 2 ] && [[ $out == matctl:\ unknown\ command* ]] || fail "unknown command: rc=$rc"
 printf 'name: bad\ninputs: in/*.txt\nshard: 2\nstages:\n  - exec: [cat]\n' >"$tmp/p/bad.yaml"
 out=$(m fingerprint "$tmp/p/bad.yaml" 2>&1); rc=$?
-[ $rc -eq 1 ] && [[ $out == "matctl: $tmp/p/bad.yaml:3:1: unknown key 'shard'" ]] \
+[ $rc -eq 1 ] && [[ $out == "matctl: $tmp/p/bad.yaml:3:1: unknown key 'shard'; did you mean 'shards'?" ]] \
   || fail "bad spec: rc=$rc '$out'"
 cat >"$tmp/p/fails.yaml" <<'YAML'
 name: fails
