@@ -77,6 +77,28 @@ out=$(m cat "${fp:0:8}" 2 2>&1); rc=$?
   fail "cat out of range: rc=$rc '$out'"
 pass "fingerprint prefixes, ambiguity, and the valid range of cat"
 
+# --- warm's progress bar on a terminal: right at the start and at the end ---
+if command -v script >/dev/null; then
+  mkdir -p "$tmp/w/in"
+  for i in 1 2 3; do printf 'line %d\n' $i >"$tmp/w/in/$i.txt"; done
+  printf 'name: bar\ninputs: in/*.txt\nstages:\n  - exec: [cat]\n' >"$tmp/w/bar.yaml"
+  # frames: what stands between carriage returns on the terminal
+  frames() { script -qec "$matctl --store $store warm $tmp/w/bar.yaml" /dev/null |
+    tr '\r' '\n' | grep '^\[' | sed 's/ *$//'; }
+  frames >"$tmp/frames" || fail "warm on a terminal"
+  bar0=$(printf '.%.0s' $(seq 30)) bar1=$(printf '#%.0s' $(seq 30))
+  [ "$(head -1 "$tmp/frames")" = "[$bar0] 0/3 shards  0 B  --/s  ETA --:--" ] ||
+    fail "first frame: $(head -1 "$tmp/frames")"
+  tail -1 "$tmp/frames" | grep -Eq "^\[$bar1\] 3/3 shards  21 B  [0-9.]+ (B|KiB|MiB)/s  ETA 0:00\$" ||
+    fail "last frame: $(tail -1 "$tmp/frames")"
+  grep -Evq 'ETA (--:--|[0-9]+:[0-9]{2})$' "$tmp/frames" && fail "an ETA: $(cat "$tmp/frames")"
+  # all done before: nothing computed, no rate, nothing left
+  frames >"$tmp/frames" || fail "warm again on a terminal"
+  [ "$(sort -u "$tmp/frames")" = "[$bar1] 3/3 shards  21 B  --/s  ETA 0:00" ] ||
+    fail "warm of a warm snapshot: $(cat "$tmp/frames")"
+  pass "warm's progress bar at the start and at the end"
+fi
+
 # --- 16 concurrent readers, one computation ---
 mkdir -p "$tmp/p/in"
 printf 'hello\n' >"$tmp/p/in/a.txt"
