@@ -99,6 +99,31 @@ if command -v script >/dev/null; then
   pass "warm's progress bar at the start and at the end"
 fi
 
+# --- --help, the man page, docs/matctl.md and the bash completion name
+# every command and every option of tools/matctl.c's own tables ---
+table() { sed -n "/$1/,/^};/p" "$src/tools/matctl.c" | grep -o '{"[a-z-]*"' | tr -d '{"'; }
+cmds=$(table '^static const struct command commands\[\]')
+longs=$(table 'static const struct option opts\[\]')
+[ -n "$cmds" ] && [ -n "$longs" ] || fail "cannot read matctl.c's tables"
+help=$(m --help) || fail "--help exited $?"
+man1=$src/docs/man/matctl.1 md=$src/docs/matctl.md comp=$src/dist/bash-completion/matctl
+comp_cmds=$(sed -n 's/^\s*local commands="\(.*\)"$/\1/p' "$comp")
+for c in $cmds; do
+  grep -Eq "^  $c( |$)" <<<"$help" || fail "--help lacks the command '$c'"
+  grep -Eq "^(\.B[IR]* \"?|\\\\fB)$c( |\"|\\\\fR|$)" "$man1" || fail "matctl.1 lacks the command '$c'"
+  grep -q "^| \`$c" "$md" || fail "docs/matctl.md lacks the command '$c'"
+  grep -qw -- "$c" <<<"$comp_cmds" || fail "the completion lacks the command '$c'"
+done
+for o in $longs; do
+  grep -q -- "--$o" <<<"$help" || fail "--help lacks --$o"
+  grep -qF -- "\\-\\-${o//-/\\-}" "$man1" || fail "matctl.1 lacks --$o"
+  grep -q -- "--$o" "$md" || fail "docs/matctl.md lacks --$o"
+  grep -q -- "--$o" "$comp" || fail "the completion lacks --$o"
+done
+grep -q '^  expire \[--older-than DURATION\] \[--json\]' <<<"$help" || fail "--help: expire --json"
+[ "$(m --version)" = "$(m -V)" ] && [[ $(m --version) == "matctl "[0-9]* ]] || fail "--version"
+pass "--help, matctl(1), docs/matctl.md and the completion name every command and option"
+
 # --- 16 concurrent readers, one computation ---
 mkdir -p "$tmp/p/in"
 printf 'hello\n' >"$tmp/p/in/a.txt"
