@@ -127,9 +127,18 @@ int spec_parse_mapping(struct spec_ctx *c, const yaml_node_t *map,
 			i++;
 		if (i == n_keys) {
 			char shown[SPEC_QUOTABLE_SIZE];
-			return spec_fail(
-			    c, k, "unknown key %s",
-			    spec_quotable(name, shown, sizeof(shown)));
+			const char *q =
+			    spec_quotable(name, shown, sizeof(shown));
+			/* guessed only for a key shown as it is */
+			const char *near =
+			    q == shown && strlen(name) <= SHOWN_MAX
+			    ? spec_nearest_key(name, keys, n_keys)
+			    : NULL;
+			if (near)
+				return spec_fail(
+				    c, k, "unknown key %s; did you mean '%s'?",
+				    q, near);
+			return spec_fail(c, k, "unknown key %s", q);
 		}
 		if (seen & (1U << i))
 			return spec_fail(c, k, "duplicate key '%s'", name);
@@ -198,7 +207,22 @@ static int syntax_fail(struct spec_ctx *c, const yaml_parser_t *p,
 	yaml_mark_t m = p->problem_mark;
 	if (p->error == YAML_READER_ERROR)
 		m = mark_at(data, len, p->problem_offset);
-	return mark_fail(c, m, "%s", p->problem ? p->problem : "bad YAML");
+	const char *problem = p->problem ? p->problem : "bad YAML";
+	const char *tab = !strstr(problem, "tab") && spec_tab_at(data, len, &m)
+	    ? " (a tab: YAML indents with spaces only)"
+	    : "";
+	yaml_mark_t cm = p->context_mark;
+	if (p->error == YAML_READER_ERROR || !p->context ||
+	    (cm.line == m.line && cm.column == m.column))
+		return mark_fail(c, m, "%s%s", problem, tab);
+	if (spec_context_opens(p->context))
+		return mark_fail(c, cm,
+				 "%s%s, %s that starts here (gave up at "
+				 "%zu:%zu)",
+				 problem, tab, p->context, m.line + 1,
+				 m.column + 1);
+	return mark_fail(c, m, "%s%s, %s that starts at %zu:%zu", problem, tab,
+			 p->context, cm.line + 1, cm.column + 1);
 }
 
 /* Loads the first document into doc; a second one is refused. */

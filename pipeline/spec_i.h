@@ -99,12 +99,25 @@ struct spec_key {
 
 /*
  * Runs the handler of every pair of map (a mapping node) in document order.
- * Fails at the key with "unknown key 'K'" (K as spec_quotable shows it) or
+ * Fails at the key with "unknown key 'K'" (K as spec_quotable shows it,
+ * with "; did you mean 'KEY'?" when a known key is that near) or
  * "duplicate key 'K'", and at the
  * mapping's start with "missing required key 'K'" (at most 32 keys).
  */
 int spec_parse_mapping(struct spec_ctx *c, const yaml_node_t *map,
 		       const struct spec_key *keys, size_t n_keys, void *arg);
+
+/* Hints (spec_hint.c). The known key within one or two edits of name
+ * (a typo), the nearest first; NULL when none is that near. */
+const char *spec_nearest_key(const char *name, const struct spec_key *keys,
+			     size_t n_keys);
+/* True when a tab is at mark m of data, or among the blanks before it on
+ * its line: then a tab is what YAML choked on. */
+bool spec_tab_at(const char *data, size_t len, const yaml_mark_t *m);
+/* True for a libyaml error context that a closing quote or bracket ends
+ * ("while parsing a flow sequence"): the construct it opens is at fault,
+ * not where the parser gave up. */
+bool spec_context_opens(const char *context);
 
 /* Top-level key handlers (spec_keys.c); arg is unused. */
 int spec_parse_name(struct spec_ctx *c, const yaml_node_t *v, void *arg);

@@ -147,11 +147,22 @@ static int cmd_cat(struct ctl *ctl)
 	}
 	if (ctl_resolve(ctl, ctl->argv[0], fp))
 		return 1;
+	struct mf_snapshot_rec snap;
+	int rc = mf_engine_snapshot(ctl->engine, fp, &snap);
+	if (rc == 0 && shard >= snap.shards) {
+		ctl_err("cat '%s': no shard %u: the snapshot has %s %u",
+			ctl->argv[0], shard,
+			snap.shards == 1 ? "only shard" : "shards 0 to",
+			snap.shards - 1);
+		mf_snapshot_rec_release(&snap);
+		return 1;
+	}
+	if (rc == 0)
+		mf_snapshot_rec_release(&snap);
 	struct mf_shard_reader *r;
 	struct mf_shard_rec rec;
 	char *err = NULL;
-	int rc =
-	    mf_engine_open_shard_rec(ctl->engine, fp, shard, &r, &rec, &err);
+	rc = mf_engine_open_shard_rec(ctl->engine, fp, shard, &r, &rec, &err);
 	if (rc) {
 		ctl_err("shard %u of %.12s: %s", shard, fp,
 			err ? err : strerror(-rc));
@@ -253,7 +264,8 @@ static int cmd_gc(struct ctl *ctl)
 }
 
 static const char usage[] =
-    "usage: matctl [--store DIR] COMMAND [ARGS]\n"
+    "usage: matctl [--store DIR] COMMAND [ARGS] [--json]\n"
+    "       matctl --help | --version\n"
     "\n"
     "commands:\n"
     "  ls [--json]                  list snapshots\n"
@@ -264,7 +276,7 @@ static const char usage[] =
     "  rm FP|NAME...                expire snapshots\n"
     "  verify FP|NAME               check every checksum\n"
     "  gc                           reclaim unreferenced store space\n"
-    "  expire [--older-than DURATION]\n"
+    "  expire [--older-than DURATION] [--json]\n"
     "                               expire as a daemon does: snapshots "
     "not read\n"
     "                               for that long, else past their "
@@ -274,7 +286,25 @@ static const char usage[] =
     "                               --rebuild remakes the catalog from "
     "the store\n"
     "\n"
-    "The store defaults to $XDG_CACHE_HOME/matfs, else ~/.cache/matfs.\n";
+    "options:\n"
+    "  -s, --store DIR              the store (default "
+    "$XDG_CACHE_HOME/matfs,\n"
+    "                               else ~/.cache/matfs)\n"
+    "  --json                       output for scripts (ls, stat, expire, "
+    "fsck)\n"
+    "  --explain                    fingerprint: every covered component\n"
+    "  -j, --jobs N                 warm: shards at once, 1-256 (default "
+    "1)\n"
+    "  --older-than DURATION        expire: not read for that long (90s, "
+    "7d)\n"
+    "  --rebuild                    fsck: remake the catalog from the "
+    "store\n"
+    "  -h, --help                   this text\n"
+    "  -V, --version                the version\n"
+    "\n"
+    "FP is a fingerprint or a unique prefix of it (8+ hex digits); NAME a\n"
+    "pipeline name; SPEC a spec file. Options may come before or after the\n"
+    "command. See matctl(1).\n";
 
 struct command {
 	const char *name;

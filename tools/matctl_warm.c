@@ -1,7 +1,8 @@
 /*
  * matctl_warm.c - `matctl warm`: materialize every shard of a snapshot on
  * -j threads, with a progress bar on a terminal (shards done/total, bytes,
- * rate, ETA) and one plain line per shard otherwise.
+ * rate, ETA, drawn from the start) and one plain line per shard computed
+ * otherwise.
  */
 #include "matctl.h"
 
@@ -16,9 +17,13 @@ struct warm {
 	char fp[65];
 	uint32_t shards;
 	bool tty;
+	bool *was_done; /* per shard: materialized before warm started */
+	uint64_t *raw_before; /* per shard: its raw bytes then */
+	uint32_t done_before; /* how many */
+	uint64_t bytes_before; /* their raw bytes */
 	pthread_mutex_t lock; /* guards everything below */
 	uint32_t next; /* next shard to hand out */
-	uint32_t done;
+	uint32_t done; /* finished, those done before included */
 	uint32_t failed;
 	uint64_t bytes_done; /* raw bytes of finished shards */
 	uint64_t *in_flight; /* per shard, bytes produced so far */
@@ -27,6 +32,30 @@ struct warm {
 
 static struct warm *g_warm; /* for the engine's progress callback */
 
+#define RATE_MIN_NS 500000000ULL /* a rate over less time means nothing */
+
+/* "1:05", "2:03:07", or "--:--" when secs is not a time to show. */
+static void format_eta(double secs, char *buf, size_t len)
+{
+	if (!(secs >= 0) || secs > 99 * 3600.0) {
+		snprintf(buf, len, "--:--");
+		return;
+	}
+	unsigned s = (unsigned)(secs + 0.5);
+	if (s >= 3600)
+		snprintf(buf, len, "%u:%02u:%02u", s / 3600, s / 60 % 60,
+			 s % 60);
+	else
+		snprintf(buf, len, "%u:%02u", s / 60, s % 60);
+}
+
+/*
+ * One frame of the bar. Shards and bytes count everything finished
+ * (shards materialized before warm started included); the rate and the
+ * ETA count only what warm computed: the bytes of this run over its time
+ * (shown from half a second on, and at the end), and the shards still to
+ * do at the pace of those computed so far. At the end the ETA is 0:00.
+ */
 static void draw(struct warm *w, bool force)
 {
 	uint64_t now = mf_mono_ns();
@@ -36,16 +65,22 @@ static void draw(struct warm *w, bool force)
 	uint64_t bytes = w->bytes_done;
 	for (uint32_t i = 0; i < w->shards; i++)
 		bytes += w->in_flight[i];
-	double secs = (double)(now - w->start_ns) / 1e9;
-	char total[32], rate[32], eta[32] = "--:--";
+	uint64_t ns = now - w->start_ns;
+	double secs = (double)ns / 1e9;
+	uint64_t made = bytes - w->bytes_before;
+	uint32_t computed = w->done - w->done_before;
+	char total[32], rate[32] = "--", eta[32];
 	mf_format_size(bytes, total, sizeof(total));
-	mf_format_size(secs > 0 ? (uint64_t)((double)bytes / secs) : 0, rate,
-		       sizeof(rate));
-	if (w->done > 0 && w->done < w->shards) {
-		double left = secs / w->done * (w->shards - w->done);
-		snprintf(eta, sizeof(eta), "%d:%02d", (int)left / 60,
-			 (int)left % 60);
-	}
+	bool end = w->done >= w->shards; /* the rate is the average then */
+	if (made > 0 && ns > 0 && (ns >= RATE_MIN_NS || end))
+		mf_format_size((uint64_t)((double)made / secs), rate,
+			       sizeof(rate));
+	if (end)
+		format_eta(0, eta, sizeof(eta));
+	else
+		format_eta(computed ? secs / computed * (w->shards - w->done)
+				    : -1,
+			   eta, sizeof(eta));
 	int width = 30, fill = (int)((uint64_t)width * w->done / w->shards);
 	char bar[31];
 	for (int i = 0; i < width; i++)
@@ -74,7 +109,17 @@ static void finish_shard(struct warm *w, uint32_t shard, int rc, uint64_t raw,
 {
 	pthread_mutex_lock(&w->lock);
 	w->in_flight[shard] = 0;
-	w->done++;
+	if (w->was_done[shard] && rc == 0) { /* counted from the start */
+		pthread_mutex_unlock(&w->lock);
+		return;
+	}
+	if (w->was_done[shard]) { /* expired since, and failed: not done */
+		w->bytes_done -= w->raw_before[shard];
+		w->bytes_before -= w->raw_before[shard];
+		w->done_before--;
+	} else {
+		w->done++;
+	}
 	if (rc) {
 		w->failed++;
 		if (w->tty)
@@ -127,6 +172,34 @@ static int snapshot_shards(struct ctl *ctl, const char *fp, uint32_t *n)
 	return 0;
 }
 
+/* Marks the shards materialized before warm starts: done from the
+ * start, and left out of the rate and the ETA. */
+static int count_done(struct warm *w)
+{
+	w->was_done = calloc(w->shards, sizeof(*w->was_done));
+	w->raw_before = calloc(w->shards, sizeof(*w->raw_before));
+	if (!w->was_done || !w->raw_before)
+		return -ENOMEM;
+	struct mf_shard_rec *recs;
+	size_t n;
+	int rc = mf_engine_list_shards(w->e, w->fp, &recs, &n);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t k = recs[i].index;
+		if (k >= w->shards || recs[i].state != MF_SHARD_MATERIALIZED)
+			continue;
+		w->was_done[k] = true;
+		w->raw_before[k] = recs[i].raw_bytes;
+		w->done_before++;
+		w->bytes_before += recs[i].raw_bytes;
+	}
+	mf_engine_shard_recs_free(recs, n);
+	w->done = w->done_before;
+	w->bytes_done = w->bytes_before;
+	return 0;
+}
+
 static int run_threads(struct warm *w, unsigned jobs)
 {
 	pthread_t tids[256];
@@ -164,10 +237,14 @@ int cmd_warm(struct ctl *ctl)
 	w.e = ctl->engine;
 	w.tty = isatty(STDERR_FILENO);
 	w.in_flight = calloc(w.shards, sizeof(*w.in_flight));
-	if (!w.in_flight)
+	int rc = w.in_flight ? count_done(&w) : -ENOMEM;
+	if (rc) {
+		ctl_err("warm '%s': %s", ctl->argv[0], strerror(-rc));
 		return 1;
+	}
 	(void)mf_mutex_init(&w.lock);
 	w.start_ns = mf_mono_ns();
+	draw(&w, true);
 	g_warm = &w;
 	unsigned jobs = ctl->jobs ? ctl->jobs : 1;
 	run_threads(&w, jobs > w.shards ? w.shards : jobs);
@@ -179,6 +256,8 @@ int cmd_warm(struct ctl *ctl)
 	printf("%s: %u/%u shards materialized, %s\n", w.fp, w.done - w.failed,
 	       w.shards, total);
 	free(w.in_flight);
+	free(w.was_done);
+	free(w.raw_before);
 	pthread_mutex_destroy(&w.lock);
 	return w.failed ? 1 : 0;
 }

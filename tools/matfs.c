@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -79,8 +80,8 @@ static const char usage[] =
     "\n"
     "  --store DIR        the store (default $XDG_CACHE_HOME/matfs, else\n"
     "                     ~/.cache/matfs); also -o store=DIR\n"
-    "  --pipelines DIR    the folder of *.yaml specs (default ./pipelines);\n"
-    "                     also -o pipelines=DIR\n"
+    "  --pipelines DIR    the folder of specs, *.yaml and *.yml (default\n"
+    "                     ./pipelines); also -o pipelines=DIR\n"
     "  -f                 stay in the foreground\n"
     "  -d                 debug: foreground, and every FUSE request logged\n"
     "  -o OPTIONS         comma-separated mount options:\n"
@@ -362,6 +363,72 @@ static int run(struct cli *c, struct fuse_args *args, const char *mnt)
 	return status;
 }
 
+/* True when /proc/self/mountinfo shows a matfs mount at mnt (absolute,
+ * resolved). Its fields 5 and after " - " are the mount point, with
+ * spaces as \040, and the type. */
+static bool is_matfs_mount(const char *mnt)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return false;
+	char *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+	while (!found && getline(&line, &cap, f) > 0) {
+		char point[PATH_MAX], type[64];
+		const char *sep = strstr(line, " - ");
+		if (!sep ||
+		    sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1 ||
+		    sscanf(sep, " - %63s", type) != 1)
+			continue;
+		/* unescape \040 (space), \011 (tab), \012, \134 */
+		char *w = point;
+		for (const char *r = point; *r; r++) {
+			unsigned o;
+			if (r[0] == '\\' && sscanf(r + 1, "%3o", &o) == 1 &&
+			    o < 256) {
+				*w++ = (char)o;
+				r += 3;
+			} else {
+				*w++ = *r;
+			}
+		}
+		*w = '\0';
+		found =
+		    strcmp(point, mnt) == 0 && strcmp(type, "fuse.matfs") == 0;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* Refuses, with a message naming it as the user did (arg), a mountpoint
+ * mnt (resolved) that is not a folder (libfuse would mount over a file)
+ * or that a matfs already serves (a second one would hide the first).
+ * 0 or 1 (the exit status). */
+static int check_mountpoint(const char *arg, const char *mnt)
+{
+	struct stat st;
+	if (stat(mnt, &st) != 0) {
+		fprintf(stderr, "matfs: mountpoint '%s': %s\n", arg,
+			strerror(errno));
+		return 1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "matfs: mountpoint '%s': not a directory\n",
+			arg);
+		return 1;
+	}
+	if (is_matfs_mount(mnt)) {
+		fprintf(stderr,
+			"matfs: mountpoint '%s' is already a matfs mount; "
+			"unmount it first (fusermount3 -u %s)\n",
+			arg, arg);
+		return 1;
+	}
+	return 0;
+}
+
 static void cli_release(struct cli *c)
 {
 	free(c->store);
@@ -403,7 +470,9 @@ int main(int argc, char **argv)
 				c.pos[c.n_pos - 1], strerror(errno));
 			status = 1;
 		} else {
-			status = run(&c, &args, mnt);
+			status = check_mountpoint(c.pos[c.n_pos - 1], mnt);
+			if (status == 0)
+				status = run(&c, &args, mnt);
 			free(mnt);
 		}
 	}

@@ -49,8 +49,35 @@ static bool rec_is(const struct mf_shard_rec *rec, uint64_t generation)
 	    rec->generation == generation;
 }
 
-/* Expires the shard when its row is the computation generation names;
- * the expiry holds only while the row is still the one read here. */
+/* Judged as the catalog's claim judges a run (mf_catalog_run_alive). */
+static bool run_alive(struct mf_catalog *c, const char *run_id,
+		      int64_t pending_expiry)
+{
+	struct mf_run_rec run;
+	int rc = mf_catalog_get_run(c, run_id, &run);
+	if (rc)
+		return rc != -ENOENT; /* a busy catalog proves nothing */
+	return mf_catalog_run_alive(&run, mf_now_s(), pending_expiry);
+}
+
+/* True when rec is a computation under way: running, in a live run. */
+static bool computing(struct mf_catalog *c, const struct mf_shard_rec *rec)
+{
+	if (rec->state != MF_SHARD_RUNNING)
+		return false;
+	struct mf_snapshot_rec snap;
+	int64_t pending = 0; /* the catalog's floor, when the row is gone */
+	if (mf_catalog_get_snapshot(c, rec->fp, &snap) == 0) {
+		pending = snap.pending_expiry;
+		mf_snapshot_rec_release(&snap);
+	}
+	return run_alive(c, rec->run_id, pending);
+}
+
+/* Expires the shard when its row is the computation generation names
+ * (0: whatever it holds, but not a computation under way: -EBUSY, since
+ * its result would land after the expiry); the expiry holds only while
+ * the row is still the one read here. */
 static int expire_if(struct mf_engine *e, const char *fp, uint32_t shard,
 		     uint64_t generation)
 {
@@ -61,7 +88,9 @@ static int expire_if(struct mf_engine *e, const char *fp, uint32_t shard,
 	struct mf_shard_rec rec;
 	rc = mf_catalog_get_shard(c, fp, shard, &rec);
 	if (rc == 0) {
-		if (rec_is(&rec, generation))
+		if (!generation && computing(c, &rec))
+			rc = -EBUSY;
+		else if (rec_is(&rec, generation))
 			rc = eng_expire_recs(e, c, &rec, 1);
 		mf_shard_rec_release(&rec);
 	}
@@ -191,17 +220,6 @@ static bool run_in_use_now(struct mf_catalog *c, const char *fp,
 		mf_shard_rec_release(&recs[i]);
 	free(recs);
 	return used;
-}
-
-/* Judged as the catalog's claim judges a run (mf_catalog_run_alive). */
-static bool run_alive(struct mf_catalog *c, const char *run_id,
-		      int64_t pending_expiry)
-{
-	struct mf_run_rec run;
-	int rc = mf_catalog_get_run(c, run_id, &run);
-	if (rc)
-		return rc != -ENOENT; /* a busy catalog proves nothing */
-	return mf_catalog_run_alive(&run, mf_now_s(), pending_expiry);
 }
 
 /* True when shard k's file in run_id is, or is about to be, the one the

@@ -67,24 +67,43 @@ static bool more_recent(const struct mf_snapshot_rec *o,
 	return strcmp(o->fp, r->fp) > 0;
 }
 
-/* Number of snapshots of v[i]'s name more recent than v[i]; a registered
- * one counts as more recent than any other. */
+/* True when v[j] ranks above v[i] (both of one name) for keep: a
+ * registered one above any other, then the more recently used. */
+static bool ranks_above(struct pass *ps, size_t j, size_t i)
+{
+	bool reg_j = registered(ps, j), reg_i = registered(ps, i);
+	if (reg_j != reg_i)
+		return reg_j;
+	return more_recent(&ps->v[j], &ps->v[i]);
+}
+
+/* Number of snapshots of v[i]'s name that rank above it. */
 static size_t newer_of_name(struct pass *ps, size_t i)
 {
-	const struct mf_snapshot_rec *r = &ps->v[i];
-	bool reg_r = registered(ps, i);
 	size_t k = 0;
-	for (size_t j = 0; j < ps->n; j++) {
-		const struct mf_snapshot_rec *o = &ps->v[j];
-		if (j == i || strcmp(o->name, r->name) != 0)
-			continue;
-		bool reg_o = registered(ps, j);
-		if (reg_o != reg_r)
-			k += reg_o;
-		else
-			k += more_recent(o, r);
-	}
+	for (size_t j = 0; j < ps->n; j++)
+		if (j != i && strcmp(ps->v[j].name, ps->v[i].name) == 0)
+			k += ranks_above(ps, j, i);
 	return k;
+}
+
+/* The keep of v[i]'s name: that of the snapshot of the name ranked
+ * first, so what the spec says now (its registered fingerprint's row),
+ * not what an older spec said when an older fingerprint was made. */
+static uint32_t keep_of_name(struct pass *ps, size_t i)
+{
+	bool any = false; /* else no need to ask what is registered */
+	for (size_t j = 0; j < ps->n && !any; j++)
+		any = ps->v[j].keep > 0 &&
+		    strcmp(ps->v[j].name, ps->v[i].name) == 0;
+	if (!any)
+		return 0;
+	size_t top = i;
+	for (size_t j = 0; j < ps->n; j++)
+		if (strcmp(ps->v[j].name, ps->v[i].name) == 0 &&
+		    ranks_above(ps, j, top))
+			top = j;
+	return ps->v[top].keep;
 }
 
 /* Why v[i] is due under expire_after or keep; 0 when it is not. */
@@ -94,7 +113,8 @@ static enum mf_expiry_why due_by_rule(struct pass *ps, size_t i)
 	int64_t limit =
 	    ps->p->older_than >= 0 ? ps->p->older_than : r->expire_after;
 	bool expired = limit >= 0 && ps->p->now - last_use(r) >= limit;
-	bool surplus = r->keep > 0 && newer_of_name(ps, i) >= r->keep;
+	uint32_t keep = keep_of_name(ps, i);
+	bool surplus = keep > 0 && newer_of_name(ps, i) >= keep;
 	if (!expired && !surplus)
 		return 0;
 	bool reg = registered(ps, i);

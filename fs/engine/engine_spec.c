@@ -7,6 +7,7 @@
  */
 #include "engine_i.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -408,6 +409,84 @@ int eng_spec_for(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 	return 0;
 }
 
+/* Hex digits a fingerprint prefix needs at least (git accepts 4): with 8,
+ * a chance collision needs tens of thousands of fingerprints in one
+ * catalog, and a typo of a short name is not taken for a prefix. */
+#define PREFIX_MIN 8
+
+/* True when s is 1 to 64 hex digits of either case. */
+static bool is_hex_prefix(const char *s)
+{
+	size_t n = strspn(s, "0123456789abcdefABCDEF");
+	return n > 0 && n <= MF_FP_HEX_LEN && s[n] == '\0';
+}
+
+/* "FP (NAME), FP (NAME)" of the snapshots v[i] that match, for a message. */
+static char *list_matches(const struct mf_snapshot_rec *v, size_t n,
+			  const char *prefix)
+{
+	size_t len = 1;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(v[i].fp, prefix, strlen(prefix)) == 0)
+			len += strlen(v[i].fp) + strlen(v[i].name) + 5;
+	char *s = malloc(len), *p = s;
+	if (!s)
+		return NULL;
+	*p = '\0';
+	for (size_t i = 0; i < n; i++) {
+		if (strncmp(v[i].fp, prefix, strlen(prefix)) != 0)
+			continue;
+		p += snprintf(p, len - (size_t)(p - s), "%s%s (%s)",
+			      p == s ? "" : ", ", v[i].fp, v[i].name);
+	}
+	return s;
+}
+
+/* The one fingerprint in the catalog that starts with what (8 to 64 hex
+ * digits, either case): -ENOENT when none, -EINVAL when it is too short
+ * or more than one starts with it (*err lists them). */
+static int resolve_prefix(struct mf_catalog *c, const char *what,
+			  char fp[MF_FP_HEX_LEN + 1], char **err)
+{
+	size_t len = strlen(what);
+	if (len < PREFIX_MIN) {
+		eng_errf(err,
+			 "no pipeline named '%s', and a fingerprint prefix "
+			 "needs at least %d hex digits",
+			 what, PREFIX_MIN);
+		return -EINVAL;
+	}
+	char prefix[MF_FP_HEX_LEN + 1];
+	for (size_t i = 0; i <= len; i++)
+		prefix[i] = (char)tolower((unsigned char)what[i]);
+	struct mf_snapshot_rec *v;
+	size_t n, found = 0, at = 0;
+	int rc = mf_catalog_list_snapshots(c, &v, &n);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		if (strncmp(v[i].fp, prefix, len) == 0) {
+			found++;
+			at = i;
+		}
+	}
+	if (found == 1) {
+		memcpy(fp, v[at].fp, MF_FP_HEX_LEN + 1);
+	} else if (found == 0) {
+		rc = -ENOENT;
+	} else {
+		char *list = list_matches(v, n, prefix);
+		eng_errf(err, "fingerprint prefix '%s' is ambiguous: %s", what,
+			 list ? list : "several snapshots match");
+		free(list);
+		rc = -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++)
+		mf_snapshot_rec_release(&v[i]);
+	free(v);
+	return rc;
+}
+
 int mf_engine_resolve(struct mf_engine *e, const char *what,
 		      char fp[MF_FP_HEX_LEN + 1], char **err)
 {
@@ -429,7 +508,10 @@ int mf_engine_resolve(struct mf_engine *e, const char *what,
 		if (rc == 0)
 			mf_snapshot_rec_release(&rec);
 	} else {
+		/* a name first: a pipeline may be named like hex digits */
 		rc = mf_catalog_find_name(c, what, fp);
+		if (rc == -ENOENT && is_hex_prefix(what))
+			rc = resolve_prefix(c, what, fp, err);
 	}
 	eng_catalog_put(e, c);
 	if (rc == -ENOENT)

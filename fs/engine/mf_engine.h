@@ -143,9 +143,12 @@ void mf_engine_set_mount(struct mf_engine *e, const char *path, dev_t dev);
 
 /*
  * Turns what a user typed into a fingerprint: a path to a spec file
- * (registered on the way), 64 hex digits known to the catalog, or a
- * pipeline name (its most recently registered fingerprint). -ENOENT with
- * *err when nothing matches.
+ * (registered on the way), 64 hex digits known to the catalog, a
+ * pipeline name (its most recently registered fingerprint), or a prefix of
+ * 8 or more hex digits (either case) that one fingerprint in the catalog
+ * starts with (a name is tried first). -ENOENT with *err when nothing
+ * matches; -EINVAL with *err for a prefix under 8 digits or one that more
+ * than one fingerprint starts with (*err lists them).
  */
 int mf_engine_resolve(struct mf_engine *e, const char *what,
 		      char fp[MF_FP_HEX_LEN + 1], char **err);
@@ -206,7 +209,9 @@ void mf_engine_cancel_all(struct mf_engine *e);
 
 /* Expires one shard / a whole snapshot: catalog rows back to absent (the
  * snapshot row stays while its spec is registered in this engine, else it
- * is deleted) and the files removed. Open readers keep reading. */
+ * is deleted) and the files removed. Open readers keep reading.
+ * mf_engine_expire_shard answers -EBUSY, changing nothing, for a shard a
+ * live run is computing (its result would land after the expiry). */
 int mf_engine_expire_shard(struct mf_engine *e, const char *fp, uint32_t shard);
 int mf_engine_expire_snapshot(struct mf_engine *e, const char *fp);
 

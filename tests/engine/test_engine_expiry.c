@@ -172,6 +172,39 @@ static void test_keep_registered(void **state)
 	assert_string_equal(got, "b:keep");
 }
 
+/* keep is the name's, as its spec says now: the row of the fingerprint
+ * ranked first (the registered one) decides, not each older row's keep
+ * from the spec that made it. */
+static void test_keep_of_the_current_spec(void **state)
+{
+	(void)state;
+	struct mf_snapshot_rec v[4] = {
+	    rec('a', "n", NOW - 300, 0),
+	    rec('b', "n", NOW - 400, NOW - 5),
+	    rec('c', "n", NOW - 500, 0),
+	    rec('d', "other", NOW - 900, 0),
+	};
+	struct know k = {.registered = {fpx('a')}};
+	struct mf_expiry_policy p = {.now = NOW, .older_than = -1};
+	char got[256];
+	/* keep: 1 added to the spec: the fingerprints made before go */
+	v[0].keep = 1;
+	decide(v, 4, &p, &k, got, sizeof(got));
+	assert_string_equal(got, "b:keep c:keep");
+
+	/* keep: 1 taken out of it: no limit any more */
+	v[0].keep = 0;
+	v[1].keep = v[2].keep = 1;
+	decide(v, 4, &p, &k, got, sizeof(got));
+	assert_string_equal(got, "");
+
+	/* none registered: the most recently used one's keep */
+	struct know none = {0};
+	v[1].keep = 2; /* b, read last */
+	decide(v, 4, &p, &none, got, sizeof(got));
+	assert_string_equal(got, "c:keep");
+}
+
 static void test_keep_ties(void **state)
 {
 	(void)state;
@@ -274,6 +307,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_expire_after),
 	    cmocka_unit_test(test_keep_registered),
+	    cmocka_unit_test(test_keep_of_the_current_spec),
 	    cmocka_unit_test(test_keep_ties),
 	    cmocka_unit_test(test_max_size),
 	    cmocka_unit_test(test_nothing_due_asks_nothing),

@@ -253,9 +253,10 @@ class Model(Checks):
             raise RigError("rm hung")
         if e is None:
             self.note(f"  {what} -> ok")
-        elif e.errno == errno.ENOENT:
+        elif e.errno in (errno.ENOENT, errno.EBUSY):
+            # EBUSY: the shard is being computed (a race's reader)
             self.allowed("rm", e.errno)
-            self.note(f"  {what} -> ENOENT (allowed)")
+            self.note(f"  {what} -> {ename(e.errno)} (allowed)")
         else:
             self.violation("errno-rm", f"{what}: {ename(e.errno)} ({e.strerror})")
 
@@ -280,6 +281,10 @@ class Model(Checks):
         elif "No such file or directory" in err and not y:
             self.allowed("rm-r", errno.ENOENT)
             self.note(f"  rm -r {d.label}:{self.short(fp)} -> ENOENT (allowed)")
+        elif all("Device or resource busy" in l for l in err.splitlines()):
+            # a shard of it is being computed: rm refuses that one
+            self.allowed("rm-r", errno.EBUSY)
+            self.note(f"  rm -r {d.label}:{self.short(fp)} -> EBUSY (allowed)")
         else:
             self.violation("errno-rm", f"rm -r {d.label}:{self.short(fp)}: {err}")
         if y and d not in self.lost and not os.path.isdir(path):

@@ -53,14 +53,57 @@ static void test_syntax_error(void **state)
 	expect("name: x\n"
 	       "  inputs: raw/*.jsonl\n",
 	       "a.yaml:2:9: mapping values are not allowed in this context");
-	expect(BASE "suffix: \"abc\n",
-	       "a.yaml:7:1: found unexpected end of stream");
 	expect(BASE "keep: *nothing\n", "a.yaml:6:7: found undefined alias");
 	expect(BASE "---\nname: other\n",
 	       "a.yaml:7:1: expected a single YAML document");
 	expect("", "a.yaml:1:1: the spec is empty");
 	expect("# only a comment\n", "a.yaml:1:1: the spec is empty");
 	expect("name: \xff\n", "a.yaml:1:7: invalid leading UTF-8 octet");
+}
+
+/* A syntax error names where the culprit is: a construct never closed is
+ * reported where it opens, with where the parser gave up. */
+static void test_syntax_error_context(void **state)
+{
+	project();
+	expect(BASE "suffix: \"abc\n",
+	       "a.yaml:6:9: found unexpected end of stream, while scanning a "
+	       "quoted scalar that starts here (gave up at 7:1)");
+	expect("name: x\n"
+	       "inputs: [raw/a.jsonl\n"
+	       "stages:\n"
+	       "  - exec: [cat]\n",
+	       "a.yaml:2:9: did not find expected ',' or ']', while parsing a "
+	       "flow sequence that starts here (gave up at 3:7)");
+	/* a block construct: the problem is where the parser gave up */
+	expect(BASE "   nice: 1\n",
+	       "a.yaml:6:4: did not find expected '-' indicator, while "
+	       "parsing a block collection that starts at 4:3");
+}
+
+/* A tab in the indentation is the usual cause of a puzzling YAML error:
+ * the message says so, at the tab. */
+static void test_syntax_error_tab(void **state)
+{
+	project();
+	expect("name: x\n"
+	       "inputs: raw/*.jsonl\n"
+	       "stages:\n"
+	       "\t- exec: [cat]\n",
+	       "a.yaml:4:1: found character that cannot start any token (a "
+	       "tab: YAML indents with spaces only)");
+	expect(BASE "    \tdeps: [x]\n",
+	       "a.yaml:6:5: found character that cannot start any token (a "
+	       "tab: YAML indents with spaces only)");
+	expect("name: x\n"
+	       "\tinputs: raw/*.jsonl\n",
+	       "a.yaml:2:1: found a tab character that violates indentation, "
+	       "while scanning a plain scalar that starts at 1:7");
+	/* a tab that is not the cause is not mentioned */
+	expect("name:\tx\n"
+	       "inputs: [raw/a.jsonl\n",
+	       "a.yaml:2:9: did not find expected ',' or ']', while parsing a "
+	       "flow sequence that starts here (gave up at 3:1)");
 }
 
 static void test_unknown_key(void **state)
@@ -72,8 +115,20 @@ static void test_unknown_key(void **state)
 		 "shard: 2\n"
 		 "stages:\n"
 		 "  - exec: [cat]\n");
-	fx_load_fails("pipes/a.yaml", "pipes/a.yaml:3:1: unknown key 'shard'");
-	expect(BASE "    dep: [x]\n", "a.yaml:6:5: unknown key 'dep'");
+	fx_load_fails("pipes/a.yaml",
+		      "pipes/a.yaml:3:1: unknown key 'shard'; "
+		      "did you mean 'shards'?");
+	expect(BASE "    dep: [x]\n",
+	       "a.yaml:6:5: unknown key 'dep'; did you mean 'deps'?");
+	expect(BASE "stgaes: 1\n",
+	       "a.yaml:6:1: unknown key 'stgaes'; did you mean 'stages'?");
+	expect(BASE "    timout: 1h\n",
+	       "a.yaml:6:5: unknown key 'timout'; did you mean 'timeout'?");
+	expect(BASE "Keep: 2\n",
+	       "a.yaml:6:1: unknown key 'Keep'; did you mean 'keep'?");
+	/* nothing near: no guess */
+	expect(BASE "colour: red\n", "a.yaml:6:1: unknown key 'colour'");
+	expect(BASE "x: 1\n", "a.yaml:6:1: unknown key 'x'");
 	expect(BASE "? [a, b]\n: c\n", "a.yaml:6:3: expected a key name");
 }
 
@@ -618,6 +673,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    T(test_syntax_error),
+	    T(test_syntax_error_context),
+	    T(test_syntax_error_tab),
 	    T(test_unknown_key),
 	    T(test_wrong_type),
 	    T(test_bad_integer),

@@ -419,7 +419,9 @@ static void test_content_not_quoted(void **state)
 	expect_hidden("password=hunter2\nuser=root\n",
 		      "a.yaml:1:1: expected a mapping of spec keys", "hunter2");
 	/* a short word, like a typo, is still shown */
-	expect_hidden("shard: 3\n", "a.yaml:1:1: unknown key 'shard'", "3");
+	expect_hidden("shard: 3\n",
+		      "a.yaml:1:1: unknown key 'shard'; did you mean 'shards'?",
+		      "3");
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)

@@ -53,6 +53,77 @@ m fingerprint "$spec" --explain | grep -q 'stage\[1\]' || fail "--explain lists 
 m ls --json | grep -q "$fp" || fail "warm registered another fingerprint than 'fingerprint' prints"
 pass "fingerprint and --explain"
 
+# --- a unique fingerprint prefix of 8+ hex digits stands for the fingerprint ---
+m stat "${fp:0:8}" --json | grep -q "\"fingerprint\":\"$fp\"" ||
+  fail "stat by an 8-digit prefix: $(m stat "${fp:0:8}" 2>&1)"
+m cat "${fp:0:12}" 1 | cmp -s - "$tmp/want1" || fail "cat by a 12-digit prefix"
+m verify "${fp^^}" >/dev/null || fail "verify by an upper-case fingerprint"
+out=$(m stat "${fp:0:7}" 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ $out == *"a fingerprint prefix needs at least 8 hex digits"* ]] ||
+  fail "7-digit prefix: rc=$rc '$out'"
+twin=${fp:0:8}$(printf '%056d' 0)
+sqlite3 "$store/catalog.db" "INSERT INTO snapshots (fp, name, shards, spec_path,
+  compression, chunk_size, pending_expiry, created) SELECT '$twin', 'twin',
+  shards, spec_path, compression, chunk_size, pending_expiry, created
+  FROM snapshots WHERE fp = '$fp'" || fail "adding a twin row"
+out=$(m stat "${fp:0:8}" 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ $out == *"fingerprint prefix '${fp:0:8}' is ambiguous"* ]] &&
+  [[ $out == *"$fp (tokens)"* ]] && [[ $out == *"$twin (twin)"* ]] ||
+  fail "ambiguous prefix: rc=$rc '$out'"
+m stat "${fp:0:9}" >/dev/null || fail "a longer prefix is unique again"
+m rm "${twin:0:10}" | grep -qx "expired $twin" || fail "rm by prefix"
+out=$(m cat "${fp:0:8}" 2 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ $out == "matctl: cat '${fp:0:8}': no shard 2: the snapshot has shards 0 to 1" ]] ||
+  fail "cat out of range: rc=$rc '$out'"
+pass "fingerprint prefixes, ambiguity, and the valid range of cat"
+
+# --- warm's progress bar on a terminal: right at the start and at the end ---
+if command -v script >/dev/null; then
+  mkdir -p "$tmp/w/in"
+  for i in 1 2 3; do printf 'line %d\n' $i >"$tmp/w/in/$i.txt"; done
+  printf 'name: bar\ninputs: in/*.txt\nstages:\n  - exec: [cat]\n' >"$tmp/w/bar.yaml"
+  # frames: what stands between carriage returns on the terminal
+  frames() { script -qec "$matctl --store $store warm $tmp/w/bar.yaml" /dev/null |
+    tr '\r' '\n' | grep '^\[' | sed 's/ *$//'; }
+  frames >"$tmp/frames" || fail "warm on a terminal"
+  bar0=$(printf '.%.0s' $(seq 30)) bar1=$(printf '#%.0s' $(seq 30))
+  [ "$(head -1 "$tmp/frames")" = "[$bar0] 0/3 shards  0 B  --/s  ETA --:--" ] ||
+    fail "first frame: $(head -1 "$tmp/frames")"
+  tail -1 "$tmp/frames" | grep -Eq "^\[$bar1\] 3/3 shards  21 B  [0-9.]+ (B|KiB|MiB)/s  ETA 0:00\$" ||
+    fail "last frame: $(tail -1 "$tmp/frames")"
+  grep -Evq 'ETA (--:--|[0-9]+:[0-9]{2})$' "$tmp/frames" && fail "an ETA: $(cat "$tmp/frames")"
+  # all done before: nothing computed, no rate, nothing left
+  frames >"$tmp/frames" || fail "warm again on a terminal"
+  [ "$(sort -u "$tmp/frames")" = "[$bar1] 3/3 shards  21 B  --/s  ETA 0:00" ] ||
+    fail "warm of a warm snapshot: $(cat "$tmp/frames")"
+  pass "warm's progress bar at the start and at the end"
+fi
+
+# --- --help, the man page, docs/matctl.md and the bash completion name
+# every command and every option of tools/matctl.c's own tables ---
+table() { sed -n "/$1/,/^};/p" "$src/tools/matctl.c" | grep -o '{"[a-z-]*"' | tr -d '{"'; }
+cmds=$(table '^static const struct command commands\[\]')
+longs=$(table 'static const struct option opts\[\]')
+[ -n "$cmds" ] && [ -n "$longs" ] || fail "cannot read matctl.c's tables"
+help=$(m --help) || fail "--help exited $?"
+man1=$src/docs/man/matctl.1 md=$src/docs/matctl.md comp=$src/dist/bash-completion/matctl
+comp_cmds=$(sed -n 's/^\s*local commands="\(.*\)"$/\1/p' "$comp")
+for c in $cmds; do
+  grep -Eq "^  $c( |$)" <<<"$help" || fail "--help lacks the command '$c'"
+  grep -Eq "^(\.B[IR]* \"?|\\\\fB)$c( |\"|\\\\fR|$)" "$man1" || fail "matctl.1 lacks the command '$c'"
+  grep -q "^| \`$c" "$md" || fail "docs/matctl.md lacks the command '$c'"
+  grep -qw -- "$c" <<<"$comp_cmds" || fail "the completion lacks the command '$c'"
+done
+for o in $longs; do
+  grep -q -- "--$o" <<<"$help" || fail "--help lacks --$o"
+  grep -qF -- "\\-\\-${o//-/\\-}" "$man1" || fail "matctl.1 lacks --$o"
+  grep -q -- "--$o" "$md" || fail "docs/matctl.md lacks --$o"
+  grep -q -- "--$o" "$comp" || fail "the completion lacks --$o"
+done
+grep -q '^  expire \[--older-than DURATION\] \[--json\]' <<<"$help" || fail "--help: expire --json"
+[ "$(m --version)" = "$(m -V)" ] && [[ $(m --version) == "matctl "[0-9]* ]] || fail "--version"
+pass "--help, matctl(1), docs/matctl.md and the completion name every command and option"
+
 # --- 16 concurrent readers, one computation ---
 mkdir -p "$tmp/p/in"
 printf 'hello\n' >"$tmp/p/in/a.txt"
@@ -94,7 +165,7 @@ out=$(m frobnicate 2>&1); rc=$?
 [ $rc -eq 2 ] && [[ $out == matctl:\ unknown\ command* ]] || fail "unknown command: rc=$rc"
 printf 'name: bad\ninputs: in/*.txt\nshard: 2\nstages:\n  - exec: [cat]\n' >"$tmp/p/bad.yaml"
 out=$(m fingerprint "$tmp/p/bad.yaml" 2>&1); rc=$?
-[ $rc -eq 1 ] && [[ $out == "matctl: $tmp/p/bad.yaml:3:1: unknown key 'shard'" ]] \
+[ $rc -eq 1 ] && [[ $out == "matctl: $tmp/p/bad.yaml:3:1: unknown key 'shard'; did you mean 'shards'?" ]] \
   || fail "bad spec: rc=$rc '$out'"
 cat >"$tmp/p/fails.yaml" <<'YAML'
 name: fails

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# test_mount_cli.sh - what a user meets at the command line around a
+# mount: matfs refuses a mountpoint that is not a folder or is already a
+# matfs mount, naming it; its --help names the spec files it reads; rm of
+# a shard while it is computed is refused with EBUSY and leaves the
+# computation to land.
+. "$MF_SOURCE_ROOT/tests/mount/lib.sh"
+
+store=$tmp/store pipes=$tmp/p mnt=$tmp/mnt
+mkdir -p "$pipes/in" "$mnt"
+printf 'payload\n' >"$pipes/in/a.txt"
+cat >"$pipes/slow.yaml" <<'YAML'
+name: slow
+inputs: in/*.txt
+stages:
+  - exec: [/bin/sh, -c, 'echo run >> calls; while [ -e hold ]; do sleep 0.05; done; cat']
+YAML
+
+# --- matfs --help names both spec suffixes ---
+"$matfs" --help | grep -q '\*\.yaml.*\*\.yml' || fail "matfs --help: $("$matfs" --help | grep -i yaml)"
+pass "matfs --help names *.yaml and *.yml"
+
+# --- a mountpoint that is not a folder ---
+touch "$tmp/file"
+"$matfs" --store "$store" --pipelines "$pipes" -f "$tmp/file" 2>"$tmp/err"; rc=$?
+[ $rc -ne 0 ] || fail "a file as mountpoint exited 0"
+[ "$(cat "$tmp/err")" = "matfs: mountpoint '$tmp/file': not a directory" ] ||
+  fail "file as mountpoint: $(cat "$tmp/err")"
+is_mounted "$tmp/file" && fail "a file got mounted"
+pass "a mountpoint that is not a folder is refused, by name"
+
+# --- a mountpoint that is already a matfs mount ---
+mount_fs "$mnt" "$store" "$pipes"
+[ -L "$mnt/slow" ] || wait_for 10 test -L "$mnt/slow" || fail "no name 'slow'"
+"$matfs" --store "$tmp/other" --pipelines "$pipes" -f "$mnt" 2>"$tmp/err"; rc=$?
+[ $rc -ne 0 ] || fail "a second matfs on the same mountpoint exited 0"
+[ "$(cat "$tmp/err")" = "matfs: mountpoint '$mnt' is already a matfs mount; unmount it first (fusermount3 -u $mnt)" ] ||
+  fail "mounted twice: $(cat "$tmp/err")"
+[ "$(grep -c " $mnt fuse" /proc/self/mounts)" -eq 1 ] || fail "two mounts on $mnt"
+kill -0 "$mpid" || fail "the first daemon died"
+pass "a mountpoint that is already a matfs mount is refused, by name"
+
+# --- rm of a shard while it computes: EBUSY, and the result lands ---
+: >"$pipes/hold"
+cat "$mnt/slow/shard-00000" >"$tmp/got" 2>"$tmp/cat.err" & reader=$!
+wait_for 10 test "$(xattr "$mnt/slow/shard-00000" state)" = running ||
+  fail "shard 0 never ran: $(xattr "$mnt/slow/shard-00000" state)"
+out=$(rm "$mnt/slow/shard-00000" 2>&1) && fail "rm of a running shard succeeded"
+[[ $out == *"Device or resource busy"* ]] || fail "rm of a running shard: '$out'"
+[ "$(xattr "$mnt/slow/shard-00000" state)" = running ] || fail "rm changed the state"
+rm -f "$pipes/hold"
+wait "$reader" || fail "the reader failed: $(cat "$tmp/cat.err")"
+[ "$(cat "$tmp/got")" = payload ] || fail "the reader got '$(cat "$tmp/got")'"
+[ "$(xattr "$mnt/slow/shard-00000" state)" = materialized ] || fail "state after the computation"
+rm "$mnt/slow/shard-00000" || fail "rm once materialized"
+[ "$(xattr "$mnt/slow/shard-00000" state)" = absent ] || fail "state after rm"
+[ "$(calls "$pipes/calls")" -eq 1 ] || fail "$(calls "$pipes/calls") runs"
+pass "rm of a shard being computed is refused with EBUSY; the result lands"
+
+umount_fs "$mnt" "$mpid"
