@@ -273,6 +273,11 @@ static const char usage[] =
     "  fsck [--rebuild] [--json]    check the store against the catalog;\n"
     "                               --rebuild remakes the catalog from "
     "the store\n"
+    "  log [-f]                     the daemon's log file; -f follows "
+    "it\n"
+    "  stats [MOUNTPOINT] [--json|--prometheus]\n"
+    "                               the daemons' counters and the "
+    "catalog's totals\n"
     "\n"
     "The store defaults to $XDG_CACHE_HOME/matfs, else ~/.cache/matfs.\n";
 
@@ -293,6 +298,8 @@ static const struct command commands[] = {
     {"gc", 0, 0, cmd_gc},
     {"expire", 0, 0, cmd_expire},
     {"fsck", 0, 0, cmd_fsck},
+    {"log", 0, 0, cmd_log},
+    {"stats", 0, 1, cmd_stats},
 };
 
 static int parse_args(int argc, char **argv, struct ctl *ctl)
@@ -304,13 +311,15 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 	    {"jobs", required_argument, NULL, 'j'},
 	    {"rebuild", no_argument, NULL, 'R'},
 	    {"older-than", required_argument, NULL, 'O'},
+	    {"follow", no_argument, NULL, 'f'},
+	    {"prometheus", no_argument, NULL, 'P'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
 	/* Options may stand before or after the command (GNU permutation). */
-	while ((c = getopt_long(argc, argv, "s:j:hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:j:fhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			ctl->store = optarg;
@@ -326,6 +335,12 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 			break;
 		case 'O':
 			ctl->older_than = optarg;
+			break;
+		case 'f':
+			ctl->follow = true;
+			break;
+		case 'P':
+			ctl->prometheus = true;
 			break;
 		case 'j': {
 			char *end;
