@@ -308,13 +308,16 @@ int cmd_stats(struct ctl *ctl)
 		return 2;
 	}
 	struct stats s;
+	static char store[PATH_MAX];
 	memset(&s, 0, sizeof(s));
 	if (ctl->argc == 1) {
 		stats_of_mount(&s, ctl->argv[0]);
-		if (s.daemons == 0) {
+		if (s.daemons == 0 ||
+		    root_attr(ctl->argv[0], "store", store, sizeof(store))) {
 			ctl_err("'%s' is no matfs mount", ctl->argv[0]);
 			return 1;
 		}
+		ctl->store = store; /* the catalog of the mount's store */
 	} else {
 		(void)each_mount(ctl->store, stats_of_mount, &s);
 	}

@@ -266,9 +266,10 @@ static void make_folders(const char *dir)
 /*
  * Chooses where messages go (the top of this file says where) before
  * anything is logged: the specs registered at start are. *dest, what the
- * root's user.matfs.log shows, is the caller's. 0, or the exit status.
+ * root's user.matfs.log shows, is the caller's. 0, or the exit status;
+ * *retry when the default file must be opened again after the store.
  */
-static int setup_log(struct cli *c, char **dest)
+static int setup_log(struct cli *c, char **dest, bool *retry)
 {
 	mlog_stderr(true, c->foreground);
 	if (!c->log && (c->foreground || mlog_syslog_here())) {
@@ -288,6 +289,12 @@ static int setup_log(struct cli *c, char **dest)
 	if (!c->log)
 		make_folders(c->store);
 	int rc = mlog_open_file(path, c->log_max);
+	if (rc && !c->log) {
+		/* the store may be unusable: its own error says so first
+		 * (mfs_new), and the file is tried again once it opened */
+		*retry = true;
+		rc = 0;
+	}
 	if (rc) {
 		fprintf(stderr, "matfs: log '%s': %s\n", path, strerror(-rc));
 		free(path);
@@ -412,7 +419,8 @@ static int run(struct cli *c, struct fuse_args *args, const char *mnt)
 	if (chdir("/") != 0)
 		return 1;
 	char *dest = NULL;
-	int st = setup_log(c, &dest);
+	bool retry = false;
+	int st = setup_log(c, &dest, &retry);
 	if (st)
 		return st;
 	o.log_dest = dest;
@@ -421,6 +429,12 @@ static int run(struct cli *c, struct fuse_args *args, const char *mnt)
 	struct mfs *m;
 	char *err = NULL;
 	int rc = mfs_new(&o, &m, &err);
+	if (rc == 0 && retry && (rc = mlog_open_file(dest, c->log_max)) != 0) {
+		fprintf(stderr, "matfs: log '%s': %s\n", dest, strerror(-rc));
+		mfs_free(m);
+		free(dest);
+		return 1;
+	}
 	free(dest);
 	if (rc) {
 		fprintf(stderr, "matfs: %s\n", err ? err : strerror(-rc));

@@ -104,6 +104,9 @@ stages:
 YAML
 out=$(m warm "$tmp/p/fails.yaml" 2>&1); rc=$?
 [ $rc -eq 1 ] && [[ $out == *"exited with status 3"* ]] || fail "failing stage: rc=$rc '$out'"
+[[ $out == *"exited with status 3: something broke"* ]] || fail "no last stderr line: '$out'"
+m stats --json | grep -qE '"catalog": \{"materializations_started": [1-9][0-9]*, "materializations_failed": 1,' ||
+  fail "catalog totals after a failed warm: $(m stats --json)"
 m stat fails | grep -q 'something broke' || fail "stat shows no stderr tail"
 m stat fails --json | grep -q '"state":"failed"' || fail "failed state"
 pass "errors and exit codes"
