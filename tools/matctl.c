@@ -5,7 +5,7 @@
  *
  * matctl works with or without a running daemon: everything goes through
  * the engine and the catalog, which other processes share safely.
- * fsck and expire live in matctl_fsck.c.
+ * fsck and expire live in matctl_fsck.c, log and stats in matctl_obs.c.
  */
 #include "matctl.h"
 
