@@ -497,3 +497,23 @@ int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,
 		return -EINVAL;
 	return c->be->touch(c, fp, index, now);
 }
+
+int mf_catalog_add_totals(struct mf_catalog *c,
+			  const struct mf_catalog_totals *d)
+{
+	if (!c || !d)
+		return -EINVAL;
+	if (d->started > INT64_MAX || d->failed > INT64_MAX ||
+	    d->stage_ms > INT64_MAX)
+		return -EOVERFLOW;
+	if (!d->started && !d->failed && !d->stage_ms)
+		return 0; /* nothing to write: no transaction */
+	return c->be->add_totals(c, d);
+}
+
+int mf_catalog_get_totals(struct mf_catalog *c, struct mf_catalog_totals *out)
+{
+	if (!c || !out)
+		return -EINVAL;
+	return c->be->get_totals(c, out);
+}

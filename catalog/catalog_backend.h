@@ -167,6 +167,13 @@ struct mf_catalog_backend {
 		      size_t n, bool *expired);
 	int (*touch)(struct mf_catalog *c, const char *fp, uint32_t index,
 		     int64_t now);
+	/* Totals (mf_catalog_add_totals): add adds d's started, failed and
+	 * stage_ms to the stored counters in one transaction (d->running is
+	 * not stored); get reads them, with running the shards whose state
+	 * is running now, and 0 for a counter never added to. */
+	int (*add_totals)(struct mf_catalog *c,
+			  const struct mf_catalog_totals *d);
+	int (*get_totals)(struct mf_catalog *c, struct mf_catalog_totals *out);
 };
 
 /* The SQLite backend (sqlite_db.c). */

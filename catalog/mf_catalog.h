@@ -30,7 +30,7 @@
 
 #include "mf_util.h"
 
-#define MF_CATALOG_SCHEMA_VERSION 5
+#define MF_CATALOG_SCHEMA_VERSION 6
 
 enum mf_shard_state {
 	MF_SHARD_ABSENT = 0,
@@ -329,5 +329,23 @@ int mf_catalog_expire_shards(struct mf_catalog *c,
 /* Sets the last-read time of a shard and its snapshot. */
 int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,
 		     int64_t now);
+
+/*
+ * Totals over the catalog's life, which every process that computes
+ * shards adds to: materializations started (stages about to run) and
+ * failed (a failure recorded), and the milliseconds they took, stages
+ * and storing their output. Never reset by expiry or rm; a rebuilt
+ * catalog starts from zero.
+ */
+struct mf_catalog_totals {
+	uint64_t started, failed, stage_ms;
+	uint64_t running; /* read only: shards whose state is running now */
+};
+/* Adds d's started, failed and stage_ms (d->running is ignored) in one
+ * transaction. */
+int mf_catalog_add_totals(struct mf_catalog *c,
+			  const struct mf_catalog_totals *d);
+/* The totals in *out (written only on success). */
+int mf_catalog_get_totals(struct mf_catalog *c, struct mf_catalog_totals *out);
 
 #endif

@@ -465,4 +465,6 @@ const struct mf_catalog_backend cat_sqlite_backend = {
     .abandon = sq_abandon,
     .expire = sq_expire,
     .touch = sq_touch,
+    .add_totals = sq_add_totals,
+    .get_totals = sq_get_totals,
 };

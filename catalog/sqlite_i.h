@@ -2,8 +2,8 @@
  * sqlite_i.h - private to the SQLite backend of the catalog: its
  * connection, the cache of prepared statements, transactions, the one
  * SQLite error translation, the row reader and column helpers shared by
- * sqlite_db.c, sqlite_snap.c, sqlite_run.c, sqlite_hold.c, sqlite_shard.c
- * and sqlite_check.c, and the operations each of them provides to the
+ * sqlite_db.c, sqlite_snap.c, sqlite_run.c, sqlite_hold.c, sqlite_shard.c,
+ * sqlite_totals.c and sqlite_check.c, and the operations each of them provides to the
  * backend table (catalog_backend.h says what each must do).
  *
  * Not for: anything outside catalog/, nor catalog.c; the contract is
@@ -57,6 +57,9 @@ enum cat_stmt_id {
 	CAT_SHARD_ABANDON,
 	CAT_SHARD_EXPIRE,
 	CAT_SHARD_TOUCH,
+	CAT_TOTALS_ADD,
+	CAT_TOTALS_GET,
+	CAT_TOTALS_RUNNING,
 	CAT_STMT_COUNT
 };
 
@@ -221,5 +224,8 @@ int sq_abandon(struct mf_catalog *c, const char *fp, uint32_t index,
 int sq_expire(struct mf_catalog *c, const struct mf_shard_rec *recs, size_t n,
 	      bool *expired);
 int sq_touch(struct mf_catalog *c, const char *fp, uint32_t index, int64_t now);
+/* sqlite_totals.c */
+int sq_add_totals(struct mf_catalog *c, const struct mf_catalog_totals *d);
+int sq_get_totals(struct mf_catalog *c, struct mf_catalog_totals *out);
 
 #endif

@@ -100,9 +100,18 @@ static const char migration_5[] =
     "CREATE INDEX holds_holder ON holds (holder);"
     "PRAGMA user_version = 5;";
 
+/* Version 6: totals - counters every process that computes adds to
+ * (materializations started and failed, the milliseconds they took), one
+ * row per counter, for `matctl stats` without a daemon. */
+static const char migration_6[] =
+    "CREATE TABLE totals ("
+    " key TEXT NOT NULL PRIMARY KEY,"
+    " value INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
+    "PRAGMA user_version = 6;";
+
 /* migrations[k] takes the schema from version k to k + 1 */
 static const char *const migrations[] = {migration_1, migration_2, migration_3,
-					 migration_4, migration_5};
+					 migration_4, migration_5, migration_6};
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) ==
 		   MF_CATALOG_SCHEMA_VERSION,

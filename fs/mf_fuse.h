@@ -40,6 +40,9 @@ struct mfs_opts {
 	unsigned spec_timeout_s;
 	mfs_log_fn log;
 	void *log_arg;
+	/* where the log goes, as the root's user.matfs.log shows it: a
+	 * file's absolute path, "syslog" or "stderr"; NULL: not shown */
+	const char *log_dest;
 };
 
 #define MFS_CACHE_DEFAULT (256ULL << 20)

@@ -5,7 +5,7 @@
  *
  * matctl works with or without a running daemon: everything goes through
  * the engine and the catalog, which other processes share safely.
- * fsck and expire live in matctl_fsck.c.
+ * fsck and expire live in matctl_fsck.c, log and stats in matctl_obs.c.
  */
 #include "matctl.h"
 
@@ -285,6 +285,11 @@ static const char usage[] =
     "  fsck [--rebuild] [--json]    check the store against the catalog;\n"
     "                               --rebuild remakes the catalog from "
     "the store\n"
+    "  log [-f]                     the daemon's log file; -f follows "
+    "it\n"
+    "  stats [MOUNTPOINT] [--json|--prometheus]\n"
+    "                               the daemons' counters and the "
+    "catalog's totals\n"
     "\n"
     "options:\n"
     "  -s, --store DIR              the store (default "
@@ -299,6 +304,10 @@ static const char usage[] =
     "7d)\n"
     "  --rebuild                    fsck: remake the catalog from the "
     "store\n"
+    "  -f, --follow                 log: keep printing what is appended,\n"
+    "                               across rotations\n"
+    "  --prometheus                 stats: node_exporter's textfile "
+    "format\n"
     "  -h, --help                   this text\n"
     "  -V, --version                the version\n"
     "\n"
@@ -323,6 +332,8 @@ static const struct command commands[] = {
     {"gc", 0, 0, cmd_gc},
     {"expire", 0, 0, cmd_expire},
     {"fsck", 0, 0, cmd_fsck},
+    {"log", 0, 0, cmd_log},
+    {"stats", 0, 1, cmd_stats},
 };
 
 static int parse_args(int argc, char **argv, struct ctl *ctl)
@@ -334,13 +345,15 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 	    {"jobs", required_argument, NULL, 'j'},
 	    {"rebuild", no_argument, NULL, 'R'},
 	    {"older-than", required_argument, NULL, 'O'},
+	    {"follow", no_argument, NULL, 'f'},
+	    {"prometheus", no_argument, NULL, 'P'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
 	/* Options may stand before or after the command (GNU permutation). */
-	while ((c = getopt_long(argc, argv, "s:j:hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:j:fhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			ctl->store = optarg;
@@ -356,6 +369,12 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 			break;
 		case 'O':
 			ctl->older_than = optarg;
+			break;
+		case 'f':
+			ctl->follow = true;
+			break;
+		case 'P':
+			ctl->prometheus = true;
 			break;
 		case 'j': {
 			char *end;

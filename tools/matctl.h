@@ -17,6 +17,8 @@ struct ctl {
 	unsigned jobs; /* -j N */
 	bool rebuild; /* --rebuild */
 	const char *older_than; /* --older-than DURATION */
+	bool follow; /* log -f */
+	bool prometheus; /* stats --prometheus */
 	int argc; /* operands after the command */
 	char **argv;
 	struct mf_engine *engine; /* opened on demand by ctl_engine */
@@ -42,5 +44,7 @@ int cmd_stat(struct ctl *ctl);
 int cmd_warm(struct ctl *ctl);
 int cmd_fsck(struct ctl *ctl);
 int cmd_expire(struct ctl *ctl);
+int cmd_log(struct ctl *ctl);
+int cmd_stats(struct ctl *ctl);
 
 #endif

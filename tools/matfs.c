@@ -7,8 +7,13 @@
  *
  * In the background it reports failure to the shell: the parent waits
  * until the child has opened the store, registered the specs and mounted,
- * and exits 1 if it did not; only then does the child leave the terminal
- * and send its messages to syslog.
+ * and exits 1 if it did not; only then does the child leave the terminal.
+ *
+ * Messages (matfs_log.c): stderr in the foreground; in the background
+ * syslog when /dev/log is a socket, else the log file; the log file
+ * whenever -o log=FILE is given (default STORE/matfs.log). Until mounted,
+ * warnings and errors also go to stderr, so the shell sees why a start
+ * failed.
  *
  * Not for: anything the mount does (fs/fuse/).
  */
@@ -20,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <syslog.h>
 #include <unistd.h>
 
+#include "matfs_log.h"
 #include "mf_engine.h"
 #include "mf_fuse.h"
 #include "mf_util.h"
@@ -35,6 +40,8 @@ struct cli {
 	char *store, *pipelines, *max_size, *workers, *cache, *spec_poll;
 	char *cgroup;
 	char *spec_timeout;
+	char *log, *log_size;
+	uint64_t log_max; /* parsed log_size; 0: MLOG_MAX_BYTES */
 	char *pos[3]; /* SOURCE? MOUNTPOINT */
 	int n_pos;
 	int foreground, debug, help, version, allow_other;
@@ -59,6 +66,8 @@ static const struct fuse_opt cli_opts[] = {
     OPT("spec_poll=%s", spec_poll),
     OPT("cgroup=%s", cgroup),
     OPT("spec_timeout=%s", spec_timeout),
+    OPT("log=%s", log),
+    OPT("log_size=%s", log_size),
     FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP),
     FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -99,6 +108,10 @@ static const char usage[] =
     "       spec_timeout=SECONDS\n"
     "                       give up on a spec whose deps and inputs take\n"
     "                       longer to read (default 60)\n"
+    "       log=FILE        log to FILE (default in the background\n"
+    "                       without /dev/log: STORE/matfs.log)\n"
+    "       log_size=SIZE   rotate the log file past SIZE (default\n"
+    "                       10MiB), keeping 3 old files: FILE.1 to .3\n"
     "       allow_other     let other users in (adds default_permissions)\n"
     "       and the FUSE options of mount.fuse3(8)\n"
     "  -h, --help         this text\n"
@@ -108,17 +121,12 @@ static const char usage[] =
     "/etc/fstab:  matfs /mnt/data fuse.matfs "
     "store=/var/cache/matfs,pipelines=/etc/matfs/pipelines,allow_other 0 0\n";
 
-static bool use_syslog;
-static bool verbose = true;
+static bool log_elsewhere; /* the log is no terminal: stderr ends at mount */
 
 static void log_msg(void *arg, int level, const char *msg)
 {
 	(void)arg;
-	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO};
-	if (use_syslog)
-		syslog(prio[level], "%s", msg);
-	else if (verbose || level <= MFS_LOG_WARN)
-		fprintf(stderr, "matfs: %s\n", msg);
+	mlog_write(level, msg);
 }
 
 static void log_job(void *arg, const char *msg)
@@ -225,6 +233,8 @@ static int make_opts(struct cli *c, struct mfs_opts *o)
 	if (rc == 0)
 		rc = parse_size("cache", c->cache, &o->cache_bytes);
 	if (rc == 0)
+		rc = parse_size("log_size", c->log_size, &c->log_max);
+	if (rc == 0)
 		rc = parse_count("workers", c->workers, 1024, &o->workers);
 	if (rc == 0)
 		rc = parse_count("spec_poll", c->spec_poll, 86400,
@@ -233,6 +243,66 @@ static int make_opts(struct cli *c, struct mfs_opts *o)
 		rc = parse_count("spec_timeout", c->spec_timeout, 86400,
 				 &o->spec_timeout_s);
 	return rc;
+}
+
+/* mkdir -p dir, folders 0755 as the store makes them. */
+static void make_folders(const char *dir)
+{
+	char p[PATH_MAX];
+	if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p))
+		return;
+	for (char *s = p + 1;; s++) {
+		if (*s != '/' && *s)
+			continue;
+		char c = *s;
+		*s = 0;
+		(void)mkdir(p, 0755);
+		*s = c;
+		if (!c)
+			return;
+	}
+}
+
+/*
+ * Chooses where messages go (the top of this file says where) before
+ * anything is logged: the specs registered at start are. *dest, what the
+ * root's user.matfs.log shows, is the caller's. 0, or the exit status;
+ * *retry when the default file must be opened again after the store.
+ */
+static int setup_log(struct cli *c, char **dest, bool *retry)
+{
+	mlog_stderr(true, c->foreground);
+	if (!c->log && (c->foreground || mlog_syslog_here())) {
+		if (!c->foreground)
+			mlog_use_syslog();
+		log_elsewhere = !c->foreground;
+		*dest = strdup(c->foreground ? "stderr" : "syslog");
+		return *dest ? 0 : 1;
+	}
+	char *path = NULL;
+	if (c->log)
+		path = absolute(c->log);
+	else if (asprintf(&path, "%s/matfs.log", c->store) < 0)
+		path = NULL;
+	if (!path)
+		return 1;
+	if (!c->log)
+		make_folders(c->store);
+	int rc = mlog_open_file(path, c->log_max);
+	if (rc && !c->log) {
+		/* the store may be unusable: its own error says so first
+		 * (mfs_new), and the file is tried again once it opened */
+		*retry = true;
+		rc = 0;
+	}
+	if (rc) {
+		fprintf(stderr, "matfs: log '%s': %s\n", path, strerror(-rc));
+		free(path);
+		return 1;
+	}
+	log_elsewhere = true;
+	*dest = path;
+	return 0;
 }
 
 /* Forks: the parent waits for the child's word (a status byte, or EOF
@@ -269,8 +339,7 @@ static void detach(int ready_fd)
 		if (fd > 2)
 			close(fd);
 	}
-	openlog("matfs", LOG_PID, LOG_DAEMON);
-	use_syslog = true;
+	mlog_stderr(false, false);
 	char ok = 0;
 	if (write(ready_fd, &ok, 1) != 1)
 		log_msg(NULL, MFS_LOG_WARN, "could not tell the parent");
@@ -310,6 +379,8 @@ static int serve(struct mfs *m, struct fuse_args *args, const char *mnt,
 
 	if (ready_fd >= 0)
 		detach(ready_fd);
+	else if (log_elsewhere)
+		mlog_stderr(false, false);
 	/* > 0: the signal that stopped it (SIGTERM, SIGINT, SIGHUP): a clean
 	 * stop, as systemd's stop is */
 	status = loop(se) >= 0 ? 0 : 1;
@@ -340,7 +411,6 @@ static int run(struct cli *c, struct fuse_args *args, const char *mnt)
 		return 1;
 	if (fuse_opt_insert_arg(args, 1, "-ofsname=matfs,subtype=matfs"))
 		return 1;
-	verbose = c->foreground;
 	int ready_fd = -1;
 	if (!c->foreground && background(&ready_fd) != 0) {
 		fprintf(stderr, "matfs: fork: %s\n", strerror(errno));
@@ -348,11 +418,24 @@ static int run(struct cli *c, struct fuse_args *args, const char *mnt)
 	}
 	if (chdir("/") != 0)
 		return 1;
+	char *dest = NULL;
+	bool retry = false;
+	int st = setup_log(c, &dest, &retry);
+	if (st)
+		return st;
+	o.log_dest = dest;
 	/* a failure is logged by the first stage with memory, if any */
 	(void)mf_job_cgroup_setup(c->cgroup, log_job, NULL);
 	struct mfs *m;
 	char *err = NULL;
 	int rc = mfs_new(&o, &m, &err);
+	if (rc == 0 && retry && (rc = mlog_open_file(dest, c->log_max)) != 0) {
+		fprintf(stderr, "matfs: log '%s': %s\n", dest, strerror(-rc));
+		mfs_free(m);
+		free(dest);
+		return 1;
+	}
+	free(dest);
 	if (rc) {
 		fprintf(stderr, "matfs: %s\n", err ? err : strerror(-rc));
 		free(err);
@@ -439,6 +522,8 @@ static void cli_release(struct cli *c)
 	free(c->spec_poll);
 	free(c->cgroup);
 	free(c->spec_timeout);
+	free(c->log);
+	free(c->log_size);
 	for (int i = 0; i < c->n_pos; i++)
 		free(c->pos[i]);
 }

@@ -9,6 +9,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 
 #include "mf_engine.h"
@@ -97,6 +98,9 @@ struct mf_engine {
 	bool stopping;
 	bool cancel_all; /* mf_engine_cancel_all: every flight is cancelled */
 	bool holds_stale; /* a new catalog was indexed: hold everything now */
+
+	/* mf_engine_stats: atomics, read without any lock */
+	atomic_uint_fast64_t n_started, n_failed, n_running, stage_ns;
 };
 
 /*

@@ -141,3 +141,22 @@ int mf_engine_open_materialized(
 	*rec = cur;
 	return 0;
 }
+
+void mf_engine_stats(struct mf_engine *e, struct mf_engine_stats *out)
+{
+	out->started = atomic_load(&e->n_started);
+	out->failed = atomic_load(&e->n_failed);
+	out->running = atomic_load(&e->n_running);
+	out->stage_seconds = (double)atomic_load(&e->stage_ns) / 1e9;
+}
+
+int mf_engine_totals(struct mf_engine *e, struct mf_catalog_totals *out)
+{
+	struct mf_catalog *c;
+	int rc = eng_catalog_get(e, &c);
+	if (rc)
+		return rc;
+	rc = mf_catalog_get_totals(c, out);
+	eng_catalog_put(e, c);
+	return rc;
+}

@@ -145,6 +145,29 @@ static int record_failure(struct pump *p, int32_t status, const char *error,
 	return rc == -ESTALE ? 0 : rc;
 }
 
+/* The failure's message: its error, then the last line its stage wrote
+ * on stderr, which usually says why ("...: stage 0 'sh' exited with
+ * status 3: no such column 'text'"). The catalog keeps the whole tail. */
+static void stage_errf(char **err, const struct mf_job_result *res)
+{
+	const char *t = res->stderr_tail;
+	size_t end = strlen(t);
+	while (end > 0 &&
+	       (t[end - 1] == '\n' || t[end - 1] == '\r' || t[end - 1] == ' ' ||
+		t[end - 1] == '\t'))
+		end--;
+	size_t start = end;
+	while (start > 0 && t[start - 1] != '\n')
+		start--;
+	if (end > start + 200) /* one line, not a page */
+		start = end - 200;
+	if (end > start)
+		eng_errf(err, "%s: %.*s", res->error, (int)(end - start),
+			 t + start);
+	else
+		eng_errf(err, "%s", res->error);
+}
+
 static int run_stages(struct pump *p, struct spec_entry *se,
 		      struct mf_shard_writer *w, char **err)
 {
@@ -183,7 +206,7 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 	}
 	if (rc || !res.ok) {
 		mf_shard_writer_abort(w);
-		eng_errf(err, "%s", res.error);
+		stage_errf(err, &res);
 		(void)record_failure(p, res.wait_status, res.error,
 				     res.stderr_tail[0] ? res.stderr_tail
 							: NULL);
@@ -268,12 +291,37 @@ static int materialize(struct mf_engine *e, struct mf_catalog *c,
 	return p.lost && rc != -ESTALE ? -EAGAIN : rc;
 }
 
+/* Counts a materialization in the engine's counters and the catalog's
+ * totals (a failure to record a total is not the shard's). */
+static void count_start(struct mf_engine *e, struct mf_catalog *c)
+{
+	atomic_fetch_add(&e->n_started, 1);
+	atomic_fetch_add(&e->n_running, 1);
+	struct mf_catalog_totals d = {.started = 1};
+	(void)mf_catalog_add_totals(c, &d);
+}
+
+static void count_end(struct mf_engine *e, struct mf_catalog *c, int rc,
+		      uint64_t ns)
+{
+	atomic_fetch_sub(&e->n_running, 1);
+	atomic_fetch_add(&e->stage_ns, ns);
+	if (rc == -EIO)
+		atomic_fetch_add(&e->n_failed, 1);
+	struct mf_catalog_totals d = {.failed = rc == -EIO,
+				      .stage_ms = ns / 1000000};
+	(void)mf_catalog_add_totals(c, &d);
+}
+
 int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
 		    struct spec_entry *se, uint32_t shard, const char *run_id,
 		    char **err)
 {
 	char *local = NULL; /* the error is recorded even if nobody asks */
+	count_start(e, c);
+	uint64_t t0 = mf_mono_ns();
 	int rc = materialize(e, c, se, shard, run_id, err ? err : &local);
+	count_end(e, c, rc, mf_mono_ns() - t0);
 	free(local);
 	return rc;
 }

@@ -292,6 +292,20 @@ int mf_engine_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
 			struct mf_shard_rec *out);
 
 /*
+ * What this engine materialized since it was opened: materializations
+ * started (stages about to run), failed (a failure recorded), running
+ * now, and the seconds they took (stages and storing their output).
+ * Atomic reads, no lock: callable from any thread at any rate.
+ */
+struct mf_engine_stats {
+	uint64_t started, failed, running;
+	double stage_seconds;
+};
+void mf_engine_stats(struct mf_engine *e, struct mf_engine_stats *out);
+/* The catalog's totals over every process (mf_catalog_get_totals). */
+int mf_engine_totals(struct mf_engine *e, struct mf_catalog_totals *out);
+
+/*
  * The fingerprints a live engine holds (its registered specs, in any
  * process on the store, this one included): the holds of dead holders
  * are deleted first (as mf_engine_gc does), so every one listed was

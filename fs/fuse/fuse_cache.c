@@ -80,7 +80,10 @@ struct mfs_cache {
 	uint64_t spare_bytes, free_max;
 	struct stage *stages;
 	uint64_t next_stage;
-	uint64_t loads, tapped; /* chunks decompressed, taken from a tap */
+	/* counters, read without the lock (mfs_cache_counts) */
+	atomic_uint_fast64_t loads; /* chunks decompressed */
+	atomic_uint_fast64_t tapped; /* chunks taken from a tap */
+	atomic_uint_fast64_t hits, misses; /* readers' asks (mfs_cache_read) */
 };
 
 int mfs_cache_new(uint64_t budget, struct mfs_cache **out)
@@ -279,7 +282,7 @@ static int load(struct mfs_cache *c, struct mfs_data *d, struct centry *e)
 {
 	size_t cap;
 	uint8_t *buf = buf_take(c, e->len, &cap);
-	c->loads++;
+	atomic_fetch_add_explicit(&c->loads, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&c->lock);
 	ssize_t n = buf
 	    ? mf_shard_reader_read_chunk(d->r, e->chunk, buf, e->len)
@@ -302,14 +305,18 @@ static int load(struct mfs_cache *c, struct mfs_data *d, struct centry *e)
 	return n < 0 ? (int)n : 0;
 }
 
-int mfs_cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
-		  struct mfs_chunk *out, void **ref)
+/* mfs_cache_get; a reader's ask (count) adds to hits or misses. */
+static int cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
+		     struct mfs_chunk *out, void **ref, bool count)
 {
 	if (chunk >= d->st.chunks)
 		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
 	struct centry *e = find(c, d->id, chunk);
 	int rc = 0;
+	if (count)
+		atomic_fetch_add_explicit(e ? &c->hits : &c->misses, 1,
+					  memory_order_relaxed);
 	if (e) {
 		e->refs++;
 		while (e->state == LOADING)
@@ -343,6 +350,18 @@ int mfs_cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
 		*ref = e;
 	}
 	return rc;
+}
+
+int mfs_cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
+		  struct mfs_chunk *out, void **ref)
+{
+	return cache_get(c, d, chunk, out, ref, false);
+}
+
+int mfs_cache_read(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
+		   struct mfs_chunk *out, void **ref)
+{
+	return cache_get(c, d, chunk, out, ref, true);
 }
 
 void mfs_cache_unref(struct mfs_cache *c, void *ref)
@@ -386,13 +405,12 @@ void mfs_cache_drop(struct mfs_cache *c, uint64_t data_id)
 	pthread_mutex_unlock(&c->lock);
 }
 
-void mfs_cache_counts(struct mfs_cache *c, uint64_t *decompressed,
-		      uint64_t *tapped)
+void mfs_cache_counts(struct mfs_cache *c, struct mfs_cache_stats *out)
 {
-	pthread_mutex_lock(&c->lock);
-	*decompressed = c->loads;
-	*tapped = c->tapped;
-	pthread_mutex_unlock(&c->lock);
+	out->decompressed = atomic_load(&c->loads);
+	out->tapped = atomic_load(&c->tapped);
+	out->hits = atomic_load(&c->hits);
+	out->misses = atomic_load(&c->misses);
 }
 
 /* ---- chunks from the engine's tap ---- */
@@ -460,7 +478,7 @@ static void stage_put(struct mfs_cache *c, struct stage *g,
 	memcpy(buf, ev->raw, ev->len);
 	pthread_mutex_lock(&c->lock);
 	e->state = READY; /* nobody waits: no data has g's id yet */
-	c->tapped++;
+	atomic_fetch_add_explicit(&c->tapped, 1, memory_order_relaxed);
 	unref_locked(c, e);
 }
 

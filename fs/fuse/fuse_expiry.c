@@ -74,8 +74,8 @@ static void expire(struct mfs *m, const struct mf_snapshot_rec *r,
 	if (rc == -ENOENT)
 		return; /* gone meanwhile (matctl rm, rmdir) */
 	if (rc) {
-		mfs_logf(m, MFS_LOG_WARN, "expire %.12s: %s", r->fp,
-			 strerror(-rc));
+		mfs_logf(m, MFS_LOG_WARN, "expire %s (%.12s): %s", r->name,
+			 r->fp, strerror(-rc));
 		return;
 	}
 	mfs_snap_retire(m, si.id);

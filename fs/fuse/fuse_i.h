@@ -45,6 +45,12 @@
 
 void mfs_logf(struct mfs *m, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* How log lines name snapshot fp: its pipeline's name and the first 12
+ * digits, "wiki-tokens (3f9c0a1b2c3d)", or the digits alone when it has
+ * no name. May read the catalog: never call it holding a lock. Returns
+ * buf (MFS_LABEL_MAX bytes suffice). */
+#define MFS_LABEL_MAX (MF_NAME_MAX + 20)
+const char *mfs_label(struct mfs *m, const char *fp, char *buf, size_t len);
 
 /* One fingerprint this mount has seen. Never freed before the mount. */
 struct mfs_snap {
@@ -154,6 +160,8 @@ struct mfs {
 	/* bumped before each invalidation of a shard's attributes: a listing
 	 * taken before it may hold sizes older than the kernel's (fuse_dir.c) */
 	atomic_uint_fast64_t attr_epoch;
+	/* bytes of shard data read replies carried (matctl stats) */
+	atomic_uint_fast64_t bytes_served;
 	struct mfs_pool *open_pool; /* workers: materializations */
 	struct mfs_pool *ra_pool; /* read-ahead decompression */
 	struct mfs_cache *cache;
@@ -371,9 +379,17 @@ bool mfs_cache_has(struct mfs_cache *c, const struct mfs_data *d,
 		   uint32_t chunk);
 /* Drops every chunk of data id (no reference may remain). */
 void mfs_cache_drop(struct mfs_cache *c, uint64_t data_id);
-/* Chunks decompressed so far, and chunks a tap put in instead. */
-void mfs_cache_counts(struct mfs_cache *c, uint64_t *decompressed,
-		      uint64_t *tapped);
+/* mfs_cache_get for a reader's request: also counts a hit (the chunk
+ * was cached or loading) or a miss (this call decompresses it). Read-ahead
+ * calls mfs_cache_get, which counts neither. */
+int mfs_cache_read(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
+		   struct mfs_chunk *out, void **ref);
+/* Since the cache was made: chunks decompressed, chunks a tap put in
+ * instead, and readers' hits and misses. Atomic reads, no lock. */
+struct mfs_cache_stats {
+	uint64_t decompressed, tapped, hits, misses;
+};
+void mfs_cache_counts(struct mfs_cache *c, struct mfs_cache_stats *out);
 /*
  * Takes one of the engine's chunk events (mf_engine_opts.chunk, forwarded
  * by fuse_mount.c): the raw chunks of a computation go in, in order, under

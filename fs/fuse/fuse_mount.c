@@ -27,8 +27,10 @@ static int copy_opts(struct mfs *m, const struct mfs_opts *o)
 	m->o.store_dir = strdup(o->store_dir);
 	m->o.pipelines_dir = strdup(o->pipelines_dir);
 	m->o.mountpoint = o->mountpoint ? strdup(o->mountpoint) : NULL;
+	m->o.log_dest = o->log_dest ? strdup(o->log_dest) : NULL;
 	if (!m->o.store_dir || !m->o.pipelines_dir ||
-	    (o->mountpoint && !m->o.mountpoint))
+	    (o->mountpoint && !m->o.mountpoint) ||
+	    (o->log_dest && !m->o.log_dest))
 		return -ENOMEM;
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	m->cores = n > 0 ? (unsigned)n : 1;
@@ -208,6 +210,7 @@ void mfs_free(struct mfs *m)
 	free((char *)m->o.store_dir);
 	free((char *)m->o.pipelines_dir);
 	free((char *)m->o.mountpoint);
+	free((char *)m->o.log_dest);
 	pthread_mutex_destroy(&m->node_lock);
 	pthread_mutex_destroy(&m->ns_lock);
 	free(m);

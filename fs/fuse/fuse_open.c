@@ -326,13 +326,15 @@ static struct mfs_waiter *job_open(struct open_job *j, bool cancelled,
 		if (rc == -EAGAIN)
 			rc = -EIO;
 		w = take_waiters(m, j->ino, rc, &again);
+		char l[MFS_LABEL_MAX];
 		if (rc == -ECANCELED && !again)
 			mfs_logf(m, MFS_LOG_INFO,
-				 "shard %u of %.12s: stopped, no reader left",
-				 j->shard, j->fp);
+				 "shard %u of %s: stopped, no reader left",
+				 j->shard, mfs_label(m, j->fp, l, sizeof(l)));
 		else if (rc && rc != -ECANCELED && !cancelled)
-			mfs_logf(m, MFS_LOG_WARN, "shard %u of %.12s: %s",
-				 j->shard, j->fp, err ? err : strerror(-rc));
+			mfs_logf(m, MFS_LOG_WARN, "shard %u of %s: %s",
+				 j->shard, mfs_label(m, j->fp, l, sizeof(l)),
+				 err ? err : strerror(-rc));
 		free(err);
 	} while (again);
 	*rc_out = rc;
@@ -560,11 +562,12 @@ static void read_failed(struct mfs *m, fuse_req_t req, struct mfs_data *d,
 			int rc)
 {
 	if (rc == -EBADMSG) {
+		char l[MFS_LABEL_MAX];
 		mfs_logf(m, MFS_LOG_ERR,
-			 "shard %u of %.12s: corrupt chunk (%s, %s): it will "
+			 "shard %u of %s: corrupt chunk (%s, %s): it will "
 			 "be computed again",
-			 d->shard, d->fp, mf_corrupt_reason(),
-			 mf_corrupt_where());
+			 d->shard, mfs_label(m, d->fp, l, sizeof(l)),
+			 mf_corrupt_reason(), mf_corrupt_where());
 		/* only this computation: the shard may be another by now */
 		(void)mf_engine_report_corrupt(m->eng, d->fp, d->shard, d->gen);
 		rc = -EIO;
@@ -596,8 +599,8 @@ void mfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t got = 0, left = size;
 	for (; rc == 0 && got < n; got++) {
 		struct mfs_chunk ch;
-		rc = mfs_cache_get(m->cache, d, first + (uint32_t)got, &ch,
-				   &ref[got]);
+		rc = mfs_cache_read(m->cache, d, first + (uint32_t)got, &ch,
+				    &ref[got]);
 		if (rc)
 			break;
 		size_t in = got == 0 ? (size_t)((uint64_t)off - first * cs) : 0;
@@ -607,8 +610,9 @@ void mfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (rc)
 		read_failed(m, req, d, rc);
-	else
-		fuse_reply_iov(req, iov, (int)n);
+	else if (fuse_reply_iov(req, iov, (int)n) == 0)
+		atomic_fetch_add_explicit(&m->bytes_served, size,
+					  memory_order_relaxed);
 	for (size_t i = 0; i < got; i++)
 		mfs_cache_unref(m->cache, ref[i]);
 	if (iov != iov_s)

@@ -30,6 +30,18 @@ void mfs_logf(struct mfs *m, int level, const char *fmt, ...)
 	m->o.log(m->o.log_arg, level, buf);
 }
 
+const char *mfs_label(struct mfs *m, const char *fp, char *buf, size_t len)
+{
+	struct mfs_snap *s;
+	struct mfs_snap_info si;
+	if (mfs_snap_get(m, fp, &s) == 0 && mfs_snap_info(m, s, &si) == 0 &&
+	    si.name[0])
+		snprintf(buf, len, "%s (%.12s)", si.name, fp);
+	else
+		snprintf(buf, len, "%.12s", fp);
+	return buf;
+}
+
 void mfs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;

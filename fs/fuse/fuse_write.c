@@ -52,7 +52,8 @@ static int unlink_shard(struct mfs *m, const struct mfs_snap_info *si,
 	if (rc)
 		return rc;
 	mfs_shard_retire(m, si->id, k);
-	mfs_logf(m, MFS_LOG_INFO, "expired shard %u of %.12s", k, si->fp);
+	mfs_logf(m, MFS_LOG_INFO, "expired shard %u of %.12s%s%s%s", k, si->fp,
+		 si->name[0] ? " (" : "", si->name, si->name[0] ? ")" : "");
 	return 0;
 }
 

@@ -9,10 +9,13 @@
  *                 partial, running, failed, materialized), .shards,
  *                 .materialized, .running, .failed, .raw_bytes,
  *                 .stored_bytes
- *   the root      user.matfs.store, .pipelines, .version, and counts of
- *                 this mount's chunk cache: .chunks_decompressed (read
- *                 back from store files) and .chunks_tapped (taken from
- *                 shards as they were materialized)
+ *   the root      user.matfs.store, .pipelines, .version, .log (where
+ *                 the daemon logs), and this mount's counters:
+ *                 .chunks_decompressed (read back from store files),
+ *                 .chunks_tapped (taken from shards as they were
+ *                 materialized), .cache_hits, .cache_misses,
+ *                 .bytes_served, .materializations_started, _failed,
+ *                 _running, and .stage_seconds
  *
  * A failure's .error and .stderr can name files (a program, a dep, what
  * the stage printed) that only the spec's owner may see. A reader other
@@ -210,14 +213,30 @@ static int dir_attrs(struct mfs *m, const struct mfs_inode *in,
 	return 0;
 }
 
-/* Since the mount: chunks the cache decompressed, and chunks it took from
- * materializations as they were written instead. */
+/* Since the mount, atomic reads without a lock: chunks the cache
+ * decompressed, chunks it took from materializations as they were
+ * written instead, readers' cache hits and misses, bytes read replies
+ * carried, and what the engine materialized (matctl stats reads them). */
 static void root_counts(struct mfs *m, struct xattrs *x)
 {
-	uint64_t dec, tap;
-	mfs_cache_counts(m->cache, &dec, &tap);
-	xa_add(x, "chunks_decompressed", "%llu", (unsigned long long)dec);
-	xa_add(x, "chunks_tapped", "%llu", (unsigned long long)tap);
+	struct mfs_cache_stats cs;
+	struct mf_engine_stats es;
+	mfs_cache_counts(m->cache, &cs);
+	mf_engine_stats(m->eng, &es);
+	xa_add(x, "chunks_decompressed", "%llu",
+	       (unsigned long long)cs.decompressed);
+	xa_add(x, "chunks_tapped", "%llu", (unsigned long long)cs.tapped);
+	xa_add(x, "cache_hits", "%llu", (unsigned long long)cs.hits);
+	xa_add(x, "cache_misses", "%llu", (unsigned long long)cs.misses);
+	xa_add(x, "bytes_served", "%llu",
+	       (unsigned long long)atomic_load(&m->bytes_served));
+	xa_add(x, "materializations_started", "%llu",
+	       (unsigned long long)es.started);
+	xa_add(x, "materializations_failed", "%llu",
+	       (unsigned long long)es.failed);
+	xa_add(x, "materializations_running", "%llu",
+	       (unsigned long long)es.running);
+	xa_add(x, "stage_seconds", "%.3f", es.stage_seconds);
 }
 
 /* The attributes of ino as reader (a uid) may see them. */
@@ -237,6 +256,8 @@ static int attrs_of(struct mfs *m, uid_t reader, fuse_ino_t ino,
 		xa_add(x, "store", "%s", m->o.store_dir);
 		xa_add(x, "pipelines", "%s", m->o.pipelines_dir);
 		xa_add(x, "version", "%s", MF_VERSION);
+		if (m->o.log_dest)
+			xa_add(x, "log", "%s", m->o.log_dest);
 		root_counts(m, x);
 		return 0;
 	case MFS_LINK:

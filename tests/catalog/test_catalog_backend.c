@@ -150,6 +150,8 @@ static void test_table_complete(void **state)
 	    b->abandon != NULL,
 	    b->expire != NULL,
 	    b->touch != NULL,
+	    b->add_totals != NULL,
+	    b->get_totals != NULL,
 	};
 	/* every member after the name is an operation, and each is listed */
 	assert_int_equal(sizeof(filled) / sizeof(filled[0]),

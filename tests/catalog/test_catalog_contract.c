@@ -3,8 +3,9 @@
  * (catalog_backend.h), run through the public API and so through the
  * backend table: the claim (MINE, WAIT, DONE), complete and fail, a
  * failure reaching its waiters, a lost claim answering -ESTALE everywhere,
- * abandon and reset, expire-if-unchanged, holds, and a caller's unit
- * rolled back as one.
+ * abandon and reset, expire-if-unchanged, holds, a caller's unit
+ * rolled back as one, and the totals (added up; running counted from the
+ * shards).
  *
  * The location is MF_TEST_CATALOG_LOCATION when set (a backend's server:
  * every test uses fingerprints and run ids of its own, so a shared
@@ -292,6 +293,36 @@ static void test_unit_rolls_back(void **state)
 	assert_int_equal(mf_catalog_release(x->cat, h.run_id, NULL), 0);
 }
 
+/* Totals add up across calls (relative to what a shared database held
+ * before), a zero delta writes nothing, and running counts the shards
+ * claimed and not yet done. */
+static void test_totals(void **state)
+{
+	struct contract *x = *state;
+	struct mf_catalog_totals t0, t1, t2;
+	assert_int_equal(mf_catalog_get_totals(x->cat, &t0), 0);
+	struct mf_catalog_totals d = {.started = 2, .stage_ms = 1500};
+	assert_int_equal(mf_catalog_add_totals(x->cat, &d), 0);
+	d = (struct mf_catalog_totals){
+	    .failed = 1, .stage_ms = 250, .running = 99};
+	assert_int_equal(mf_catalog_add_totals(x->cat, &d), 0);
+	d = (struct mf_catalog_totals){0};
+	assert_int_equal(mf_catalog_add_totals(x->cat, &d), 0);
+	struct mf_run_rec me;
+	run_of(x, &me, true);
+	assert_int_equal(claim(x, 0, &me, 0, NULL), MF_CLAIM_MINE);
+	assert_int_equal(mf_catalog_get_totals(x->cat, &t1), 0);
+	assert_int_equal(t1.started - t0.started, 2);
+	assert_int_equal(t1.failed - t0.failed, 1);
+	assert_int_equal(t1.stage_ms - t0.stage_ms, 1750);
+	assert_int_equal(t1.running - t0.running, 1);
+	assert_int_equal(
+	    mf_catalog_complete_shard(x->cat, x->fp, 0, me.run_id, 1, 1, 1), 0);
+	assert_int_equal(mf_catalog_get_totals(x->cat, &t2), 0);
+	assert_int_equal(t2.running, t0.running);
+	assert_int_equal(t2.started, t1.started);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -299,7 +330,7 @@ int main(void)
 	    T(test_claim_complete),	 T(test_failure_reaches_waiters),
 	    T(test_lost_claim),		 T(test_abandon_reset),
 	    T(test_expire_if_unchanged), T(test_holds_and_delete),
-	    T(test_unit_rolls_back),
+	    T(test_unit_rolls_back),	 T(test_totals),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);

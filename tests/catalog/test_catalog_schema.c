@@ -205,6 +205,11 @@ static void test_migrate_v1(void **state)
 			 1);
 	sqlite3_close(db);
 	check_v1_rows(f->cat);
+	/* version 6: totals start from zero, running counted from shards */
+	struct mf_catalog_totals t;
+	assert_int_equal(mf_catalog_get_totals(f->cat, &t), 0);
+	assert_int_equal(t.started + t.failed + t.stage_ms, 0);
+	assert_int_equal(t.running, 0);
 	check_schema_fresh(f);
 }
 

@@ -112,6 +112,31 @@ static void test_cache_bytes_and_budget(void **state)
 	mfs_cache_free(c);
 }
 
+/* A reader's ask is a hit when the chunk is cached, a miss when it
+ * decompresses it; read-ahead (mfs_cache_get) counts neither. */
+static void test_cache_hits_and_misses(void **state)
+{
+	struct fx *f = *state;
+	struct mfs_cache *c;
+	assert_int_equal(mfs_cache_new(8 * CHUNK, &c), 0);
+	struct mfs_chunk ch;
+	void *ref;
+	struct mfs_cache_stats cs;
+	assert_int_equal(mfs_cache_read(c, &f->d, 0, &ch, &ref), 0);
+	mfs_cache_unref(c, ref);
+	assert_int_equal(mfs_cache_read(c, &f->d, 0, &ch, &ref), 0);
+	assert_memory_equal(ch.buf, f->want, CHUNK);
+	mfs_cache_unref(c, ref);
+	check_chunk(f, c, 1); /* as read-ahead does */
+	assert_int_equal(mfs_cache_read(c, &f->d, 1, &ch, &ref), 0);
+	mfs_cache_unref(c, ref);
+	mfs_cache_counts(c, &cs);
+	assert_int_equal(cs.misses, 1);
+	assert_int_equal(cs.hits, 2);
+	assert_int_equal(cs.decompressed, 2);
+	mfs_cache_free(c);
+}
+
 static void test_cache_held_chunk_stays(void **state)
 {
 	struct fx *f = *state;
@@ -247,10 +272,10 @@ static struct mf_shard_rec rec_of(const struct fx *f, uint64_t gen)
 
 static void assert_counts(struct mfs_cache *c, uint64_t dec, uint64_t tap)
 {
-	uint64_t d, t;
-	mfs_cache_counts(c, &d, &t);
-	assert_int_equal(d, dec);
-	assert_int_equal(t, tap);
+	struct mfs_cache_stats cs;
+	mfs_cache_counts(c, &cs);
+	assert_int_equal(cs.decompressed, dec);
+	assert_int_equal(cs.tapped, tap);
 }
 
 struct adopter {
@@ -609,6 +634,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_cache_bytes_and_budget, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_cache_hits_and_misses, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_cache_held_chunk_stays, setup,
 					    teardown),

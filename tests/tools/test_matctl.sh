@@ -61,7 +61,9 @@ m verify "${fp^^}" >/dev/null || fail "verify by an upper-case fingerprint"
 out=$(m stat "${fp:0:7}" 2>&1); rc=$?
 [ $rc -eq 1 ] && [[ $out == *"a fingerprint prefix needs at least 8 hex digits"* ]] ||
   fail "7-digit prefix: rc=$rc '$out'"
-twin=${fp:0:8}$(printf '%056d' 0)
+# the twin shares exactly 8 digits: its 9th differs from the fingerprint's
+d=0; [ "${fp:8:1}" = 0 ] && d=1
+twin=${fp:0:8}$(printf "%056d" 0 | tr 0 $d)
 sqlite3 "$store/catalog.db" "INSERT INTO snapshots (fp, name, shards, spec_path,
   compression, chunk_size, pending_expiry, created) SELECT '$twin', 'twin',
   shards, spec_path, compression, chunk_size, pending_expiry, created
@@ -175,6 +177,9 @@ stages:
 YAML
 out=$(m warm "$tmp/p/fails.yaml" 2>&1); rc=$?
 [ $rc -eq 1 ] && [[ $out == *"exited with status 3"* ]] || fail "failing stage: rc=$rc '$out'"
+[[ $out == *"exited with status 3: something broke"* ]] || fail "no last stderr line: '$out'"
+m stats --json | grep -qE '"catalog": \{"materializations_started": [1-9][0-9]*, "materializations_failed": 1,' ||
+  fail "catalog totals after a failed warm: $(m stats --json)"
 m stat fails | grep -q 'something broke' || fail "stat shows no stderr tail"
 m stat fails --json | grep -q '"state":"failed"' || fail "failed state"
 pass "errors and exit codes"

@@ -1,0 +1,339 @@
+/*
+ * matctl_obs.c - what a daemon did: `matctl log [-f]` (its log file) and
+ * `matctl stats` (its counters, read from the root xattrs of every mount
+ * of the store, and the catalog's totals over every process).
+ *
+ * A mount of the store is a fuse.matfs mount in /proc/self/mountinfo
+ * whose root's user.matfs.store is the store's real path.
+ *
+ * Not for: counting anything (the daemon and the engine count).
+ */
+#include "matctl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#define FOLLOW_POLL_US 200000
+#define LOG_FILE "matfs.log"
+
+/* The root xattr user.matfs.NAME of mnt in buf; 0 or -errno. */
+static int root_attr(const char *mnt, const char *name, char *buf, size_t len)
+{
+	char full[64];
+	snprintf(full, sizeof(full), "user.matfs.%s", name);
+	ssize_t n = getxattr(mnt, full, buf, len - 1);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	return 0;
+}
+
+/* Undoes mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] &&
+		    r[3]) {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 +
+				      (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = 0;
+}
+
+/* Calls fn for each mounted matfs daemon serving store (real path). */
+static int each_mount(const char *store, void (*fn)(void *, const char *),
+		      void *arg)
+{
+	char real[PATH_MAX];
+	if (!realpath(store, real))
+		return 0;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return 0;
+	char line[4096], mnt[PATH_MAX], attr[PATH_MAX];
+	int found = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *dash = strstr(line, " - fuse.matfs ");
+		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+			continue;
+		unescape(mnt);
+		if (root_attr(mnt, "store", attr, sizeof(attr)) != 0 ||
+		    strcmp(attr, real) != 0)
+			continue;
+		fn(arg, mnt);
+		found++;
+	}
+	fclose(f);
+	return found;
+}
+
+/* ---- log ---- */
+
+struct log_where {
+	char path[PATH_MAX];
+	char mnt[PATH_MAX];
+	bool syslog;
+};
+
+static void log_of_mount(void *arg, const char *mnt)
+{
+	struct log_where *w = arg;
+	char dest[PATH_MAX];
+	if (w->mnt[0] || root_attr(mnt, "log", dest, sizeof(dest)) != 0)
+		return;
+	snprintf(w->mnt, sizeof(w->mnt), "%s", mnt);
+	if (dest[0] == '/')
+		snprintf(w->path, sizeof(w->path), "%s", dest);
+	w->syslog = strcmp(dest, "syslog") == 0;
+}
+
+/* Copies what fd has from its offset to stdout; 0 or -errno. */
+static int drain(int fd)
+{
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n)
+			return -EIO;
+	fflush(stdout);
+	return n < 0 ? -errno : 0;
+}
+
+/* tail -F: reads on as the file grows; when it is rotated (another file
+ * at path) the rest of the old one, then the new one from its start. */
+static int follow(const char *path, int fd)
+{
+	for (;;) {
+		int rc = drain(fd);
+		if (rc)
+			return rc;
+		usleep(FOLLOW_POLL_US);
+		struct stat fst, pst;
+		if (fstat(fd, &fst) != 0)
+			return -errno;
+		if (stat(path, &pst) != 0 ||
+		    (pst.st_ino == fst.st_ino && pst.st_dev == fst.st_dev)) {
+			if (lseek(fd, 0, SEEK_CUR) > fst.st_size)
+				(void)lseek(fd, 0, SEEK_SET); /* truncated */
+			continue;
+		}
+		rc = drain(fd);
+		int nfd = open(path, O_RDONLY | O_CLOEXEC);
+		if (rc || nfd < 0)
+			return rc ? rc : -errno;
+		close(fd);
+		fd = nfd;
+	}
+}
+
+int cmd_log(struct ctl *ctl)
+{
+	struct log_where w = {{0}, {0}, false};
+	(void)each_mount(ctl->store, log_of_mount, &w);
+	if (!w.path[0] && w.syslog) {
+		ctl_err("the daemon at '%s' logs to syslog: see journalctl -t "
+			"matfs, or mount with -o log=FILE",
+			w.mnt);
+		return 1;
+	}
+	if (!w.path[0])
+		snprintf(w.path, sizeof(w.path), "%s/%s", ctl->store, LOG_FILE);
+	int fd = open(w.path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ctl_err("log '%s': %s", w.path, strerror(errno));
+		return 1;
+	}
+	int rc = ctl->follow ? follow(w.path, fd) : drain(fd);
+	close(fd);
+	if (rc)
+		ctl_err("log '%s': %s", w.path, strerror(-rc));
+	return rc ? 1 : 0;
+}
+
+/* ---- stats ---- */
+
+static const char *const daemon_keys[] = {
+    "chunks_decompressed",
+    "chunks_tapped",
+    "cache_hits",
+    "cache_misses",
+    "bytes_served",
+    "materializations_started",
+    "materializations_failed",
+    "materializations_running",
+};
+#define N_DAEMON (sizeof(daemon_keys) / sizeof(daemon_keys[0]))
+
+struct stats {
+	unsigned daemons;
+	uint64_t v[N_DAEMON];
+	double stage_seconds;
+	struct mf_catalog_totals cat;
+};
+
+static void stats_of_mount(void *arg, const char *mnt)
+{
+	struct stats *s = arg;
+	char buf[64];
+	uint64_t v[N_DAEMON];
+	for (size_t i = 0; i < N_DAEMON; i++) {
+		if (root_attr(mnt, daemon_keys[i], buf, sizeof(buf)) != 0)
+			return; /* an older daemon: not counted */
+		v[i] = strtoull(buf, NULL, 10);
+	}
+	if (root_attr(mnt, "stage_seconds", buf, sizeof(buf)) != 0)
+		return;
+	for (size_t i = 0; i < N_DAEMON; i++)
+		s->v[i] += v[i];
+	s->stage_seconds += strtod(buf, NULL);
+	s->daemons++;
+}
+
+static void print_text(const struct stats *s)
+{
+	printf("daemons mounted on this store: %u\n", s->daemons);
+	if (s->daemons) {
+		for (size_t i = 0; i < N_DAEMON; i++)
+			printf("  %-26s %llu\n", daemon_keys[i],
+			       (unsigned long long)s->v[i]);
+		printf("  %-26s %.3f\n", "stage_seconds", s->stage_seconds);
+	}
+	printf("catalog totals (every process, since the catalog was "
+	       "made):\n");
+	printf("  %-26s %llu\n", "materializations_started",
+	       (unsigned long long)s->cat.started);
+	printf("  %-26s %llu\n", "materializations_failed",
+	       (unsigned long long)s->cat.failed);
+	printf("  %-26s %llu\n", "materializations_running",
+	       (unsigned long long)s->cat.running);
+	printf("  %-26s %.3f\n", "stage_seconds",
+	       (double)s->cat.stage_ms / 1000.0);
+}
+
+static void print_json(const struct stats *s)
+{
+	printf("{\"daemons\": %u, \"daemon\": ", s->daemons);
+	if (s->daemons) {
+		printf("{");
+		for (size_t i = 0; i < N_DAEMON; i++)
+			printf("\"%s\": %llu, ", daemon_keys[i],
+			       (unsigned long long)s->v[i]);
+		printf("\"stage_seconds\": %.3f}", s->stage_seconds);
+	} else {
+		printf("null");
+	}
+	printf(", \"catalog\": {\"materializations_started\": %llu, "
+	       "\"materializations_failed\": %llu, "
+	       "\"materializations_running\": %llu, "
+	       "\"stage_seconds\": %.3f}}\n",
+	       (unsigned long long)s->cat.started,
+	       (unsigned long long)s->cat.failed,
+	       (unsigned long long)s->cat.running,
+	       (double)s->cat.stage_ms / 1000.0);
+}
+
+/* One metric in node_exporter's textfile format. */
+static void prom(const char *name, const char *type, const char *help,
+		 const char *value)
+{
+	printf("# HELP matfs_%s %s\n# TYPE matfs_%s %s\nmatfs_%s %s\n", name,
+	       help, name, type, name, value);
+}
+
+static void prom_u(const char *name, const char *type, const char *help,
+		   uint64_t v)
+{
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+	prom(name, type, help, buf);
+}
+
+static void print_prometheus(const struct stats *s)
+{
+	static const char *const help[] = {
+	    "Chunks the daemons' caches decompressed from store files.",
+	    "Chunks taken from shards as they were materialized.",
+	    "Reads answered from chunks already in the cache.",
+	    "Reads that had to decompress a chunk.",
+	    "Bytes of shard data the daemons served to readers.",
+	    "Materializations the daemons started.",
+	    "Materializations the daemons saw fail.",
+	    "Materializations the daemons are running now.",
+	};
+	char buf[32];
+	prom_u("daemons", "gauge", "Daemons mounted on this store.",
+	       s->daemons);
+	for (size_t i = 0; s->daemons && i < N_DAEMON; i++) {
+		bool gauge =
+		    strcmp(daemon_keys[i], "materializations_running") == 0;
+		char name[64];
+		snprintf(name, sizeof(name), "%s%s", daemon_keys[i],
+			 gauge ? "" : "_total");
+		prom_u(name, gauge ? "gauge" : "counter", help[i], s->v[i]);
+	}
+	if (s->daemons) {
+		snprintf(buf, sizeof(buf), "%.3f", s->stage_seconds);
+		prom("stage_seconds_total", "counter",
+		     "Seconds the daemons' materializations took.", buf);
+	}
+	prom_u("catalog_materializations_started_total", "counter",
+	       "Materializations started by any process (catalog).",
+	       s->cat.started);
+	prom_u("catalog_materializations_failed_total", "counter",
+	       "Materializations that failed in any process (catalog).",
+	       s->cat.failed);
+	prom_u("catalog_materializations_running", "gauge",
+	       "Shards the catalog says are running now.", s->cat.running);
+	snprintf(buf, sizeof(buf), "%.3f", (double)s->cat.stage_ms / 1000.0);
+	prom("catalog_stage_seconds_total", "counter",
+	     "Seconds materializations took in any process (catalog).", buf);
+}
+
+int cmd_stats(struct ctl *ctl)
+{
+	if (ctl->json && ctl->prometheus) {
+		ctl_err("stats takes --json or --prometheus, not both");
+		return 2;
+	}
+	struct stats s;
+	static char store[PATH_MAX];
+	memset(&s, 0, sizeof(s));
+	if (ctl->argc == 1) {
+		stats_of_mount(&s, ctl->argv[0]);
+		if (s.daemons == 0 ||
+		    root_attr(ctl->argv[0], "store", store, sizeof(store))) {
+			ctl_err("'%s' is no matfs mount", ctl->argv[0]);
+			return 1;
+		}
+		ctl->store = store; /* the catalog of the mount's store */
+	} else {
+		(void)each_mount(ctl->store, stats_of_mount, &s);
+	}
+	struct mf_engine *e = ctl_engine(ctl);
+	if (!e)
+		return 1;
+	int rc = mf_engine_totals(e, &s.cat);
+	if (rc) {
+		ctl_err("catalog totals: %s", strerror(-rc));
+		return 1;
+	}
+	if (ctl->json)
+		print_json(&s);
+	else if (ctl->prometheus)
+		print_prometheus(&s);
+	else
+		print_text(&s);
+	return 0;
+}
