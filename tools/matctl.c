@@ -203,6 +203,11 @@ static int cmd_rm(struct ctl *ctl)
 				"store",
 				ctl->argv[i], fp);
 			bad = 1;
+		} else if (rc == -EBUSY) {
+			ctl_err("rm '%s': a shard is being computed (%s): "
+				"the others expired; rm again once it lands",
+				ctl->argv[i], strerror(EBUSY));
+			bad = 1;
 		} else if (rc) {
 			ctl_err("rm '%s': %s", ctl->argv[i], strerror(-rc));
 			bad = 1;

@@ -313,8 +313,13 @@ int cmd_expire(struct ctl *ctl)
 		const struct mf_snapshot_rec *s = &v[due[i].index];
 		int rc = mf_engine_expire_snapshot(ctl->engine, s->fp);
 		/* -ENOENT: another process expired it since the listing;
-		 * nothing is left to do */
-		if (rc && rc != -ENOENT) {
+		 * nothing is left to do. -EBUSY: a shard is being computed;
+		 * the others went, the snapshot stays for a later expiry */
+		if (rc == -EBUSY) {
+			ctl_err("expire %s: a shard is being computed: kept "
+				"for now",
+				s->fp);
+		} else if (rc && rc != -ENOENT) {
 			ctl_err("expire %s: %s", s->fp, strerror(-rc));
 			bad++;
 		} else if (rc == 0) {

@@ -109,6 +109,9 @@ int mf_engine_report_corrupt(struct mf_engine *e, const char *fp,
 	return expire_if(e, fp, shard, generation);
 }
 
+/* Expires every shard of fp that is not being computed; -EBUSY when a
+ * live run computes one (the others expired all the same), as
+ * mf_engine_expire_shard answers for that shard. */
 static int expire_all(struct mf_engine *e, struct mf_catalog *c, const char *fp)
 {
 	struct mf_shard_rec *recs;
@@ -117,10 +120,14 @@ static int expire_all(struct mf_engine *e, struct mf_catalog *c, const char *fp)
 	if (rc)
 		return rc;
 	rc = eng_expire_recs(e, c, recs, n);
-	for (size_t i = 0; i < n; i++)
+	bool busy = false;
+	for (size_t i = 0; i < n; i++) {
+		if (rc == 0 && !busy)
+			busy = computing(c, &recs[i]);
 		mf_shard_rec_release(&recs[i]);
+	}
 	free(recs);
-	return rc;
+	return rc ? rc : busy ? -EBUSY : 0;
 }
 
 /* The store side of a snapshot whose rows went: the folders of the runs

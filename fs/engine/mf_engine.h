@@ -211,7 +211,9 @@ void mf_engine_cancel_all(struct mf_engine *e);
  * snapshot row stays while its spec is registered in this engine, else it
  * is deleted) and the files removed. Open readers keep reading.
  * mf_engine_expire_shard answers -EBUSY, changing nothing, for a shard a
- * live run is computing (its result would land after the expiry). */
+ * live run is computing (its result would land after the expiry);
+ * mf_engine_expire_snapshot expires the other shards, then answers -EBUSY
+ * and keeps the snapshot when one is being computed. */
 int mf_engine_expire_shard(struct mf_engine *e, const char *fp, uint32_t shard);
 int mf_engine_expire_snapshot(struct mf_engine *e, const char *fp);
 

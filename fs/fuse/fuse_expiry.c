@@ -71,6 +71,9 @@ static void expire(struct mfs *m, const struct mf_snapshot_rec *r,
 	int rc = snap_lookup(m, r->fp, &s, &si);
 	if (rc == 0)
 		rc = mf_engine_expire_snapshot(m->eng, r->fp);
+	if (rc == -EBUSY)
+		rc = 0; /* a shard is being computed: the others expired, and
+			   the next pass tries the snapshot again */
 	if (rc == -ENOENT)
 		return; /* gone meanwhile (matctl rm, rmdir) */
 	if (rc) {

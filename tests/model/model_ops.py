@@ -300,9 +300,12 @@ class Model(Checks):
         t = time.monotonic()
         st, _, err = self.rig.matctl("rm", target)
         gone = "no snapshot" in err or "No such file or directory" in err
-        ok = st == 0 or (gone and (fp is None or not self.served(fp, t)))
+        # a shard being computed stays (the others expired): EBUSY
+        busy = st == 1 and all("a shard is being computed" in l
+                               for l in err.splitlines())
+        ok = st == 0 or busy or (gone and (fp is None or not self.served(fp, t)))
         if st != 0 and ok:
-            self.allowed("matctl-rm", errno.ENOENT)
+            self.allowed("matctl-rm", errno.EBUSY if busy else errno.ENOENT)
         self.note(f"  matctl rm {self.short(target) if fp else target} -> "
                   f"{st}{' ' + err if err else ''}")
         if not ok:

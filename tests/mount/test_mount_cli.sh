@@ -3,12 +3,14 @@
 # mount: matfs refuses a mountpoint that is not a folder or is already a
 # matfs mount, naming it; its --help names the spec files it reads; rm of
 # a shard while it is computed is refused with EBUSY and leaves the
-# computation to land.
+# computation to land; so are rmdir of its snapshot and matctl rm, which
+# expire the other shards.
 . "$MF_SOURCE_ROOT/tests/mount/lib.sh"
 
 store=$tmp/store pipes=$tmp/p mnt=$tmp/mnt
 mkdir -p "$pipes/in" "$mnt"
 printf 'payload\n' >"$pipes/in/a.txt"
+printf 'other\n' >"$pipes/in/b.txt"
 cat >"$pipes/slow.yaml" <<'YAML'
 name: slow
 inputs: in/*.txt
@@ -41,6 +43,8 @@ kill -0 "$mpid" || fail "the first daemon died"
 pass "a mountpoint that is already a matfs mount is refused, by name"
 
 # --- rm of a shard while it computes: EBUSY, and the result lands ---
+[ "$(cat "$mnt/slow/shard-00001")" = other ] || fail "shard 1"
+fp=$(basename "$(readlink "$mnt/slow")")
 : >"$pipes/hold"
 cat "$mnt/slow/shard-00000" >"$tmp/got" 2>"$tmp/cat.err" & reader=$!
 wait_for 10 test "$(xattr "$mnt/slow/shard-00000" state)" = running ||
@@ -48,13 +52,22 @@ wait_for 10 test "$(xattr "$mnt/slow/shard-00000" state)" = running ||
 out=$(rm "$mnt/slow/shard-00000" 2>&1) && fail "rm of a running shard succeeded"
 [[ $out == *"Device or resource busy"* ]] || fail "rm of a running shard: '$out'"
 [ "$(xattr "$mnt/slow/shard-00000" state)" = running ] || fail "rm changed the state"
+out=$(rmdir "$mnt/$fp" 2>&1) && fail "rmdir of a snapshot with a running shard succeeded"
+[[ $out == *"Device or resource busy"* ]] || fail "rmdir of a computing snapshot: '$out'"
+[ "$(xattr "$mnt/slow/shard-00001" state)" = absent ] || fail "rmdir left shard 1"
+out=$("$matctl" --store "$store" rm slow 2>&1) && fail "matctl rm of a computing snapshot exited 0"
+[ "$out" = "matctl: rm 'slow': a shard is being computed (Device or resource busy): the others expired; rm again once it lands" ] ||
+  fail "matctl rm of a computing snapshot: '$out'"
+[ "$(xattr "$mnt/slow/shard-00001" state)" = absent ] || fail "matctl rm left shard 1"
+[ "$(xattr "$mnt/slow/shard-00000" state)" = running ] || fail "rmdir or matctl rm changed shard 0"
 rm -f "$pipes/hold"
 wait "$reader" || fail "the reader failed: $(cat "$tmp/cat.err")"
 [ "$(cat "$tmp/got")" = payload ] || fail "the reader got '$(cat "$tmp/got")'"
 [ "$(xattr "$mnt/slow/shard-00000" state)" = materialized ] || fail "state after the computation"
+[ "$(cat "$mnt/slow/shard-00001")" = other ] || fail "shard 1 again"
 rm "$mnt/slow/shard-00000" || fail "rm once materialized"
 [ "$(xattr "$mnt/slow/shard-00000" state)" = absent ] || fail "state after rm"
-[ "$(calls "$pipes/calls")" -eq 1 ] || fail "$(calls "$pipes/calls") runs"
-pass "rm of a shard being computed is refused with EBUSY; the result lands"
+[ "$(calls "$pipes/calls")" -eq 3 ] || fail "$(calls "$pipes/calls") runs (want shard 1 twice, shard 0 once)"
+pass "rm of a shard being computed, rmdir of its snapshot and matctl rm are refused with EBUSY; the result lands"
 
 umount_fs "$mnt" "$mpid"
