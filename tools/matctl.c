@@ -71,7 +71,8 @@ struct mf_engine *ctl_engine(struct ctl *ctl)
 {
 	if (ctl->engine)
 		return ctl->engine;
-	struct mf_engine_opts o = {.store_dir = ctl->store};
+	struct mf_engine_opts o = {.store_dir = ctl->store,
+				   .catalog = ctl->catalog};
 	char *err = NULL;
 	int rc = mf_engine_open(&o, &ctl->engine, &err);
 	if (rc) {
@@ -253,7 +254,7 @@ static int cmd_gc(struct ctl *ctl)
 }
 
 static const char usage[] =
-    "usage: matctl [--store DIR] COMMAND [ARGS]\n"
+    "usage: matctl [--store DIR] [--catalog URL] COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
     "  ls [--json]                  list snapshots\n"
@@ -274,7 +275,9 @@ static const char usage[] =
     "                               --rebuild remakes the catalog from "
     "the store\n"
     "\n"
-    "The store defaults to $XDG_CACHE_HOME/matfs, else ~/.cache/matfs.\n";
+    "The store defaults to $XDG_CACHE_HOME/matfs, else ~/.cache/matfs;\n"
+    "the catalog to sqlite:STORE/catalog.db (--catalog postgresql://...:\n"
+    "the catalog the daemons of a cluster share).\n";
 
 struct command {
 	const char *name;
@@ -299,6 +302,7 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 {
 	static const struct option opts[] = {
 	    {"store", required_argument, NULL, 's'},
+	    {"catalog", required_argument, NULL, 'C'},
 	    {"json", no_argument, NULL, 'J'},
 	    {"explain", no_argument, NULL, 'E'},
 	    {"jobs", required_argument, NULL, 'j'},
@@ -314,6 +318,16 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 		switch (c) {
 		case 's':
 			ctl->store = optarg;
+			break;
+		case 'C':
+			ctl->catalog = optarg;
+			if (mf_engine_catalog_has_password(optarg))
+				ctl_err("warning: catalog '%s' carries a "
+					"password, which every user of this "
+					"host can read in the process list; "
+					"put it in ~/.pgpass, PGPASSFILE or "
+					"PGPASSWORD",
+					optarg);
 			break;
 		case 'J':
 			ctl->json = true;

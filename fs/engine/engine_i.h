@@ -117,7 +117,8 @@ void eng_catalog_put(struct mf_engine *e, struct mf_catalog *c);
  * a SQLite file, so that a store folder whose name reads as a location
  * ("sqlite:s", "a://b") stays a folder. 0 or -ENOMEM. shown gives the
  * file's path, for messages. */
-int eng_catalog_location(const struct mf_store *st, char **out);
+int eng_catalog_location(const struct mf_engine_opts *o,
+			 const struct mf_store *st, char **out);
 const char *eng_catalog_shown(const char *location);
 
 /* The spec for fp: from the registry, else loaded from the catalog's

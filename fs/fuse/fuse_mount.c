@@ -27,8 +27,10 @@ static int copy_opts(struct mfs *m, const struct mfs_opts *o)
 	m->o.store_dir = strdup(o->store_dir);
 	m->o.pipelines_dir = strdup(o->pipelines_dir);
 	m->o.mountpoint = o->mountpoint ? strdup(o->mountpoint) : NULL;
+	m->o.catalog = o->catalog ? strdup(o->catalog) : NULL;
 	if (!m->o.store_dir || !m->o.pipelines_dir ||
-	    (o->mountpoint && !m->o.mountpoint))
+	    (o->mountpoint && !m->o.mountpoint) ||
+	    (o->catalog && !m->o.catalog))
 		return -ENOMEM;
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	m->cores = n > 0 ? (unsigned)n : 1;
@@ -74,6 +76,7 @@ static int setup(struct mfs *m, const struct mfs_opts *o, char **err)
 	/* the cache first: the engine hands it chunks */
 	rc = mfs_cache_new(m->o.cache_bytes, &m->cache);
 	struct mf_engine_opts eo = {.store_dir = m->o.store_dir,
+				    .catalog = m->o.catalog,
 				    .chunk = on_chunk,
 				    .chunk_arg = m,
 				    .indexed = on_indexed,
@@ -208,6 +211,7 @@ void mfs_free(struct mfs *m)
 	free((char *)m->o.store_dir);
 	free((char *)m->o.pipelines_dir);
 	free((char *)m->o.mountpoint);
+	free((char *)m->o.catalog);
 	pthread_mutex_destroy(&m->node_lock);
 	pthread_mutex_destroy(&m->ns_lock);
 	free(m);
