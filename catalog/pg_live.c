@@ -187,6 +187,12 @@ int pg_live_lock(struct pg_live *l, const char *id)
 	int rc = live_connect(l);
 	if (!rc && !live_has(l, k, NULL)) {
 		rc = live_take(l, key);
+		/* a session the server lost (a restart) shows only when used:
+		 * connect again, taking back the other locks, and retry */
+		if (rc == -EIO && PQstatus(l->conn) != CONNECTION_OK) {
+			rc = live_connect(l);
+			rc = rc ? rc : live_take(l, key);
+		}
 		rc = rc ? rc : live_add(l, k);
 	}
 	pthread_mutex_unlock(&live_mu);
