@@ -224,8 +224,9 @@ int pgb_begin(struct mf_catalog *c)
 	 * IMMEDIATE), waiting up to lock_timeout; each operation inside
 	 * takes its row locks as it goes */
 	if (!rc)
-		rc = pg_exec(c, "SELECT pg_advisory_xact_lock(7166459981)", 0,
-			     NULL, NULL);
+		rc =
+		    pg_exec(c, "SELECT pg_advisory_xact_lock(" PG_UNIT_LOCK ")",
+			    0, NULL, NULL);
 	if (rc && p->in_tx) {
 		(void)pg_exec(c, "ROLLBACK", 0, NULL, NULL);
 		p->in_tx = false;
@@ -379,7 +380,8 @@ int pgb_set_indexed(struct mf_catalog *c)
 int pgb_check(const char *target, int busy_ms, mf_catalog_problem_fn report,
 	      void *arg, bool *usable)
 {
-	struct pg_db p = {.busy_ms = busy_ms};
+	/* in_tx: a connection that breaks is not made again here */
+	struct pg_db p = {.busy_ms = busy_ms, .in_tx = true};
 	char detail[128];
 	int version = 0;
 	*usable = false;

@@ -21,6 +21,13 @@
 
 struct pg_live;
 
+/* Keys of the transaction-level advisory locks that serialize a caller's
+ * units (pg_conn.c), migrations (pg_schema.c) and registrations
+ * (pg_rows.c): 64-bit numbers no run or holder key is likely to take. */
+#define PG_UNIT_LOCK "7166459981"
+#define PG_MIGRATE_LOCK "7166459980"
+#define PG_REGISTER_LOCK "7166459982"
+
 /* One PostgreSQL connection. Used by one thread at a time (mf_catalog.h).
  * The handle comes first: operations receive &base and convert it back
  * with pg_db. */

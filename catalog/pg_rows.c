@@ -108,23 +108,34 @@ int pgb_put_snapshot(struct mf_catalog *c, const struct mf_snapshot_rec *rec)
 	int rc = pg_begin(c);
 	if (rc)
 		return rc;
+	/* registrations one at a time, so that registered (MAX + 1) is
+	 * unique and orders them, as SQLite's one writer does */
+	rc = pg_exec(c, "SELECT pg_advisory_xact_lock(" PG_REGISTER_LOCK ")", 0,
+		     NULL, NULL);
 	/* created and last_read of an existing row stay; registered moves
-	 * on (a sequence of its own would need more than CREATE) */
-	rc = pg_exec(
-	    c,
-	    "INSERT INTO snapshots (fp, name, shards, spec_path, compression,"
-	    " suffix, chunk_size, expire_after, pending_expiry, keep, created,"
-	    " last_read, registered) VALUES ($1, $2, $3, $4, $5, $6, $7, $8,"
-	    " $9, $10, $11, $12, (SELECT COALESCE(MAX(registered), 0) + 1"
-	    " FROM snapshots)) ON CONFLICT (fp) DO UPDATE SET"
-	    " name = excluded.name, shards = excluded.shards,"
-	    " spec_path = excluded.spec_path,"
-	    " compression = excluded.compression, suffix = excluded.suffix,"
-	    " chunk_size = excluded.chunk_size,"
-	    " expire_after = excluded.expire_after,"
-	    " pending_expiry = excluded.pending_expiry, keep = excluded.keep,"
-	    " registered = excluded.registered",
-	    12, p, NULL);
+	 * on */
+	rc = rc
+	    ? rc
+	    : pg_exec(
+		  c,
+		  "INSERT INTO snapshots (fp, name, shards, spec_path, "
+		  "compression,"
+		  " suffix, chunk_size, expire_after, pending_expiry, keep, "
+		  "created,"
+		  " last_read, registered) VALUES ($1, $2, $3, $4, $5, $6, $7, "
+		  "$8,"
+		  " $9, $10, $11, $12, (SELECT COALESCE(MAX(registered), 0) + 1"
+		  " FROM snapshots)) ON CONFLICT (fp) DO UPDATE SET"
+		  " name = excluded.name, shards = excluded.shards,"
+		  " spec_path = excluded.spec_path,"
+		  " compression = excluded.compression, suffix = "
+		  "excluded.suffix,"
+		  " chunk_size = excluded.chunk_size,"
+		  " expire_after = excluded.expire_after,"
+		  " pending_expiry = excluded.pending_expiry, keep = "
+		  "excluded.keep,"
+		  " registered = excluded.registered",
+		  12, p, NULL);
 	const char *q[] = {rec->fp, v[0]};
 	rc = rc ? rc
 		: pg_exec(c, "DELETE FROM shards WHERE fp = $1 AND idx >= $2",

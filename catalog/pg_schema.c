@@ -83,9 +83,6 @@ static const char *const migrations[] = {migration_1};
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == PG_SCHEMA_VERSION,
 	       "one migration per schema version");
 
-/* The key of the advisory lock that serializes migrations. */
-#define MIGRATE_LOCK "7166459980"
-
 int pg_schema_version(struct mf_catalog *c, int *version)
 {
 	PGresult *r;
@@ -156,7 +153,7 @@ int pg_migrate(struct mf_catalog *c)
 	rc = pg_begin(c);
 	if (rc)
 		return rc;
-	rc = pg_exec(c, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK ")", 0,
+	rc = pg_exec(c, "SELECT pg_advisory_xact_lock(" PG_MIGRATE_LOCK ")", 0,
 		     NULL, NULL);
 	rc = rc ? rc : migrate_locked(c);
 	return pg_finish(c, rc);

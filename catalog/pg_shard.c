@@ -187,7 +187,13 @@ static int claim_decide(struct mf_catalog *c, const char *fp, uint32_t index,
 	struct mf_shard_rec row;
 	char owner[MF_RUN_ID_HEX_LEN + 1];
 	bool dead;
-	int rc = shard_read(c, fp, index, true, &row);
+	/* the snapshot's row before the shard's, as a delete takes them:
+	 * no two transactions wait for each other */
+	const char *p[] = {fp};
+	int rc =
+	    pg_exec(c, "SELECT 1 FROM snapshots WHERE fp = $1 FOR KEY SHARE", 1,
+		    p, NULL);
+	rc = rc ? rc : shard_read(c, fp, index, true, &row);
 	if (rc)
 		return rc;
 	enum mf_shard_state state = row.state;
@@ -384,16 +390,16 @@ int pgb_touch(struct mf_catalog *c, const char *fp, uint32_t index, int64_t now)
 	int rc = pg_begin(c);
 	if (rc)
 		return rc;
-	rc = pg_write(c,
-		      "UPDATE shards SET last_read = $3 WHERE fp = $1 AND"
-		      " idx = $2",
-		      3, p, &changed);
+	/* the snapshot's row before the shard's, as a delete takes them */
+	rc = pg_exec(
+	    c, "UPDATE snapshots SET last_read = $2::bigint WHERE fp = $1", 2,
+	    (const char *[]){fp, t}, NULL);
+	rc = rc ? rc
+		: pg_write(c,
+			   "UPDATE shards SET last_read = $3 WHERE fp = $1 AND"
+			   " idx = $2",
+			   3, p, &changed);
 	if (!rc && changed == 0)
 		rc = -ENOENT;
-	rc = rc ? rc
-		: pg_exec(c,
-			  "UPDATE snapshots SET last_read = $2::bigint"
-			  " WHERE fp = $1",
-			  2, (const char *[]){fp, t}, NULL);
 	return pg_finish(c, rc);
 }
