@@ -35,25 +35,7 @@ static void no_notice(void *arg, const char *message)
 	(void)message; /* a library never prints */
 }
 
-/* The errno of a connection that could not be made. */
-static int connect_errno(PGconn *conn)
-{
-	const char *m = conn ? PQerrorMessage(conn) : "";
-	mf_catalog_set_last_error(m);
-	if (!conn)
-		return -ENOMEM;
-	if (strstr(m, "password authentication failed") ||
-	    strstr(m, "no password supplied") ||
-	    strstr(m, "authentication failed") ||
-	    strstr(m, "permission denied"))
-		return -EACCES;
-	if (strstr(m, "does not exist"))
-		return -ENOENT;
-	if (strstr(m, "invalid") || strstr(m, "missing \"=\"") ||
-	    strstr(m, "unrecognized"))
-		return -EINVAL;
-	return -ECONNREFUSED;
-}
+static int pg_connect_errno(PGconn *conn);
 
 int pg_connect(const char *location, int busy_ms, PGconn **out)
 {
@@ -68,7 +50,7 @@ int pg_connect(const char *location, int busy_ms, PGconn **out)
 			      "matfs", location, NULL};
 	PGconn *conn = PQconnectdbParams(keys, vals, 1);
 	if (!conn || PQstatus(conn) != CONNECTION_OK) {
-		int rc = connect_errno(conn);
+		int rc = pg_connect_errno(conn);
 		PQfinish(conn);
 		return rc;
 	}
@@ -110,15 +92,43 @@ static int state_errno(const char *s)
 	return -EIO;
 }
 
+/* A connection that could not be made says why only in words. */
+static int connect_errno(const char *m)
+{
+	static const struct {
+		const char *words;
+		int err;
+	} map[] = {
+	    {"authentication failed", -EACCES},
+	    {"no password supplied", -EACCES},
+	    {"permission denied", -EACCES},
+	    {"does not exist", -ENOENT},
+	    {"invalid", -EINVAL},
+	    {"missing \"=\"", -EINVAL},
+	};
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strstr(m, map[i].words))
+			return map[i].err;
+	return -ECONNREFUSED;
+}
+
 int pg_errno(PGconn *conn, const PGresult *res)
 {
 	const char *m = res ? PQresultErrorMessage(res) : "";
 	if (!m || !*m)
 		m = conn ? PQerrorMessage(conn) : "";
 	mf_catalog_set_last_error(m);
-	if (!res)
-		return conn && PQstatus(conn) == CONNECTION_OK ? -ENOMEM : -EIO;
-	return state_errno(PQresultErrorField(res, PG_DIAG_SQLSTATE));
+	if (res)
+		return state_errno(PQresultErrorField(res, PG_DIAG_SQLSTATE));
+	return conn && PQstatus(conn) == CONNECTION_OK ? -ENOMEM : -EIO;
+}
+
+/* The errno of a connection that could not be made (pg_connect). */
+static int pg_connect_errno(PGconn *conn)
+{
+	const char *m = conn ? PQerrorMessage(conn) : "";
+	mf_catalog_set_last_error(m);
+	return conn ? connect_errno(m) : -ENOMEM;
 }
 
 const char *pg_int(char buf[PG_INT_LEN], int64_t v)

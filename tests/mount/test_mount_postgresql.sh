@@ -53,6 +53,20 @@ cmp "$tmp/c0" "$tmp/want0" || fail "matctl cat's bytes differ"
 [ -e "$store/catalog.db" ] && fail "matctl --catalog made a catalog.db"
 pass "matctl ls and cat through the URL"
 
+# --- a password in argv is warned about; a wrong database is named ---
+pw_url=${MF_PG_URL/matfs@/matfs:not-here@}
+"$matctl" --store "$store" --catalog "$pw_url" ls >"$tmp/pw" 2>"$tmp/pw.err" ||
+  fail "matctl with a password in the URL: $(cat "$tmp/pw.err")"
+grep -q "warning: catalog .* carries a password" "$tmp/pw.err" ||
+  fail "no warning for a password in argv: $(cat "$tmp/pw.err")"
+grep -q upper "$tmp/pw" || fail "matctl ls with a password in the URL"
+bad_url=${MF_PG_URL/\/matfs\?/\/no_such_db?}
+"$matctl" --store "$store" --catalog "$bad_url" ls >/dev/null 2>"$tmp/bad.err" &&
+  fail "matctl on a database that does not exist succeeded"
+grep -q 'no_such_db.*does not exist' "$tmp/bad.err" ||
+  fail "the server's message is not shown: $(cat "$tmp/bad.err")"
+pass "a password in argv warns; a missing database is named"
+
 # --- the server restarts while mounted ---
 "$MF_PG_SERVER" restart || fail "restarting PostgreSQL"
 cat "$mnt/upper/shard-00000" >"$tmp/r3" || fail "reading shard 0 after the restart"
