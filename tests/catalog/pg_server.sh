@@ -11,8 +11,9 @@
 #
 # COMMAND gets MF_PG_URL, a location for a role "matfs" that owns nothing
 # but its schema "matfs" (search_path set by options=-csearch_path=matfs),
-# MF_TEST_CATALOG_LOCATION (the same), MF_PG_DATA, MF_PG_BIN, MF_PG_RUNAS
-# and MF_PG_SERVER (this script). Exits 77 (skip) only when the binaries
+# MF_TEST_CATALOG_LOCATION (the same), MF_PG_ADMIN (a location of the
+# superuser "postgres" on database matfs, over the unix socket),
+# MF_PG_DATA, MF_PG_BIN, MF_PG_RUNAS and MF_PG_SERVER (this script). Exits 77 (skip) only when the binaries
 # are missing. Not a test itself.
 set -uo pipefail
 
@@ -93,4 +94,5 @@ EOF
 
 export MF_PG_URL="postgresql://matfs@127.0.0.1:$MF_PG_PORT/matfs?options=-csearch_path%3Dmatfs"
 export MF_TEST_CATALOG_LOCATION=$MF_PG_URL
+export MF_PG_ADMIN="host=$dir port=$MF_PG_PORT user=postgres dbname=matfs"
 "$@"

@@ -4,7 +4,8 @@
 # and get the stages-by-hand bytes; matctl ls, cat and rm work through the
 # same URL; no catalog.db appears in the store; the server restarted
 # while mounted loses nothing: a materialized shard still reads, and a
-# new shard still computes. Run inside tests/catalog/pg_server.sh, which
+# new shard still computes; a lost catalog (its schema dropped) is
+# rebuilt from the store by fsck --rebuild, nothing computed again. Run inside tests/catalog/pg_server.sh, which
 # gives MF_PG_URL (skips, 77, without it or without FUSE).
 . "$MF_SOURCE_ROOT/tests/mount/lib.sh"
 [ -n "${MF_PG_URL:-}" ] || { echo "skip: no MF_PG_URL (run inside pg_server.sh)"; exit 77; }
@@ -88,3 +89,20 @@ pass "matctl rm through the URL expires; the next read computes again"
 
 umount_fs "$mnt" "$mpid"
 pass "unmounted"
+
+# --- a lost catalog is rebuilt from the store, in the same database ---
+PGOPTIONS='-c client_min_messages=warning' \
+  psql -q -X -v ON_ERROR_STOP=1 "$MF_PG_ADMIN" -c \
+  'DROP SCHEMA matfs CASCADE; CREATE SCHEMA matfs AUTHORIZATION matfs' ||
+  fail "dropping the catalog's schema"
+ctl fsck --rebuild >"$tmp/rebuild" 2>&1 || fail "fsck --rebuild: $(cat "$tmp/rebuild")"
+ctl cat upper 0 >"$tmp/c6" || fail "matctl cat after the rebuild"
+cmp "$tmp/c6" "$tmp/want0" || fail "shard 0's bytes after the rebuild"
+[ "$(calls "$pipes/calls-0")" -eq 2 ] ||
+  fail "shard 0 computed again after the rebuild: $(cat "$tmp/rebuild")"
+# shard 1 was expired by the rm and never read since: computed now
+ctl cat upper 1 >"$tmp/c7" || fail "matctl cat after the rebuild"
+cmp "$tmp/c7" "$tmp/want1" || fail "shard 1's bytes after the rebuild"
+[ "$(calls "$pipes/calls-1")" -eq 2 ] || fail "shard 1 not computed once more"
+[ -e "$store/catalog.db" ] && fail "the rebuild made a catalog.db"
+pass "fsck --rebuild indexes the store into a lost PostgreSQL catalog"
