@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# test_mount_postgresql.sh - a mount whose catalog is PostgreSQL
-# (--catalog postgresql://...): two readers of a shard make one stage call
-# and get the stages-by-hand bytes; matctl ls, cat and rm work through the
+# test_mount_postgresql.sh - mounts whose catalog is PostgreSQL
+# (--catalog postgresql://..., and a second daemon on the same store with
+# -o catalog=URL carrying a password, which it warns about): two readers
+# of a shard, one through each daemon, make one stage call and get the
+# stages-by-hand bytes; matctl ls, cat and rm work through the
 # same URL; no catalog.db appears in the store; the server restarted
 # while mounted loses nothing: a materialized shard still reads, and a
 # new shard still computes; a lost catalog (its schema dropped) is
@@ -10,7 +12,7 @@
 . "$MF_SOURCE_ROOT/tests/mount/lib.sh"
 [ -n "${MF_PG_URL:-}" ] || { echo "skip: no MF_PG_URL (run inside pg_server.sh)"; exit 77; }
 
-store=$tmp/store pipes=$tmp/p mnt=$tmp/mnt
+store=$tmp/store pipes=$tmp/p mnt=$tmp/mnt mnt2=$tmp/mnt2
 mkdir -p "$pipes/in"
 for k in 0 1 2 3; do printf 'line %d of input %d\n' $k $k >"$pipes/in/$k.txt"; done
 cat >"$pipes/upper.yaml" <<'YAML'
@@ -27,14 +29,20 @@ by_hand 1 >"$tmp/want1"
 
 mount_fs "$mnt" "$store" "$pipes" --catalog "$MF_PG_URL"
 wait_for 10 test -L "$mnt/upper" || fail "upper not registered"
+pw_url=${MF_PG_URL/matfs@/matfs:not-here@}
+mount_fs "$mnt2" "$store" "$pipes" -o "catalog=$pw_url"
+mpid2=$mpid
+wait_for 10 test -L "$mnt2/upper" || fail "upper not registered by the second daemon"
+grep -q "warning: catalog .* carries a password" "$log" ||
+  fail "matfs did not warn of a password in argv"
 [ -e "$store/catalog.db" ] && fail "a catalog.db in the store with --catalog"
-pass "mounted with a PostgreSQL catalog; no catalog.db in the store"
+pass "two daemons on a PostgreSQL catalog (--catalog, -o catalog); no catalog.db in the store"
 
 
-# --- two readers, one computation ---
+# --- two readers, one through each daemon: one computation ---
 cat "$mnt/upper/shard-00000" >"$tmp/r1" &
 r1=$!
-cat "$mnt/upper/shard-00000" >"$tmp/r2" &
+cat "$mnt2/upper/shard-00000" >"$tmp/r2" &
 r2=$!
 wait "$r1" || fail "reader 1"
 wait "$r2" || fail "reader 2"
@@ -54,8 +62,9 @@ cmp "$tmp/c0" "$tmp/want0" || fail "matctl cat's bytes differ"
 [ -e "$store/catalog.db" ] && fail "matctl --catalog made a catalog.db"
 pass "matctl ls and cat through the URL"
 
+umount_fs "$mnt2" "$mpid2"
+
 # --- a password in argv is warned about; a wrong database is named ---
-pw_url=${MF_PG_URL/matfs@/matfs:not-here@}
 "$matctl" --store "$store" --catalog "$pw_url" ls >"$tmp/pw" 2>"$tmp/pw.err" ||
   fail "matctl with a password in the URL: $(cat "$tmp/pw.err")"
 grep -q "warning: catalog .* carries a password" "$tmp/pw.err" ||
