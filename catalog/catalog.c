@@ -11,8 +11,10 @@
 #include "catalog_backend.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CAT_DEFAULT_BUSY_MS 10000
 #define STDERR_TAIL_MAX 4096
@@ -74,6 +76,12 @@ static bool run_is_local(const struct mf_run_rec *r)
 	    strcmp(r->boot_id, boot) == 0 && r->pid_ns == mf_pid_ns();
 }
 
+bool cat_run_is_self(const struct mf_run_rec *r)
+{
+	return run_is_local(r) && r->pid == (int32_t)getpid() &&
+	    r->pid_start == mf_proc_start_time(getpid());
+}
+
 bool mf_catalog_run_alive(const struct mf_run_rec *r, int64_t now,
 			  int64_t pending_expiry)
 {
@@ -120,7 +128,16 @@ bool cat_snapshot_valid(const struct mf_snapshot_rec *r)
 
 static const struct mf_catalog_backend *const backends[] = {
     &cat_sqlite_backend,
+    &cat_pg_backend,
 };
+
+/* Whether location is "scheme://..." */
+static bool is_uri_of(const char *location, const char *scheme)
+{
+	size_t n = scheme ? strlen(scheme) : 0;
+	return n && strncmp(location, scheme, n) == 0 &&
+	    strncmp(location + n, "://", 3) == 0;
+}
 
 /* The length of the scheme of "SCHEME://...", RFC 3986's letters, or 0
  * when location does not start with one. */
@@ -142,6 +159,15 @@ static size_t uri_scheme_len(const char *location)
 int cat_backend_find(const char *location, const struct mf_catalog_backend **be,
 		     const char **target)
 {
+	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+		if (backends[i]->alias &&
+		    (is_uri_of(location, backends[i]->name) ||
+		     is_uri_of(location, backends[i]->alias))) {
+			*be = backends[i];
+			*target = location; /* the URI, whole */
+			return 0;
+		}
+	}
 	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
 		size_t n = strlen(backends[i]->name);
 		if (strncmp(location, backends[i]->name, n) == 0 &&
@@ -204,6 +230,36 @@ int mf_catalog_check(const char *location, int busy_timeout_ms,
 	if (usable)
 		*usable = rc == 0 && ok;
 	return rc;
+}
+
+bool mf_catalog_location_has_password(const char *location)
+{
+	const struct mf_catalog_backend *be;
+	const char *target;
+	return location && cat_backend_find(location, &be, &target) == 0 &&
+	    be == &cat_pg_backend && cat_pg_has_password(target);
+}
+
+static _Thread_local char last_error[512];
+
+void mf_catalog_set_last_error(const char *m)
+{
+	snprintf(last_error, sizeof(last_error), "%s", m ? m : "");
+	/* one line: libpq ends its messages with a newline */
+	last_error[strcspn(last_error, "\n")] = '\0';
+}
+
+const char *mf_catalog_last_error(void)
+{
+	return last_error;
+}
+
+int mf_catalog_judge_run(struct mf_catalog *c, const struct mf_run_rec *r,
+			 int64_t now, int64_t pending_expiry, bool *alive)
+{
+	if (!c || !r || !alive)
+		return -EINVAL;
+	return c->be->judge(c, r, now, pending_expiry, alive);
 }
 
 bool mf_catalog_moved(struct mf_catalog *c)

@@ -8,9 +8,9 @@
  * is the same for every backend (mf_catalog_run_alive, state names,
  * record release, begin/end nesting, the stderr tail's length); an
  * operation is called only with the arguments its public function
- * accepts, so a backend checks none of them again. The SQLite backend
- * (sqlite_*.c) is the only one; a new backend fills one more table and
- * passes tests/catalog/test_catalog_contract.c run with its location.
+ * accepts, so a backend checks none of them again. Two backends fill
+ * the table: SQLite (sqlite_*.c) and PostgreSQL (pg_*.c); each passes
+ * tests/catalog/test_catalog_contract.c run with its location.
  *
  * Not for: anything outside catalog/; callers see only mf_catalog.h.
  */
@@ -43,10 +43,13 @@ struct mf_catalog {
  * connection kept the catalog past the busy timeout, or a conflict the
  * backend could not serialize), -EBADMSG (stored data malformed: return
  * MF_CORRUPT("reason")), -ENOMEM, -ENOSPC, -EACCES, -EROFS, -EIO.
- * Liveness is judged with mf_catalog_run_alive, never otherwise.
+ * Liveness is judged by the backend's judge, never otherwise.
  */
 struct mf_catalog_backend {
 	const char *name; /* the location's scheme: "sqlite" */
+	/* a location "NAME://..." (and "ALIAS://...") is a URI the backend
+	 * takes whole as its target; NULL: none */
+	const char *alias;
 
 	/* Opens (creating and migrating) the catalog at target, the
 	 * location without its scheme; busy_ms > 0. -EPROTO: a newer schema
@@ -84,6 +87,14 @@ struct mf_catalog_backend {
 	 * version, never touched by a migration. */
 	int (*indexed)(struct mf_catalog *c, bool *out);
 	int (*set_indexed)(struct mf_catalog *c);
+
+	/* Whether run (or hold) r, as its row reads, is alive
+	 * (mf_catalog_judge_run): SQLite applies mf_catalog_run_alive at
+	 * now; a server database judges by what it knows of r's session
+	 * and its own clock. Every judge of a backend (the claim, holds)
+	 * judges so. */
+	int (*judge)(struct mf_catalog *c, const struct mf_run_rec *r,
+		     int64_t now, int64_t pending_expiry, bool *alive);
 
 	/* Snapshots, as their public functions in mf_catalog.h. rec is
 	 * valid (cat_snapshot_valid). delete_snapshot: atomically checks
@@ -176,14 +187,21 @@ struct mf_catalog_backend {
 	int (*get_totals)(struct mf_catalog *c, struct mf_catalog_totals *out);
 };
 
-/* The SQLite backend (sqlite_db.c). */
+/* The SQLite backend (sqlite_db.c) and the PostgreSQL one (pg_conn.c). */
 extern const struct mf_catalog_backend cat_sqlite_backend;
+extern const struct mf_catalog_backend cat_pg_backend;
+
+/* Whether libpq's reading of target (a URI or KEY=VALUE string) carries
+ * a password; false when it does not parse (pg_conn.c). */
+bool cat_pg_has_password(const char *target);
 
 /*
  * The backend a location names and the rest of it, the target, in
  * *target (borrowed from location): "sqlite:PATH" and a plain path (no
- * "SCHEME://") name SQLite with PATH. -EPROTONOSUPPORT for
- * "SCHEME://..." of any other scheme; -EINVAL for an empty path.
+ * "SCHEME://") name SQLite with PATH; "postgresql://..." and
+ * "postgres://..." name PostgreSQL with the whole URI, and
+ * "postgresql:KEY=VALUE ..." with the KEY=VALUE string. -EPROTONOSUPPORT
+ * for "SCHEME://..." of any other scheme; -EINVAL for an empty target.
  */
 int cat_backend_find(const char *location, const struct mf_catalog_backend **be,
 		     const char **target);
@@ -193,6 +211,12 @@ bool cat_run_state_valid(const char *state);
 bool cat_run_valid(const struct mf_run_rec *r);
 bool cat_hold_valid(const struct mf_run_rec *h);
 bool cat_snapshot_valid(const struct mf_snapshot_rec *r);
+/* Whether r is a run or hold of this very process: this host, boot and
+ * pid namespace, and this pid with its start time. */
+bool cat_run_is_self(const struct mf_run_rec *r);
+/* Remembers the server's (or library's) message of the calling thread's
+ * last failed catalog call, for mf_catalog_last_error; m may be NULL. */
+void mf_catalog_set_last_error(const char *m);
 
 /* The state's name (mf_shard_state_name) back to the state;
  * MF_CORRUPT("shard state") for text that names no state. */

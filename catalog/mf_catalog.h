@@ -7,10 +7,15 @@
  * abandon, heartbeat, list, expire-if-unchanged, hold and release); how a
  * backend stores them stays behind it (catalog_backend.h). A location
  * names the backend: a plain path or "sqlite:PATH" is the SQLite catalog,
- * the only backend so far. It is STORE/catalog.db in WAL mode; its schema
- * version is in PRAGMA user_version and migrates forward on open. Every
- * write runs in BEGIN IMMEDIATE with a busy timeout, so SQLITE_BUSY reaches
- * a caller only after the timeout, as -EBUSY.
+ * STORE/catalog.db in WAL mode; its schema version is in PRAGMA
+ * user_version and migrates forward on open. Every write runs in BEGIN
+ * IMMEDIATE with a busy timeout, so SQLITE_BUSY reaches a caller only
+ * after the timeout, as -EBUSY. "postgresql://..." or "postgres://..."
+ * (a libpq URI) and "postgresql:KEY=VALUE ..." (libpq's keyword string)
+ * name a PostgreSQL catalog shared by many hosts (pg_*.c): tables in the
+ * connection's search_path, a schema_version table migrated forward, row
+ * locks waited for up to the busy timeout (lock_timeout), liveness from
+ * the database (mf_catalog_judge_run).
  *
  * Not for: the store's files (mf_snapshot.h) or running stages. Never
  * prints. A handle (one connection) belongs to one thread at a time; open
@@ -89,8 +94,23 @@ struct mf_run_rec {
  * another process or none.
  */
 #define MF_RUN_STALE_MIN_S 30
+struct mf_catalog;
 bool mf_catalog_run_alive(const struct mf_run_rec *r, int64_t now,
 			  int64_t pending_expiry);
+
+/*
+ * Whether run (or hold) r, as read from c, is alive, as c's claims judge
+ * it: the rule every judge outside the catalog (gc, fsck) uses. SQLite:
+ * mf_catalog_run_alive(r, now, pending_expiry). PostgreSQL: the process
+ * of a run or holder keeps a session-level advisory lock for it while it
+ * lives; r is alive when active, its advisory lock is held by some
+ * session (c could not take it), and its heartbeat, written by the
+ * server's clock, is no older than pending_expiry (at least
+ * MF_RUN_STALE_MIN_S) by the server's clock; now is not used, no pid is
+ * looked up. 0 or -errno.
+ */
+int mf_catalog_judge_run(struct mf_catalog *c, const struct mf_run_rec *r,
+			 int64_t now, int64_t pending_expiry, bool *alive);
 
 struct mf_shard_rec {
 	char fp[MF_FP_HEX_LEN + 1];
@@ -118,12 +138,16 @@ struct mf_catalog;
 /*
  * Opens (creating and migrating) the catalog at location; busy_timeout_ms
  * <= 0 means the default of 10 s. A location is a plain path or
- * "sqlite:PATH" (the SQLite catalog at PATH); "SCHEME://..." names another
- * backend, which this build does not have: -EPROTONOSUPPORT (a caller says
- * "catalog 'LOCATION': Protocol not supported"). A relative path that
- * itself reads "SCHEME://..." must be written "./PATH" or "sqlite:PATH".
+ * "sqlite:PATH" (the SQLite catalog at PATH), or a PostgreSQL location
+ * (above); "SCHEME://..." of another scheme names a backend this build
+ * does not have: -EPROTONOSUPPORT (a caller says "catalog 'LOCATION':
+ * Protocol not supported"). A relative path that itself reads
+ * "SCHEME://..." must be written "./PATH" or "sqlite:PATH".
  * -EPROTO: written by a newer schema (left untouched); -EBADMSG: not a
- * database; -ENOENT: no such folder; -EINVAL: an empty path.
+ * database; -ENOENT: no such folder (PostgreSQL: no such database or
+ * schema); -EINVAL: an empty path; -ECONNREFUSED: no server answered;
+ * -EACCES: the server refused the role. mf_catalog_last_error() says
+ * what the server said.
  */
 int mf_catalog_open(const char *location, int busy_timeout_ms,
 		    struct mf_catalog **out);
@@ -152,6 +176,19 @@ int mf_catalog_check(const char *location, int busy_timeout_ms,
  * open the path again. One stat(2); false when SQLite cannot tell.
  */
 bool mf_catalog_moved(struct mf_catalog *c);
+
+/*
+ * The message of the calling thread's last failed catalog call, one line:
+ * the server's for PostgreSQL (a failed connection, a refused role, an
+ * error of a statement), sqlite3_errmsg for SQLite; "" when none. Borrowed
+ * until the thread's next catalog call.
+ */
+const char *mf_catalog_last_error(void);
+
+/* Whether location carries a password (a PostgreSQL URI's user:password@,
+ * or password=): a caller that got it from argv warns, since passwords
+ * belong in ~/.pgpass, PGPASSFILE or PGPASSWORD. */
+bool mf_catalog_location_has_password(const char *location);
 
 /*
  * Makes every call on c until mf_catalog_end one serializable unit, a

@@ -38,6 +38,7 @@ static int constraint_errno(int rc)
 
 int cat_errno(sqlite3 *db, int rc)
 {
+	mf_catalog_set_last_error(db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 	switch (rc & 0xff) {
 	case SQLITE_BUSY:
 	case SQLITE_LOCKED:
@@ -421,6 +422,15 @@ int sq_set_indexed(struct mf_catalog *c)
 	return cat_finish(c, exec_sql(c, sql));
 }
 
+/* One rule on one host: mf_catalog_run_alive. */
+static int sq_judge(struct mf_catalog *c, const struct mf_run_rec *r,
+		    int64_t now, int64_t pending_expiry, bool *alive)
+{
+	(void)c;
+	*alive = mf_catalog_run_alive(r, now, pending_expiry);
+	return 0;
+}
+
 void sq_close(struct mf_catalog *c)
 {
 	struct cat_db *d = cat_db(c);
@@ -432,6 +442,7 @@ void sq_close(struct mf_catalog *c)
 
 const struct mf_catalog_backend cat_sqlite_backend = {
     .name = "sqlite",
+    .alias = NULL,
     .open = sq_open,
     .close = sq_close,
     .check = sq_check,
@@ -440,6 +451,7 @@ const struct mf_catalog_backend cat_sqlite_backend = {
     .end = sq_end,
     .indexed = sq_indexed,
     .set_indexed = sq_set_indexed,
+    .judge = sq_judge,
     .put_snapshot = sq_put_snapshot,
     .get_snapshot = sq_get_snapshot,
     .find_name = sq_find_name,

@@ -24,6 +24,9 @@ typedef void (*mfs_log_fn)(void *arg, int level, const char *msg);
 
 struct mfs_opts {
 	const char *store_dir; /* absolute; created if missing */
+	/* the catalog's location (mf_engine_opts.catalog); NULL: the
+	 * store's own */
+	const char *catalog;
 	const char *pipelines_dir; /* absolute; may be missing (logged) */
 	unsigned workers; /* concurrent materializations; 0: cores */
 	uint64_t cache_bytes; /* decompressed chunk budget; 0: default */

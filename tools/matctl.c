@@ -71,7 +71,8 @@ struct mf_engine *ctl_engine(struct ctl *ctl)
 {
 	if (ctl->engine)
 		return ctl->engine;
-	struct mf_engine_opts o = {.store_dir = ctl->store};
+	struct mf_engine_opts o = {.store_dir = ctl->store,
+				   .catalog = ctl->catalog};
 	char *err = NULL;
 	int rc = mf_engine_open(&o, &ctl->engine, &err);
 	if (rc) {
@@ -269,7 +270,7 @@ static int cmd_gc(struct ctl *ctl)
 }
 
 static const char usage[] =
-    "usage: matctl [--store DIR] COMMAND [ARGS] [--json]\n"
+    "usage: matctl [--store DIR] [--catalog URL] COMMAND [ARGS] [--json]\n"
     "       matctl --help | --version\n"
     "\n"
     "commands:\n"
@@ -300,6 +301,11 @@ static const char usage[] =
     "  -s, --store DIR              the store (default "
     "$XDG_CACHE_HOME/matfs,\n"
     "                               else ~/.cache/matfs)\n"
+    "  --catalog URL                the catalog (default "
+    "sqlite:STORE/catalog.db;\n"
+    "                               postgresql://... is the one a "
+    "cluster's\n"
+    "                               daemons share)\n"
     "  --json                       output for scripts (ls, stat, expire, "
     "fsck)\n"
     "  --explain                    fingerprint: every covered component\n"
@@ -345,6 +351,7 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 {
 	static const struct option opts[] = {
 	    {"store", required_argument, NULL, 's'},
+	    {"catalog", required_argument, NULL, 'C'},
 	    {"json", no_argument, NULL, 'J'},
 	    {"explain", no_argument, NULL, 'E'},
 	    {"jobs", required_argument, NULL, 'j'},
@@ -362,6 +369,16 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 		switch (c) {
 		case 's':
 			ctl->store = optarg;
+			break;
+		case 'C':
+			ctl->catalog = optarg;
+			if (mf_engine_catalog_has_password(optarg))
+				ctl_err("warning: catalog '%s' carries a "
+					"password, which every user of this "
+					"host can read in the process list; "
+					"put it in ~/.pgpass, PGPASSFILE or "
+					"PGPASSWORD",
+					optarg);
 			break;
 		case 'J':
 			ctl->json = true;

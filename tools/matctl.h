@@ -12,6 +12,7 @@
 
 struct ctl {
 	const char *store; /* --store, or the default */
+	const char *catalog; /* --catalog, or NULL: the store's own */
 	bool json; /* --json */
 	bool explain; /* --explain */
 	unsigned jobs; /* -j N */

@@ -88,7 +88,8 @@ static void fsck_report(void *arg, const struct mf_fsck_problem *p)
 
 static int fsck_check(struct ctl *ctl)
 {
-	struct mf_engine_opts opts = {.store_dir = ctl->store};
+	struct mf_engine_opts opts = {.store_dir = ctl->store,
+				      .catalog = ctl->catalog};
 	struct fsck_out o = {.ctl = ctl};
 	uint32_t n = 0;
 	char *err = NULL;
@@ -191,7 +192,8 @@ static void rebuild_summary(struct ctl *ctl, struct fsck_out *o,
 
 static int fsck_rebuild(struct ctl *ctl)
 {
-	struct mf_engine_opts opts = {.store_dir = ctl->store};
+	struct mf_engine_opts opts = {.store_dir = ctl->store,
+				      .catalog = ctl->catalog};
 	struct fsck_out o = {.ctl = ctl};
 	struct mf_rebuild_stats st;
 	char *err = NULL;

@@ -219,6 +219,7 @@ int cmd_warm(struct ctl *ctl)
 	static struct warm w;
 	if (!ctl->engine) {
 		struct mf_engine_opts o = {.store_dir = ctl->store,
+					   .catalog = ctl->catalog,
 					   .progress = on_progress};
 		char *err = NULL;
 		int rc = mf_engine_open(&o, &ctl->engine, &err);

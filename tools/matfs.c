@@ -37,7 +37,8 @@
 #define STOP_WAIT_MS 2000 /* for materializations running at unmount */
 
 struct cli {
-	char *store, *pipelines, *max_size, *workers, *cache, *spec_poll;
+	char *store, *catalog, *pipelines, *max_size, *workers, *cache;
+	char *spec_poll;
 	char *cgroup;
 	char *spec_timeout;
 	char *log, *log_size;
@@ -57,6 +58,9 @@ static const struct fuse_opt cli_opts[] = {
     OPT("--store=%s", store),
     OPT("--store %s", store),
     OPT("store=%s", store),
+    OPT("--catalog=%s", catalog),
+    OPT("--catalog %s", catalog),
+    OPT("catalog=%s", catalog),
     OPT("--pipelines=%s", pipelines),
     OPT("--pipelines %s", pipelines),
     OPT("pipelines=%s", pipelines),
@@ -80,8 +84,8 @@ static const struct fuse_opt cli_opts[] = {
 };
 
 static const char usage[] =
-    "usage: matfs [--store DIR] [--pipelines DIR] [-f] [-d] [-o OPTIONS] "
-    "MOUNTPOINT\n"
+    "usage: matfs [--store DIR] [--catalog URL] [--pipelines DIR] [-f] [-d]\n"
+    "             [-o OPTIONS] MOUNTPOINT\n"
     "\n"
     "Serves the outputs of the pipelines in the pipelines folder as files:\n"
     "one directory per fingerprint, one symlink per pipeline name, one\n"
@@ -89,6 +93,10 @@ static const char usage[] =
     "\n"
     "  --store DIR        the store (default $XDG_CACHE_HOME/matfs, else\n"
     "                     ~/.cache/matfs); also -o store=DIR\n"
+    "  --catalog URL      the catalog (default sqlite:STORE/catalog.db);\n"
+    "                     postgresql://... shares one among many hosts\n"
+    "                     (passwords from ~/.pgpass, PGPASSFILE or\n"
+    "                     PGPASSWORD); also -o catalog=URL\n"
     "  --pipelines DIR    the folder of specs, *.yaml and *.yml (default\n"
     "                     ./pipelines); also -o pipelines=DIR\n"
     "  -f                 stay in the foreground\n"
@@ -226,6 +234,14 @@ static int make_opts(struct cli *c, struct mfs_opts *o)
 	if (!s || !p)
 		return -ENOMEM;
 	o->store_dir = s;
+	o->catalog = c->catalog;
+	if (c->catalog && mf_engine_catalog_has_password(c->catalog))
+		fprintf(stderr,
+			"matfs: warning: catalog '%s' carries a "
+			"password, which every user of this host can "
+			"read in the process list; put it in "
+			"~/.pgpass, PGPASSFILE or PGPASSWORD\n",
+			c->catalog);
 	o->pipelines_dir = p;
 	o->allow_other = c->allow_other;
 	o->log = log_msg;
@@ -515,6 +531,7 @@ static int check_mountpoint(const char *arg, const char *mnt)
 static void cli_release(struct cli *c)
 {
 	free(c->store);
+	free(c->catalog);
 	free(c->pipelines);
 	free(c->max_size);
 	free(c->workers);

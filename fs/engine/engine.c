@@ -34,8 +34,13 @@ void eng_errf(char **err, const char *fmt, ...)
 
 #define SQLITE_PREFIX "sqlite:"
 
-int eng_catalog_location(const struct mf_store *st, char **out)
+int eng_catalog_location(const struct mf_engine_opts *o,
+			 const struct mf_store *st, char **out)
 {
+	if (o->catalog) {
+		*out = strdup(o->catalog);
+		return *out ? 0 : -ENOMEM;
+	}
 	if (asprintf(out, SQLITE_PREFIX "%s/%s", mf_store_path(st),
 		     MF_CATALOG_FILE) < 0) {
 		*out = NULL;
@@ -44,9 +49,16 @@ int eng_catalog_location(const struct mf_store *st, char **out)
 	return 0;
 }
 
+bool mf_engine_catalog_has_password(const char *location)
+{
+	return mf_catalog_location_has_password(location);
+}
+
 const char *eng_catalog_shown(const char *location)
 {
-	return location + strlen(SQLITE_PREFIX);
+	if (strncmp(location, SQLITE_PREFIX, strlen(SQLITE_PREFIX)) == 0)
+		return location + strlen(SQLITE_PREFIX);
+	return location;
 }
 
 int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out)
@@ -211,18 +223,22 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 		eng_errf(err, "store '%s': %s", o->store_dir, strerror(-rc));
 		return rc;
 	}
-	if (eng_catalog_location(e->store, &e->catalog_path) != 0)
+	if (eng_catalog_location(o, e->store, &e->catalog_path) != 0)
 		return -ENOMEM;
 	struct mf_catalog *c;
 	rc = mf_catalog_open(e->catalog_path, o->busy_timeout_ms, &c);
 	if (rc) {
-		eng_errf(
-		    err, "catalog '%s': %s", eng_catalog_shown(e->catalog_path),
-		    rc == -EPROTO	 ? "made by a newer matfs"
-			: rc == -EBADMSG ? "not a valid catalog (matctl fsck "
-					   "--rebuild rebuilds it from the "
-					   "store)"
-					 : strerror(-rc));
+		/* a server says why (a refused role, no such database) */
+		const char *why = o->catalog ? mf_catalog_last_error() : "";
+		eng_errf(err, "catalog '%s': %s%s%s%s",
+			 eng_catalog_shown(e->catalog_path),
+			 rc == -EPROTO ? "made by a newer matfs"
+			     : rc == -EBADMSG
+			     ? "not a valid catalog (matctl fsck "
+			       "--rebuild rebuilds it from the "
+			       "store)"
+			     : strerror(-rc),
+			 *why ? " (" : "", why, *why ? ")" : "");
 		return rc;
 	}
 	/* before anything registers or reclaims: a new catalog beside a

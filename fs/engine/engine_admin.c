@@ -49,15 +49,17 @@ static bool rec_is(const struct mf_shard_rec *rec, uint64_t generation)
 	    rec->generation == generation;
 }
 
-/* Judged as the catalog's claim judges a run (mf_catalog_run_alive). */
+/* Judged as the catalog's claim judges a run (mf_catalog_judge_run). */
 static bool run_alive(struct mf_catalog *c, const char *run_id,
 		      int64_t pending_expiry)
 {
 	struct mf_run_rec run;
+	bool alive = true;
 	int rc = mf_catalog_get_run(c, run_id, &run);
 	if (rc)
 		return rc != -ENOENT; /* a busy catalog proves nothing */
-	return mf_catalog_run_alive(&run, mf_now_s(), pending_expiry);
+	rc = mf_catalog_judge_run(c, &run, mf_now_s(), pending_expiry, &alive);
+	return rc != 0 || alive; /* nor does a failed judge */
 }
 
 /* True when rec is a computation under way: running, in a live run. */

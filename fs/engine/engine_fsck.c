@@ -230,14 +230,17 @@ struct fp_walk {
 };
 
 /* Alive as mf_catalog_claim_shard judges a run holding a shard
- * (mf_catalog_run_alive), and a run of this very snapshot. */
+ * (mf_catalog_judge_run), and a run of this very snapshot. */
 static bool run_live(struct fsck *x, const struct mf_snapshot_rec *s,
 		     const char *run_id)
 {
 	struct mf_run_rec r;
+	bool alive = false;
 	return mf_catalog_get_run(x->c, run_id, &r) == 0 &&
 	    strcmp(r.fp, s->fp) == 0 &&
-	    mf_catalog_run_alive(&r, x->now, s->pending_expiry);
+	    mf_catalog_judge_run(x->c, &r, x->now, s->pending_expiry, &alive) ==
+	    0 &&
+	    alive;
 }
 
 static const struct mf_shard_rec *rec_of(const struct fp_walk *w, uint32_t i)
@@ -369,7 +372,7 @@ int mf_engine_fsck(const struct mf_engine_opts *opts, mf_fsck_fn report,
 	}
 	char *path = NULL;
 	bool usable = false;
-	rc = eng_catalog_location(x.st, &path);
+	rc = eng_catalog_location(opts, x.st, &path);
 	if (rc == 0)
 		rc = mf_catalog_check(path, busy_ms(opts), catalog_problem, &x,
 				      &usable);

@@ -599,17 +599,20 @@ int eng_catalog_ready(struct mf_engine *e, struct mf_catalog *c)
 
 /* ---- fsck --rebuild ---- */
 
-/* Moves the old catalog aside and opens a fresh one. */
-static int fresh_catalog(struct rebuild *x, int busy, char **err)
+/* Moves the store's own catalog aside and opens a fresh one. A catalog
+ * elsewhere (a server's database) cannot be moved aside: it is opened as
+ * it is, and indexing adds what it lacks. */
+static int fresh_catalog(struct rebuild *x, const struct mf_engine_opts *o,
+			 int busy, char **err)
 {
-	int rc = move_aside(x, mf_now_s());
+	int rc = o->catalog ? 0 : move_aside(x, mf_now_s());
 	if (rc) {
 		eng_errf(err, "moving the old catalog aside: %s",
 			 strerror(-rc));
 		return rc;
 	}
 	char *path;
-	if (eng_catalog_location(x->st, &path) != 0)
+	if (eng_catalog_location(o, x->st, &path) != 0)
 		return -ENOMEM;
 	rc = mf_catalog_open(path, busy, &x->c);
 	if (rc)
@@ -631,7 +634,8 @@ int mf_engine_rebuild(const struct mf_engine_opts *opts, mf_rebuild_fn report,
 		return rc;
 	}
 	rc = fresh_catalog(
-	    &x, opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 10000, err);
+	    &x, opts, opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 10000,
+	    err);
 	if (rc == 0)
 		rc = eng_index(x.st, x.c, NULL, report, arg, &x.stats);
 	if (rc)

@@ -38,6 +38,11 @@
  * frees; NULL when out of memory. */
 char *mf_engine_default_store(void);
 
+/* Whether a catalog location (mf_engine_opts.catalog) carries a password:
+ * one given in argv is visible to every user of the host, so a front end
+ * warns (passwords belong in ~/.pgpass, PGPASSFILE or PGPASSWORD). */
+bool mf_engine_catalog_has_password(const char *location);
+
 /* Called from the materializing thread after each chunk is handed to the
  * store, and once more with done = true. Must not block. */
 typedef void (*mf_progress_fn)(void *arg, const char *fp, uint32_t shard,
@@ -79,6 +84,10 @@ struct mf_rebuild_item;
 
 struct mf_engine_opts {
 	const char *store_dir; /* required; created if missing */
+	/* the catalog's location (mf_catalog_open): NULL for the store's
+	 * own, "sqlite:STORE/catalog.db"; "postgresql://..." for a catalog
+	 * shared by many hosts */
+	const char *catalog;
 	int busy_timeout_ms; /* catalog busy timeout; <= 0: 10 s */
 	unsigned compress_threads; /* per materialization; 0: 2 */
 	unsigned heartbeat_s; /* run heartbeat period; 0: 5 s */

@@ -28,9 +28,10 @@ static int copy_opts(struct mfs *m, const struct mfs_opts *o)
 	m->o.pipelines_dir = strdup(o->pipelines_dir);
 	m->o.mountpoint = o->mountpoint ? strdup(o->mountpoint) : NULL;
 	m->o.log_dest = o->log_dest ? strdup(o->log_dest) : NULL;
+	m->o.catalog = o->catalog ? strdup(o->catalog) : NULL;
 	if (!m->o.store_dir || !m->o.pipelines_dir ||
 	    (o->mountpoint && !m->o.mountpoint) ||
-	    (o->log_dest && !m->o.log_dest))
+	    (o->log_dest && !m->o.log_dest) || (o->catalog && !m->o.catalog))
 		return -ENOMEM;
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	m->cores = n > 0 ? (unsigned)n : 1;
@@ -76,6 +77,7 @@ static int setup(struct mfs *m, const struct mfs_opts *o, char **err)
 	/* the cache first: the engine hands it chunks */
 	rc = mfs_cache_new(m->o.cache_bytes, &m->cache);
 	struct mf_engine_opts eo = {.store_dir = m->o.store_dir,
+				    .catalog = m->o.catalog,
 				    .chunk = on_chunk,
 				    .chunk_arg = m,
 				    .indexed = on_indexed,
@@ -211,6 +213,7 @@ void mfs_free(struct mfs *m)
 	free((char *)m->o.pipelines_dir);
 	free((char *)m->o.mountpoint);
 	free((char *)m->o.log_dest);
+	free((char *)m->o.catalog);
 	pthread_mutex_destroy(&m->node_lock);
 	pthread_mutex_destroy(&m->ns_lock);
 	free(m);

@@ -61,10 +61,19 @@ static void test_location_parse(void **state)
 	assert_ptr_equal(be, &cat_sqlite_backend);
 	assert_string_equal(target, "a:b/catalog.db");
 
+	/* PostgreSQL takes a URI whole, and KEY=VALUE after its name */
 	assert_int_equal(
-	    cat_backend_find("postgresql://db.example/matfs", &be, &target),
-	    -EPROTONOSUPPORT);
-	assert_int_equal(cat_backend_find("postgres://x", &be, &target),
+	    cat_backend_find("postgresql://db.example/matfs", &be, &target), 0);
+	assert_ptr_equal(be, &cat_pg_backend);
+	assert_string_equal(target, "postgresql://db.example/matfs");
+	assert_int_equal(cat_backend_find("postgres://x", &be, &target), 0);
+	assert_ptr_equal(be, &cat_pg_backend);
+	assert_string_equal(target, "postgres://x");
+	assert_int_equal(
+	    cat_backend_find("postgresql:host=h dbname=d", &be, &target), 0);
+	assert_ptr_equal(be, &cat_pg_backend);
+	assert_string_equal(target, "host=h dbname=d");
+	assert_int_equal(cat_backend_find("redis://db.example/0", &be, &target),
 			 -EPROTONOSUPPORT);
 	assert_int_equal(cat_backend_find("My+sql.v2-x://h", &be, &target),
 			 -EPROTONOSUPPORT);
@@ -80,7 +89,7 @@ static void test_open_locations(void **state)
 	char loc[200];
 
 	/* nothing is created for a backend this build does not have */
-	assert_int_equal(mf_catalog_open("postgresql://localhost/matfs", 0, &c),
+	assert_int_equal(mf_catalog_open("redis://localhost/0", 0, &c),
 			 -EPROTONOSUPPORT);
 	assert_null(c);
 	assert_int_equal(mf_catalog_open("sqlite:", 0, &c), -EINVAL);
@@ -111,54 +120,47 @@ static void test_open_locations(void **state)
 	mf_catalog_close(c);
 }
 
-static void test_table_complete(void **state)
+/* Every operation of backend b is filled. */
+static void table_complete(const struct mf_catalog_backend *b)
 {
-	(void)state;
-	const struct mf_catalog_backend *b = &cat_sqlite_backend;
-	assert_string_equal(b->name, "sqlite");
 	const bool filled[] = {
-	    b->open != NULL,
-	    b->close != NULL,
-	    b->check != NULL,
-	    b->moved != NULL,
-	    b->begin != NULL,
-	    b->end != NULL,
-	    b->indexed != NULL,
-	    b->set_indexed != NULL,
-	    b->put_snapshot != NULL,
-	    b->get_snapshot != NULL,
-	    b->find_name != NULL,
-	    b->list_snapshots != NULL,
-	    b->delete_snapshot != NULL,
-	    b->add_run != NULL,
-	    b->get_run != NULL,
-	    b->list_runs != NULL,
-	    b->heartbeat != NULL,
-	    b->set_run_state != NULL,
-	    b->delete_run != NULL,
-	    b->hold != NULL,
-	    b->release != NULL,
-	    b->list_holds != NULL,
-	    b->heartbeat_holds != NULL,
-	    b->prune_holds != NULL,
-	    b->get_shard != NULL,
-	    b->list_shards != NULL,
-	    b->claim != NULL,
-	    b->complete != NULL,
-	    b->fail != NULL,
-	    b->reset != NULL,
-	    b->abandon != NULL,
-	    b->expire != NULL,
-	    b->touch != NULL,
-	    b->add_totals != NULL,
-	    b->get_totals != NULL,
+	    b->open != NULL,	       b->close != NULL,
+	    b->check != NULL,	       b->moved != NULL,
+	    b->begin != NULL,	       b->end != NULL,
+	    b->indexed != NULL,	       b->set_indexed != NULL,
+	    b->judge != NULL,	       b->put_snapshot != NULL,
+	    b->get_snapshot != NULL,   b->find_name != NULL,
+	    b->list_snapshots != NULL, b->delete_snapshot != NULL,
+	    b->add_run != NULL,	       b->get_run != NULL,
+	    b->list_runs != NULL,      b->heartbeat != NULL,
+	    b->set_run_state != NULL,  b->delete_run != NULL,
+	    b->hold != NULL,	       b->release != NULL,
+	    b->list_holds != NULL,     b->heartbeat_holds != NULL,
+	    b->prune_holds != NULL,    b->get_shard != NULL,
+	    b->list_shards != NULL,    b->claim != NULL,
+	    b->complete != NULL,       b->fail != NULL,
+	    b->reset != NULL,	       b->abandon != NULL,
+	    b->expire != NULL,	       b->touch != NULL,
+	    b->add_totals != NULL,     b->get_totals != NULL,
 	};
-	/* every member after the name is an operation, and each is listed */
+	/* every member after the name and alias is an operation, and each
+	 * is listed */
 	assert_int_equal(sizeof(filled) / sizeof(filled[0]),
-			 (sizeof(*b) - sizeof(b->name)) /
+			 (sizeof(*b) - sizeof(b->name) - sizeof(b->alias)) /
 			     sizeof(void (*)(void)));
 	for (size_t i = 0; i < sizeof(filled) / sizeof(filled[0]); i++)
 		assert_true(filled[i]);
+}
+
+static void test_table_complete(void **state)
+{
+	(void)state;
+	assert_string_equal(cat_sqlite_backend.name, "sqlite");
+	assert_null(cat_sqlite_backend.alias);
+	table_complete(&cat_sqlite_backend);
+	assert_string_equal(cat_pg_backend.name, "postgresql");
+	assert_string_equal(cat_pg_backend.alias, "postgres");
+	table_complete(&cat_pg_backend);
 }
 
 /* Malformed rows answer -EBADMSG with the check that found them. */
@@ -274,7 +276,7 @@ static void test_check_sound_missing_empty(void **state)
 	assert_int_equal(mf_catalog_check(loc, 0, NULL, NULL, &usable), 0);
 	assert_true(usable);
 	assert_int_equal(
-	    mf_catalog_check("postgresql://h/db", 0, on_problem, &s, &usable),
+	    mf_catalog_check("redis://h/0", 0, on_problem, &s, &usable),
 	    -EPROTONOSUPPORT);
 	assert_int_equal(s.n, 0);
 	assert_false(usable);

@@ -23,9 +23,13 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "catalog_test.h"
 
@@ -36,6 +40,7 @@ struct contract {
 	struct mf_catalog *cat;
 	struct mf_snapshot_rec snap; /* 4 shards, pending_expiry 3600 s */
 	const char *fp;
+	const char *loc; /* the location opened */
 };
 
 static int setup(void **state)
@@ -52,6 +57,7 @@ static int setup(void **state)
 	if (mf_random_hex(MF_FP_HEX_LEN / 2, x.snap.fp))
 		return -1;
 	x.fp = x.snap.fp;
+	x.loc = loc && *loc ? loc : x.f->loc;
 	x.f->cat = x.cat; /* closed by ct_teardown */
 	*state = &x;
 	return mf_catalog_put_snapshot(x.cat, &x.snap) ? -1 : 0;
@@ -323,14 +329,147 @@ static void test_totals(void **state)
 	assert_int_equal(t2.started, t1.started);
 }
 
+/* Claimers on connections of their own, all at once. */
+#define CLAIMERS 6
+struct claimer {
+	const struct contract *x;
+	pthread_barrier_t *go;
+	enum mf_claim got;
+	int rc;
+};
+
+static void *claimer_main(void *arg)
+{
+	struct claimer *k = arg;
+	struct mf_catalog *c = NULL;
+	struct mf_run_rec me;
+	k->rc = mf_catalog_open(k->x->loc, 0, &c);
+	ct_run_self(&me, '1', k->x->fp);
+	if (!k->rc)
+		k->rc = mf_random_hex(MF_RUN_ID_HEX_LEN / 2, me.run_id);
+	pthread_barrier_wait(k->go);
+	if (!k->rc)
+		k->rc = mf_catalog_claim_shard(c, k->x->fp, 3, &me, mf_now_s(),
+					       &k->got, NULL);
+	mf_catalog_close(c);
+	return NULL;
+}
+
+static void test_one_claimer_wins(void **state)
+{
+	struct contract *x = *state;
+	struct claimer k[CLAIMERS];
+	pthread_t t[CLAIMERS];
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, CLAIMERS);
+	for (int i = 0; i < CLAIMERS; i++) {
+		k[i] = (struct claimer){.x = x, .go = &go, .got = -1};
+		assert_int_equal(
+		    pthread_create(&t[i], NULL, claimer_main, &k[i]), 0);
+	}
+	int mine = 0;
+	for (int i = 0; i < CLAIMERS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(k[i].rc, 0);
+		mine += k[i].got == MF_CLAIM_MINE;
+		assert_true(k[i].got == MF_CLAIM_MINE ||
+			    k[i].got == MF_CLAIM_WAIT);
+	}
+	pthread_barrier_destroy(&go);
+	assert_int_equal(mine, 1);
+}
+
+/* A child process claims shard 2 on a connection of its own, says so on
+ * a pipe, and waits for its stdin to close. */
+static pid_t claiming_child(const struct contract *x, int *ready, int *hold)
+{
+	int up[2], down[2];
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(down), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct mf_catalog *c;
+		struct mf_run_rec me;
+		enum mf_claim got = -1;
+		char b;
+		close(up[0]);
+		close(down[1]);
+		ct_run_self(&me, '1', x->fp);
+		if (mf_random_hex(MF_RUN_ID_HEX_LEN / 2, me.run_id) ||
+		    mf_catalog_open(x->loc, 0, &c) ||
+		    mf_catalog_claim_shard(c, x->fp, 2, &me, mf_now_s(), &got,
+					   NULL) ||
+		    got != MF_CLAIM_MINE)
+			_exit(1);
+		b = 'y';
+		if (write(up[1], &b, 1) != 1)
+			_exit(1);
+		(void)read(down[0], &b, 1);
+		_exit(0); /* no close: a process that dies */
+	}
+	close(up[1]);
+	close(down[0]);
+	*ready = up[0];
+	*hold = down[1];
+	return pid;
+}
+
+static void test_dead_process_taken_over(void **state)
+{
+	struct contract *x = *state;
+	struct mf_run_rec me;
+	struct mf_shard_rec cur;
+	int ready, hold, status;
+	char b = 0;
+	run_of(x, &me, true);
+	pid_t pid = claiming_child(x, &ready, &hold);
+	assert_int_equal(read(ready, &b, 1), 1);
+	/* the child lives: its claim holds */
+	assert_int_equal(claim(x, 2, &me, 0, &cur), MF_CLAIM_WAIT);
+	char owner[MF_RUN_ID_HEX_LEN + 1];
+	memcpy(owner, cur.run_id, sizeof(owner));
+	mf_shard_rec_release(&cur);
+	close(hold);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(ready);
+	/* the child is gone: taken over at once (the server may take a
+	 * moment to see the connection closed) */
+	enum mf_claim got = MF_CLAIM_WAIT;
+	for (int i = 0; i < 500 && got == MF_CLAIM_WAIT; i++) {
+		got = claim(x, 2, &me, 0, NULL);
+		if (got == MF_CLAIM_WAIT)
+			usleep(10000);
+	}
+	assert_int_equal(got, MF_CLAIM_MINE);
+	struct mf_run_rec r;
+	assert_int_equal(mf_catalog_get_run(x->cat, owner, &r), 0);
+	assert_string_equal(r.state, "dead");
+	bool alive = true;
+	assert_int_equal(
+	    mf_catalog_judge_run(x->cat, &r, mf_now_s(), 3600, &alive), 0);
+	assert_false(alive);
+	assert_int_equal(mf_catalog_get_run(x->cat, me.run_id, &r), 0);
+	assert_int_equal(
+	    mf_catalog_judge_run(x->cat, &r, mf_now_s(), 3600, &alive), 0);
+	assert_true(alive);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
-	    T(test_claim_complete),	 T(test_failure_reaches_waiters),
-	    T(test_lost_claim),		 T(test_abandon_reset),
-	    T(test_expire_if_unchanged), T(test_holds_and_delete),
-	    T(test_unit_rolls_back),	 T(test_totals),
+	    T(test_claim_complete),
+	    T(test_failure_reaches_waiters),
+	    T(test_lost_claim),
+	    T(test_abandon_reset),
+	    T(test_expire_if_unchanged),
+	    T(test_holds_and_delete),
+	    T(test_unit_rolls_back),
+	    T(test_one_claimer_wins),
+	    T(test_dead_process_taken_over),
+	    T(test_totals),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);

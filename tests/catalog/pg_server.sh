@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# pg_server.sh - a throwaway PostgreSQL 15 for the tests, from Debian's
+# binaries: initdb into a temporary folder as an unprivileged user
+# (nobody, when run as root), listening on 127.0.0.1 at a free port and on
+# a unix socket in that folder; always stopped and removed on exit, even
+# when the command fails or is killed.
+#
+#   pg_server.sh COMMAND [ARGS...]   runs COMMAND with the server up and
+#                                     exits with its status
+#   pg_server.sh restart              (from inside COMMAND) restarts it
+#
+# COMMAND gets MF_PG_URL, a location for a role "matfs" that owns nothing
+# but its schema "matfs" (search_path set by options=-csearch_path=matfs),
+# MF_TEST_CATALOG_LOCATION (the same), MF_PG_ADMIN (a location of the
+# superuser "postgres" on database matfs, over the unix socket),
+# MF_PG_DATA, MF_PG_BIN, MF_PG_RUNAS and MF_PG_SERVER (this script). Exits 77 (skip) only when the binaries
+# are missing. Not a test itself.
+set -uo pipefail
+
+bin=${MF_PG_BIN:-/usr/lib/postgresql/15/bin}
+
+# as_owner CMD...: runs CMD as the server's unprivileged owner.
+as_owner() {
+  if [ -n "${MF_PG_RUNAS:-}" ]; then
+    setpriv --reuid="$MF_PG_RUNAS" --regid="$(id -g "$MF_PG_RUNAS")" \
+      --clear-groups -- "$@"
+  else
+    "$@"
+  fi
+}
+
+start() {
+  as_owner "$bin/pg_ctl" -D "$MF_PG_DATA" -l "$MF_PG_DATA/../server.log" \
+    -w -t 60 -o "-p $MF_PG_PORT" start >/dev/null
+}
+
+if [ "${1:-}" = restart ]; then
+  : "${MF_PG_DATA:?restart runs inside pg_server.sh}"
+  as_owner "$bin/pg_ctl" -D "$MF_PG_DATA" -w -t 60 -m fast stop >/dev/null &&
+    start
+  exit
+fi
+
+[ $# -gt 0 ] || { echo "usage: pg_server.sh COMMAND [ARGS...]" >&2; exit 2; }
+for b in initdb pg_ctl postgres psql; do
+  p=$bin/$b
+  [ "$b" = psql ] && p=$(command -v psql || echo "$bin/psql")
+  [ -x "$p" ] || { echo "skip: no $p (apt-get install postgresql)"; exit 77; }
+done
+
+dir=$(mktemp -d /tmp/mf-pg.XXXXXX)
+export MF_PG_RUNAS=""
+if [ "$(id -u)" -eq 0 ]; then
+  export MF_PG_RUNAS=nobody
+  chown nobody "$dir"
+fi
+chmod 700 "$dir"
+export MF_PG_DATA=$dir/data MF_PG_BIN=$bin MF_PG_SERVER=$0
+
+cleanup() {
+  if [ -f "$MF_PG_DATA/postmaster.pid" ]; then
+    as_owner "$bin/pg_ctl" -D "$MF_PG_DATA" -w -t 30 -m immediate stop \
+      >/dev/null 2>&1
+  fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+MF_PG_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export MF_PG_PORT
+
+as_owner "$bin/initdb" -D "$MF_PG_DATA" -U postgres --auth=trust \
+  --encoding=UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
+  { cat "$dir/initdb.log" >&2; echo "pg_server.sh: initdb failed" >&2; exit 1; }
+cat >>"$MF_PG_DATA/postgresql.conf" <<EOF
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$dir'
+fsync = off
+max_connections = 200
+EOF
+start || { cat "$dir/server.log" >&2; exit 1; }
+
+# a role with no rights but CREATE on its own schema
+"$(command -v psql || echo "$bin/psql")" -q -X -v ON_ERROR_STOP=1 \
+  -h "$dir" -p "$MF_PG_PORT" -U postgres -d postgres >/dev/null <<'EOF' ||
+CREATE ROLE matfs LOGIN;
+CREATE DATABASE matfs;
+\c matfs
+REVOKE ALL ON SCHEMA public FROM PUBLIC;
+CREATE SCHEMA matfs AUTHORIZATION matfs;
+EOF
+  { echo "pg_server.sh: setting up the role failed" >&2; exit 1; }
+
+export MF_PG_URL="postgresql://matfs@127.0.0.1:$MF_PG_PORT/matfs?options=-csearch_path%3Dmatfs"
+export MF_TEST_CATALOG_LOCATION=$MF_PG_URL
+export MF_PG_ADMIN="host=$dir port=$MF_PG_PORT user=postgres dbname=matfs"
+"$@"
