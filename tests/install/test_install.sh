@@ -251,6 +251,11 @@ unshare -m --propagation private bash -c '
   tmp=$1 matfs=$2
   fail() { echo "FAIL: $*" >&2; exit 1; }
   trap "grep -q \" \$tmp/mnt fuse\" /proc/self/mounts && umount -l \$tmp/mnt" EXIT
+  # detach the copies of other tests FUSE mounts this namespace holds:
+  # they would keep those mounts, and their daemons, alive
+  awk "\$3 ~ /^fuse/ { print \$2 }" /proc/self/mounts | while read -r m; do
+    umount -l "$(printf "%b" "$m")" 2>/dev/null
+  done
   mount --bind "$tmp/sbin" /usr/local/sbin || fail "bind over /usr/local/sbin"
   mount -t fuse.matfs matfs "$tmp/mnt" \
     -o "store=$tmp/mstore,pipelines=$tmp/ex/pipelines,nofail" ||

@@ -18,6 +18,13 @@ if [ "${1:-}" != inner ]; then
   exit $?
 fi
 
+# This namespace holds a copy of every mount there was, the FUSE mounts
+# of tests running beside this one included: a copy keeps such a mount
+# alive after its own test unmounts it, and its daemon waits. Detach them.
+awk '$3 ~ /^fuse/ { print $2 }' /proc/self/mounts | while read -r m; do
+  umount -l "$(printf '%b' "$m")" 2>/dev/null
+done
+
 # --- a /dev without /dev/log, in this mount namespace only ---
 olddev=$(mktemp -d /tmp/mf-olddev.XXXXXX)
 mount --bind /dev "$olddev" || fail "bind /dev"
