@@ -99,6 +99,47 @@ static void log_of_mount(void *arg, const char *mnt)
 	w->syslog = strcmp(dest, "syslog") == 0;
 }
 
+/* Who may own the log: root, the store's owner and the owner of the
+ * mount's root (the daemon's user). */
+struct log_owners {
+	uid_t uid[3];
+};
+
+/* Opens the log at path for reading, refusing what the daemon would not
+ * have written (docs/security.md): a symlink (ELOOP), or anything but a
+ * regular file with one link owned by one of owners (EPERM). So root's
+ * matctl log never prints a file another user planted at the path. */
+static int open_log(const char *path, const struct log_owners *owners, int *out)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	int rc = fstat(fd, &st) == 0 ? -EPERM : -errno;
+	for (size_t i = 0; rc == -EPERM && i < 3; i++)
+		if (S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+		    st.st_uid == owners->uid[i])
+			rc = 0;
+	if (rc == 0 && fcntl(fd, F_SETFL, O_RDONLY) != 0)
+		rc = -errno;
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	*out = fd;
+	return 0;
+}
+
+static const char *log_refusal(int rc)
+{
+	if (rc == -ELOOP)
+		return "a symlink, not the daemon's log";
+	if (rc == -EPERM)
+		return "not a regular file with one link owned by root, the "
+		       "store's owner or the daemon's user";
+	return strerror(-rc);
+}
+
 /* Copies what fd has from its offset to stdout; 0 or -errno. */
 static int drain(int fd)
 {
@@ -112,10 +153,14 @@ static int drain(int fd)
 }
 
 /* tail -F: reads on as the file grows; when it is rotated (another file
- * at path) the rest of the old one, then the new one from its start. */
-static int follow(const char *path, int fd)
+ * at path) the rest of the old one, then the new one from its start. A
+ * file at path that open_log refuses is said once, and the old one is
+ * followed on until the path holds the daemon's log again. */
+static int follow(const char *path, const struct log_owners *owners, int *fdp)
 {
+	int refused = 0;
 	for (;;) {
+		int fd = *fdp;
 		int rc = drain(fd);
 		if (rc)
 			return rc;
@@ -123,18 +168,28 @@ static int follow(const char *path, int fd)
 		struct stat fst, pst;
 		if (fstat(fd, &fst) != 0)
 			return -errno;
-		if (stat(path, &pst) != 0 ||
+		if (lstat(path, &pst) != 0 ||
 		    (pst.st_ino == fst.st_ino && pst.st_dev == fst.st_dev)) {
 			if (lseek(fd, 0, SEEK_CUR) > fst.st_size)
 				(void)lseek(fd, 0, SEEK_SET); /* truncated */
 			continue;
 		}
+		int nfd;
+		int orc = open_log(path, owners, &nfd);
+		if (orc) {
+			if (orc != refused)
+				ctl_err("log '%s': %s; following the file "
+					"opened before",
+					path, log_refusal(orc));
+			refused = orc;
+			continue;
+		}
+		refused = 0;
 		rc = drain(fd);
-		int nfd = open(path, O_RDONLY | O_CLOEXEC);
-		if (rc || nfd < 0)
-			return rc ? rc : -errno;
 		close(fd);
-		fd = nfd;
+		*fdp = nfd;
+		if (rc)
+			return rc;
 	}
 }
 
@@ -150,12 +205,19 @@ int cmd_log(struct ctl *ctl)
 	}
 	if (!w.path[0])
 		snprintf(w.path, sizeof(w.path), "%s/%s", ctl->store, LOG_FILE);
-	int fd = open(w.path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ctl_err("log '%s': %s", w.path, strerror(errno));
+	struct log_owners owners = {{0, 0, 0}};
+	struct stat st;
+	if (stat(ctl->store, &st) == 0)
+		owners.uid[1] = st.st_uid;
+	if (w.mnt[0] && stat(w.mnt, &st) == 0)
+		owners.uid[2] = st.st_uid;
+	int fd;
+	int rc = open_log(w.path, &owners, &fd);
+	if (rc) {
+		ctl_err("log '%s': %s", w.path, log_refusal(rc));
 		return 1;
 	}
-	int rc = ctl->follow ? follow(w.path, fd) : drain(fd);
+	rc = ctl->follow ? follow(w.path, &owners, &fd) : drain(fd);
 	close(fd);
 	if (rc)
 		ctl_err("log '%s': %s", w.path, strerror(-rc));

@@ -102,8 +102,10 @@ void mlog_stderr(bool on, bool verbose)
 }
 
 /* FILE.K-1 to FILE.K, ..., FILE to FILE.1; caller holds lock and the
- * file's flock. A name that cannot move (another user's file in a sticky
- * folder) stops the chain: the file then grows until it can. */
+ * file's flock. A name that cannot move (another user's file or folder
+ * in its place, in a sticky folder) is removed instead, losing that old
+ * file, so that FILE itself always goes: nothing another user plants
+ * beside the log makes it grow past the limit. */
 static void rotate_names(void)
 {
 	char from[PATH_MAX + 8], to[PATH_MAX + 8];
@@ -114,18 +116,21 @@ static void rotate_names(void)
 			snprintf(from, sizeof(from), "%s.%d", log_path, k - 1);
 		snprintf(to, sizeof(to), "%s.%d", log_path, k);
 		if (rename(from, to) != 0 && errno != ENOENT)
-			return;
+			(void)unlink(from);
 	}
 }
 
 /* Before a write: a file past the limit is rotated, and a file that is
- * no longer the one at the path (rotated by another daemon) is opened
- * again. Caller holds lock. */
-static void file_check(void)
+ * no longer the one at the path (rotated by another daemon, or moved
+ * away) is opened again. When that fails (a symlink or another user's
+ * file now at the path) the daemon writes on to the file it holds, up to
+ * the limit: false then, to drop the message rather than fill the disk.
+ * Caller holds lock. */
+static bool file_check(void)
 {
 	struct stat fst, pst;
 	if (fstat(log_fd, &fst) != 0)
-		return;
+		return true;
 	bool moved = stat(log_path, &pst) != 0 || pst.st_ino != fst.st_ino ||
 	    pst.st_dev != fst.st_dev;
 	if (!moved && (uint64_t)fst.st_size >= log_max &&
@@ -141,10 +146,63 @@ static void file_check(void)
 	if (moved && open_checked(log_path, &fd) == 0) {
 		close(log_fd);
 		log_fd = fd;
+		return true;
 	}
+	return !moved || (uint64_t)fst.st_size < log_max;
 }
 
 static const char *const level_name[] = {"error", "warning", "info"};
+
+/* The length of the UTF-8 sequence at s if it is valid (no overlong
+ * form, surrogate or C1 control, which terminals obey as escapes), else
+ * 0. */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned char lo = 0x80, hi = 0xbf;
+	size_t n;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, lo = s[0] == 0xc2 ? 0xa0 : 0x80;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, lo = s[0] == 0xe0 ? 0xa0 : 0x80,
+		hi = s[0] == 0xed ? 0x9f : 0xbf;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, lo = s[0] == 0xf0 ? 0x90 : 0x80,
+		hi = s[0] == 0xf4 ? 0x8f : 0xbf;
+	else
+		return 0;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
+/* msg into clean (size len): controls (C0 but tab, DEL, C1) and bytes
+ * that are not UTF-8 become '?', so a stage's stderr can neither forge
+ * a log line nor send a terminal escape to whoever reads the log; a
+ * character that does not fit whole is cut. */
+static void clean_text(const char *msg, char *clean, size_t len)
+{
+	size_t n = 0;
+	const unsigned char *p = (const unsigned char *)msg;
+	while (*p && n + 1 < len) {
+		size_t k = *p >= 0x80 ? utf8_len(p) : 1;
+		if (k > 1 && n + k < len) {
+			memcpy(clean + n, p, k);
+			n += k, p += k;
+		} else if (k > 1) {
+			break;
+		} else {
+			clean[n++] =
+			    k == 0 || (*p < 0x20 && *p != '\t') || *p == 0x7f
+			    ? '?'
+			    : (char)*p;
+			p++;
+		}
+	}
+	clean[n] = 0;
+}
 
 void mlog_write(int level, const char *msg)
 {
@@ -152,19 +210,13 @@ void mlog_write(int level, const char *msg)
 	if (level < MLOG_ERR || level > MLOG_INFO)
 		level = MLOG_ERR;
 	char clean[2048];
-	size_t n = 0;
-	for (const unsigned char *p = (const unsigned char *)msg;
-	     *p && n + 1 < sizeof(clean); p++)
-		clean[n++] =
-		    (*p < 0x20 && *p != '\t') || *p == 0x7f ? '?' : (char)*p;
-	clean[n] = 0;
+	clean_text(msg, clean, sizeof(clean));
 	pthread_mutex_lock(&lock);
 	if (to_stderr && (stderr_all || level <= MLOG_WARN))
 		fprintf(stderr, "matfs: %s\n", clean);
 	if (to_syslog) {
 		syslog(prio[level], "%s", clean);
-	} else if (log_fd >= 0) {
-		file_check();
+	} else if (log_fd >= 0 && file_check()) {
 		char line[2200], ts[40];
 		time_t now = time(NULL);
 		struct tm tm;

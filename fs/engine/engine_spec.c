@@ -487,6 +487,42 @@ static int resolve_prefix(struct mf_catalog *c, const char *what,
 	return rc;
 }
 
+/* what names pipeline fp; when it is also a prefix that another
+ * fingerprint starts with, neither is taken: -EINVAL with *err listing
+ * both, so that a spec author cannot name a pipeline after the digits
+ * ls prints of someone else's snapshot and have matctl act on theirs. */
+static int check_name_prefix(struct mf_catalog *c, const char *what,
+			     const char fp[MF_FP_HEX_LEN + 1], char **err)
+{
+	size_t len = strlen(what);
+	if (!is_hex_prefix(what) || len < PREFIX_MIN)
+		return 0;
+	char prefix[MF_FP_HEX_LEN + 1];
+	for (size_t i = 0; i <= len; i++)
+		prefix[i] = (char)tolower((unsigned char)what[i]);
+	struct mf_snapshot_rec *v;
+	size_t n, others = 0;
+	int rc = mf_catalog_list_snapshots(c, &v, &n);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		others += strncmp(v[i].fp, prefix, len) == 0 &&
+		    strcmp(v[i].fp, fp) != 0;
+	if (others) {
+		char *list = list_matches(v, n, prefix);
+		eng_errf(err,
+			 "'%s' is ambiguous: it names pipeline %s (%s) and is "
+			 "a fingerprint prefix of %s",
+			 what, fp, what, list ? list : "other snapshots");
+		free(list);
+		rc = -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++)
+		mf_snapshot_rec_release(&v[i]);
+	free(v);
+	return rc;
+}
+
 int mf_engine_resolve(struct mf_engine *e, const char *what,
 		      char fp[MF_FP_HEX_LEN + 1], char **err)
 {
@@ -510,7 +546,9 @@ int mf_engine_resolve(struct mf_engine *e, const char *what,
 	} else {
 		/* a name first: a pipeline may be named like hex digits */
 		rc = mf_catalog_find_name(c, what, fp);
-		if (rc == -ENOENT && is_hex_prefix(what))
+		if (rc == 0)
+			rc = check_name_prefix(c, what, fp, err);
+		else if (rc == -ENOENT && is_hex_prefix(what))
 			rc = resolve_prefix(c, what, fp, err);
 	}
 	eng_catalog_put(e, c);

@@ -156,8 +156,9 @@ void mf_engine_set_mount(struct mf_engine *e, const char *path, dev_t dev);
  * pipeline name (its most recently registered fingerprint), or a prefix of
  * 8 or more hex digits (either case) that one fingerprint in the catalog
  * starts with (a name is tried first). -ENOENT with *err when nothing
- * matches; -EINVAL with *err for a prefix under 8 digits or one that more
- * than one fingerprint starts with (*err lists them).
+ * matches; -EINVAL with *err for a prefix under 8 digits, one that more
+ * than one fingerprint starts with (*err lists them), or a name that is
+ * also a prefix of another snapshot's fingerprint.
  */
 int mf_engine_resolve(struct mf_engine *e, const char *what,
 		      char fp[MF_FP_HEX_LEN + 1], char **err);

@@ -74,6 +74,17 @@ out=$(m stat "${fp:0:8}" 2>&1); rc=$?
   fail "ambiguous prefix: rc=$rc '$out'"
 m stat "${fp:0:9}" >/dev/null || fail "a longer prefix is unique again"
 m rm "${twin:0:10}" | grep -qx "expired $twin" || fail "rm by prefix"
+# a pipeline named like the 12 digits ls prints of another fingerprint:
+# neither wins, so rm, warm or verify never act on the other snapshot
+sqlite3 "$store/catalog.db" "INSERT INTO snapshots (fp, name, shards, spec_path,
+  compression, chunk_size, pending_expiry, created) SELECT '$twin', '${fp:0:12}',
+  shards, spec_path, compression, chunk_size, pending_expiry, created
+  FROM snapshots WHERE fp = '$fp'" || fail "adding a hex-named row"
+out=$(m stat "${fp:0:12}" 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ $out == *"'${fp:0:12}' is ambiguous"* ]] &&
+  [[ $out == *"$fp (tokens)"* ]] && [[ $out == *"$twin (${fp:0:12})"* ]] ||
+  fail "a name that is another fingerprint's prefix: rc=$rc '$out'"
+m rm "$twin" | grep -qx "expired $twin" || fail "rm of the hex-named row"
 out=$(m cat "${fp:0:8}" 2 2>&1); rc=$?
 [ $rc -eq 1 ] && [[ $out == "matctl: cat '${fp:0:8}': no shard 2: the snapshot has shards 0 to 1" ]] ||
   fail "cat out of range: rc=$rc '$out'"
