@@ -240,6 +240,29 @@ bool mf_catalog_location_has_password(const char *location)
 	    be == &cat_pg_backend && cat_pg_has_password(target);
 }
 
+void mf_catalog_location_shown(const char *location, char *buf, size_t len)
+{
+	const struct mf_catalog_backend *be;
+	const char *target;
+	if (len == 0)
+		return;
+	if (!location) {
+		buf[0] = '\0';
+		return;
+	}
+	if (cat_backend_find(location, &be, &target) == 0 &&
+	    be == &cat_pg_backend) {
+		/* what names the backend, then the target masked */
+		size_t pre = (size_t)(target - location);
+		if (pre >= len)
+			pre = len - 1;
+		memcpy(buf, location, pre);
+		cat_pg_shown(target, buf + pre, len - pre);
+		return;
+	}
+	snprintf(buf, len, "%s", location);
+}
+
 static _Thread_local char last_error[512];
 
 void mf_catalog_set_last_error(const char *m)

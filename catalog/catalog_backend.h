@@ -194,6 +194,9 @@ extern const struct mf_catalog_backend cat_pg_backend;
 /* Whether libpq's reading of target (a URI or KEY=VALUE string) carries
  * a password; false when it does not parse (pg_conn.c). */
 bool cat_pg_has_password(const char *target);
+/* target with any password (user:PASSWORD@, password=...) written as
+ * "***", cut to fit buf (len bytes). */
+void cat_pg_shown(const char *target, char *buf, size_t len);
 
 /*
  * The backend a location names and the rest of it, the target, in

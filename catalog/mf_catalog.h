@@ -189,6 +189,9 @@ const char *mf_catalog_last_error(void);
  * or password=): a caller that got it from argv warns, since passwords
  * belong in ~/.pgpass, PGPASSFILE or PGPASSWORD. */
 bool mf_catalog_location_has_password(const char *location);
+/* location as a message may show it: a PostgreSQL password (user:PW@,
+ * password=PW) written as "***"; cut to fit buf (len bytes). */
+void mf_catalog_location_shown(const char *location, char *buf, size_t len);
 
 /*
  * Makes every call on c until mf_catalog_end one serializable unit, a

@@ -325,6 +325,69 @@ bool cat_pg_has_password(const char *target)
 	return found;
 }
 
+/* Copies the value at s (a keyword string's 'quoted \' value', or up to
+ * white space or '&') as "***"; returns where it ends. */
+static const char *mask_value(const char *s, char **o, char *end)
+{
+	if (*s == '\'') {
+		for (s++; *s && *s != '\''; s++)
+			if (*s == '\\' && s[1])
+				s++;
+		if (*s)
+			s++;
+	} else {
+		while (*s && *s != ' ' && *s != '\t' && *s != '&')
+			s++;
+	}
+	for (const char *m = "***"; *m && *o < end; m++)
+		*(*o)++ = *m;
+	return s;
+}
+
+void cat_pg_shown(const char *target, char *buf, size_t len)
+{
+	if (len == 0)
+		return;
+	char *o = buf, *end = buf + len - 1;
+	const char *s = target;
+	const char *scheme = strstr(s, "://");
+	const char *at = NULL, *colon = NULL;
+	if (scheme) { /* user:password@ in the authority */
+		const char *a = scheme + 3;
+		size_t n = strcspn(a, "/?");
+		for (const char *q = a; q < a + n; q++)
+			if (*q == '@')
+				at = q;
+		if (at)
+			colon = memchr(a, ':', (size_t)(at - a));
+	}
+	while (*s && o < end) {
+		if (colon && s == colon + 1) {
+			s = at;
+			for (const char *m = "***"; *m && o < end; m++)
+				*o++ = *m;
+			continue;
+		}
+		bool key_start = s == target || s[-1] == ' ' || s[-1] == '\t' ||
+		    s[-1] == '?' || s[-1] == '&';
+		if (key_start && strncmp(s, "password", 8) == 0) {
+			const char *v = s + 8;
+			while (*v == ' ' || *v == '\t')
+				v++;
+			if (*v == '=') {
+				for (v++; *v == ' ' || *v == '\t'; v++)
+					;
+				while (s < v && o < end)
+					*o++ = *s++;
+				s = mask_value(s, &o, end);
+				continue;
+			}
+		}
+		*o++ = *s++;
+	}
+	*o = '\0';
+}
+
 /* ---- open, close, the index mark, the check ---- */
 
 int pgb_open(const char *target, int busy_ms, struct mf_catalog **out)

@@ -378,7 +378,7 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 					"host can read in the process list; "
 					"put it in ~/.pgpass, PGPASSFILE or "
 					"PGPASSWORD",
-					optarg);
+					mf_engine_catalog_shown(optarg));
 			break;
 		case 'J':
 			ctl->json = true;

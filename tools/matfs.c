@@ -241,7 +241,7 @@ static int make_opts(struct cli *c, struct mfs_opts *o)
 			"password, which every user of this host can "
 			"read in the process list; put it in "
 			"~/.pgpass, PGPASSFILE or PGPASSWORD\n",
-			c->catalog);
+			mf_engine_catalog_shown(c->catalog));
 	o->pipelines_dir = p;
 	o->allow_other = c->allow_other;
 	o->log = log_msg;

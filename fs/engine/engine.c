@@ -54,11 +54,13 @@ bool mf_engine_catalog_has_password(const char *location)
 	return mf_catalog_location_has_password(location);
 }
 
-const char *eng_catalog_shown(const char *location)
+const char *mf_engine_catalog_shown(const char *location)
 {
+	static _Thread_local char shown[PATH_MAX + 64];
 	if (strncmp(location, SQLITE_PREFIX, strlen(SQLITE_PREFIX)) == 0)
 		return location + strlen(SQLITE_PREFIX);
-	return location;
+	mf_catalog_location_shown(location, shown, sizeof(shown));
+	return shown;
 }
 
 int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out)
@@ -231,7 +233,7 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 		/* a server says why (a refused role, no such database) */
 		const char *why = o->catalog ? mf_catalog_last_error() : "";
 		eng_errf(err, "catalog '%s': %s%s%s%s",
-			 eng_catalog_shown(e->catalog_path),
+			 mf_engine_catalog_shown(e->catalog_path),
 			 rc == -EPROTO ? "made by a newer matfs"
 			     : rc == -EBADMSG
 			     ? "not a valid catalog (matctl fsck "
@@ -246,7 +248,8 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 	rc = eng_catalog_ready(e, c);
 	if (rc) {
 		eng_errf(err, "catalog '%s': indexing the store's files: %s",
-			 eng_catalog_shown(e->catalog_path), strerror(-rc));
+			 mf_engine_catalog_shown(e->catalog_path),
+			 strerror(-rc));
 		mf_catalog_close(c);
 		return rc;
 	}

@@ -120,11 +120,9 @@ void eng_catalog_put(struct mf_engine *e, struct mf_catalog *c);
 /* The catalog location (caller frees *out): o->catalog when given, else
  * that of st's catalog.db, named as a SQLite file, so that a store folder
  * whose name reads as a location ("sqlite:s", "a://b") stays a folder.
- * 0 or -ENOMEM. shown gives a SQLite location's path, for messages, and
- * any other location as it is. */
+ * 0 or -ENOMEM. mf_engine_catalog_shown names it in messages. */
 int eng_catalog_location(const struct mf_engine_opts *o,
 			 const struct mf_store *st, char **out);
-const char *eng_catalog_shown(const char *location);
 
 /* The spec for fp: from the registry, else loaded from the catalog's
  * spec_path and checked against fp. Borrowed until the engine closes. */

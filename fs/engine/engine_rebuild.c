@@ -616,7 +616,7 @@ static int fresh_catalog(struct rebuild *x, const struct mf_engine_opts *o,
 		return -ENOMEM;
 	rc = mf_catalog_open(path, busy, &x->c);
 	if (rc)
-		eng_errf(err, "catalog '%s': %s", eng_catalog_shown(path),
+		eng_errf(err, "catalog '%s': %s", mf_engine_catalog_shown(path),
 			 strerror(-rc));
 	free(path);
 	return rc;

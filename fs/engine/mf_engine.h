@@ -42,6 +42,10 @@ char *mf_engine_default_store(void);
  * one given in argv is visible to every user of the host, so a front end
  * warns (passwords belong in ~/.pgpass, PGPASSFILE or PGPASSWORD). */
 bool mf_engine_catalog_has_password(const char *location);
+/* location as messages show it: an SQLite catalog's path, a PostgreSQL
+ * URL with its password written as "***". The text lives until the
+ * calling thread's next call. */
+const char *mf_engine_catalog_shown(const char *location);
 
 /* Called from the materializing thread after each chunk is handed to the
  * store, and once more with done = true. Must not block. */

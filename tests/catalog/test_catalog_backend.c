@@ -81,6 +81,37 @@ static void test_location_parse(void **state)
 	assert_int_equal(cat_backend_find("", &be, &target), -EINVAL);
 }
 
+/* A location as messages show it: every PostgreSQL password masked. */
+static void test_location_shown(void **state)
+{
+	(void)state;
+	static const char *const cases[][2] = {
+	    {"postgresql://u:s3cret@db:5432/m?sslmode=require",
+	     "postgresql://u:***@db:5432/m?sslmode=require"},
+	    {"postgres://u:s3cret@db/m", "postgres://u:***@db/m"},
+	    {"postgresql://u@db/m?password=s3cret&sslmode=disable",
+	     "postgresql://u@db/m?password=***&sslmode=disable"},
+	    {"postgresql://db/m", "postgresql://db/m"},
+	    {"postgresql:host=db password=s3cret dbname=m",
+	     "postgresql:host=db password=*** dbname=m"},
+	    {"postgresql:host=db password = 'a b\\' s3cret' dbname=m",
+	     "postgresql:host=db password = *** dbname=m"},
+	    {"postgresql:host=db mypassword=x",
+	     "postgresql:host=db mypassword=x"},
+	    {"sqlite:/var/cache/matfs/catalog.db",
+	     "sqlite:/var/cache/matfs/catalog.db"},
+	};
+	char buf[128];
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		mf_catalog_location_shown(cases[i][0], buf, sizeof(buf));
+		assert_string_equal(buf, cases[i][1]);
+		assert_null(strstr(buf, "s3cret"));
+	}
+	/* cut to fit, never past the buffer */
+	mf_catalog_location_shown(cases[0][0], buf, 12);
+	assert_string_equal(buf, "postgresql:");
+}
+
 static void test_open_locations(void **state)
 {
 	struct cat_fixture *f = *state;
@@ -325,6 +356,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, ct_setup, ct_teardown)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_location_parse),
+	    cmocka_unit_test(test_location_shown),
 	    cmocka_unit_test(test_table_complete),
 	    T(test_open_locations),
 	    cmocka_unit_test_setup_teardown(test_corrupt_rows_name_the_check,

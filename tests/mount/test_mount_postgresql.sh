@@ -35,6 +35,7 @@ mpid2=$mpid
 wait_for 10 test -L "$mnt2/upper" || fail "upper not registered by the second daemon"
 grep -q "warning: catalog .* carries a password" "$log" ||
   fail "matfs did not warn of a password in argv"
+grep -q not-here "$log" && fail "matfs printed the password: $(grep not-here "$log")"
 [ -e "$store/catalog.db" ] && fail "a catalog.db in the store with --catalog"
 pass "two daemons on a PostgreSQL catalog (--catalog, -o catalog); no catalog.db in the store"
 
@@ -70,12 +71,18 @@ umount_fs "$mnt2" "$mpid2"
 grep -q "warning: catalog .* carries a password" "$tmp/pw.err" ||
   fail "no warning for a password in argv: $(cat "$tmp/pw.err")"
 grep -q upper "$tmp/pw" || fail "matctl ls with a password in the URL"
+grep -q not-here "$tmp/pw.err" && fail "matctl printed the password: $(cat "$tmp/pw.err")"
+bad_pw=${pw_url/\/matfs\?/\/no_such_db?}
+"$matctl" --store "$store" --catalog "$bad_pw" ls >/dev/null 2>"$tmp/pw2.err" &&
+  fail "matctl on a database that does not exist succeeded (with a password)"
+grep -q 'no_such_db' "$tmp/pw2.err" || fail "the failed connect is not named: $(cat "$tmp/pw2.err")"
+grep -q not-here "$tmp/pw2.err" && fail "a failed connect printed the password: $(cat "$tmp/pw2.err")"
 bad_url=${MF_PG_URL/\/matfs\?/\/no_such_db?}
 "$matctl" --store "$store" --catalog "$bad_url" ls >/dev/null 2>"$tmp/bad.err" &&
   fail "matctl on a database that does not exist succeeded"
 grep -q 'no_such_db.*does not exist' "$tmp/bad.err" ||
   fail "the server's message is not shown: $(cat "$tmp/bad.err")"
-pass "a password in argv warns; a missing database is named"
+pass "a password in argv warns, and no message shows it; a missing database is named"
 
 # --- the server restarts while mounted ---
 "$MF_PG_SERVER" restart || fail "restarting PostgreSQL"
