@@ -13,7 +13,10 @@ import operator
 import os
 import re
 
-_SHARD = re.compile(r"shard-([0-9]{5,})")
+# shard-NNNNN and the spec's suffix, if any (docs/spec.md: any text
+# without '/'; the index is all the digits that follow "shard-")
+_SHARD = re.compile(r"shard-([0-9]{5,})([^0-9].*)?", re.S)
+_INT = re.compile(r"\s*-?[0-9]+\s*", re.ASCII)
 
 
 def list_shards(path):
@@ -26,7 +29,7 @@ def list_shards(path):
     found = []
     with os.scandir(folder) as entries:
         for entry in entries:
-            m = _SHARD.match(entry.name)
+            m = _SHARD.fullmatch(entry.name)
             if m:
                 found.append((int(m.group(1)), entry.name))
     if not found:
@@ -51,11 +54,10 @@ def _from_env(name, default):
     text = os.environ.get(name)
     if text is None or text.strip() == "":
         return default, "default"
-    try:
-        return int(text), "%s=%s in the environment" % (name, text)
-    except ValueError:
+    if not _INT.fullmatch(text):  # int() also takes "1_0" and other digits
         raise ValueError("matfs: %s=%r in the environment is not an "
-                         "integer" % (name, text)) from None
+                         "integer" % (name, text))
+    return int(text), "%s=%s in the environment" % (name, text)
 
 
 def resolve_rank(rank=None, world_size=None):

@@ -117,6 +117,11 @@ class ShardsTest(Folder):
                                     r"environment\) is not in 0\.\.3 for "
                                     r"world_size 4 \(WORLD_SIZE=4"):
             matfs.shards(snap)
+        for bad in ("1_0", "\u0661", "0x1"):
+            os.environ["RANK"] = bad
+            with self.assertRaisesRegex(ValueError, "environment is not an "
+                                        "integer"):
+                matfs.shards(snap)
         os.environ["RANK"] = "one"
         with self.assertRaisesRegex(ValueError, "RANK='one' in the "
                                     "environment is not an integer"):
