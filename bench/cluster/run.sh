@@ -27,12 +27,13 @@
 # not exclusive).
 # usage: bench/cluster/run.sh [BUILD_DIR]
 #   env: SHARDS (10000) THREADS (8) ROUNDS (3) HOSTS (3) READERS (8) PER (8)
-# Without BUILD_DIR it builds build/bench (bench/build.sh). Needs /dev/fuse,
-# fusermount3 and PostgreSQL 15's binaries (skips, 77, without them).
+# Without BUILD_DIR (or MF_BUILD_ROOT) it builds build/bench
+# (bench/build.sh). Needs /dev/fuse, fusermount3 and PostgreSQL 15's
+# binaries (skips, 77, without them).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 if [ -z "${MF_PG_URL:-}" ]; then
-  if [ $# -eq 0 ]; then
+  if [ $# -eq 0 ] && [ -z "${MF_BUILD_ROOT:-}" ]; then
     "$root/bench/build.sh" || exit 1
     set -- "$root/build/bench"
   fi
