@@ -56,7 +56,7 @@ struct worker {
 	struct pass *p;
 	pthread_t tid;
 	int rc;
-	char what[160]; /* what failed, when rc != 0 */
+	char what[400]; /* what failed, when rc != 0 */
 };
 
 static double now(void)
@@ -131,6 +131,12 @@ static void *worker_main(void *arg)
 		if (i >= w->p->shards)
 			break;
 		w->rc = claim_one(w, c, &me, i);
+	}
+	if (w->rc && *mf_catalog_last_error()) {
+		/* the server's message is this thread's: keep it */
+		size_t len = strlen(w->what);
+		snprintf(w->what + len, sizeof(w->what) - len, " (%s)",
+			 mf_catalog_last_error());
 	}
 	mf_catalog_close(c);
 	return NULL;
