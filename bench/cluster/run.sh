@@ -48,7 +48,6 @@ for x in "$matfs" "$claims"; do [ -x "$x" ] || { echo "missing $x: build first" 
 command -v fusermount3 >/dev/null || { echo "skip: no fusermount3" >&2; exit 77; }
 
 tmp=$(mktemp -d /var/tmp/mf-bench-cluster.XXXXXX)
-chmod 755 "$tmp" # stages and the server's owner read below it
 mounts=() daemons=()
 cleanup() {
   local m p
