@@ -101,9 +101,9 @@ mount_up() {
   for _ in $(seq 1 400); do grep -q " $mnt fuse" /proc/self/mounts && return 0; sleep 0.05; done
   die "$mnt did not come up"
 }
-mount_down() { # MOUNTPOINT PID
+mount_down() { # MOUNTPOINT PID: a daemon that exits with an error fails
   fusermount3 -u "$1" || die "unmounting $1"
-  wait "$2"
+  wait "$2" || die "the daemon of $1 exited with status $?"
 }
 # wait_link PATH: until the snapshot's symlink is there (60 s)
 wait_link() {
