@@ -82,6 +82,34 @@ bool cat_run_is_self(const struct mf_run_rec *r)
 	    r->pid_start == mf_proc_start_time(getpid());
 }
 
+enum cat_claim_step cat_claim_step(const struct mf_shard_rec *row,
+				   const struct mf_run_rec *me, uint64_t waited)
+{
+	if (row->state == MF_SHARD_MATERIALIZED)
+		return CAT_CLAIM_DONE;
+	if (row->state == MF_SHARD_FAILED && waited != 0 &&
+	    row->generation == waited)
+		return CAT_CLAIM_FAILED;
+	if (row->state == MF_SHARD_RUNNING &&
+	    strcmp(row->run_id, me->run_id) != 0)
+		return CAT_CLAIM_JUDGE;
+	return CAT_CLAIM_TAKE;
+}
+
+int cat_new_generation(int64_t *out)
+{
+	char hex[17];
+	uint64_t v = 0;
+	while (v == 0) {
+		int rc = mf_random_hex(8, hex);
+		if (rc)
+			return rc;
+		v = strtoull(hex, NULL, 16) & (uint64_t)INT64_MAX;
+	}
+	*out = (int64_t)v;
+	return 0;
+}
+
 bool mf_catalog_run_alive(const struct mf_run_rec *r, int64_t now,
 			  int64_t pending_expiry)
 {

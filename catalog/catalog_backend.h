@@ -217,6 +217,26 @@ bool cat_snapshot_valid(const struct mf_snapshot_rec *r);
 /* Whether r is a run or hold of this very process: this host, boot and
  * pid namespace, and this pid with its start time. */
 bool cat_run_is_self(const struct mf_run_rec *r);
+
+/* What a claim does with the shard's row as it stands, the same on every
+ * backend: DONE for a materialized shard; FAILED for a failure of the
+ * computation the caller waited on (waited, its generation); JUDGE for a
+ * shard another run is computing (the caller takes it only when that run
+ * is dead, else the claim waits); TAKE otherwise (absent, failed before
+ * the wait, or running under the caller's own run: an earlier attempt
+ * of it ended without recording its outcome). */
+enum cat_claim_step {
+	CAT_CLAIM_DONE,
+	CAT_CLAIM_FAILED,
+	CAT_CLAIM_JUDGE,
+	CAT_CLAIM_TAKE,
+};
+enum cat_claim_step cat_claim_step(const struct mf_shard_rec *row,
+				   const struct mf_run_rec *me,
+				   uint64_t waited);
+/* A fresh computation generation: random, nonzero, 63 bits (it fits
+ * both backends' signed 64-bit integers). */
+int cat_new_generation(int64_t *out);
 /* Remembers the server's (or library's) message of the calling thread's
  * last failed catalog call, for mf_catalog_last_error; m may be NULL. */
 void mf_catalog_set_last_error(const char *m);

@@ -124,21 +124,6 @@ static int owner_dead(struct mf_catalog *c, const char *fp, const char *owner,
 	return rc;
 }
 
-/* A fresh generation: random, nonzero, 63 bits (a bigint). */
-static int new_generation(int64_t *out)
-{
-	char hex[17];
-	uint64_t v = 0;
-	while (v == 0) {
-		int rc = mf_random_hex(8, hex);
-		if (rc)
-			return rc;
-		v = strtoull(hex, NULL, 16) & (uint64_t)INT64_MAX;
-	}
-	*out = (int64_t)v;
-	return 0;
-}
-
 /* Gives the shard to run me: its row added when missing (heartbeat by
  * the server's clock), and refused (-ESTALE) when it is not active. */
 static int shard_take(struct mf_catalog *c, const char *fp, uint32_t index,
@@ -165,7 +150,7 @@ static int shard_take(struct mf_catalog *c, const char *fp, uint32_t index,
 	rc = rc ? rc : pg_run_read(c, me->run_id, &mine);
 	if (!rc && strcmp(mine.state, "active") != 0)
 		rc = -ESTALE; /* me was declared dead or done */
-	rc = rc ? rc : new_generation(&gen);
+	rc = rc ? rc : cat_new_generation(&gen);
 	if (rc)
 		return rc;
 	const char *q[] = {fp, pg_int(v[4], index), me->run_id,
@@ -196,21 +181,14 @@ static int claim_decide(struct mf_catalog *c, const char *fp, uint32_t index,
 	rc = rc ? rc : shard_read(c, fp, index, true, &row);
 	if (rc)
 		return rc;
-	enum mf_shard_state state = row.state;
-	uint64_t generation = row.generation;
+	enum cat_claim_step step = cat_claim_step(&row, me, waited);
 	memcpy(owner, row.run_id, sizeof(owner));
 	mf_shard_rec_release(&row);
-	if (state == MF_SHARD_MATERIALIZED) {
-		*res = MF_CLAIM_DONE;
+	if (step == CAT_CLAIM_DONE || step == CAT_CLAIM_FAILED) {
+		*res = step == CAT_CLAIM_DONE ? MF_CLAIM_DONE : MF_CLAIM_FAILED;
 		return 0;
 	}
-	if (state == MF_SHARD_FAILED && waited != 0 && generation == waited) {
-		*res = MF_CLAIM_FAILED;
-		return 0;
-	}
-	/* running under me: an earlier attempt of mine ended without
-	 * recording its outcome; I take it again (as on SQLite) */
-	if (state == MF_SHARD_RUNNING && strcmp(owner, me->run_id) != 0) {
+	if (step == CAT_CLAIM_JUDGE) {
 		rc = owner_dead(c, fp, owner, &dead);
 		if (rc)
 			return rc;

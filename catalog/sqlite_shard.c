@@ -198,21 +198,6 @@ static int mark_dead(struct mf_catalog *c, const char *owner)
 	return rc == -ENOENT ? 0 : rc;
 }
 
-/* A fresh generation: random, nonzero, 63 bits (an SQLite integer). */
-static int new_generation(int64_t *out)
-{
-	char hex[17];
-	uint64_t v = 0;
-	while (v == 0) {
-		int rc = mf_random_hex(8, hex);
-		if (rc)
-			return rc;
-		v = strtoull(hex, NULL, 16) & (uint64_t)INT64_MAX;
-	}
-	*out = (int64_t)v;
-	return 0;
-}
-
 /* Gives the shard to run me, which must be active (created if absent). */
 static int shard_take(struct mf_catalog *c, const char *fp, uint32_t index,
 		      const struct mf_run_rec *me)
@@ -224,7 +209,7 @@ static int shard_take(struct mf_catalog *c, const char *fp, uint32_t index,
 	rc = rc ? rc : cat_run_read(c, me->run_id, &mine);
 	if (!rc && strcmp(mine.state, "active") != 0)
 		rc = -ESTALE; /* me was declared dead or done */
-	rc = rc ? rc : new_generation(&gen);
+	rc = rc ? rc : cat_new_generation(&gen);
 	rc = rc ? rc
 		: shard_stmt(c, CAT_SHARD_TAKE, sql_take, fp, index, me->run_id,
 			     &st);
@@ -245,22 +230,14 @@ static int claim_decide(struct mf_catalog *c, const char *fp, uint32_t index,
 	int rc = shard_read(c, fp, index, &row);
 	if (rc)
 		return rc;
-	enum mf_shard_state state = row.state;
-	uint64_t generation = row.generation;
+	enum cat_claim_step step = cat_claim_step(&row, me, waited);
 	memcpy(owner, row.run_id, sizeof(owner));
 	mf_shard_rec_release(&row);
-	if (state == MF_SHARD_MATERIALIZED) {
-		*res = MF_CLAIM_DONE;
+	if (step == CAT_CLAIM_DONE || step == CAT_CLAIM_FAILED) {
+		*res = step == CAT_CLAIM_DONE ? MF_CLAIM_DONE : MF_CLAIM_FAILED;
 		return 0;
 	}
-	if (state == MF_SHARD_FAILED && waited != 0 && generation == waited) {
-		*res = MF_CLAIM_FAILED;
-		return 0;
-	}
-	/* Running under me: my earlier attempt ended without recording its
-	 * outcome (a catalog write that failed). The caller holds the only
-	 * claim of its run on this shard, so it takes it again. */
-	if (state == MF_SHARD_RUNNING && strcmp(owner, me->run_id) != 0) {
+	if (step == CAT_CLAIM_JUDGE) {
 		rc = owner_dead(c, fp, owner, now, &dead);
 		if (rc)
 			return rc;
