@@ -553,8 +553,22 @@ int mf_catalog_fail_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 {
 	if (!c || !fp || !run_id)
 		return -EINVAL;
-	return c->be->fail(c, fp, index, run_id, exit_status, error,
-			   stderr_tail(stderr_tail_text));
+	/* stored as valid UTF-8 on every backend (PostgreSQL refuses other
+	 * text): what a stage printed may be any bytes */
+	char *err = error ? strdup(error) : NULL;
+	char *tail =
+	    stderr_tail_text ? strdup(stderr_tail(stderr_tail_text)) : NULL;
+	int rc = (error && !err) || (stderr_tail_text && !tail) ? -ENOMEM : 0;
+	if (rc == 0) {
+		if (err)
+			mf_utf8_clean(err);
+		if (tail)
+			mf_utf8_clean(tail);
+		rc = c->be->fail(c, fp, index, run_id, exit_status, err, tail);
+	}
+	free(err);
+	free(tail);
+	return rc;
 }
 
 int mf_catalog_reset_shard(struct mf_catalog *c, const char *fp, uint32_t index,

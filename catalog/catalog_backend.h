@@ -155,8 +155,9 @@ struct mf_catalog_backend {
 	 * shard is still running under run_id" (reset with a run_id: still
 	 * materialized or failed under it). A lost claim - the row was taken
 	 * over, reset or expired meanwhile - changes nothing and answers
-	 * -ESTALE; -ENOENT when the shard does not exist. stderr_tail is
-	 * already cut to its last 4 KiB by catalog.c. abandon and reset
+	 * -ESTALE; -ENOENT when the shard does not exist. error and
+	 * stderr_tail come valid UTF-8 from catalog.c, the tail cut to its
+	 * last 4 KiB. abandon and reset
 	 * leave the row absent with generation 0.
 	 */
 	int (*complete)(struct mf_catalog *c, const char *fp, uint32_t index,

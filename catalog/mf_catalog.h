@@ -338,7 +338,8 @@ int mf_catalog_complete_shard(struct mf_catalog *c, const char *fp,
 			      uint64_t raw_bytes, uint64_t stored_bytes,
 			      uint32_t chunks);
 /* Marks a shard owned by run_id failed with its error (error and
- * stderr_tail may be NULL; only the tail's last 4 KiB are kept). -ESTALE as
+ * stderr_tail may be NULL; only the tail's last 4 KiB are kept, and every
+ * byte of either that is not valid UTF-8 is stored as '?'). -ESTALE as
  * above. */
 int mf_catalog_fail_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			  const char *run_id, int32_t exit_status,

@@ -280,40 +280,6 @@ int pg_get_dup(const PGresult *r, int row, int col, char **out)
 	return 0;
 }
 
-/* The length of the valid UTF-8 sequence at s, or 0. */
-static size_t utf8_len(const unsigned char *s)
-{
-	size_t n = s[0] < 0x80			    ? 1
-	    : (s[0] & 0xe0) == 0xc0 && s[0] >= 0xc2 ? 2
-	    : (s[0] & 0xf0) == 0xe0		    ? 3
-	    : (s[0] & 0xf8) == 0xf0 && s[0] <= 0xf4 ? 4
-						    : 0;
-	for (size_t i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	return n;
-}
-
-int pg_utf8_clean(const char *s, char **out)
-{
-	if (!s) {
-		*out = NULL;
-		return 0;
-	}
-	char *d = strdup(s);
-	if (!d)
-		return -ENOMEM;
-	for (unsigned char *p = (unsigned char *)d; *p;) {
-		size_t n = utf8_len(p);
-		if (n == 0)
-			*p++ = '?';
-		else
-			p += n;
-	}
-	*out = d;
-	return 0;
-}
-
 bool cat_pg_has_password(const char *target)
 {
 	PQconninfoOption *opts = PQconninfoParse(target, NULL);

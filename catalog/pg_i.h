@@ -90,9 +90,6 @@ int64_t pg_get_int(const PGresult *r, int row, int col);
 int pg_get_copy(const PGresult *r, int row, int col, char *buf, size_t size,
 		const char *why);
 int pg_get_dup(const PGresult *r, int row, int col, char **out);
-/* Text made valid UTF-8 for the server (every invalid byte becomes '?'):
- * a malloc'd copy in *out, NULL for NULL. */
-int pg_utf8_clean(const char *s, char **out);
 
 /* The schema (pg_schema.c): created or migrated forward on open, in one
  * transaction serialized by an advisory lock. -EPROTO: a newer schema. */

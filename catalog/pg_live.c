@@ -36,7 +36,7 @@ struct pg_live {
 };
 
 /* Guards the list and every field of its entries. */
-static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t live_mu = MF_MUTEX_INITIALIZER;
 static struct pg_live *lives;
 
 const char *pg_live_key(char buf[PG_INT_LEN], const char *id)

@@ -291,23 +291,17 @@ int pgb_fail(struct mf_catalog *c, const char *fp, uint32_t index,
 	     const char *run_id, int32_t exit_status, const char *error,
 	     const char *stderr_tail)
 {
-	char v[PG_INT_LEN], *err = NULL, *tail = NULL;
-	int rc = pg_utf8_clean(error, &err);
-	rc = rc ? rc : pg_utf8_clean(stderr_tail, &tail);
-	const char *p[] = {NULL, NULL, run_id, pg_int(v, exit_status),
-			   err,	 tail};
-	rc = rc ? rc
-		: shard_update(c,
-			       "UPDATE shards SET state = 'failed',"
-			       " exit_status = $4, error = $5,"
-			       " stderr_tail = $6, raw_bytes = 0,"
-			       " stored_bytes = 0, chunks = 0 WHERE fp = $1"
-			       " AND idx = $2 AND state = 'running' AND"
-			       " run_id = $3",
-			       fp, index, 6, p);
-	free(err);
-	free(tail);
-	return rc;
+	char v[PG_INT_LEN];
+	const char *p[] = {NULL,  NULL,	      run_id, pg_int(v, exit_status),
+			   error, stderr_tail};
+	return shard_update(c,
+			    "UPDATE shards SET state = 'failed',"
+			    " exit_status = $4, error = $5,"
+			    " stderr_tail = $6, raw_bytes = 0,"
+			    " stored_bytes = 0, chunks = 0 WHERE fp = $1"
+			    " AND idx = $2 AND state = 'running' AND"
+			    " run_id = $3",
+			    fp, index, 6, p);
 }
 
 int pgb_reset(struct mf_catalog *c, const char *fp, uint32_t index,

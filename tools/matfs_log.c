@@ -10,6 +10,7 @@
  * Not for: choosing the destination (tools/matfs.c).
  */
 #include "matfs_log.h"
+#include "mf_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t lock = MF_MUTEX_INITIALIZER;
 /* guarded by lock: */
 static int log_fd = -1;
 static char log_path[PATH_MAX];
@@ -153,29 +154,12 @@ static bool file_check(void)
 
 static const char *const level_name[] = {"error", "warning", "info"};
 
-/* The length of the UTF-8 sequence at s if it is valid (no overlong
- * form, surrogate or C1 control, which terminals obey as escapes), else
- * 0. */
+/* The length of the UTF-8 sequence at s if it is valid and no C1
+ * control (U+0080..U+009F, which terminals obey as escapes), else 0. */
 static size_t utf8_len(const unsigned char *s)
 {
-	unsigned char lo = 0x80, hi = 0xbf;
-	size_t n;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		n = 2, lo = s[0] == 0xc2 ? 0xa0 : 0x80;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		n = 3, lo = s[0] == 0xe0 ? 0xa0 : 0x80,
-		hi = s[0] == 0xed ? 0x9f : 0xbf;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		n = 4, lo = s[0] == 0xf0 ? 0x90 : 0x80,
-		hi = s[0] == 0xf4 ? 0x8f : 0xbf;
-	else
-		return 0;
-	if (s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	return n;
+	size_t n = mf_utf8_len(s);
+	return n == 2 && s[0] == 0xc2 && s[1] < 0xa0 ? 0 : n;
 }
 
 /* msg into clean (size len): controls (C0 but tab, DEL, C1) and bytes

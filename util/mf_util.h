@@ -74,6 +74,14 @@ void mf_hex(const void *in, size_t n, char *out);
 /* True when s is exactly len lowercase hex digits. */
 bool mf_is_hex(const char *s, size_t len);
 
+/* The length (1-4) of the valid UTF-8 sequence at s, or 0 when it is not
+ * one (RFC 3629: no overlong form, no surrogate, nothing past U+10FFFF;
+ * what PostgreSQL and terminals accept). s[0] == 0 is a sequence of 1. */
+size_t mf_utf8_len(const unsigned char *s);
+/* Replaces in place every byte of s that starts no valid UTF-8 sequence
+ * with '?'. */
+void mf_utf8_clean(char *s);
+
 /* Fills out (2*nbytes+1 bytes) with nbytes of OpenSSL randomness as hex.
  * Returns 0 or -EIO when the generator fails. */
 int mf_random_hex(size_t nbytes, char *out);

@@ -157,6 +157,41 @@ bool mf_is_hex(const char *s, size_t len)
 	return true;
 }
 
+size_t mf_utf8_len(const unsigned char *s)
+{
+	unsigned char lo = 0x80, hi = 0xbf;
+	size_t n;
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, lo = s[0] == 0xe0 ? 0xa0 : 0x80,
+		hi = s[0] == 0xed ? 0x9f : 0xbf;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, lo = s[0] == 0xf0 ? 0x90 : 0x80,
+		hi = s[0] == 0xf4 ? 0x8f : 0xbf;
+	else
+		return 0;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
+void mf_utf8_clean(char *s)
+{
+	for (unsigned char *p = (unsigned char *)s; *p;) {
+		size_t n = mf_utf8_len(p);
+		if (n == 0)
+			*p++ = '?';
+		else
+			p += n;
+	}
+}
+
 int mf_random_hex(size_t nbytes, char *out)
 {
 	uint8_t buf[64];

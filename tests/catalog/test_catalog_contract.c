@@ -159,6 +159,19 @@ static void test_failure_reaches_waiters(void **state)
 	assert_true(cur.generation != waited);
 	assert_null(cur.error);
 	mf_shard_rec_release(&cur);
+	/* what a stage printed may be any bytes: a surrogate, an overlong
+	 * form, a stray continuation byte are kept as '?', valid text as is */
+	assert_int_equal(mf_catalog_fail_shard(x->cat, x->fp, 1, c.run_id, 256,
+					       "stage \xed\xa0\x80 exited 1",
+					       "a\xe0\x80\xaf"
+					       "b\x80"
+					       "c \xc3\xa9"),
+			 0);
+	assert_int_equal(mf_catalog_get_shard(x->cat, x->fp, 1, &cur), 0);
+	assert_int_equal(cur.state, MF_SHARD_FAILED);
+	assert_string_equal(cur.error, "stage ??? exited 1");
+	assert_string_equal(cur.stderr_tail, "a???b?c \xc3\xa9");
+	mf_shard_rec_release(&cur);
 }
 
 static void test_lost_claim(void **state)

@@ -246,6 +246,40 @@ static void test_corrupt_report(void **state)
 	assert_string_equal(mf_corrupt_reason(), "");
 }
 
+/* UTF-8 as PostgreSQL and terminals take it: every boundary of RFC 3629. */
+static void test_utf8(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *s;
+		size_t n;
+	} cases[] = {
+	    {"a", 1},
+	    {"\x7f", 1},
+	    {"\xc2\x80", 2}, /* U+0080: valid (a C1 control, still UTF-8) */
+	    {"\xc1\xbf", 0}, /* overlong */
+	    {"\xdf\xbf", 2},
+	    {"\xe0\x9f\xbf", 0}, /* overlong */
+	    {"\xe0\xa0\x80", 3},
+	    {"\xed\x9f\xbf", 3},
+	    {"\xed\xa0\x80", 0}, /* a surrogate */
+	    {"\xef\xbf\xbf", 3},
+	    {"\xf0\x8f\xbf\xbf", 0}, /* overlong */
+	    {"\xf0\x90\x80\x80", 4},
+	    {"\xf4\x8f\xbf\xbf", 4}, /* U+10FFFF */
+	    {"\xf4\x90\x80\x80", 0}, /* past it */
+	    {"\xf5\x80\x80\x80", 0},
+	    {"\x80", 0},
+	    {"\xe2\x82", 0}, /* cut short by the end */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_int_equal(mf_utf8_len((const unsigned char *)cases[i].s),
+				 cases[i].n);
+	char t[] = "ok \xe2\x82 \xc3\xa9 \xff";
+	mf_utf8_clean(t);
+	assert_string_equal(t, "ok ?? \xc3\xa9 ?");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +290,7 @@ int main(void)
 	    cmocka_unit_test(test_duration_bad_syntax),
 	    cmocka_unit_test(test_duration_limits),
 	    cmocka_unit_test(test_corrupt_report),
+	    cmocka_unit_test(test_utf8),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
