@@ -5,8 +5,9 @@
  * with, and the checks and rules catalog.c applies before dispatching.
  *
  * catalog.c parses the location, checks every argument and answers what
- * is the same for every backend (mf_catalog_run_alive, state names,
- * record release, begin/end nesting, the stderr tail's length); an
+ * is the same for every backend (mf_catalog_run_alive, the claim's rule
+ * cat_claim_step, state names, record release, begin/end nesting, a
+ * failure's text: the stderr tail's length, valid UTF-8); an
  * operation is called only with the arguments its public function
  * accepts, so a backend checks none of them again. Two backends fill
  * the table: SQLite (sqlite_*.c) and PostgreSQL (pg_*.c); each passes
