@@ -27,7 +27,11 @@
  * Thread safety.
  * - mg_ctx: every function taking a context may be called from any thread,
  *   concurrently. Concurrent mg_load() calls on one context run in
- *   parallel, each on its own staging ring.
+ *   parallel, each on its own staging ring, up to opts.max_loads at once.
+ * - Devices: every CUDA call is made with the context's device current; a
+ *   thread that had a current context gets its device back afterwards, a
+ *   thread that had none is left on the context's device, so that no
+ *   context is created on a device nobody asked for.
  * - mg_buf: the bytes are immutable once handed out. mg_buf_ref(),
  *   mg_buf_release() and mg_buf_dlpack() may be called from any thread; each
  *   reference is released exactly once.
@@ -203,8 +207,11 @@ mg_buf *mg_buf_ref(mg_buf *buf);
  * Drops one reference. When the last goes the buffer returns to its
  * context's pool. On CUDA, reuse of the memory is ordered after the work
  * queued on the legacy default stream (and streams that synchronize with it)
- * before the release; work on other non-blocking streams must be finished
- * by the caller first, as with any memory it frees. NULL does nothing.
+ * before the release, and after the work queued on each stream named to
+ * mg_buf_dlpack_stream() before that tensor's deleter ran; work on other
+ * non-blocking streams must be finished by the caller first, as with any
+ * memory it frees. Never frees device memory itself (no cudaFree, which
+ * waits for the device): safe in a DLPack deleter. NULL does nothing.
  */
 void mg_buf_release(mg_buf *buf);
 
@@ -235,7 +242,8 @@ struct mg_view {
 /*
  * Exports buf as a DLPack tensor: view NULL gives a 1-D uint8 tensor of all
  * the bytes; otherwise the view must fit in the buffer (offset + product of
- * shape * item size <= size). The tensor holds its own reference on buf: the
+ * shape * item size <= size). The tensor's data is aligned to 256 bytes
+ * (the view's offset rounded down) and byte_offset holds the rest. The tensor holds its own reference on buf: the
  * caller still releases its own, and the memory stays valid until the
  * tensor's deleter runs (called once by the consumer, from any thread).
  * Returns 0 and sets *out, -EINVAL for a bad view, -EOVERFLOW when it
