@@ -94,22 +94,22 @@ static bool thread_has_context(void)
 
 /*
  * Makes ctx's device current; *saved is the caller's device to put back in
- * leave(), or -1 when there is none: a thread with no current context
- * (a fresh thread, cudaGetDevice answers 0 there) is left on ctx's device,
- * so that no context is ever created on a device nobody asked for.
+ * leave(), or -1 when there is none. cudaGetDevice answers 0 on a thread
+ * that never chose a device; when such a thread has no current context it
+ * is left on ctx's device, since putting "device 0" back would create
+ * device 0's context, on a device nobody asked for.
  */
 static int enter(const struct mg_ctx *ctx, int *saved)
 {
 	int cur = -1;
 
-	*saved = -1;
-	if (!thread_has_context())
-		return cuda_err(cudaSetDevice(ctx->device));
 	if (cudaGetDevice(&cur) != cudaSuccess)
 		cur = -1;
-	*saved = cur;
-	if (cur == ctx->device)
+	if (cur == ctx->device) {
+		*saved = cur;
 		return 0;
+	}
+	*saved = cur > 0 || (cur == 0 && thread_has_context()) ? cur : -1;
 	return cuda_err(cudaSetDevice(ctx->device));
 }
 
@@ -132,13 +132,13 @@ static void leave(const struct mg_ctx *ctx, int saved)
 
 int mg_cuda_current_device(void)
 {
+	cudaError_t e;
 	int dev = 0;
 
 	if (mg_cuda_device_count() == 0)
 		return -ENODEV;
-	if (cudaGetDevice(&dev) != cudaSuccess)
-		return cuda_err(cudaGetLastError());
-	return dev;
+	e = cudaGetDevice(&dev);
+	return e == cudaSuccess ? dev : cuda_err(e);
 }
 
 static int cu_host_alloc(struct mg_ctx *ctx, size_t n, void **out)
