@@ -164,7 +164,8 @@ void mg_ctx_trim(mg_ctx *ctx);
 /*
  * Counters of a context, since it was opened.
  * - device_allocs / device_frees: device buffers allocated and freed
- *   (cudaMalloc / cudaFree on CUDA). A steady-state loop of loads and
+ *   (cudaMalloc / cudaFree on CUDA; a buffer evicted from the pool counts
+ *   as freed at once, its cudaFree comes with the next load or trim). A steady-state loop of loads and
  *   releases of same-sized files makes device_allocs stop growing.
  * - pool_hits: loads served by a buffer from the pool.
  * - bytes_in_use: capacity of buffers alive (not released); peak_in_use

@@ -397,6 +397,46 @@ static void test_no_free_in_deleter(void **state)
 	mgt_rmtree(dir);
 }
 
+/* Runtime failures reach the caller as CUDA errors and leave the context
+ * usable; an asynchronous (sticky) one fails every later load on its
+ * device. Runs last: the sticky error stays with the last device. */
+static void test_injected_failures(void **state)
+{
+	static const char *const calls[] = {
+	    "cudaMemcpyAsync", "cudaEventRecord", "cudaStreamSynchronize"};
+	const char *name = NULL;
+	char *dir, *a;
+	mg_ctx *ctx = NULL;
+	mg_buf *buf = NULL;
+
+	(void)state;
+	if (!fake_hooks())
+		skip();
+	dir = mgt_tmpdir();
+	a = mgt_file(dir, "a", 5 * STAGE + 1, 51);
+	ctx = cuda_ctx();
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+		fake_fail(calls[i], cudaErrorLaunchFailure);
+		assert_int_equal(mg_load(ctx, a, &buf), -MG_ECUDA);
+		mg_cuda_last_error(&name);
+		assert_string_equal(name, "cudaErrorLaunchFailure");
+		assert_int_equal(mg_load(ctx, a, &buf), 0);
+		check_on_device(buf, 5 * STAGE + 1, 51);
+		mg_buf_release(buf);
+	}
+	mg_ctx_close(ctx);
+	assert_int_equal(mg_ctx_open(mg_device_count() - 1, NULL, &ctx), 0);
+	fake_fail("async", cudaErrorIllegalAddress);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(mg_load(ctx, a, &buf), -MG_ECUDA);
+		mg_cuda_last_error(&name);
+		assert_string_equal(name, "cudaErrorIllegalAddress");
+	}
+	mg_ctx_close(ctx);
+	free(a);
+	mgt_rmtree(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -409,6 +449,7 @@ int main(void)
 	    cmocka_unit_test(test_release_fenced_on_consumer_stream),
 	    cmocka_unit_test(test_release_fence_failures),
 	    cmocka_unit_test(test_no_free_in_deleter),
+	    cmocka_unit_test(test_injected_failures),
 	};
 
 	if (mg_device_count() == 0) {
