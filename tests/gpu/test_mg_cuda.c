@@ -425,6 +425,9 @@ static void test_injected_failures(void **state)
 		mg_buf_release(buf);
 	}
 	mg_ctx_close(ctx);
+	/* On that device already, so that closing needs no cudaSetDevice,
+	 * which the sticky error fails. */
+	assert_int_equal(cudaSetDevice(mg_device_count() - 1), cudaSuccess);
 	assert_int_equal(mg_ctx_open(mg_device_count() - 1, NULL, &ctx), 0);
 	fake_fail("async", cudaErrorIllegalAddress);
 	for (int i = 0; i < 2; i++) {
