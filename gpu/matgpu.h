@@ -27,7 +27,11 @@
  * Thread safety.
  * - mg_ctx: every function taking a context may be called from any thread,
  *   concurrently. Concurrent mg_load() calls on one context run in
- *   parallel, each on its own staging ring.
+ *   parallel, each on its own staging ring, up to opts.max_loads at once.
+ * - Devices: every CUDA call is made with the context's device current; a
+ *   thread that had a current context gets its device back afterwards, a
+ *   thread that had none is left on the context's device, so that no
+ *   context is created on a device nobody asked for.
  * - mg_buf: the bytes are immutable once handed out. mg_buf_ref(),
  *   mg_buf_release() and mg_buf_dlpack() may be called from any thread; each
  *   reference is released exactly once.
@@ -84,6 +88,13 @@ int mg_cuda_built(void);
 int mg_device_count(void);
 
 /*
+ * The calling thread's current CUDA device (cudaGetDevice: 0 on a thread
+ * that never chose one; creates no context), or -ENODEV when the CUDA
+ * backend is not built or the runtime has no device.
+ */
+int mg_cuda_current_device(void);
+
+/*
  * The last CUDA error this thread got from libmatgpu: returns its
  * cudaError_t value (0 if none since the thread started or since
  * mg_cuda_clear_error()), and when name is not NULL sets *name to its name
@@ -101,20 +112,26 @@ const char *mg_strerror(int err);
  * - staging_size: bytes of one staging buffer (>= 1; default 4 MiB). A file
  *   is read and copied in pieces of this size.
  * - staging_count: staging buffers in one ring (2..64; default 4). Each
- *   concurrent load (an mg_load() call, a loader) owns one ring, so a context
- *   holds staging_count * staging_size pinned bytes per concurrent load.
+ *   load being filled (an mg_load() call, a loader's current file) uses one
+ *   ring, so a context holds at most max_loads * staging_count *
+ *   staging_size pinned bytes and max_loads * io_threads I/O threads.
  * - io_threads: threads that pread() into the staging buffers of one ring
  *   (1..16, <= staging_count - 1; default 2, or 1 on a machine of fewer
  *   than 4 CPUs), while the loading thread issues the copies.
  * - pool_max_bytes: most bytes of released device buffers the pool keeps
  *   for reuse; 0 (the default) means no limit: memory goes back only with
  *   mg_ctx_trim(), when an allocation fails, or when the context ends.
+ *   Buffers evicted over the limit are freed by the next load, trim or the
+ *   context's end, never inside mg_buf_release() (a DLPack deleter).
+ * - max_loads: most loads of the context filling at once (1..64; default
+ *   4); a load beyond it waits until one of them is done.
  */
 struct mg_ctx_opts {
 	size_t staging_size;
 	unsigned staging_count;
 	unsigned io_threads;
 	size_t pool_max_bytes;
+	unsigned max_loads;
 };
 void mg_ctx_opts_init(struct mg_ctx_opts *opts);
 
@@ -147,7 +164,8 @@ void mg_ctx_trim(mg_ctx *ctx);
 /*
  * Counters of a context, since it was opened.
  * - device_allocs / device_frees: device buffers allocated and freed
- *   (cudaMalloc / cudaFree on CUDA). A steady-state loop of loads and
+ *   (cudaMalloc / cudaFree on CUDA; a buffer evicted from the pool counts
+ *   as freed at once, its cudaFree comes with the next load or trim). A steady-state loop of loads and
  *   releases of same-sized files makes device_allocs stop growing.
  * - pool_hits: loads served by a buffer from the pool.
  * - bytes_in_use: capacity of buffers alive (not released); peak_in_use
@@ -190,8 +208,11 @@ mg_buf *mg_buf_ref(mg_buf *buf);
  * Drops one reference. When the last goes the buffer returns to its
  * context's pool. On CUDA, reuse of the memory is ordered after the work
  * queued on the legacy default stream (and streams that synchronize with it)
- * before the release; work on other non-blocking streams must be finished
- * by the caller first, as with any memory it frees. NULL does nothing.
+ * before the release, and after the work queued on each stream named to
+ * mg_buf_dlpack_stream() before that tensor's deleter ran; work on other
+ * non-blocking streams must be finished by the caller first, as with any
+ * memory it frees. Never frees device memory itself (no cudaFree, which
+ * waits for the device): safe in a DLPack deleter. NULL does nothing.
  */
 void mg_buf_release(mg_buf *buf);
 
@@ -222,7 +243,8 @@ struct mg_view {
 /*
  * Exports buf as a DLPack tensor: view NULL gives a 1-D uint8 tensor of all
  * the bytes; otherwise the view must fit in the buffer (offset + product of
- * shape * item size <= size). The tensor holds its own reference on buf: the
+ * shape * item size <= size). The tensor's data is aligned to 256 bytes
+ * (the view's offset rounded down) and byte_offset holds the rest. The tensor holds its own reference on buf: the
  * caller still releases its own, and the memory stays valid until the
  * tensor's deleter runs (called once by the consumer, from any thread).
  * Returns 0 and sets *out, -EINVAL for a bad view, -EOVERFLOW when it
@@ -232,13 +254,39 @@ int mg_buf_dlpack(mg_buf *buf, const struct mg_view *view,
 		  DLManagedTensor **out);
 
 /*
+ * Same, for a consumer that will use the tensor on a stream (the DLPack
+ * exchange, __dlpack__(stream=...)). stream follows DLPack's CUDA
+ * convention: -1 for no synchronization, 1 for the legacy default stream,
+ * 2 for the calling thread's per-thread default stream, any other value a
+ * cudaStream_t of the buffer's device (0 is refused: -EINVAL). On CUDA the
+ * consumer's stream first waits for the copy that filled the buffer
+ * (cudaStreamWaitEvent; never blocks the caller), and when the tensor's
+ * deleter runs the buffer's release is fenced on that stream: the memory
+ * is reused only after the work queued there before the deleter ran.
+ * mg_buf_dlpack() is mg_buf_dlpack_stream(buf, view, 1, out). On the CPU
+ * backend stream is ignored.
+ */
+int mg_buf_dlpack_stream(mg_buf *buf, const struct mg_view *view,
+			 intptr_t stream, DLManagedTensor **out);
+
+/*
  * A PyCapsule destructor for capsules named "dltensor" holding a
  * DLManagedTensor from mg_buf_dlpack(): calls the tensor's deleter unless a
- * consumer took the capsule (renamed it). Resolves the Python C API at run
- * time, so the library does not link Python. Call only with the Python
- * interpreter's lock held (Python does).
+ * consumer took the capsule (renamed it). The library does not link
+ * Python: the binding first hands it the interpreter's PyCapsule_IsValid
+ * and PyCapsule_GetPointer with mg_dlpack_capsule_api() (no symbol lookup,
+ * so embedded interpreters work). Before that, the destructor cannot look
+ * into a capsule and calls nothing; mg_dlpack_capsules_leaked() counts
+ * such calls. Call only with the Python interpreter's lock held (Python
+ * does).
  */
 void mg_dlpack_capsule_destructor(void *capsule);
+void mg_dlpack_capsule_api(int (*is_valid)(void *capsule, const char *name),
+			   void *(*get_pointer)(void *capsule,
+						const char *name));
+/* Calls of mg_dlpack_capsule_destructor() that could not look into their
+ * capsule (no mg_dlpack_capsule_api() yet), since the process started. */
+uint64_t mg_dlpack_capsules_leaked(void);
 
 /*
  * Loader options. Fill with mg_loader_opts_init().

@@ -33,9 +33,9 @@ static void cpu_free(struct mg_ctx *ctx, void *p)
 	free(p);
 }
 
-static void cpu_dev_free(struct mg_ctx *ctx, void *p, void *event)
+static void cpu_dev_free(struct mg_ctx *ctx, struct mg_buf *buf)
 {
-	free(p);
+	free(buf->data);
 }
 
 static int cpu_token_new(struct mg_ctx *ctx, void **out)
@@ -65,11 +65,17 @@ static int cpu_wait(struct mg_ctx *ctx, void *token)
 	return 0;
 }
 
-static void cpu_release_fence(struct mg_ctx *ctx, void **event)
+static int cpu_consume(struct mg_ctx *ctx, struct mg_buf *buf, intptr_t stream)
+{
+	return 0;
+}
+
+static void cpu_fence(struct mg_ctx *ctx, struct mg_buf *buf, intptr_t stream)
 {
 }
 
-static int cpu_acquire_fence(struct mg_ctx *ctx, void *stream, void *event)
+static int cpu_acquire_fence(struct mg_ctx *ctx, void *stream,
+			     struct mg_buf *buf)
 {
 	return 0;
 }
@@ -89,6 +95,7 @@ const struct mg_backend mg_backend_cpu = {
     .record = cpu_record,
     .event_wait = cpu_wait,
     .sync = cpu_wait,
-    .release_fence = cpu_release_fence,
+    .consume = cpu_consume,
+    .fence = cpu_fence,
     .acquire_fence = cpu_acquire_fence,
 };

@@ -5,10 +5,14 @@
  *
  * Not for: kernels (there are none) or choosing between backends
  * (mg_ctx.c). Every function makes the context's device current and puts
- * the calling thread's device back, so callers' threads keep theirs.
+ * the calling thread's device back, so callers' threads keep theirs; a
+ * thread that had no current context is left on the context's device
+ * (putting "device 0" back would create device 0's context).
  * cudaError_t is translated in cuda_err() only.
  */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -50,16 +54,62 @@ int mg_cuda_device_count(void)
 	return n;
 }
 
-/* Makes ctx's device current; *saved is the caller's, for leave(). */
+typedef int (*ctx_get_current_fn)(void **ctx);
+
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+static ctx_get_current_fn ctx_get_current;
+
+/* The driver's cuCtxGetCurrent, through the runtime (no libcuda link). */
+static void find_driver(void)
+{
+	enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSuccess;
+	void *fn = NULL;
+	cudaError_t e;
+
+#if CUDART_VERSION >= 12050
+	e = cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 4000,
+					     cudaEnableDefault, &q);
+#else
+	e = cudaGetDriverEntryPoint("cuCtxGetCurrent", &fn, cudaEnableDefault,
+				    &q);
+#endif
+	if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
+		(void)cudaGetLastError();
+		return;
+	}
+	memcpy(&ctx_get_current, &fn, sizeof(fn));
+}
+
+/* Whether the calling thread has a current context (a device it chose, or
+ * one the runtime bound it to); true when that cannot be told. */
+static bool thread_has_context(void)
+{
+	void *c = NULL;
+
+	pthread_once(&driver_once, find_driver);
+	if (!ctx_get_current)
+		return true;
+	return ctx_get_current(&c) != 0 || c != NULL;
+}
+
+/*
+ * Makes ctx's device current; *saved is the caller's device to put back in
+ * leave(), or -1 when there is none. cudaGetDevice answers 0 on a thread
+ * that never chose a device; when such a thread has no current context it
+ * is left on ctx's device, since putting "device 0" back would create
+ * device 0's context, on a device nobody asked for.
+ */
 static int enter(const struct mg_ctx *ctx, int *saved)
 {
 	int cur = -1;
 
 	if (cudaGetDevice(&cur) != cudaSuccess)
 		cur = -1;
-	*saved = cur;
-	if (cur == ctx->device)
+	if (cur == ctx->device) {
+		*saved = cur;
 		return 0;
+	}
+	*saved = cur > 0 || (cur == 0 && thread_has_context()) ? cur : -1;
 	return cuda_err(cudaSetDevice(ctx->device));
 }
 
@@ -79,6 +129,17 @@ static void leave(const struct mg_ctx *ctx, int saved)
 		leave((ctx), saved_);                                          \
 		return r_;                                                     \
 	} while (0)
+
+int mg_cuda_current_device(void)
+{
+	cudaError_t e;
+	int dev = 0;
+
+	if (mg_cuda_device_count() == 0)
+		return -ENODEV;
+	e = cudaGetDevice(&dev);
+	return e == cudaSuccess ? dev : cuda_err(e);
+}
 
 static int cu_host_alloc(struct mg_ctx *ctx, size_t n, void **out)
 {
@@ -100,14 +161,16 @@ static int cu_dev_alloc(struct mg_ctx *ctx, size_t n, void **out)
 	RETURN_ON_DEVICE(ctx, cudaMalloc(out, n));
 }
 
-static void cu_dev_free(struct mg_ctx *ctx, void *p, void *event)
+static void cu_dev_free(struct mg_ctx *ctx, struct mg_buf *buf)
 {
 	int saved;
 
 	if (enter(ctx, &saved) == 0) {
-		(void)cudaFree(p);
-		if (event)
-			(void)cudaEventDestroy(event);
+		(void)cudaFree(buf->data);
+		if (buf->ready)
+			(void)cudaEventDestroy(buf->ready);
+		for (unsigned i = 0; i < buf->nalloc; i++)
+			(void)cudaEventDestroy(buf->fences[i].event);
 	}
 	leave(ctx, saved);
 }
@@ -166,33 +229,97 @@ static int cu_sync(struct mg_ctx *ctx, void *stream)
 	RETURN_ON_DEVICE(ctx, cudaStreamSynchronize(stream));
 }
 
-/*
- * The consumer of a buffer (a DLPack importer) queued its work on streams
- * we do not know; recording on the legacy default stream orders reuse after
- * everything queued there and on the streams that synchronize with it. On
- * failure (the runtime is being unloaded at exit) there is nothing to order.
- */
-static void cu_release_fence(struct mg_ctx *ctx, void **event)
+/* The stream a DLPack stream value names; -1 (no synchronization) and 2
+ * (a per-thread default stream, which synchronizes with the legacy one, of
+ * a thread that may not be this one) fence on the legacy stream. */
+static cudaStream_t fence_stream(intptr_t stream)
 {
-	cudaEvent_t ev = *event;
-	int saved;
-
-	if (enter(ctx, &saved) == 0) {
-		if (!ev &&
-		    cudaEventCreateWithFlags(&ev, cudaEventDisableTiming))
-			ev = NULL;
-		if (ev && cudaEventRecord(ev, cudaStreamLegacy) != cudaSuccess)
-			(void)cudaGetLastError();
-		*event = ev;
-	}
-	leave(ctx, saved);
+	if (stream == -1 || stream == 1 || stream == 2)
+		return cudaStreamLegacy;
+	return (cudaStream_t)stream;
 }
 
-static int cu_acquire_fence(struct mg_ctx *ctx, void *stream, void *event)
+static int cu_consume(struct mg_ctx *ctx, struct mg_buf *buf, intptr_t stream)
 {
-	if (!event)
+	cudaStream_t s = stream == 1 ? cudaStreamLegacy
+	    : stream == 2	     ? cudaStreamPerThread
+				     : (cudaStream_t)stream;
+
+	if (stream == -1 || !buf->ready)
 		return 0;
-	RETURN_ON_DEVICE(ctx, cudaStreamWaitEvent(stream, event, 0));
+	RETURN_ON_DEVICE(ctx, cudaStreamWaitEvent(s, buf->ready, 0));
+}
+
+/* Records buf's fence on s: the slot of s if it has one (a later record on
+ * the same stream covers an earlier one), else the next. fence_lock held;
+ * returns a CUDA error. */
+static cudaError_t record_fence(struct mg_buf *buf, intptr_t key,
+				cudaStream_t s)
+{
+	struct mg_fence *f;
+	unsigned i;
+
+	for (i = 0; i < buf->nfences; i++)
+		if (buf->fences[i].stream == key)
+			break;
+	if (i == buf->nalloc) {
+		f = realloc(buf->fences, (i + 1) * sizeof(*f));
+		if (!f)
+			return cudaErrorMemoryAllocation;
+		buf->fences = f;
+		if (cudaEventCreateWithFlags((cudaEvent_t *)&f[i].event,
+					     cudaEventDisableTiming) !=
+		    cudaSuccess)
+			return cudaGetLastError();
+		buf->nalloc++;
+	}
+	buf->fences[i].stream = key;
+	if (cudaEventRecord(buf->fences[i].event, s) != cudaSuccess)
+		return cudaGetLastError();
+	if (i == buf->nfences)
+		buf->nfences++;
+	return cudaSuccess;
+}
+
+/*
+ * The consumer queued its last work on the buffer on stream before this
+ * (a tensor's deleter, or the last release). Without a fence (no event,
+ * the runtime failing) its work is waited for instead; if even that fails,
+ * the buffer is marked so that it is freed (cudaFree waits for the
+ * device), never reused.
+ */
+static void cu_fence(struct mg_ctx *ctx, struct mg_buf *buf, intptr_t stream)
+{
+	cudaStream_t s = fence_stream(stream);
+	intptr_t key = (intptr_t)s;
+	int saved;
+
+	pthread_mutex_lock(&buf->fence_lock);
+	if (enter(ctx, &saved) != 0 ||
+	    (record_fence(buf, key, s) != cudaSuccess &&
+	     cudaStreamSynchronize(s) != cudaSuccess)) {
+		(void)cudaGetLastError();
+		buf->unfenced = true;
+	}
+	leave(ctx, saved);
+	pthread_mutex_unlock(&buf->fence_lock);
+}
+
+static int cu_acquire_fence(struct mg_ctx *ctx, void *stream,
+			    struct mg_buf *buf)
+{
+	int saved, r;
+
+	pthread_mutex_lock(&buf->fence_lock);
+	r = enter(ctx, &saved);
+	for (unsigned i = 0; !r && i < buf->nfences; i++)
+		r = cuda_err(
+		    cudaStreamWaitEvent(stream, buf->fences[i].event, 0));
+	if (!r)
+		buf->nfences = 0;
+	leave(ctx, saved);
+	pthread_mutex_unlock(&buf->fence_lock);
+	return r;
 }
 
 const struct mg_backend mg_backend_cuda = {
@@ -210,6 +337,7 @@ const struct mg_backend mg_backend_cuda = {
     .record = cu_record,
     .event_wait = cu_event_wait,
     .sync = cu_sync,
-    .release_fence = cu_release_fence,
+    .consume = cu_consume,
+    .fence = cu_fence,
     .acquire_fence = cu_acquire_fence,
 };

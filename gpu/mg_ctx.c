@@ -25,6 +25,13 @@ int mg_cuda_built(void)
 #endif
 }
 
+#ifndef MG_HAVE_CUDA
+int mg_cuda_current_device(void)
+{
+	return -ENODEV;
+}
+#endif
+
 int mg_device_count(void)
 {
 #ifdef MG_HAVE_CUDA
@@ -55,6 +62,7 @@ void mg_ctx_opts_init(struct mg_ctx_opts *opts)
 	 * with the copying thread. */
 	opts->io_threads = sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 2 : 1;
 	opts->pool_max_bytes = 0;
+	opts->max_loads = 4;
 }
 
 static int check_opts(const struct mg_ctx_opts *o)
@@ -65,6 +73,8 @@ static int check_opts(const struct mg_ctx_opts *o)
 		return -EINVAL;
 	if (o->io_threads < 1 || o->io_threads > MG_MAX_IO_THREADS ||
 	    o->io_threads > o->staging_count - 1)
+		return -EINVAL;
+	if (o->max_loads < 1 || o->max_loads > MG_MAX_LOADS)
 		return -EINVAL;
 	return 0;
 }
@@ -125,6 +135,7 @@ int mg_ctx_open(int device, const struct mg_ctx_opts *opts, mg_ctx **out)
 	ctx->opts = o;
 	atomic_init(&ctx->refs, 1);
 	mg_mutex_init(&ctx->lock);
+	pthread_cond_init(&ctx->rings_free, NULL);
 	*out = ctx;
 	return 0;
 }
@@ -140,6 +151,7 @@ void mg_ctx_unref(struct mg_ctx *ctx)
 		return;
 	mg_pool_drain(ctx);
 	mg_readers_drain(ctx);
+	pthread_cond_destroy(&ctx->rings_free);
 	pthread_mutex_destroy(&ctx->lock);
 	free(ctx);
 }

@@ -18,12 +18,16 @@
 #define MG_MIN_CAPACITY 4096u
 #define MG_MAX_STAGING_COUNT 64u
 #define MG_MAX_IO_THREADS 16u
+#define MG_MAX_LOADS 64u
 
 /*
  * What differs between devices. Every function runs with the context's
  * device current on the calling thread (the backend makes it so and puts
- * the caller's back). Streams and events are opaque; the CPU backend copies
- * synchronously, so its events are always complete.
+ * the caller's back, or leaves it when the thread had no device context of
+ * its own, so that no other device's context is ever created). Streams and
+ * events are opaque; the CPU backend copies synchronously, so its events
+ * are always complete. A consumer's stream is a DLPack stream value (see
+ * mg_buf_dlpack_stream in matgpu.h).
  */
 struct mg_backend {
 	const char *name;
@@ -31,7 +35,8 @@ struct mg_backend {
 	int (*host_alloc)(struct mg_ctx *ctx, size_t n, void **out);
 	void (*host_free)(struct mg_ctx *ctx, void *p);
 	int (*dev_alloc)(struct mg_ctx *ctx, size_t n, void **out);
-	void (*dev_free)(struct mg_ctx *ctx, void *p, void *event);
+	/* Frees buf's memory and events; waits for the device on CUDA. */
+	void (*dev_free)(struct mg_ctx *ctx, struct mg_buf *buf);
 	int (*stream_new)(struct mg_ctx *ctx, void **out);
 	void (*stream_free)(struct mg_ctx *ctx, void *stream);
 	int (*event_new)(struct mg_ctx *ctx, void **out);
@@ -42,13 +47,16 @@ struct mg_backend {
 	int (*record)(struct mg_ctx *ctx, void *event, void *stream);
 	int (*event_wait)(struct mg_ctx *ctx, void *event);
 	int (*sync)(struct mg_ctx *ctx, void *stream);
-	/* Called when a buffer's last reference goes: *event (created on first
-	 * use) marks the work queued on the default stream so far. */
-	void (*release_fence)(struct mg_ctx *ctx, void **event);
-	/* Orders later work on stream after a buffer's release fence. */
-	int (*acquire_fence)(struct mg_ctx *ctx, void *stream, void *event);
+	/* Makes a consumer's stream wait for buf->ready (never blocks). */
+	int (*consume)(struct mg_ctx *ctx, struct mg_buf *buf, intptr_t stream);
+	/* Fences buf's reuse after the work queued on a consumer's stream so
+	 * far; when no fence can be made, waits for that stream, and when
+	 * that fails too sets buf->unfenced. */
+	void (*fence)(struct mg_ctx *ctx, struct mg_buf *buf, intptr_t stream);
+	/* Orders later work on stream after buf's fences, which it clears. */
+	int (*acquire_fence)(struct mg_ctx *ctx, void *stream,
+			     struct mg_buf *buf);
 };
-
 extern const struct mg_backend mg_backend_cpu;
 #ifdef MG_HAVE_CUDA
 extern const struct mg_backend mg_backend_cuda;
@@ -61,26 +69,39 @@ void mg_set_cuda_error(int code, const char *name);
 
 struct mg_reader; /* one staging ring and its I/O threads (mg_ring.c) */
 
+/* A release fence: event recorded on a consumer's stream. */
+struct mg_fence {
+	void *event;
+	intptr_t stream;
+};
+
 /*
- * A device buffer. data, cap and event belong to the buffer for its whole
- * life; size and budget are set by the load that fills it. next links the
- * pool's free list (guarded by ctx->lock).
+ * A device buffer. data, cap, ready and the fence events belong to the
+ * buffer for its whole life; size and budget are set by the load that
+ * fills it. next links the pool's lists (guarded by ctx->lock).
+ * fence_lock guards fences, nfences and unfenced: tensors of one buffer
+ * may be deleted on several threads at once.
  */
 struct mg_buf {
 	struct mg_ctx *ctx; /* holds a reference while the buffer is alive */
 	void *data;
 	size_t size;
 	size_t cap;
-	void *event; /* backend release fence, NULL until first release */
+	void *ready; /* backend event: the fill's copies are done */
+	pthread_mutex_t fence_lock;
+	struct mg_fence *fences; /* [0, nfences) recorded since the fill */
+	unsigned nfences, nalloc; /* nalloc: fences with an event */
+	bool unfenced; /* a release could not be fenced: never reused */
 	atomic_uint refs;
 	struct mg_budget *budget; /* loader accounting, NULL for mg_load */
 	struct mg_buf *next;
 };
 
 /*
- * A context. lock guards the pool, the reader list and the counters; it is
- * a leaf lock: nothing else is acquired while holding it, and no backend
- * call is made under it.
+ * A context. lock guards the pool, the reader list, the ring count and the
+ * counters; it is a leaf lock: nothing else is acquired while holding it,
+ * and no backend call is made under it. rings_free is signalled when a
+ * ring goes back.
  */
 struct mg_ctx {
 	const struct mg_backend *be;
@@ -88,7 +109,10 @@ struct mg_ctx {
 	struct mg_ctx_opts opts;
 	atomic_uint refs;
 	pthread_mutex_t lock;
+	pthread_cond_t rings_free;
+	unsigned rings_out; /* rings in use by loads, <= opts.max_loads */
 	struct mg_buf *free_bufs; /* pool, most recently released first */
+	struct mg_buf *doomed; /* evicted or unfenced, to free off deleters */
 	struct mg_reader *free_readers;
 	struct mg_ctx_stats stats;
 };
@@ -106,8 +130,12 @@ int mg_pool_get(struct mg_ctx *ctx, size_t size, struct mg_buf **out);
 void mg_pool_put(struct mg_ctx *ctx, struct mg_buf *buf);
 /* Frees every cached buffer; called with no lock held. */
 void mg_pool_drain(struct mg_ctx *ctx);
+/* Frees the buffers evicted since; called where freeing may wait for the
+ * device (a load, a trim, the context's end), never from a release. */
+void mg_pool_reap(struct mg_ctx *ctx);
 
-/* A staging ring of ctx, from its free list or new (mg_ring.c). */
+/* A staging ring of ctx, from its free list or new (mg_ring.c); waits
+ * while max_loads rings are in use. */
 int mg_reader_get(struct mg_ctx *ctx, struct mg_reader **out);
 void mg_reader_put(struct mg_ctx *ctx, struct mg_reader *rd);
 struct mg_ctx *mg_reader_ctx(const struct mg_reader *rd);

@@ -3,8 +3,10 @@
  * the files in order, ahead of the caller, bounded by a count of files and
  * a memory budget, and mg_loader_next() hands them out in order.
  *
- * Not for: reading a file (mg_load.c, mg_ring.c). The prefetch thread owns
- * one staging ring for the loader's life.
+ * Not for: reading a file (mg_load.c, mg_ring.c). The prefetch thread takes
+ * a staging ring of the context for each file, once the file's room is
+ * reserved, and gives it back when the file is loaded: an idle loader
+ * holds no ring, and the context's max_loads bounds loaders too.
  *
  * Accounting: struct mg_budget outlives the loader while buffers it handed
  * out are alive; each such buffer gives its capacity back on release.
@@ -39,7 +41,6 @@ struct mg_item {
 
 struct mg_loader {
 	struct mg_ctx *ctx; /* one reference */
-	struct mg_reader *rd; /* used by the prefetch thread only */
 	struct mg_budget *b;
 	struct mg_loader_opts opts;
 	char **paths;
@@ -148,6 +149,7 @@ static void publish(struct mg_loader *ld, size_t i, struct mg_buf *buf, int err)
 static int load_one(struct mg_loader *ld, size_t i)
 {
 	struct mg_buf *buf = NULL;
+	struct mg_reader *rd;
 	size_t size = 0, cap = 0;
 	int fd = -1, r, err;
 
@@ -161,7 +163,11 @@ static int load_one(struct mg_loader *ld, size_t i)
 	if (r)
 		goto close_fd;
 	if (!err)
-		err = mg_load_with(ld->rd, fd, size, &ld->cancel, &buf);
+		err = mg_reader_get(ld->ctx, &rd);
+	if (!err) {
+		err = mg_load_with(rd, fd, size, &ld->cancel, &buf);
+		mg_reader_put(ld->ctx, rd);
+	}
 	pthread_mutex_lock(&ld->b->lock);
 	if (err)
 		ld->b->in_use -= cap;
@@ -273,8 +279,6 @@ static void loader_free(struct mg_loader *ld)
 		for (size_t i = 0; i < ld->n; i++)
 			mg_buf_release(ld->items[i].buf);
 	}
-	if (ld->rd)
-		mg_reader_put(ld->ctx, ld->rd);
 	if (ld->b) {
 		pthread_mutex_lock(&ld->b->lock);
 		budget_unref_locked(ld->b);
@@ -311,8 +315,6 @@ int mg_loader_open(mg_ctx *ctx, const char *const *paths, size_t n,
 	}
 	ld->items = calloc(n ? n : 1, sizeof(*ld->items));
 	r = ld->items ? budget_new(&ld->b) : -ENOMEM;
-	if (!r)
-		r = mg_reader_get(ctx, &ld->rd);
 	if (!r)
 		r = -pthread_create(&ld->thread, NULL, loader_main, ld);
 	if (r)

@@ -33,7 +33,9 @@ static void free_list(struct mg_ctx *ctx, struct mg_buf *b)
 
 	for (; b; b = next) {
 		next = b->next;
-		ctx->be->dev_free(ctx, b->data, b->event);
+		ctx->be->dev_free(ctx, b);
+		pthread_mutex_destroy(&b->fence_lock);
+		free(b->fences);
 		free(b);
 	}
 }
@@ -70,6 +72,7 @@ static int alloc_buf(struct mg_ctx *ctx, size_t cap, struct mg_buf **out)
 		free(b);
 		return r;
 	}
+	mg_mutex_init(&b->fence_lock);
 	b->cap = cap;
 	*out = b;
 	return 0;
@@ -84,6 +87,7 @@ int mg_pool_get(struct mg_ctx *ctx, size_t size, struct mg_buf **out)
 
 	if (cap < size)
 		return -ENOMEM;
+	mg_pool_reap(ctx);
 	pthread_mutex_lock(&ctx->lock);
 	b = take_cached(ctx, cap);
 	pthread_mutex_unlock(&ctx->lock);
@@ -109,13 +113,27 @@ int mg_pool_get(struct mg_ctx *ctx, size_t size, struct mg_buf **out)
 	return 0;
 }
 
+/*
+ * Takes back a released buffer. Called from mg_buf_release(), which may be
+ * a DLPack deleter on a consumer's thread: buffers evicted over the pool's
+ * limit (and one whose release could not be fenced) go to ctx->doomed, and
+ * the next load, trim or the context's end frees them, since cudaFree
+ * waits for the whole device.
+ */
 void mg_pool_put(struct mg_ctx *ctx, struct mg_buf *buf)
 {
 	size_t max = ctx->opts.pool_max_bytes;
-	struct mg_buf *evict = NULL, **pp;
+	struct mg_buf **pp, *b;
 
 	pthread_mutex_lock(&ctx->lock);
 	ctx->stats.bytes_in_use -= buf->cap;
+	if (buf->unfenced) {
+		ctx->stats.device_frees++;
+		buf->next = ctx->doomed;
+		ctx->doomed = buf;
+		pthread_mutex_unlock(&ctx->lock);
+		return;
+	}
 	buf->next = ctx->free_bufs;
 	ctx->free_bufs = buf;
 	ctx->stats.bytes_cached += buf->cap;
@@ -123,14 +141,25 @@ void mg_pool_put(struct mg_ctx *ctx, struct mg_buf *buf)
 		/* Evict the least recently released: the list's tail. */
 		for (pp = &ctx->free_bufs; (*pp)->next; pp = &(*pp)->next)
 			;
-		ctx->stats.bytes_cached -= (*pp)->cap;
-		ctx->stats.device_frees++;
-		(*pp)->next = evict;
-		evict = *pp;
+		b = *pp;
 		*pp = NULL;
+		ctx->stats.bytes_cached -= b->cap;
+		ctx->stats.device_frees++;
+		b->next = ctx->doomed;
+		ctx->doomed = b;
 	}
 	pthread_mutex_unlock(&ctx->lock);
-	free_list(ctx, evict);
+}
+
+void mg_pool_reap(struct mg_ctx *ctx)
+{
+	struct mg_buf *list;
+
+	pthread_mutex_lock(&ctx->lock);
+	list = ctx->doomed;
+	ctx->doomed = NULL;
+	pthread_mutex_unlock(&ctx->lock);
+	free_list(ctx, list);
 }
 
 void mg_pool_drain(struct mg_ctx *ctx)
@@ -145,6 +174,7 @@ void mg_pool_drain(struct mg_ctx *ctx)
 	ctx->stats.bytes_cached = 0;
 	pthread_mutex_unlock(&ctx->lock);
 	free_list(ctx, list);
+	mg_pool_reap(ctx);
 }
 
 mg_buf *mg_buf_ref(mg_buf *buf)
@@ -166,7 +196,8 @@ void mg_buf_release(mg_buf *buf)
 	ctx = buf->ctx;
 	budget = buf->budget;
 	cap = buf->cap;
-	ctx->be->release_fence(ctx, &buf->event);
+	/* The legacy stream: C callers' and mg_buf_dlpack() consumers'. */
+	ctx->be->fence(ctx, buf, 1);
 	buf->budget = NULL;
 	buf->ctx = NULL;
 	/* Back in the pool before the loader hears of the room, so the load

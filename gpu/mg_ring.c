@@ -6,7 +6,8 @@
  * reading piece k+1 overlaps copying piece k (double buffering).
  *
  * Not for: choosing files or buffers (mg_load.c, mg_loader.c). One loading
- * thread uses a ring at a time; rings are cached per context.
+ * thread uses a ring at a time; rings are cached per context, and at most
+ * opts.max_loads are in use at once (a load beyond waits for one).
  *
  * Slot life: FREE -> QUEUED (loading thread) -> READING (I/O thread) ->
  * DONE (I/O thread) -> FREE (loading thread, copy queued; the slot's event
@@ -179,18 +180,26 @@ int mg_reader_get(struct mg_ctx *ctx, struct mg_reader **out)
 	int r;
 
 	pthread_mutex_lock(&ctx->lock);
+	while (ctx->rings_out >= ctx->opts.max_loads)
+		pthread_cond_wait(&ctx->rings_free, &ctx->lock);
+	ctx->rings_out++;
 	rd = ctx->free_readers;
 	if (rd)
 		ctx->free_readers = rd->next;
 	pthread_mutex_unlock(&ctx->lock);
 	if (!rd) {
 		r = reader_new(ctx, &rd);
+		pthread_mutex_lock(&ctx->lock);
+		if (r) {
+			ctx->rings_out--;
+			pthread_cond_signal(&ctx->rings_free);
+		} else {
+			ctx->stats.staging_bytes +=
+			    (uint64_t)rd->nslots * ctx->opts.staging_size;
+		}
+		pthread_mutex_unlock(&ctx->lock);
 		if (r)
 			return r;
-		pthread_mutex_lock(&ctx->lock);
-		ctx->stats.staging_bytes +=
-		    (uint64_t)rd->nslots * ctx->opts.staging_size;
-		pthread_mutex_unlock(&ctx->lock);
 	}
 	rd->next = NULL;
 	*out = rd;
@@ -207,6 +216,8 @@ void mg_reader_put(struct mg_ctx *ctx, struct mg_reader *rd)
 	pthread_mutex_lock(&ctx->lock);
 	rd->next = ctx->free_readers;
 	ctx->free_readers = rd;
+	ctx->rings_out--;
+	pthread_cond_signal(&ctx->rings_free);
 	pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -330,7 +341,10 @@ int mg_reader_fill(struct mg_reader *rd, int fd, size_t size,
 	pthread_mutex_lock(&rd->lock);
 	rd->fd = fd;
 	pthread_mutex_unlock(&rd->lock);
-	r = be->acquire_fence(rd->ctx, rd->stream, buf->event);
+	/* Copies into buf start after the consumers of its last use. */
+	r = be->acquire_fence(rd->ctx, rd->stream, buf);
+	if (!r && !buf->ready)
+		r = be->event_new(rd->ctx, &buf->ready);
 	while (!r && f.copied < f.n) {
 		if (cancel && atomic_load(cancel)) {
 			r = -ECANCELED;
@@ -340,6 +354,9 @@ int mg_reader_fill(struct mg_reader *rd, int fd, size_t size,
 		if (!r)
 			r = copy_next(&f, buf);
 	}
+	/* What a consumer's stream waits for (mg_buf_dlpack_stream). */
+	if (!r)
+		r = be->record(rd->ctx, buf->ready, rd->stream);
 	drain(rd);
 	r2 = be->sync(rd->ctx, rd->stream);
 	for (unsigned i = 0; i < rd->nslots; i++)

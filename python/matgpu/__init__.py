@@ -8,7 +8,7 @@ without a copy:
 
     import matgpu, torch
     buf = matgpu.load("/mnt/data/wiki-tokens/shard-00000.bin", device="cuda")
-    t = torch.from_dlpack(buf)                      # 1-D uint8, on cuda:0
+    t = torch.from_dlpack(buf)       # 1-D uint8, on the current device
     x = torch.from_dlpack(buf.view("int32", (-1, 512)))
     for buf in matgpu.Loader(paths, device="cuda:1", prefetch=2):
         ...
@@ -24,6 +24,7 @@ the device does not exist); a CUDA error without an errno raises CudaError
 
 import errno as _errno
 import os
+import sys
 import threading
 
 from ctypes import byref, c_char_p, c_int64, c_void_p
@@ -72,9 +73,23 @@ def device_count():
     return lib.mg_device_count()
 
 
+def _current_cuda_device():
+    """The caller's current CUDA device: torch's when torch is imported
+    and has CUDA (torch.cuda.set_device(rank) then means rank), else the
+    CUDA runtime's for this thread (cudaGetDevice)."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and cuda.is_available():
+        return cuda.current_device()
+    index = lib.mg_cuda_current_device()
+    if index < 0:
+        _raise(index)
+    return index
+
+
 def _device_index(device):
-    """MG_DEVICE_CPU, MG_DEVICE_AUTO or a CUDA ordinal from "cpu", "cuda",
-    "cuda:N", "auto", an int or a torch.device."""
+    """MG_DEVICE_CPU, MG_DEVICE_AUTO or a CUDA ordinal from "cpu", "cuda"
+    (the current device), "cuda:N", "auto", an int or a torch.device."""
     if device is None:
         return _lib.MG_DEVICE_CPU
     if isinstance(device, int) and not isinstance(device, bool):
@@ -87,7 +102,7 @@ def _device_index(device):
     if text == "auto":
         return _lib.MG_DEVICE_AUTO
     if text == "cuda":
-        return 0
+        return _current_cuda_device()
     if text.startswith("cuda:") and text[5:].isdigit():
         return int(text[5:])
     raise ValueError("matgpu: bad device %r (want 'cpu', 'cuda' or "
@@ -182,18 +197,28 @@ class Buffer:
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None,
                    copy=None):
-        """A "dltensor" capsule. The bytes are already on the device when
-        the Buffer exists, so any stream may use them at once."""
+        """A "dltensor" capsule, per the DLPack exchange: on CUDA the
+        consumer's stream (None: the legacy default stream; 1 legacy, 2
+        per-thread default, -1 none, else a cudaStream_t) waits for the
+        copy that filled the buffer, and the tensor's release is fenced on
+        that stream, so the memory is reused only after the work the
+        consumer queued there."""
         if copy:
             raise BufferError("matgpu: __dlpack__ does not copy")
         if dl_device is not None and \
                 tuple(dl_device) != self.__dlpack_device__():
             raise BufferError("matgpu: buffer is on %s" % self.device)
+        if self.__dlpack_device__()[0] == _lib.KDL_CPU:
+            stream = -1
+        elif stream is None:
+            stream = 1
+        elif not isinstance(stream, int) or stream == 0 or stream < -1:
+            raise ValueError("matgpu: bad CUDA stream %r" % (stream,))
         view = self._mg_view()
         managed = c_void_p()
-        rc = lib.mg_buf_dlpack(self._handle(),
-                               byref(view) if view is not None else None,
-                               byref(managed))
+        rc = lib.mg_buf_dlpack_stream(
+            self._handle(), byref(view) if view is not None else None,
+            stream, byref(managed))
         if rc:
             _raise(rc, self.path)
         return _lib.capsule_new(managed.value)
@@ -266,14 +291,15 @@ class Context:
     buffers reused across loads. Safe to share between threads."""
 
     def __init__(self, device="cpu", staging_size=None, staging_count=None,
-                 io_threads=None, pool_max_bytes=None):
+                 io_threads=None, pool_max_bytes=None, max_loads=None):
         self._ctx = None
         opts = _lib.CtxOpts()
         lib.mg_ctx_opts_init(byref(opts))
         for name, value in (("staging_size", staging_size),
                             ("staging_count", staging_count),
                             ("io_threads", io_threads),
-                            ("pool_max_bytes", pool_max_bytes)):
+                            ("pool_max_bytes", pool_max_bytes),
+                            ("max_loads", max_loads)):
             if value is not None:
                 setattr(opts, name, value)
         handle = c_void_p()

@@ -21,8 +21,8 @@ import os
 import sysconfig
 
 from ctypes import (POINTER, Structure, byref, c_char_p, c_int, c_int32,
-                    c_int64, c_size_t, c_uint, c_uint8, c_uint16, c_uint64,
-                    c_void_p)
+                    c_int64, c_size_t, c_ssize_t, c_uint, c_uint8, c_uint16,
+                    c_uint64, c_void_p)
 
 MG_ECUDA = 4096
 MG_DEVICE_CPU = -1
@@ -49,7 +49,8 @@ class MgView(Structure):
 
 class CtxOpts(Structure):
     _fields_ = [("staging_size", c_size_t), ("staging_count", c_uint),
-                ("io_threads", c_uint), ("pool_max_bytes", c_size_t)]
+                ("io_threads", c_uint), ("pool_max_bytes", c_size_t),
+                ("max_loads", c_uint)]
 
 
 class CtxStats(Structure):
@@ -159,6 +160,7 @@ def _declare(lib):
         "mg_version": (c_char_p, []),
         "mg_cuda_built": (c_int, []),
         "mg_device_count": (c_int, []),
+        "mg_cuda_current_device": (c_int, []),
         "mg_cuda_last_error": (c_int, [POINTER(c_char_p)]),
         "mg_cuda_clear_error": (None, []),
         "mg_strerror": (c_char_p, [c_int]),
@@ -178,6 +180,10 @@ def _declare(lib):
         "mg_buf_capacity": (c_size_t, [p]),
         "mg_buf_dl_device": (DLDevice, [p]),
         "mg_buf_dlpack": (c_int, [p, POINTER(MgView), POINTER(p)]),
+        "mg_buf_dlpack_stream": (c_int, [p, POINTER(MgView), c_ssize_t,
+                                         POINTER(p)]),
+        "mg_dlpack_capsule_api": (None, [p, p]),
+        "mg_dlpack_capsules_leaked": (c_uint64, []),
         "mg_loader_opts_init": (None, [POINTER(LoaderOpts)]),
         "mg_loader_open": (c_int, [p, POINTER(c_char_p), c_size_t,
                                    POINTER(LoaderOpts), POINTER(p)]),
@@ -222,6 +228,13 @@ CAPSULE_NAME = ctypes.create_string_buffer(b"dltensor")
 _capsule_new = ctypes.pythonapi.PyCapsule_New
 _capsule_new.restype = ctypes.py_object
 _capsule_new.argtypes = [c_void_p, c_void_p, c_void_p]
+
+# The destructor looks into capsules with this interpreter's own capsule
+# API, handed to the library here, before any capsule exists: the library
+# links no Python and looks no symbol up (embedded interpreters work).
+lib.mg_dlpack_capsule_api(
+    ctypes.cast(ctypes.pythonapi.PyCapsule_IsValid, c_void_p).value,
+    ctypes.cast(ctypes.pythonapi.PyCapsule_GetPointer, c_void_p).value)
 
 
 def capsule_new(managed):

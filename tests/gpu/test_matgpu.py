@@ -3,13 +3,15 @@
 torch.from_dlpack on a CPU buffer shows the file's exact bytes without a
 copy, the tensor stays valid after the Python object goes away (and its
 memory is not handed to another load), views, the Loader's order and
-errors. Runs under /usr/bin/python3 with PYTHONPATH at python/ and
+errors; on the fake CUDA runtime (test_matgpu_py_fake), what "cuda" means
+and the DLPack stream exchange. Runs under /usr/bin/python3 with PYTHONPATH at python/ and
 MATGPU_LIB at the built library; exits 77 only when torch or numpy cannot be
 imported.
 
 Not for: the C API's edge cases (the cmocka tests of tests/gpu).
 """
 
+import ctypes
 import errno
 import gc
 import os
@@ -17,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 import unittest
 
 try:
@@ -93,6 +96,7 @@ class MatgpuTest(unittest.TestCase):
         del capsule
         gc.collect()
         self.assertEqual(self.ctx.stats()["bytes_in_use"], 0)
+        self.assertEqual(matgpu._lib.lib.mg_dlpack_capsules_leaked(), 0)
 
     def test_numpy_from_dlpack(self):
         data = pattern(4096 * 3, 5)
@@ -102,14 +106,18 @@ class MatgpuTest(unittest.TestCase):
 
     def test_view_dtype_and_shape(self):
         ref = numpy.arange(24, dtype=numpy.float32)
-        header = b"\x00" * 16
+        # A header of 256 bytes: Debian's torch ignores DLPack's
+        # byte_offset, which views at other offsets need (numpy below).
+        header = b"\x00" * 256
         buf = self.ctx.load(self.write("a", header + ref.tobytes()))
-        t = torch.from_dlpack(buf.view("float32", (4, -1), offset=16))
+        t = torch.from_dlpack(buf.view("float32", (4, -1), offset=256))
         self.assertEqual(t.dtype, torch.float32)
         self.assertEqual(tuple(t.shape), (4, 6))
         self.assertTrue(torch.equal(t, torch.from_numpy(ref.reshape(4, 6))))
-        t2 = torch.from_dlpack(buf.view(torch.int64, offset=16))
+        t2 = torch.from_dlpack(buf.view(torch.int64, offset=256))
         self.assertEqual(tuple(t2.shape), (12,))
+        a = numpy.from_dlpack(buf.view("float32", (-1,), offset=264))
+        self.assertEqual(a.tobytes(), ref[2:].tobytes())
         t3 = torch.from_dlpack(buf.view(numpy.dtype("<i4"), (2, 3)))
         self.assertEqual(tuple(t3.shape), (2, 3))
         self.assertEqual(t3.dtype, torch.int32)
@@ -209,6 +217,67 @@ class MatgpuTest(unittest.TestCase):
             text=True).stdout
         self.assertIn("shard 1: 40 bytes, 10 tokens, max 9", out)
         self.assertIn("shard 2: 80 bytes, 20 tokens, max 19", out)
+
+
+def fake_cudart():
+    """The fake CUDA runtime preloaded by test_matgpu_py_fake, or None."""
+    for path in os.environ.get("LD_PRELOAD", "").split():
+        if "fakecuda" in path:
+            return ctypes.CDLL(path)
+    return None
+
+
+class FakeCudaTest(unittest.TestCase):
+    """The binding's CUDA side on the fake runtime of tests/gpu/fakecuda
+    with two devices (test_matgpu_py_fake)."""
+
+    def setUp(self):
+        self.cudart = fake_cudart()
+        if self.cudart is None or matgpu.device_count() < 2:
+            self.skipTest("needs the fake CUDA runtime with 2 devices")
+        self.dir = tempfile.mkdtemp(prefix="matgpu-test-")
+        self.path = os.path.join(self.dir, "a")
+        with open(self.path, "wb") as f:
+            f.write(pattern(5000, 9))
+
+    def tearDown(self):
+        self.cudart.cudaSetDevice(0)
+        shutil.rmtree(self.dir)
+
+    def test_cuda_is_the_current_device(self):
+        self.assertEqual(self.cudart.cudaSetDevice(1), 0)
+        buf = matgpu.load(self.path, device="cuda")
+        self.assertEqual(buf.__dlpack_device__(), (2, 1))
+        self.assertEqual(matgpu.Context("cuda").device, "cuda:1")
+        # torch's current device wins when torch has CUDA.
+        cuda = types.SimpleNamespace(is_available=lambda: True,
+                                     current_device=lambda: 0)
+        real = sys.modules["torch"]
+        sys.modules["torch"] = types.SimpleNamespace(cuda=cuda)
+        try:
+            buf = matgpu.load(self.path, device="cuda")
+        finally:
+            sys.modules["torch"] = real
+        self.assertEqual(buf.__dlpack_device__(), (2, 0))
+
+    def test_dlpack_stream(self):
+        ctx = matgpu.Context("cuda:1")
+        buf = ctx.load(self.path)
+        with self.assertRaises(ValueError):
+            buf.__dlpack__(stream=0)
+        self.assertEqual(self.cudart.cudaSetDevice(1), 0)
+        stream = ctypes.c_void_p()
+        self.assertEqual(self.cudart.cudaStreamCreateWithFlags(
+            ctypes.byref(stream), 1), 0)
+        capsules = [buf.__dlpack__(stream=s) for s in
+                    (None, 1, 2, -1, stream.value)]
+        buf.release()
+        del capsules
+        gc.collect()
+        self.assertEqual(ctx.stats()["bytes_in_use"], 0)
+        self.assertEqual(matgpu._lib.lib.mg_dlpack_capsules_leaked(), 0)
+        self.cudart.cudaStreamDestroy(stream)
+        ctx.close()
 
 
 if __name__ == "__main__":

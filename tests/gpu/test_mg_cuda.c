@@ -3,16 +3,23 @@
  * bytes that reach device memory (copied back with cudaMemcpy) at the ring's
  * edge sizes, DLPack device tensors, the loader's order and the pool's
  * steady state on the device, a second device, running out of device
- * memory. Skipped (77) where the runtime reports no device
+ * memory; and, on the fake runtime only (its hooks, found with dlsym), the
+ * contexts a load creates, the ordering of a buffer's reuse after its
+ * consumers' streams, and where device memory is freed. Skipped (77) where
+ * the runtime reports no device
  * (test_mg_errors.c covers that case). Runs on a GPU, or on any machine
  * against the fake runtime of fakecuda/ (test_mg_cuda_fake).
  *
  * Not for: the CPU backend (the other tests of this folder).
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 
 #include <cuda_runtime_api.h>
 
+#include "fake_cudart.h"
 #include "mg_test_util.h"
 
 #define STAGE 4096
@@ -24,6 +31,8 @@ static void check_on_device(const mg_buf *buf, size_t size, uint32_t seed)
 
 	assert_int_equal(mg_buf_dl_device(buf).device_type, kDLCUDA);
 	assert_int_equal(mg_buf_size(buf), size);
+	assert_int_equal(cudaSetDevice(mg_buf_dl_device(buf).device_id),
+			 cudaSuccess);
 	mgt_pattern(want, size, seed);
 	assert_int_equal(
 	    cudaMemcpy(got, mg_buf_data(buf), size, cudaMemcpyDeviceToHost),
@@ -32,6 +41,30 @@ static void check_on_device(const mg_buf *buf, size_t size, uint32_t seed)
 		assert_memory_equal(got, want, size);
 	free(want);
 	free(got);
+}
+
+/* The fake runtime's hooks, NULL on a real one. */
+static int (*fake_contexts)(int device);
+static long (*fake_frees)(void);
+static void (*fake_fail)(const char *call, cudaError_t err);
+static void (*fake_sleep)(cudaStream_t stream, unsigned us);
+
+static bool fake_hooks(void)
+{
+	void *p;
+
+	if (!fake_contexts) {
+		if ((p = dlsym(RTLD_DEFAULT, "fake_cudart_contexts")) != NULL)
+			memcpy(&fake_contexts, &p, sizeof(p));
+		if ((p = dlsym(RTLD_DEFAULT, "fake_cudart_frees")) != NULL)
+			memcpy(&fake_frees, &p, sizeof(p));
+		if ((p = dlsym(RTLD_DEFAULT, "fake_cudart_fail")) != NULL)
+			memcpy(&fake_fail, &p, sizeof(p));
+		if ((p = dlsym(RTLD_DEFAULT, "fake_cudart_stream_sleep")) !=
+		    NULL)
+			memcpy(&fake_sleep, &p, sizeof(p));
+	}
+	return fake_contexts && fake_frees && fake_fail && fake_sleep;
 }
 
 static mg_ctx *cuda_ctx(void)
@@ -144,7 +177,6 @@ static void test_second_device(void **state)
 	assert_int_equal(cudaGetDevice(&dev), cudaSuccess);
 	assert_int_equal(dev, 0);
 	assert_int_equal(mg_buf_dl_device(buf).device_id, 1);
-	assert_int_equal(cudaSetDevice(1), cudaSuccess);
 	check_on_device(buf, 5 * STAGE, 11);
 	assert_int_equal(cudaSetDevice(0), cudaSuccess);
 	mg_buf_release(buf);
@@ -194,14 +226,233 @@ static void test_out_of_memory(void **state)
 	mgt_rmtree(dir);
 }
 
+/* Loads, tensors and a loader on device 1 from this thread (which never
+ * chose a device) and from a loader's own thread. */
+static void use_device1(const char *dir)
+{
+	char *a = mgt_file(dir, "a", 5 * STAGE + 3, 21);
+	char *b = mgt_file(dir, "b", 2 * STAGE, 22);
+	const char *paths[2] = {a, b};
+	DLManagedTensor *m = NULL;
+	mg_loader *ld = NULL;
+	mg_ctx *ctx = NULL;
+	mg_buf *buf = NULL;
+
+	assert_int_equal(mg_ctx_open(1, NULL, &ctx), 0);
+	assert_int_equal(mg_load(ctx, a, &buf), 0);
+	assert_int_equal(mg_buf_dlpack(buf, NULL, &m), 0);
+	mg_buf_release(buf);
+	m->deleter(m);
+	assert_int_equal(mg_loader_open(ctx, paths, 2, NULL, &ld), 0);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(mg_loader_next(ld, &buf), 0);
+		mg_buf_release(buf);
+	}
+	mg_loader_close(ld);
+	mg_ctx_trim(ctx);
+	mg_ctx_close(ctx);
+	free(a);
+	free(b);
+}
+
+/* Runs first, before anything in the process touched device 0: working on
+ * device 1 creates no context on device 0 (CUDA 12+ creates one for any
+ * cudaSetDevice(0)), whether this thread had a device or not. */
+static void test_no_context_on_other_device(void **state)
+{
+	char *dir;
+
+	(void)state;
+	if (!fake_hooks() || mg_device_count() < 2)
+		skip();
+	assert_int_equal(fake_contexts(0), 0);
+	dir = mgt_tmpdir();
+	use_device1(dir);
+	assert_int_equal(fake_contexts(0), 0);
+	assert_int_equal(fake_contexts(1), 1);
+	mgt_rmtree(dir);
+}
+
+/* The consumer of a tensor that fences its release: a "kernel" on stream
+ * that runs late, then reads the tensor back into host memory. */
+static void consume_late(cudaStream_t stream, DLManagedTensor *m, uint8_t *host,
+			 size_t n)
+{
+	fake_sleep(stream, 200 * 1000);
+	assert_int_equal(cudaMemcpyAsync(host, m->dl_tensor.data, n,
+					 cudaMemcpyDeviceToHost, stream),
+			 cudaSuccess);
+}
+
+/*
+ * A buffer exported to a consumer's stream is reused by the next load only
+ * after the work queued on that stream before the tensor's deleter ran: a
+ * non-blocking stream through mg_buf_dlpack_stream(), the legacy stream
+ * through mg_buf_dlpack() even when the fence cannot be made (fail names
+ * a call that then fails once).
+ */
+static void reuse_after_consumer(cudaStream_t stream, bool named,
+				 const char *fail)
+{
+	const size_t n = 6 * STAGE;
+	char *dir = mgt_tmpdir();
+	char *a = mgt_file(dir, "a", n, 31), *b = mgt_file(dir, "b", n, 32);
+	uint8_t *host = NULL, *want = malloc(n);
+	DLManagedTensor *m = NULL;
+	mg_ctx *ctx = cuda_ctx();
+	mg_buf *buf = NULL;
+	void *first;
+
+	assert_int_equal(cudaSetDevice(0), cudaSuccess);
+	assert_int_equal(cudaHostAlloc((void **)&host, n, 0), cudaSuccess);
+	assert_int_equal(mg_load(ctx, a, &buf), 0);
+	first = mg_buf_data(buf);
+	if (named)
+		assert_int_equal(
+		    mg_buf_dlpack_stream(buf, NULL, (intptr_t)stream, &m), 0);
+	else
+		assert_int_equal(mg_buf_dlpack(buf, NULL, &m), 0);
+	mg_buf_release(buf);
+	consume_late(stream, m, host, n);
+	if (fail)
+		fake_fail(fail, cudaErrorMemoryAllocation);
+	m->deleter(m);
+	assert_int_equal(mg_load(ctx, b, &buf), 0);
+	if (!fail)
+		assert_ptr_equal(mg_buf_data(buf), first); /* reused */
+	assert_int_equal(cudaStreamSynchronize(stream), cudaSuccess);
+	mgt_pattern(want, n, 31);
+	assert_memory_equal(host, want, n);
+	check_on_device(buf, n, 32);
+	mg_buf_release(buf);
+	mg_ctx_close(ctx);
+	assert_int_equal(cudaFreeHost(host), cudaSuccess);
+	free(want);
+	free(a);
+	free(b);
+	mgt_rmtree(dir);
+}
+
+static void test_release_fenced_on_consumer_stream(void **state)
+{
+	cudaStream_t s;
+
+	(void)state;
+	if (!fake_hooks())
+		skip();
+	assert_int_equal(cudaSetDevice(0), cudaSuccess);
+	assert_int_equal(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+			 cudaSuccess);
+	reuse_after_consumer(s, true, NULL);
+	assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
+}
+
+static void test_release_fence_failures(void **state)
+{
+	(void)state;
+	if (!fake_hooks())
+		skip();
+	reuse_after_consumer(cudaStreamLegacy, false,
+			     "cudaEventCreateWithFlags");
+	reuse_after_consumer(cudaStreamLegacy, false, "cudaEventRecord");
+}
+
+/* A pool over its limit frees the evicted buffer in the next load, not in
+ * the DLPack deleter that released it (cudaFree waits for the device). */
+static void test_no_free_in_deleter(void **state)
+{
+	char *dir, *a;
+	struct mg_ctx_opts o;
+	struct mg_ctx_stats st;
+	DLManagedTensor *m = NULL;
+	mg_buf *b1 = NULL, *b2 = NULL;
+	mg_ctx *ctx = NULL;
+	long frees;
+
+	(void)state;
+	if (!fake_hooks())
+		skip();
+	dir = mgt_tmpdir();
+	a = mgt_file(dir, "a", 8 * STAGE, 41);
+	mg_ctx_opts_init(&o);
+	o.staging_size = STAGE;
+	o.pool_max_bytes = 8 * STAGE;
+	assert_int_equal(mg_ctx_open(0, &o, &ctx), 0);
+	assert_int_equal(mg_load(ctx, a, &b1), 0);
+	assert_int_equal(mg_load(ctx, a, &b2), 0);
+	assert_int_equal(mg_buf_dlpack(b2, NULL, &m), 0);
+	mg_buf_release(b2);
+	mg_buf_release(b1); /* the pool is full */
+	frees = fake_frees();
+	m->deleter(m); /* b2 is evicted */
+	assert_int_equal(fake_frees(), frees);
+	assert_int_equal(mg_load(ctx, a, &b1), 0);
+	assert_int_equal(fake_frees(), frees + 1);
+	mg_ctx_stats(ctx, &st);
+	assert_int_equal(st.device_allocs, 2);
+	assert_int_equal(st.device_frees, 1);
+	mg_buf_release(b1);
+	mg_ctx_close(ctx);
+	free(a);
+	mgt_rmtree(dir);
+}
+
+/* Runtime failures reach the caller as CUDA errors and leave the context
+ * usable; an asynchronous (sticky) one fails every later load on its
+ * device. Runs last: the sticky error stays with the last device. */
+static void test_injected_failures(void **state)
+{
+	static const char *const calls[] = {
+	    "cudaMemcpyAsync", "cudaEventRecord", "cudaStreamSynchronize"};
+	const char *name = NULL;
+	char *dir, *a;
+	mg_ctx *ctx = NULL;
+	mg_buf *buf = NULL;
+
+	(void)state;
+	if (!fake_hooks())
+		skip();
+	dir = mgt_tmpdir();
+	a = mgt_file(dir, "a", 5 * STAGE + 1, 51);
+	ctx = cuda_ctx();
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+		fake_fail(calls[i], cudaErrorLaunchFailure);
+		assert_int_equal(mg_load(ctx, a, &buf), -MG_ECUDA);
+		mg_cuda_last_error(&name);
+		assert_string_equal(name, "cudaErrorLaunchFailure");
+		assert_int_equal(mg_load(ctx, a, &buf), 0);
+		check_on_device(buf, 5 * STAGE + 1, 51);
+		mg_buf_release(buf);
+	}
+	mg_ctx_close(ctx);
+	/* On that device already, so that closing needs no cudaSetDevice,
+	 * which the sticky error fails. */
+	assert_int_equal(cudaSetDevice(mg_device_count() - 1), cudaSuccess);
+	assert_int_equal(mg_ctx_open(mg_device_count() - 1, NULL, &ctx), 0);
+	fake_fail("async", cudaErrorIllegalAddress);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(mg_load(ctx, a, &buf), -MG_ECUDA);
+		mg_cuda_last_error(&name);
+		assert_string_equal(name, "cudaErrorIllegalAddress");
+	}
+	mg_ctx_close(ctx);
+	free(a);
+	mgt_rmtree(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_no_context_on_other_device),
 	    cmocka_unit_test(test_sizes_on_device),
 	    cmocka_unit_test(test_dlpack_and_steady_state),
 	    cmocka_unit_test(test_loader_on_device),
 	    cmocka_unit_test(test_second_device),
 	    cmocka_unit_test(test_out_of_memory),
+	    cmocka_unit_test(test_release_fenced_on_consumer_stream),
+	    cmocka_unit_test(test_release_fence_failures),
+	    cmocka_unit_test(test_no_free_in_deleter),
+	    cmocka_unit_test(test_injected_failures),
 	};
 
 	if (mg_device_count() == 0) {

@@ -86,7 +86,15 @@ static void test_typed_view(void **state)
 	assert_int_equal(m->dl_tensor.shape[0], 3);
 	assert_int_equal(m->dl_tensor.shape[1], 5);
 	assert_int_equal(m->dl_tensor.dtype.code, kDLFloat);
-	assert_ptr_equal(m->dl_tensor.data, (char *)mg_buf_data(f->buf) + 8);
+	/* dlpack.h: data stays aligned, the offset goes in byte_offset. */
+	assert_ptr_equal(m->dl_tensor.data, mg_buf_data(f->buf));
+	assert_int_equal(m->dl_tensor.byte_offset, 8);
+	m->deleter(m);
+	/* At a multiple of 256 the pointer itself moves (old consumers). */
+	v.offset = 512 + 8;
+	assert_int_equal(mg_buf_dlpack(f->buf, &v, &m), 0);
+	assert_ptr_equal(m->dl_tensor.data, (char *)mg_buf_data(f->buf) + 512);
+	assert_int_equal(m->dl_tensor.byte_offset, 8);
 	m->deleter(m);
 }
 
@@ -150,14 +158,59 @@ static void test_empty_file_tensor(void **state)
 	free(path);
 }
 
-/* Outside Python there is no capsule API: the destructor does nothing. */
-static void test_capsule_destructor_without_python(void **state)
+/* Before the binding hands over the capsule API the destructor cannot look
+ * into a capsule: it calls nothing and counts the leak. */
+static void test_capsule_destructor_without_api(void **state)
 {
+	uint64_t before = mg_dlpack_capsules_leaked();
 	int not_a_capsule = 0;
 
 	(void)state;
 	mg_dlpack_capsule_destructor(&not_a_capsule);
 	assert_int_equal(not_a_capsule, 0);
+	assert_int_equal(mg_dlpack_capsules_leaked(), before + 1);
+}
+
+/* A stand-in for a PyCapsule and the two functions of the C API. */
+struct fake_capsule {
+	const char *name;
+	void *pointer;
+};
+
+static int fake_is_valid(void *capsule, const char *name)
+{
+	return strcmp(((struct fake_capsule *)capsule)->name, name) == 0;
+}
+
+static void *fake_get_pointer(void *capsule, const char *name)
+{
+	return fake_is_valid(capsule, name)
+	    ? ((struct fake_capsule *)capsule)->pointer
+	    : NULL;
+}
+
+/* With the API, an unconsumed capsule's tensor is deleted (its buffer goes
+ * back to the pool); a consumed one ("used_dltensor") is the consumer's. */
+static void test_capsule_destructor_with_api(void **state)
+{
+	struct fixture *f = *state;
+	struct fake_capsule cap = {"dltensor", NULL};
+	uint64_t leaked = mg_dlpack_capsules_leaked();
+	struct mg_ctx_stats st;
+	DLManagedTensor *m = NULL;
+
+	mg_dlpack_capsule_api(fake_is_valid, fake_get_pointer);
+	assert_int_equal(mg_buf_dlpack(f->buf, NULL, &m), 0);
+	cap.pointer = m;
+	cap.name = "used_dltensor";
+	mg_dlpack_capsule_destructor(&cap);
+	cap.name = "dltensor";
+	mg_dlpack_capsule_destructor(&cap);
+	mg_buf_release(f->buf);
+	f->buf = NULL;
+	mg_ctx_stats(f->ctx, &st);
+	assert_int_equal(st.bytes_in_use, 0);
+	assert_int_equal(mg_dlpack_capsules_leaked(), leaked);
 }
 
 int main(void)
@@ -170,7 +223,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_bad_views, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_empty_file_tensor, setup,
 					    teardown),
-	    cmocka_unit_test(test_capsule_destructor_without_python),
+	    cmocka_unit_test(test_capsule_destructor_without_api),
+	    cmocka_unit_test_setup_teardown(test_capsule_destructor_with_api,
+					    setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,6 +7,7 @@
  * Not for: the loader (test_mg_loader.c), DLPack (test_mg_dlpack.c) or
  * errors (test_mg_errors.c).
  */
+#include <errno.h>
 #include <pthread.h>
 
 #include "mg_test_util.h"
@@ -218,6 +219,48 @@ static void test_concurrent_loads(void **state)
 	mgt_rmtree(dir);
 }
 
+/* Loads beyond max_loads wait for a ring: eight threads loading at once
+ * never make more than max_loads rings (pinned memory, I/O threads). */
+static void test_loads_bounded(void **state)
+{
+	char *dir = mgt_tmpdir();
+	struct mg_ctx_opts o;
+	struct mg_ctx_stats st;
+	struct job jobs[8];
+	mg_ctx *ctx = NULL;
+	pthread_t th[8];
+	char name[8];
+
+	(void)state;
+	mg_ctx_opts_init(&o);
+	o.staging_size = STAGE;
+	o.staging_count = 3;
+	o.io_threads = 2;
+	o.max_loads = 2;
+	assert_int_equal(mg_ctx_open(MG_DEVICE_CPU, &o, &ctx), 0);
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		jobs[i] = (struct job){
+		    ctx, mgt_file(dir, name, 64 * STAGE + i, (uint32_t)i + 50),
+		    64 * STAGE + (size_t)i, (uint32_t)i + 50, 0};
+	}
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(
+		    pthread_create(&th[i], NULL, load_loop, &jobs[i]), 0);
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(jobs[i].ok, 1);
+		free((char *)jobs[i].path);
+	}
+	mg_ctx_stats(ctx, &st);
+	assert_true(st.staging_bytes > 0);
+	assert_true(st.staging_bytes <= 2 * 3 * STAGE);
+	o.max_loads = 0;
+	mg_ctx_close(ctx);
+	assert_int_equal(mg_ctx_open(MG_DEVICE_CPU, &o, &ctx), -EINVAL);
+	mgt_rmtree(dir);
+}
+
 /* A buffer keeps its context alive after mg_ctx_close. */
 static void test_buffer_outlives_context(void **state)
 {
@@ -252,6 +295,7 @@ int main(void)
 	    cmocka_unit_test(test_pool_reuse),
 	    cmocka_unit_test(test_pool_cap),
 	    cmocka_unit_test(test_concurrent_loads),
+	    cmocka_unit_test(test_loads_bounded),
 	    cmocka_unit_test(test_buffer_outlives_context),
 	};
 
