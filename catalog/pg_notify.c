@@ -1,6 +1,6 @@
 /*
- * pg_notify.c - waking waiters across hosts. complete, fail and abandon
- * send a notification on channel PG_NOTIFY_CHANNEL with payload
+ * pg_notify.c - waking waiters across hosts. complete, fail, abandon and
+ * reset send a notification on channel PG_NOTIFY_CHANNEL with payload
  * "FP:INDEX" inside their own transaction (pg_notify_send), so the
  * server delivers it only when that transaction commits; a waiter
  * (pgb_wait) blocks until a notification for its shard comes, its row is
@@ -9,10 +9,12 @@
  * One listening connection per process and location (struct pg_listen),
  * apart from every handle, so never in an engine's pool, and apart from
  * the liveness session; made at the first wait, closed with the last
- * handle that waited. Its waiters take turns reading it: one at a time
- * polls the socket with no lock held and posts what it read to a ring
- * under the listener's lock; the others sleep on its condition variable
- * and check the ring when woken.
+ * handle that waited. It listens only while someone waits (a listener
+ * never read would hold back the server's notification queue, which
+ * every host's completions fill). Its waiters take turns reading it:
+ * one at a time polls the socket with no lock held and posts what it
+ * read to a ring under the listener's lock; the others sleep on its
+ * condition variable and check the ring when woken.
  *
  * Not for: deciding what a woken waiter does (it claims again: the
  * engine), or liveness (pg_live.c: an owner that dies sends nothing, so
@@ -43,13 +45,15 @@ struct pg_listen {
 	char *location;
 	int busy_ms;
 	int refs; /* listen_mu */
-	/* mu guards what follows; taken after listen_mu, never before */
+	/* mu guards what follows; never held with listen_mu */
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* CLOCK_MONOTONIC: a read ended, a note came */
-	PGconn *conn; /* LISTENing; NULL until a wait, or after a failure */
+	PGconn *conn; /* NULL until a wait, or after a failure */
+	bool listening; /* LISTEN is on: only while waiters > 0 */
+	int waiters; /* in pgb_wait, past listen_start */
 	bool reading; /* a waiter polls conn (unlocked): no one else uses it */
 	uint64_t seq; /* notifications read; the last is ring[(seq-1)%RING] */
-	uint64_t epoch; /* connections made: notes of a lost one are gone */
+	uint64_t epoch; /* LISTENs begun: notes of an earlier one may be lost */
 	struct pg_note ring[RING];
 };
 
@@ -130,26 +134,68 @@ void pg_listen_put(struct pg_listen *l)
 	free(l);
 }
 
-/* A listening connection, made when there is none; l->mu held, no
- * reader (a reader's conn is never NULL). */
-static int listen_connect(struct pg_listen *l)
+/* One statement on the listener's connection; l->mu held, no reader. */
+static int listen_exec(struct pg_listen *l, const char *sql)
 {
-	if (l->conn)
-		return 0;
-	PGconn *conn;
-	int rc = pg_connect(l->location, l->busy_ms, &conn);
-	if (rc)
-		return rc;
-	PGresult *r = PQexec(conn, "LISTEN " PG_NOTIFY_CHANNEL);
-	rc = PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : pg_errno(conn, r);
+	PGresult *r = PQexec(l->conn, sql);
+	int rc =
+	    PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : pg_errno(l->conn, r);
 	PQclear(r);
-	if (rc) {
-		PQfinish(conn);
-		return rc;
+	return rc;
+}
+
+/* The connection made when there is none, LISTEN sent when it is off;
+ * l->mu held, no reader unless LISTEN is on. */
+static int listen_on(struct pg_listen *l)
+{
+	int rc = 0;
+	if (!l->conn)
+		rc = pg_connect(l->location, l->busy_ms, &l->conn);
+	if (!rc && !l->listening) {
+		rc = listen_exec(l, "LISTEN " PG_NOTIFY_CHANNEL);
+		l->listening = rc == 0;
+		l->epoch++;
 	}
-	l->conn = conn;
-	l->epoch++;
-	return 0;
+	return rc;
+}
+
+static void listen_drop(struct pg_listen *l)
+{
+	PQfinish(l->conn);
+	l->conn = NULL;
+	l->listening = false;
+}
+
+/* Joins the waiters, listening from here on; l->mu held. A connection
+ * kept idle that the server dropped meanwhile (a restart) is made again
+ * once. */
+static int listen_start(struct pg_listen *l)
+{
+	int rc = listen_on(l);
+	if (rc && l->waiters == 0) {
+		listen_drop(l);
+		rc = listen_on(l);
+		if (rc)
+			listen_drop(l);
+	}
+	if (!rc)
+		l->waiters++;
+	return rc;
+}
+
+/* Leaves the waiters. The last one stops listening: a connection that
+ * listens and is never read would hold the server's notification queue
+ * (every host's completions) from advancing. l->mu held. */
+static void listen_stop(struct pg_listen *l)
+{
+	if (--l->waiters > 0 || !l->conn)
+		return;
+	PGnotify *n;
+	while ((n = PQnotifies(l->conn)) != NULL) /* nobody waits for them */
+		PQfreemem(n);
+	if (l->listening && listen_exec(l, "UNLISTEN *") != 0)
+		listen_drop(l);
+	l->listening = false;
 }
 
 /* Posts what conn has received to the ring; l->mu held. */
@@ -208,10 +254,8 @@ static void read_some(struct pg_listen *l, uint64_t deadline)
 		ok = PQconsumeInput(conn) == 1;
 	pthread_mutex_lock(&l->mu);
 	drain(l, conn);
-	if (!ok || PQstatus(conn) != CONNECTION_OK) {
-		PQfinish(conn);
-		l->conn = NULL;
-	}
+	if (!ok || PQstatus(conn) != CONNECTION_OK)
+		listen_drop(l);
 	l->reading = false;
 	pthread_cond_broadcast(&l->cv); /* another waiter reads on */
 }
@@ -241,6 +285,27 @@ static void deadline_ts(uint64_t deadline, struct timespec *ts)
 	ts->tv_nsec = (long)(deadline % 1000000000u);
 }
 
+/* Until a note for (fp, index) since seq of epoch (0), the deadline
+ * (-ETIMEDOUT) or the connection lost (0: claim again, and the next
+ * wait connects); l->mu held, released while this waiter reads. */
+static int wait_noted(struct pg_listen *l, uint64_t seq, uint64_t epoch,
+		      const char *fp, uint32_t index, uint64_t deadline)
+{
+	for (;;) {
+		if (noted(l, seq, epoch, fp, index) || !l->conn)
+			return 0;
+		if (mf_mono_ns() >= deadline)
+			return -ETIMEDOUT;
+		if (!l->reading) {
+			read_some(l, deadline);
+			continue;
+		}
+		struct timespec ts;
+		deadline_ts(deadline, &ts);
+		(void)pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+	}
+}
+
 int pgb_wait(struct mf_catalog *c, const char *fp, uint32_t index,
 	     uint64_t generation, int timeout_ms)
 {
@@ -252,34 +317,19 @@ int pgb_wait(struct mf_catalog *c, const char *fp, uint32_t index,
 		return rc;
 	struct pg_listen *l = p->listen;
 	pthread_mutex_lock(&l->mu);
-	rc = listen_connect(l);
+	rc = listen_start(l);
 	uint64_t seq = l->seq, epoch = l->epoch;
 	pthread_mutex_unlock(&l->mu);
+	if (rc)
+		return rc;
 	bool changed = false;
 	/* listening from here on: a commit this read does not see notifies
 	 * after it, so it reaches the ring after seq */
-	rc = rc ? rc : row_changed(c, fp, index, generation, &changed);
-	if (rc || changed)
-		return rc;
+	rc = row_changed(c, fp, index, generation, &changed);
 	pthread_mutex_lock(&l->mu);
-	rc = -ETIMEDOUT;
-	for (;;) {
-		if (noted(l, seq, epoch, fp, index)) {
-			rc = 0;
-			break;
-		}
-		if (!l->conn || mf_mono_ns() >= deadline)
-			break; /* lost: claim again, the next wait connects */
-		if (!l->reading) {
-			read_some(l, deadline);
-			continue;
-		}
-		struct timespec ts;
-		deadline_ts(deadline, &ts);
-		(void)pthread_cond_timedwait(&l->cv, &l->mu, &ts);
-	}
-	if (rc == -ETIMEDOUT && !l->conn)
-		rc = 0;
+	if (!rc && !changed)
+		rc = wait_noted(l, seq, epoch, fp, index, deadline);
+	listen_stop(l);
 	pthread_mutex_unlock(&l->mu);
 	return rc;
 }
