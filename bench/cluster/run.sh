@@ -222,7 +222,8 @@ echo "# load $(cut -d' ' -f1-3 /proc/loadavg)"
 # --- wake-up latency: a commit through daemon A to a waiter's open through B ---
 w=$tmp/w
 mkdir -p "$w/in"
-for k in $(seq 0 $((wakes - 1))); do printf 'wake input %d\n' "$k" >"$w/in/$k.txt"; done
+# named so that their sorted order is their shard's: input k is shard k
+for k in $(seq 0 $((wakes - 1))); do printf 'wake input %d\n' "$k" >"$w/in/$(printf %05d "$k").txt"; done
 # pct P FILE COLUMN: the P-th percentile (nearest rank) of a column, in s
 pct() {
   awk -v c="$3" '{ print $c }' "$2" | sort -g |

@@ -15,7 +15,7 @@ read back and must be the bytes of its input, or the run stops.
 
 usage: wake.py MOUNT_A MOUNT_B NAME SHARDS GATES INPUTS
 Not for: anything but bench/cluster/run.sh, which makes the mounts, the
-spec, the FIFOs and the inputs (INPUTS/K.txt for shard K).
+spec, the FIFOs and the inputs (INPUTS/0000K.txt for shard K).
 """
 import os
 import random
@@ -62,7 +62,7 @@ def sample(mount_a, mount_b, name, k, gates, inputs):
         g.write("go\n")
     ta.join()
     tb.join()
-    with open(os.path.join(inputs, "%d.txt" % k), "rb") as f:
+    with open(os.path.join(inputs, "%05d.txt" % k), "rb") as f:
         want = f.read()
     if a.get("data") != want or b.get("data") != want:
         sys.exit("wake.py: shard %d: other bytes than its input" % k)
