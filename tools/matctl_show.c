@@ -76,6 +76,7 @@ static int snap_hosts(struct mf_engine *e, const char *fp,
 	return 0;
 }
 
+/* The snapshot's fields as an open JSON object: the caller closes it. */
 static void snap_json(FILE *f, const struct mf_snapshot_rec *s)
 {
 	fputs("{\"name\":", f);
