@@ -619,6 +619,26 @@ int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,
 	return c->be->touch(c, fp, index, now);
 }
 
+/* MATFS_CATALOG_NOTIFY=0 (or "off", "no"): no backend is woken, every
+ * waiter polls, as a baseline to measure wake-ups against. */
+static bool notify_off(void)
+{
+	const char *v = getenv("MATFS_CATALOG_NOTIFY");
+	return v &&
+	    (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 ||
+	     strcmp(v, "no") == 0);
+}
+
+int mf_catalog_wait_shard(struct mf_catalog *c, const char *fp, uint32_t index,
+			  uint64_t generation, int timeout_ms)
+{
+	if (!c || !fp || timeout_ms <= 0)
+		return -EINVAL;
+	if (!c->be->wait || notify_off())
+		return -EOPNOTSUPP;
+	return c->be->wait(c, fp, index, generation, timeout_ms);
+}
+
 int mf_catalog_add_totals(struct mf_catalog *c,
 			  const struct mf_catalog_totals *d)
 {

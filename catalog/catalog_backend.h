@@ -180,6 +180,19 @@ struct mf_catalog_backend {
 		      size_t n, bool *expired);
 	int (*touch)(struct mf_catalog *c, const char *fp, uint32_t index,
 		     int64_t now);
+	/*
+	 * Wake-ups (mf_catalog_wait_shard), for a backend that can tell
+	 * another connection of a change: NULL for one that cannot (the
+	 * caller polls). Returns 0 once the row of shard index is no
+	 * longer running as generation (at once when it already is not)
+	 * or the backend was told it changed, which every complete, fail,
+	 * abandon and reset of the shard must tell on its commit, on any
+	 * connection in any process or host; -ETIMEDOUT after timeout_ms
+	 * (> 0) without. Race-free: a change committed after the call
+	 * began is never missed. Blocks the calling thread only.
+	 */
+	int (*wait)(struct mf_catalog *c, const char *fp, uint32_t index,
+		    uint64_t generation, int timeout_ms);
 	/* Totals (mf_catalog_add_totals): add adds d's started, failed and
 	 * stage_ms to the stored counters in one transaction (d->running is
 	 * not stored); get reads them, with running the shards whose state

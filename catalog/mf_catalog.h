@@ -367,6 +367,25 @@ int mf_catalog_abandon_shard(struct mf_catalog *c, const char *fp,
 int mf_catalog_expire_shards(struct mf_catalog *c,
 			     const struct mf_shard_rec *recs, size_t n,
 			     bool *expired);
+/*
+ * Waits, up to timeout_ms (> 0), for the computation `generation` of
+ * shard index of fp (as a WAIT answer's cur->generation gave it) to end:
+ * 0 once the row is no longer running as that generation (at once when
+ * it already is not) or the catalog was told the shard changed; the
+ * caller claims again. -ETIMEDOUT when the time passed without: claim
+ * again too, since an owner that dies tells nobody. -EOPNOTSUPP, at
+ * once, when c cannot be told of changes made elsewhere (SQLite), or
+ * when the environment has MATFS_CATALOG_NOTIFY=0 (a switch for
+ * measuring the polling it replaces): the caller polls. Any other
+ * error (the backend could not listen): poll.
+ * PostgreSQL: complete, fail, abandon and reset send NOTIFY in their
+ * own transaction, so on commit only; one listening connection per
+ * process and location, apart from every handle, is made at the first
+ * wait and closed with the last handle that waited.
+ */
+int mf_catalog_wait_shard(struct mf_catalog *c, const char *fp, uint32_t index,
+			  uint64_t generation, int timeout_ms);
+
 /* Sets the last-read time of a shard and its snapshot. */
 int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,
 		     int64_t now);

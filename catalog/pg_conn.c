@@ -379,6 +379,7 @@ void pgb_close(struct mf_catalog *c)
 	struct pg_db *p = pg_db(c);
 	PQfinish(p->conn);
 	pg_live_put(p->live);
+	pg_listen_put(p->listen);
 	free(p->location);
 	free(p);
 }
@@ -478,6 +479,7 @@ const struct mf_catalog_backend cat_pg_backend = {
     .abandon = pgb_abandon,
     .expire = pgb_expire,
     .touch = pgb_touch,
+    .wait = pgb_wait,
     .add_totals = pgb_add_totals,
     .get_totals = pgb_get_totals,
 };

@@ -20,6 +20,7 @@
 #define PG_SCHEMA_VERSION 2
 
 struct pg_live;
+struct pg_listen;
 
 /* Keys of the transaction-level advisory locks that serialize a caller's
  * units (pg_conn.c), migrations (pg_schema.c) and registrations
@@ -37,6 +38,7 @@ struct pg_db {
 	char *location; /* as given to open: to connect again */
 	int busy_ms;
 	struct pg_live *live; /* this process's liveness session */
+	struct pg_listen *listen; /* its listener, from the first wait on */
 	bool in_tx; /* a transaction of ours is open on conn */
 };
 
@@ -126,6 +128,18 @@ const char *pg_live_key(char buf[PG_INT_LEN], const char *id);
 int pg_judge(struct mf_catalog *c, const struct mf_run_rec *r, int64_t stale_s,
 	     bool *alive);
 
+/*
+ * Wake-ups (pg_notify.c). pg_notify_send, inside the transaction of a
+ * write that ends a computation of shard index of fp (complete, fail,
+ * abandon), notifies every listener once that transaction commits, and
+ * never when it rolls back. A listener (one connection per process and
+ * location, apart from every handle) is taken by a handle's first wait
+ * and given back by pg_listen_put when the handle closes.
+ */
+int pg_notify_send(struct mf_catalog *c, const char *fp, uint32_t index);
+int pg_listen_get(const char *location, int busy_ms, struct pg_listen **out);
+void pg_listen_put(struct pg_listen *l);
+
 /* Rows (pg_rows.c). */
 #define PG_RUN_COLS                                                            \
 	"run_id, fp, host, pid, pid_start, started, heartbeat, state,"         \
@@ -200,6 +214,8 @@ int pgb_expire(struct mf_catalog *c, const struct mf_shard_rec *recs, size_t n,
 	       bool *expired);
 int pgb_touch(struct mf_catalog *c, const char *fp, uint32_t index,
 	      int64_t now);
+int pgb_wait(struct mf_catalog *c, const char *fp, uint32_t index,
+	     uint64_t generation, int timeout_ms);
 int pgb_add_totals(struct mf_catalog *c, const struct mf_catalog_totals *d);
 int pgb_get_totals(struct mf_catalog *c, struct mf_catalog_totals *out);
 

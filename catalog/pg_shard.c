@@ -8,7 +8,9 @@
  * before it left it. The owner of a running row is judged by the database
  * (pg_judge: its session's advisory lock). Every outcome is one UPDATE
  * whose WHERE names the claim (state and run): a writer that lost its
- * claim changes nothing and learns -ESTALE (fencing).
+ * claim changes nothing and learns -ESTALE (fencing). Complete, fail,
+ * abandon and reset notify the shard's waiters in the same transaction
+ * (pg_notify.c), so only what commits wakes anyone.
  *
  * Not for: the shard's bytes (the store) or running its stages.
  */
@@ -250,7 +252,9 @@ static int shard_matched(struct mf_catalog *c, long changed, const char *fp,
 }
 
 /* One conditional UPDATE of a shard ($1 fp, $2 index, then n - 2 more
- * parameters) in its own transaction. */
+ * parameters) in its own transaction. Each ends (or undoes) a
+ * computation, so the shard's waiters everywhere are notified, at the
+ * commit. */
 static int shard_update(struct mf_catalog *c, const char *sql, const char *fp,
 			uint32_t index, int n, const char **p)
 {
@@ -263,6 +267,8 @@ static int shard_update(struct mf_catalog *c, const char *sql, const char *fp,
 		return rc;
 	rc = pg_write(c, sql, n, p, &changed);
 	rc = rc ? rc : shard_matched(c, changed, fp, index);
+	if (!rc)
+		rc = pg_notify_send(c, fp, index);
 	return pg_finish(c, rc);
 }
 

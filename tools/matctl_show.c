@@ -4,6 +4,7 @@
  */
 #include "matctl.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,56 @@ static void expiry_text(const struct mf_snapshot_rec *s, long long now,
 		snprintf(buf, len, "in %lldd", left / 86400);
 }
 
+/* Host names of runs, as the catalog keeps them. */
+typedef char host_t[sizeof(((struct mf_run_rec *)0)->host)];
+
+static int host_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* Whether run_id holds a shard of v: materialized, or computing it. */
+static bool run_holds(const char *run_id, const struct mf_shard_rec *v,
+		      size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((v[i].state == MF_SHARD_MATERIALIZED ||
+		     v[i].state == MF_SHARD_RUNNING) &&
+		    strcmp(v[i].run_id, run_id) == 0)
+			return true;
+	return false;
+}
+
+/* The hosts of the runs (of every run row, runs) that hold a shard of
+ * fp, each once, sorted. *out (caller frees) has *n names. */
+static int snap_hosts(struct mf_engine *e, const char *fp,
+		      const struct mf_run_rec *runs, size_t nruns, host_t **out,
+		      size_t *n)
+{
+	struct mf_shard_rec *v;
+	size_t nv, k = 0;
+	int rc = mf_engine_list_shards(e, fp, &v, &nv);
+	if (rc)
+		return rc;
+	host_t *h = calloc(nruns + 1, sizeof(*h));
+	for (size_t r = 0; h && r < nruns; r++)
+		if (strcmp(runs[r].fp, fp) == 0 &&
+		    run_holds(runs[r].run_id, v, nv))
+			memcpy(h[k++], runs[r].host, sizeof(*h));
+	mf_engine_shard_recs_free(v, nv);
+	if (!h)
+		return -ENOMEM;
+	qsort(h, k, sizeof(*h), host_cmp);
+	size_t u = 0;
+	for (size_t i = 0; i < k; i++)
+		if (u == 0 || strcmp(h[u - 1], h[i]) != 0)
+			memmove(h[u++], h[i], sizeof(*h));
+	*out = h;
+	*n = u;
+	return 0;
+}
+
+/* The snapshot's fields as an open JSON object: the caller closes it. */
 static void snap_json(FILE *f, const struct mf_snapshot_rec *s)
 {
 	fputs("{\"name\":", f);
@@ -42,26 +93,73 @@ static void snap_json(FILE *f, const struct mf_snapshot_rec *s)
 	fprintf(f, ",\"chunk_size\":%llu,\"created\":%lld,\"last_read\":%lld",
 		(unsigned long long)s->chunk_size, (long long)s->created,
 		(long long)s->last_read);
-	fprintf(f, ",\"expire_after\":%lld,\"keep\":%u}",
+	fprintf(f, ",\"expire_after\":%lld,\"keep\":%u",
 		(long long)s->expire_after, s->keep);
 }
 
-static void ls_table(const struct mf_snapshot_rec *v, size_t n)
+static void hosts_json(FILE *f, host_t *h, size_t n)
+{
+	fputs(",\"hosts\":[", f);
+	for (size_t i = 0; i < n; i++) {
+		fputs(i ? "," : "", f);
+		json_str(f, h[i]);
+	}
+	fputc(']', f);
+}
+
+/* One row of the ls table; hosts joined by ',', "-" when none. */
+static void ls_row(const struct mf_snapshot_rec *s, long long now, host_t *h,
+		   size_t nh)
+{
+	char stored[32], raw[32], shards[32], age[32], exp[32];
+	mf_format_size(s->stored_bytes, stored, sizeof(stored));
+	mf_format_size(s->raw_bytes, raw, sizeof(raw));
+	snprintf(shards, sizeof(shards), "%u/%u", s->materialized, s->shards);
+	ctl_age(s->last_read, now, age, sizeof(age));
+	expiry_text(s, now, exp, sizeof(exp));
+	printf("%-20s %-12.12s %9s %10s %10s %-10s %-8s ", s->name, s->fp,
+	       shards, stored, raw, age, exp);
+	for (size_t i = 0; i < nh; i++)
+		printf("%s%s", i ? "," : "", h[i]);
+	fputs(nh ? "\n" : "-\n", stdout);
+}
+
+/* The table, or JSON: each snapshot with the hosts whose runs hold its
+ * shards (materialized or computing), from every host on the catalog. */
+static int ls_print(struct ctl *ctl, const struct mf_snapshot_rec *v, size_t n,
+		    const struct mf_run_rec *runs, size_t nruns)
 {
 	long long now = mf_now_s();
-	printf("%-20s %-12s %9s %10s %10s %-10s %s\n", "NAME", "FINGERPRINT",
-	       "SHARDS", "STORED", "RAW", "LAST-READ", "EXPIRES");
+	size_t shown = 0;
+	if (ctl->json)
+		fputc('[', stdout);
+	else
+		printf("%-20s %-12s %9s %10s %10s %-10s %-8s %s\n", "NAME",
+		       "FINGERPRINT", "SHARDS", "STORED", "RAW", "LAST-READ",
+		       "EXPIRES", "HOSTS");
 	for (size_t i = 0; i < n; i++) {
-		char stored[32], raw[32], shards[32], age[32], exp[32];
-		mf_format_size(v[i].stored_bytes, stored, sizeof(stored));
-		mf_format_size(v[i].raw_bytes, raw, sizeof(raw));
-		snprintf(shards, sizeof(shards), "%u/%u", v[i].materialized,
-			 v[i].shards);
-		ctl_age(v[i].last_read, now, age, sizeof(age));
-		expiry_text(&v[i], now, exp, sizeof(exp));
-		printf("%-20s %-12.12s %9s %10s %10s %-10s %s\n", v[i].name,
-		       v[i].fp, shards, stored, raw, age, exp);
+		host_t *h;
+		size_t nh;
+		int rc = snap_hosts(ctl->engine, v[i].fp, runs, nruns, &h, &nh);
+		if (rc == -ENOENT) /* gone since the listing */
+			continue;
+		if (rc) {
+			ctl_err("ls: %.12s: %s", v[i].fp, strerror(-rc));
+			return rc;
+		}
+		if (ctl->json) {
+			fputs(shown++ ? ",\n " : "", stdout);
+			snap_json(stdout, &v[i]);
+			hosts_json(stdout, h, nh);
+			fputc('}', stdout);
+		} else {
+			ls_row(&v[i], now, h, nh);
+		}
+		free(h);
 	}
+	if (ctl->json)
+		fputs("]\n", stdout);
+	return 0;
 }
 
 int cmd_ls(struct ctl *ctl)
@@ -69,25 +167,21 @@ int cmd_ls(struct ctl *ctl)
 	struct mf_engine *e = ctl_engine(ctl);
 	if (!e)
 		return 1;
-	struct mf_snapshot_rec *v;
-	size_t n;
+	struct mf_snapshot_rec *v = NULL;
+	struct mf_run_rec *runs = NULL;
+	size_t n = 0, nruns = 0;
 	int rc = mf_engine_list_snapshots(e, &v, &n);
+	if (rc == 0)
+		rc = mf_engine_list_runs(e, NULL, &runs, &nruns);
 	if (rc) {
 		ctl_err("ls: %s", strerror(-rc));
+		mf_engine_snapshot_recs_free(v, n);
 		return 1;
 	}
-	if (ctl->json) {
-		fputc('[', stdout);
-		for (size_t i = 0; i < n; i++) {
-			fputs(i ? ",\n " : "", stdout);
-			snap_json(stdout, &v[i]);
-		}
-		fputs("]\n", stdout);
-	} else {
-		ls_table(v, n);
-	}
+	rc = ls_print(ctl, v, n, runs, nruns);
+	free(runs);
 	mf_engine_snapshot_recs_free(v, n);
-	return 0;
+	return rc ? 1 : 0;
 }
 
 static void shard_json(FILE *f, const struct mf_shard_rec *s)
@@ -171,7 +265,7 @@ int cmd_stat(struct ctl *ctl)
 	if (ctl->json) {
 		fputs("{\"snapshot\":", stdout);
 		snap_json(stdout, &snap);
-		fputs(",\n \"shards\":[", stdout);
+		fputs("},\n \"shards\":[", stdout);
 		for (size_t i = 0; i < n; i++) {
 			fputs(i ? ",\n  " : "", stdout);
 			shard_json(stdout, &v[i]);

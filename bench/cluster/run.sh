@@ -21,12 +21,23 @@
 #            order); the stage logs every run: "ratio stage_runs_per_shard"
 #            (goal, and only correct value: 1.00), and every reader's bytes
 #            must be the stages by hand
+#   wake     two daemons on one store and catalog: a shard computed
+#            through A while a reader through B waits for it
+#            (bench/cluster/wake.py, WAKES samples); the latency from A's
+#            open returning, just after its commit, to B's: "time
+#            wake_notify_p50" and "_p90" with LISTEN/NOTIFY, "time
+#            wake_poll_p50" and "_p90" with both daemons polling
+#            (MATFS_CATALOG_NOTIFY=0, the fallback and SQLite's way), in
+#            seconds; "ratio wake_poll_vs_notify_p50" (higher is better;
+#            goal: notify's p50 under 20 ms); and, for context, from the
+#            gate that ends A's stage to B's open ("_gate_p50")
 #
 # Medians of ROUNDS interleaved rounds. Prints "time", "rate", "count" and
 # "ratio" lines; exits 1 when a check fails (a wrong byte, a claim that was
 # not exclusive).
 # usage: bench/cluster/run.sh [BUILD_DIR]
 #   env: SHARDS (10000) THREADS (8) ROUNDS (3) HOSTS (3) READERS (8) PER (8)
+#        WAKES (20)
 # Without BUILD_DIR (or MF_BUILD_ROOT) it builds build/bench
 # (bench/build.sh). Needs /dev/fuse, fusermount3 and PostgreSQL 15's
 # binaries (skips, 77, without them).
@@ -41,7 +52,7 @@ if [ -z "${MF_PG_URL:-}" ]; then
 fi
 build=$(cd "${1:-${MF_BUILD_ROOT:-$root/build/bench}}" && pwd)
 shards=${SHARDS:-10000} threads=${THREADS:-8} rounds=${ROUNDS:-3}
-hosts=${HOSTS:-3} readers=${READERS:-8} per=${PER:-8}
+hosts=${HOSTS:-3} readers=${READERS:-8} per=${PER:-8} wakes=${WAKES:-20}
 matfs=$build/tools/matfs claims=$build/bench/cluster/claims
 for x in "$matfs" "$claims"; do [ -x "$x" ] || { echo "missing $x: build first" >&2; exit 1; }; done
 [ -e /dev/fuse ] || { echo "skip: no /dev/fuse" >&2; exit 77; }
@@ -77,24 +88,26 @@ timeit() {
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f\n", (b - a) / 1e9 }'
 }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-ratio() { awk -v x="$2" -v y="$3" -v n="$1" 'BEGIN { printf "ratio %s %.2f\n", n, x / y }'; }
+ratio() { awk -v x="$2" -v y="$3" -v n="$1" 'BEGIN { if (y > 0) printf "ratio %s %.2f\n", n, x / y; else printf "ratio %s inf\n", n }'; }
 
 # A schema of its own for each part, owned by the bench's role: the
 # catalogs of different stores never share tables.
 # pg_url SCHEMA: MF_PG_URL with SCHEMA as the search path
 pg_url() { echo "${MF_PG_URL/search_path%3Dmatfs/search_path%3D$1}"; }
 "$(command -v psql || echo "$MF_PG_BIN/psql")" -q -X -v ON_ERROR_STOP=1 "$MF_PG_ADMIN" \
-  -c 'CREATE SCHEMA ls AUTHORIZATION matfs; CREATE SCHEMA runs AUTHORIZATION matfs' ||
+  -c 'CREATE SCHEMA ls AUTHORIZATION matfs; CREATE SCHEMA runs AUTHORIZATION matfs;
+      CREATE SCHEMA wake AUTHORIZATION matfs' ||
   die "creating the schemas"
 
 # mount_up NAME MOUNTPOINT STORE PIPELINES [ARGS...]: a daemon in the
-# foreground (in the background of this shell), its log NAME.log; sets
-# $dpid once the mount is up.
+# foreground (in the background of this shell), its log NAME.log, with
+# the environment the array denv adds; sets $dpid once the mount is up.
+denv=()
 mount_up() {
   local name=$1 mnt=$2 store=$3 pipes=$4 _
   shift 4
   mkdir -p "$mnt"
-  "$matfs" --store "$store" --pipelines "$pipes" "$@" -f "$mnt" \
+  env "${denv[@]}" "$matfs" --store "$store" --pipelines "$pipes" "$@" -f "$mnt" \
     2>>"$tmp/$name.log" &
   dpid=$!
   daemons+=("$dpid") mounts+=("$mnt")
@@ -205,3 +218,49 @@ echo "count stage_runs ${T[runs]} (of $((per * rounds)) shards)"
 ratio stage_runs_per_shard "${T[runs]}" "$((per * rounds))"
 echo "# load $(cut -d' ' -f1-3 /proc/loadavg)"
 [ "${T[runs]}" -eq "$((per * rounds))" ] || die "a shard ran more than once"
+
+# --- wake-up latency: a commit through daemon A to a waiter's open through B ---
+w=$tmp/w
+mkdir -p "$w/in"
+# named so that their sorted order is their shard's: input k is shard k
+for k in $(seq 0 $((wakes - 1))); do printf 'wake input %d\n' "$k" >"$w/in/$(printf %05d "$k").txt"; done
+# pct P FILE COLUMN: the P-th percentile (nearest rank) of a column, in s
+pct() {
+  awk -v c="$3" '{ print $c }' "$2" | sort -g |
+    awk -v p="$1" '{ v[NR] = $1 } END { i = int(NR * p / 100 + 0.999999); if (i < 1) i = 1; printf "%.4f\n", v[i] / 1000 }'
+}
+for mode in notify poll; do
+  name=wake-$mode gates=$tmp/gates-$mode
+  mkdir -p "$gates"
+  for k in $(seq 0 $((wakes - 1))); do mkfifo "$gates/$k"; done
+  # the stage waits for its gate (a FIFO the bench writes), then copies
+  cat >"$w/$name.yaml" <<YAML
+name: $name
+inputs: in/*.txt
+shards: $wakes
+stages:
+  - exec: [/bin/sh, -c, 'read go <$gates/\$MATFS_SHARD; cat']
+YAML
+  denv=()
+  [ "$mode" = poll ] && denv=(MATFS_CATALOG_NOTIFY=0)
+  mount_up "wake-a-$mode" "$tmp/m-wa" "$tmp/s-wake" "$w" --catalog "$(pg_url wake)"
+  wa=$dpid
+  mount_up "wake-b-$mode" "$tmp/m-wb" "$tmp/s-wake" "$w" --catalog "$(pg_url wake)"
+  wb=$dpid
+  denv=()
+  wait_link "$tmp/m-wa/$name"
+  wait_link "$tmp/m-wb/$name"
+  python3 "$root/bench/cluster/wake.py" "$tmp/m-wa" "$tmp/m-wb" "$name" \
+    "$wakes" "$gates" "$w/in" >"$tmp/wake-$mode.out" ||
+    die "wake ($mode) failed: $(cat "$tmp/wake-$mode.out")"
+  mount_down "$tmp/m-wa" "$wa"
+  mount_down "$tmp/m-wb" "$wb"
+  for p in 50 90; do
+    T[wake_${mode}_p$p]=$(pct "$p" "$tmp/wake-$mode.out" 3)
+    echo "time wake_${mode}_p$p ${T[wake_${mode}_p$p]}"
+  done
+  echo "time wake_${mode}_gate_p50 $(pct 50 "$tmp/wake-$mode.out" 4)"
+done
+echo "count wake_samples $wakes (per mode)"
+ratio wake_poll_vs_notify_p50 "${T[wake_poll_p50]}" "${T[wake_notify_p50]}"
+echo "# load $(cut -d' ' -f1-3 /proc/loadavg)"

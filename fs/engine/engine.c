@@ -20,6 +20,10 @@
 #define HOLDS_REFRESH_S 60 /* holds held again, heartbeats refreshed */
 #define WAIT_MIN_NS 5000000ULL /* polling a claim held elsewhere */
 #define WAIT_MAX_NS 200000000ULL
+/* where the catalog wakes waiters (mf_catalog_wait_shard), the fallback:
+ * an owner that dies notifies nobody, and a cancelled open notices */
+#define WOKEN_MIN_MS 100
+#define WOKEN_MAX_MS 1000
 
 void eng_errf(char **err, const char *fmt, ...)
 {
@@ -489,7 +493,7 @@ static int open_committed_rec(struct mf_engine *e, struct mf_catalog *c,
 /* Why the claim loop goes round again. */
 enum again {
 	AGAIN_NOW, /* computed here: read it back */
-	AGAIN_WAIT, /* a live run elsewhere computes it: poll */
+	AGAIN_WAIT, /* a live run elsewhere computes it: wait_elsewhere */
 	AGAIN_VANISHED, /* its committed file was gone or corrupt */
 	AGAIN_LOST, /* our run was declared dead, or lost its claim */
 };
@@ -577,6 +581,29 @@ static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 	return compute_step(e, c, fp, shard, me.run_id, l, err);
 }
 
+/* How long the next wait for a computation elsewhere may take. */
+struct backoff {
+	uint64_t poll_ns; /* polling: sleep, then claim again */
+	int woken_ms; /* woken by the catalog: its fallback timeout */
+};
+
+/* Waits for the computation l->waited of the shard, running elsewhere:
+ * until the catalog says it ended (a notification) or the fallback
+ * timeout, where the catalog can tell; else polls with backoff. */
+static void wait_elsewhere(struct mf_catalog *c, const char *fp, uint32_t shard,
+			   const struct claim_loop *l, struct backoff *b)
+{
+	int rc = mf_catalog_wait_shard(c, fp, shard, l->waited, b->woken_ms);
+	if (rc == -ETIMEDOUT) {
+		b->woken_ms = b->woken_ms * 2 > WOKEN_MAX_MS ? WOKEN_MAX_MS
+							     : b->woken_ms * 2;
+	} else if (rc != 0) { /* no wake-ups here, or none to be had now */
+		sleep_ns(b->poll_ns);
+		b->poll_ns =
+		    b->poll_ns * 2 > WAIT_MAX_NS ? WAIT_MAX_NS : b->poll_ns * 2;
+	}
+}
+
 static bool flight_cancelled(struct mf_engine *e, const struct flight *f)
 {
 	pthread_mutex_lock(&e->lock);
@@ -595,7 +622,7 @@ static int lead(struct mf_engine *e, const struct flight *f,
 	int rc = eng_catalog_get(e, &c);
 	if (rc)
 		return rc;
-	uint64_t wait_ns = WAIT_MIN_NS;
+	struct backoff b = {WAIT_MIN_NS, WOKEN_MIN_MS};
 	int vanished = 0, lost = 0;
 	struct claim_loop l = {AGAIN_NOW, 0};
 	for (;;) {
@@ -610,9 +637,7 @@ static int lead(struct mf_engine *e, const struct flight *f,
 			break;
 		}
 		if (again == AGAIN_WAIT) {
-			sleep_ns(wait_ns);
-			wait_ns = wait_ns * 2 > WAIT_MAX_NS ? WAIT_MAX_NS
-							    : wait_ns * 2;
+			wait_elsewhere(c, fp, shard, &l, &b);
 		} else if (again == AGAIN_VANISHED &&
 			   ++vanished > MAX_ATTEMPTS) {
 			eng_errf(err,

@@ -75,6 +75,18 @@ int mf_engine_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
 	return rc;
 }
 
+int mf_engine_list_runs(struct mf_engine *e, const char *fp,
+			struct mf_run_rec **out, size_t *n)
+{
+	struct mf_catalog *c;
+	int rc = eng_catalog_get(e, &c);
+	if (rc)
+		return rc;
+	rc = mf_catalog_list_runs(c, fp, out, n);
+	eng_catalog_put(e, c);
+	return rc;
+}
+
 int mf_engine_list_held(struct mf_engine *e, char (**out)[MF_FP_HEX_LEN + 1],
 			size_t *n)
 {

@@ -306,6 +306,10 @@ void mf_engine_shard_recs_free(struct mf_shard_rec *v, size_t n);
 /* The row of shard `shard` of fp; -ENOENT when it has none (absent). */
 int mf_engine_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
 			struct mf_shard_rec *out);
+/* The run rows of fp, or of every snapshot when fp is NULL, with the
+ * host each ran on; *out (caller frees) has *n entries. */
+int mf_engine_list_runs(struct mf_engine *e, const char *fp,
+			struct mf_run_rec **out, size_t *n);
 
 /*
  * What this engine materialized since it was opened: materializations

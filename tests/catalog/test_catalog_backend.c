@@ -174,9 +174,11 @@ static void table_complete(const struct mf_catalog_backend *b)
 	    b->expire != NULL,	       b->touch != NULL,
 	    b->add_totals != NULL,     b->get_totals != NULL,
 	};
+	/* optional: wait (NULL where no backend tells of changes) */
+	const size_t optional = 1;
 	/* every member after the name and alias is an operation, and each
 	 * is listed */
-	assert_int_equal(sizeof(filled) / sizeof(filled[0]),
+	assert_int_equal(sizeof(filled) / sizeof(filled[0]) + optional,
 			 (sizeof(*b) - sizeof(b->name) - sizeof(b->alias)) /
 			     sizeof(void (*)(void)));
 	for (size_t i = 0; i < sizeof(filled) / sizeof(filled[0]); i++)
@@ -192,6 +194,8 @@ static void test_table_complete(void **state)
 	assert_string_equal(cat_pg_backend.name, "postgresql");
 	assert_string_equal(cat_pg_backend.alias, "postgres");
 	table_complete(&cat_pg_backend);
+	assert_null(cat_sqlite_backend.wait); /* its waiters poll */
+	assert_non_null(cat_pg_backend.wait); /* LISTEN/NOTIFY */
 }
 
 /* Malformed rows answer -EBADMSG with the check that found them. */

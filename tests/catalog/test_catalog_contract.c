@@ -4,8 +4,9 @@
  * backend table: the claim (MINE, WAIT, DONE), complete and fail, a
  * failure reaching its waiters, a lost claim answering -ESTALE everywhere,
  * abandon and reset, expire-if-unchanged, holds, a caller's unit
- * rolled back as one, and the totals (added up; running counted from the
- * shards).
+ * rolled back as one, the totals (added up; running counted from the
+ * shards), and a waiter woken by a commit elsewhere (where the backend
+ * can be woken).
  *
  * The location is MF_TEST_CATALOG_LOCATION when set (a backend's server:
  * every test uses fingerprints and run ids of its own, so a shared
@@ -469,6 +470,118 @@ static void test_dead_process_taken_over(void **state)
 	assert_true(alive);
 }
 
+/* A waiter on a connection of its own, for up to an hour: only a
+ * notification (or the row found changed) ends its wait in a test's
+ * time. */
+struct waiter {
+	const struct contract *x;
+	uint32_t idx;
+	uint64_t gen;
+	int timeout_ms;
+	int rc;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+	struct mf_catalog *c = NULL;
+	w->rc = mf_catalog_open(w->x->loc, 0, &c);
+	if (!w->rc)
+		w->rc = mf_catalog_wait_shard(c, w->x->fp, w->idx, w->gen,
+					      w->timeout_ms);
+	mf_catalog_close(c);
+	return NULL;
+}
+
+#define HOUR_MS (3600 * 1000)
+
+/* Claims shard idx for a and answers b's WAIT generation. */
+static uint64_t running_elsewhere(const struct contract *x, uint32_t idx,
+				  struct mf_run_rec *a, struct mf_run_rec *b)
+{
+	struct mf_shard_rec cur;
+	run_of(x, a, true);
+	run_of(x, b, true);
+	assert_int_equal(claim(x, idx, a, 0, NULL), MF_CLAIM_MINE);
+	assert_int_equal(claim(x, idx, b, 0, &cur), MF_CLAIM_WAIT);
+	uint64_t gen = cur.generation;
+	mf_shard_rec_release(&cur);
+	return gen;
+}
+
+/* A waiter is woken by a commit on another connection, not by its
+ * timeout (an hour): complete and fail each wake it, the notification
+ * leaving only with the commit. A backend that cannot be woken says so
+ * at once (SQLite), and so does every backend when the environment
+ * turns notifications off. */
+static void test_waiter_woken(void **state)
+{
+	struct contract *x = *state;
+	struct mf_run_rec a, b;
+	pthread_t t;
+	uint64_t gen = running_elsewhere(x, 0, &a, &b);
+	bool pg = strncmp(x->loc, "postgres", 8) == 0;
+	int rc = mf_catalog_wait_shard(x->cat, x->fp, 0, gen, 1);
+	if (!pg) {
+		assert_int_equal(rc, -EOPNOTSUPP);
+		return;
+	}
+	assert_int_equal(rc, -ETIMEDOUT);
+	assert_int_equal(setenv("MATFS_CATALOG_NOTIFY", "0", 1), 0);
+	assert_int_equal(mf_catalog_wait_shard(x->cat, x->fp, 0, gen, HOUR_MS),
+			 -EOPNOTSUPP);
+	assert_int_equal(unsetenv("MATFS_CATALOG_NOTIFY"), 0);
+
+	/* the completion is written, not committed, before the waiter
+	 * starts: its own look at the row finds it running */
+	struct waiter w = {.x = x, .idx = 0, .gen = gen, .timeout_ms = HOUR_MS};
+	assert_int_equal(mf_catalog_begin(x->cat), 0);
+	assert_int_equal(
+	    mf_catalog_complete_shard(x->cat, x->fp, 0, a.run_id, 3, 3, 1), 0);
+	assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+	usleep(200000); /* not asserted: lets the waiter block first */
+	assert_int_equal(mf_catalog_end(x->cat, 0), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(w.rc, 0);
+	assert_int_equal(claim(x, 0, &b, gen, NULL), MF_CLAIM_DONE);
+	/* a row no longer running as gen: at once */
+	assert_int_equal(mf_catalog_wait_shard(x->cat, x->fp, 0, gen, HOUR_MS),
+			 0);
+
+	/* a failure wakes too */
+	gen = running_elsewhere(x, 1, &a, &b);
+	w = (struct waiter){
+	    .x = x, .idx = 1, .gen = gen, .timeout_ms = HOUR_MS};
+	assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+	usleep(200000);
+	assert_int_equal(
+	    mf_catalog_fail_shard(x->cat, x->fp, 1, a.run_id, 256, "x", NULL),
+	    0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(w.rc, 0);
+}
+
+/* A completion rolled back notifies nobody: the waiter's own timeout
+ * ends its wait, and the row still runs. */
+static void test_rollback_wakes_nobody(void **state)
+{
+	struct contract *x = *state;
+	struct mf_run_rec a, b;
+	pthread_t t;
+	uint64_t gen = running_elsewhere(x, 2, &a, &b);
+	if (strncmp(x->loc, "postgres", 8) != 0)
+		return; /* nothing wakes: the test above */
+	struct waiter w = {.x = x, .idx = 2, .gen = gen, .timeout_ms = 1500};
+	assert_int_equal(mf_catalog_begin(x->cat), 0);
+	assert_int_equal(
+	    mf_catalog_complete_shard(x->cat, x->fp, 2, a.run_id, 3, 3, 1), 0);
+	assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+	assert_int_equal(mf_catalog_end(x->cat, -ECANCELED), -ECANCELED);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(w.rc, -ETIMEDOUT);
+	assert_int_equal(claim(x, 2, &b, gen, NULL), MF_CLAIM_WAIT);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -483,6 +596,8 @@ int main(void)
 	    T(test_one_claimer_wins),
 	    T(test_dead_process_taken_over),
 	    T(test_totals),
+	    T(test_waiter_woken),
+	    T(test_rollback_wakes_nobody),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
