@@ -63,7 +63,9 @@ struct mf_spec {
 	size_t n_stages;
 	char *suffix; /* "" when none */
 	enum mf_codec codec;
-	int level;
+	int level; /* zstd: the highest level a chunk is stored at */
+	bool compression_adapt; /* lower the level when compression falls
+				   behind the stage (default true) */
 	uint64_t chunk_size; /* default 4 MiB */
 	int64_t expire_after; /* seconds; -1: never (default) */
 	int64_t pending_expiry; /* seconds; default 86400 */

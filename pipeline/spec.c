@@ -33,6 +33,7 @@ static const struct spec_key top_keys[] = {
     {"stages", spec_parse_stages, true},
     {"suffix", spec_parse_suffix, false},
     {"compression", spec_parse_compression, false},
+    {"compression_adapt", spec_parse_compression_adapt, false},
     {"chunk_size", spec_parse_chunk_size, false},
     {"expire_after", spec_parse_expire_after, false},
     {"pending_expiry", spec_parse_pending_expiry, false},
@@ -583,6 +584,7 @@ static int set_defaults(struct mf_spec *s, const struct stat *st)
 	s->identity = MF_IDENTITY_STAT;
 	s->codec = MF_CODEC_ZSTD;
 	s->level = MF_ZSTD_DEFAULT_LEVEL;
+	s->compression_adapt = true;
 	s->chunk_size = MF_SPEC_CHUNK_DEFAULT;
 	s->expire_after = -1;
 	s->pending_expiry = MF_SPEC_PENDING_DEFAULT;

@@ -126,6 +126,8 @@ int spec_parse_identity(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_stages(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_suffix(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_compression(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_compression_adapt(struct spec_ctx *c, const yaml_node_t *v,
+				 void *arg);
 int spec_parse_chunk_size(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_expire_after(struct spec_ctx *c, const yaml_node_t *v,
 			    void *arg);

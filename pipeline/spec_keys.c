@@ -197,6 +197,32 @@ int spec_parse_compression(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 	return 0;
 }
 
+/* YAML 1.2's core booleans: true, True, TRUE, false, False, FALSE. */
+static int get_bool(struct spec_ctx *c, const char *key, const yaml_node_t *n,
+		    bool *out)
+{
+	static const char *const t[] = {"true", "True", "TRUE"};
+	static const char *const f[] = {"false", "False", "FALSE"};
+	const char *s = NULL;
+	int rc = want_scalar(c, key, n, "true or false", &s);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		if (strcmp(s, t[i]) == 0 || strcmp(s, f[i]) == 0) {
+			*out = strcmp(s, t[i]) == 0;
+			return 0;
+		}
+	}
+	return spec_fail(c, n, "'%s': expected true or false, not '%s'", key,
+			 s);
+}
+
+int spec_parse_compression_adapt(struct spec_ctx *c, const yaml_node_t *v,
+				 void *arg)
+{
+	return get_bool(c, "compression_adapt", v, &c->spec->compression_adapt);
+}
+
 int spec_parse_chunk_size(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 {
 	const char *s = NULL;

@@ -33,6 +33,13 @@ bool snap_level_valid(enum mf_codec codec, int level)
 	return false;
 }
 
+bool snap_chunk_level_valid(enum mf_codec codec, int level)
+{
+	if (codec == MF_CODEC_ZSTD && level < 0)
+		return level >= ZSTD_minCLevel();
+	return snap_level_valid(codec, level);
+}
+
 size_t snap_codec_bound(enum mf_codec codec, size_t raw)
 {
 	switch (codec) {

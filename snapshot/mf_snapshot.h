@@ -28,16 +28,27 @@
 #include "mf_util.h"
 
 /* The version the writer writes; a reader also reads every earlier one. */
-#define MF_SHARD_FORMAT_VERSION 2
+#define MF_SHARD_FORMAT_VERSION 3
 #define MF_CHUNK_SIZE_MIN 4096ULL
 #define MF_CHUNK_SIZE_MAX (1ULL << 30)
+/* The most compression threads one writer runs when told 0 (the cores). */
+#define MF_WRITER_THREADS_AUTO_MAX 8
 
 struct mf_codec_cfg {
 	enum mf_codec codec;
-	int level; /* zstd level; ignored for the others */
+	int level; /* zstd level: the ceiling when adapting; ignored for the
+		      others */
 	uint64_t chunk_size; /* uncompressed bytes per chunk */
-	unsigned
-	    threads; /* compression threads in the writer; 0 or 1: inline */
+	/* compression threads in the writer: 0 as many as the cores this
+	 * process may run on (sched_getaffinity), at most
+	 * MF_WRITER_THREADS_AUTO_MAX; 1 inline on the caller's thread (a
+	 * pool of one when adapting) */
+	unsigned threads;
+	/* zstd only: when the compressors fall behind the bytes written,
+	 * store the next chunks at lower levels, down to raw, and climb back
+	 * to `level` when they keep up (docs/format.md). false: every chunk
+	 * at `level`, and the file's bytes depend on the data alone. */
+	bool adapt;
 };
 
 /* What a committed shard file holds. */
@@ -45,7 +56,7 @@ struct mf_shard_stat {
 	uint64_t raw_bytes; /* uncompressed size of the shard */
 	uint64_t stored_bytes; /* size of the file on disk */
 	uint32_t chunks;
-	enum mf_codec codec;
+	enum mf_codec codec; /* the ceiling: each chunk has it or none */
 	uint64_t chunk_size;
 };
 
@@ -259,9 +270,10 @@ struct mf_shard_writer;
 /*
  * Starts writing shard `shard` of run RUN under FP into a temp file. The run
  * folder must exist. Bytes given to mf_shard_writer_write are cut into
- * cfg->chunk_size pieces, compressed (on cfg->threads threads when > 1, in
- * order) and appended with their checksums. Memory stays bounded by a few
- * chunks whatever the shard's size.
+ * cfg->chunk_size pieces, compressed (on a pool of cfg->threads threads,
+ * or inline; results appended in order) and appended with their
+ * checksums, each chunk at the codec and level cfg->adapt picks for it.
+ * Memory stays bounded by threads + 1 chunks whatever the shard's size.
  * Returns 0, -EINVAL (bad ids, chunk_size, codec or level; zstd level 0
  * means MF_ZSTD_DEFAULT_LEVEL), -ENOENT / -ELOOP / -EBADMSG (run folder),
  * -EEXIST (the shard's temp file exists: another writer holds it), -errno.
@@ -283,6 +295,19 @@ int mf_shard_writer_commit(struct mf_shard_writer *w,
 			   struct mf_shard_stat *stat);
 /* Drops everything written and frees w. NULL does nothing. */
 void mf_shard_writer_abort(struct mf_shard_writer *w);
+
+/*
+ * For tests and the golden files: fn, when set, replaces the backlog the
+ * writer measures (chunks handed to its workers, not yet compressed) when
+ * it picks the level of chunk `chunk`, so a test can say "behind" or
+ * "keeping up" without relying on timing; with `workers` workers, a
+ * backlog >= workers is behind. Only an adapting writer (cfg->adapt, zstd)
+ * asks. Returns 0, -EINVAL (w NULL), -EBUSY once bytes were written.
+ */
+typedef unsigned (*mf_shard_pressure_fn)(void *arg, uint32_t chunk,
+					 unsigned workers);
+int mf_shard_writer_set_pressure(struct mf_shard_writer *w,
+				 mf_shard_pressure_fn fn, void *arg);
 
 /*
  * A tap sees every chunk of the shard uncompressed, as the writer cuts it:
@@ -308,7 +333,7 @@ struct mf_shard_reader;
 /*
  * Opens the committed file of shard `shard` of run RUN under FP and checks
  * its trailer and index. The file's checksums must be those of shard
- * `shard` of FP (format version 2 binds them to both), so a file copied or
+ * `shard` of FP (format versions 2 and 3 bind them to both), so a file copied or
  * restored under another shard's name, or another fingerprint's, fails
  * here or at its first chunk read. Returns 0, -EBADMSG (corrupt, or not
  * this shard's file), -EINVAL (bad ids), -ENOENT, -ELOOP, -errno.
@@ -326,6 +351,11 @@ void mf_shard_reader_stat(const struct mf_shard_reader *r,
 			  struct mf_shard_stat *out);
 /* Uncompressed length of chunk i: chunk_size but for the last one. */
 size_t mf_shard_reader_chunk_len(const struct mf_shard_reader *r, uint32_t i);
+/* How chunk i is stored: format version 3 records a codec and level per
+ * chunk (the trailer's codec at its level or below, or none); an older
+ * file gives the trailer's. Returns 0 or -EINVAL (i out of range). */
+int mf_shard_reader_chunk_codec(const struct mf_shard_reader *r, uint32_t i,
+				enum mf_codec *codec, int *level);
 
 /*
  * Decompresses chunk i into dst (cap >= its length), after checking its
@@ -359,7 +389,7 @@ int mf_shard_reader_copy(struct mf_shard_reader *r, int out_fd,
 /*
  * Decodes one stored chunk: checks the checksum (XXH3-64 of the stored
  * bytes with the chunk's seed: its index in format version 1, derived from
- * fingerprint, shard and index in version 2; docs/format.md) and
+ * fingerprint, shard and index since version 2; docs/format.md) and
  * decompresses into dst, which must receive exactly raw_len bytes. Returns
  * 0, -EBADMSG, or -ENOMEM when the calling thread's decompression context
  * cannot be made. Pure function, thread-safe; the fuzz target drives it.

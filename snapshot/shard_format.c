@@ -172,8 +172,8 @@ int snap_trailer_decode(const uint8_t in[SNAP_TRAILER_SIZE],
 int snap_trailer_check_size(const struct snap_trailer *t, uint64_t file_size)
 {
 	/* chunks < 2^32, so this cannot overflow */
-	uint64_t tail =
-	    (uint64_t)t->chunks * SNAP_ENTRY_SIZE + SNAP_TRAILER_SIZE;
+	uint64_t tail = (uint64_t)t->chunks * snap_entry_size(t->version) +
+	    SNAP_TRAILER_SIZE;
 	if (file_size < SNAP_HEADER_SIZE || file_size - SNAP_HEADER_SIZE < tail)
 		return MF_CORRUPT("file too short for its index");
 	if (t->index_offset != file_size - tail)
@@ -187,12 +187,19 @@ uint64_t snap_index_checksum(const uint8_t *idx, size_t len, uint64_t seed)
 	return XXH3_64bits_withSeed(len ? idx : empty, len, seed);
 }
 
+size_t snap_entry_size(uint32_t version)
+{
+	return version >= 3 ? SNAP_ENTRY_SIZE : SNAP_ENTRY_SIZE_V2;
+}
+
 void snap_entry_encode(const struct snap_entry *e, uint8_t out[SNAP_ENTRY_SIZE])
 {
 	snap_put_u64(out, e->offset);
 	snap_put_u32(out + 8, e->stored);
 	snap_put_u32(out + 12, e->raw);
 	snap_put_u64(out + 16, e->checksum);
+	snap_put_u32(out + 24, (uint32_t)e->codec);
+	snap_put_u32(out + 28, (uint32_t)e->level);
 }
 
 /* The raw length chunk i of a valid file has. */
@@ -210,24 +217,53 @@ static bool stored_len_ok(enum mf_codec codec, uint32_t raw, uint32_t stored)
 	return stored >= 1 && stored <= snap_codec_bound(codec, raw);
 }
 
+/* A chunk's codec and level under the trailer's: the trailer's codec at
+ * a level no higher, or none (version 3). */
+static bool chunk_codec_ok(const struct snap_trailer *t,
+			   const struct snap_entry *e)
+{
+	if (e->codec != t->codec && e->codec != MF_CODEC_NONE)
+		return false;
+	if (!snap_chunk_level_valid(e->codec, e->level))
+		return false;
+	return e->codec != MF_CODEC_ZSTD || e->level <= t->level;
+}
+
+/* Entry i of idx; the codec and level are the trailer's before version
+ * 3. */
+static struct snap_entry entry_decode(const struct snap_trailer *t,
+				      const uint8_t *idx, uint32_t i)
+{
+	const uint8_t *p = idx + (size_t)i * snap_entry_size(t->version);
+	struct snap_entry e = {
+	    .offset = snap_get_u64(p),
+	    .stored = snap_get_u32(p + 8),
+	    .raw = snap_get_u32(p + 12),
+	    .checksum = snap_get_u64(p + 16),
+	    .codec = t->codec,
+	    .level = t->level,
+	};
+	if (t->version >= 3) {
+		e.codec = (enum mf_codec)snap_get_u32(p + 24);
+		e.level = (int32_t)snap_get_u32(p + 28);
+	}
+	return e;
+}
+
 int snap_index_decode(const struct snap_trailer *t, const uint8_t *idx,
 		      struct snap_entry *out)
 {
 	uint64_t pos = SNAP_HEADER_SIZE;
 	for (uint32_t i = 0; i < t->chunks; i++) {
-		const uint8_t *p = idx + (size_t)i * SNAP_ENTRY_SIZE;
-		struct snap_entry e = {
-		    .offset = snap_get_u64(p),
-		    .stored = snap_get_u32(p + 8),
-		    .raw = snap_get_u32(p + 12),
-		    .checksum = snap_get_u64(p + 16),
-		};
+		struct snap_entry e = entry_decode(t, idx, i);
 		/* chunks tile the file in order, with no gap and no overlap */
 		if (e.offset != pos)
 			return MF_CORRUPT("index entry offset");
 		if (e.raw != expected_raw(t, i))
 			return MF_CORRUPT("index entry raw length");
-		if (!stored_len_ok(t->codec, e.raw, e.stored))
+		if (!chunk_codec_ok(t, &e))
+			return MF_CORRUPT("index entry codec or level");
+		if (!stored_len_ok(e.codec, e.raw, e.stored))
 			return MF_CORRUPT("index entry stored length");
 		pos += e.stored;
 		if (pos > t->index_offset)

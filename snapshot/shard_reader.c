@@ -2,8 +2,10 @@
  * shard_reader.c - reading a committed shard file: every check on open
  * (size, magic, version, checksums of trailer and index, a consistent
  * index), then chunks decoded on demand with their checksum verified on
- * every read from disk. Every checksum of a version 2 file is seeded from
- * the fingerprint and shard index the caller expects, never from the file.
+ * every read from disk. Every checksum of a version 2 or 3 file is seeded
+ * from the fingerprint and shard index the caller expects, never from the
+ * file. Each chunk is decoded with its own codec (version 3 records one
+ * per chunk; before, the trailer's).
  *
  * Not for: streaming a whole shard on several threads (shard_copy.c).
  * A reader is immutable after open; its calls are thread-safe because they
@@ -51,7 +53,7 @@ static int load_index(int fd, const struct snap_seeds *s,
 		      const struct snap_trailer *t, struct snap_entry **out)
 {
 	/* check_size bounded the index by the file's size */
-	size_t len = (size_t)t->chunks * SNAP_ENTRY_SIZE;
+	size_t len = (size_t)t->chunks * snap_entry_size(t->version);
 	uint8_t *idx = malloc(len ? len : 1);
 	struct snap_entry *ent =
 	    calloc(t->chunks ? t->chunks : 1, sizeof(*ent));
@@ -170,13 +172,23 @@ size_t mf_shard_reader_chunk_len(const struct mf_shard_reader *r, uint32_t i)
 	return i < r->st.chunks ? r->ent[i].raw : 0;
 }
 
+int mf_shard_reader_chunk_codec(const struct mf_shard_reader *r, uint32_t i,
+				enum mf_codec *codec, int *level)
+{
+	if (!r || i >= r->st.chunks || !codec || !level)
+		return -EINVAL;
+	*codec = r->ent[i].codec;
+	*level = r->ent[i].level;
+	return 0;
+}
+
 /* ---- chunks ---- */
 
 int snap_load_chunk(struct mf_shard_reader *r, uint32_t i, void *dst)
 {
 	const struct snap_entry *e = &r->ent[i];
 	uint64_t seed = snap_chunk_seed(&r->seeds, i);
-	if (r->st.codec == MF_CODEC_NONE) {
+	if (e->codec == MF_CODEC_NONE) {
 		/* stored bytes are the raw bytes: land them where they go
 		 * and check them there */
 		int rc = pread_exact(r->fd, dst, e->raw, e->offset);
@@ -192,8 +204,8 @@ int snap_load_chunk(struct mf_shard_reader *r, uint32_t i, void *dst)
 	int rc = pread_exact(r->fd, buf, e->stored, e->offset);
 	if (rc)
 		return rc;
-	return mf_chunk_decode(r->st.codec, seed, buf, e->stored, e->checksum,
-			       dst, e->raw);
+	return mf_chunk_decode(e->codec, seed, buf, e->stored, e->checksum, dst,
+			       e->raw);
 }
 
 ssize_t mf_shard_reader_read_chunk(struct mf_shard_reader *r, uint32_t i,

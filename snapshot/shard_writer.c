@@ -4,11 +4,15 @@
  * results appended in order), then the index, the trailer and the commit
  * protocol (fsync, rename, fsync of the folder). A tap, when set, sees
  * each raw chunk on the caller's thread just before it is compressed.
+ * Each chunk's codec and level are picked as it is handed over
+ * (codec_adapt.c), from how many chunks are still waiting to be
+ * compressed, and recorded in its index entry.
  *
- * Not for: reading (shard_reader.c) or the byte layout (shard_format.c).
+ * Not for: reading (shard_reader.c), the byte layout (shard_format.c) or
+ * the rule that picks a chunk's level (codec_adapt.c).
  *
- * Memory: `nslots` chunk buffers (threads + 1, or 1 inline) of chunk_size
- * raw bytes plus their compression bound, and the index (24 bytes a chunk).
+ * Memory: `nslots` chunk buffers (workers + 1, or 1 inline) of chunk_size
+ * raw bytes plus their compression bound, and the index (32 bytes a chunk).
  */
 #include "snapshot_i.h"
 
@@ -32,6 +36,8 @@ struct wslot {
 	uint8_t *raw; /* chunk_size bytes */
 	uint8_t *out; /* the codec's bound; NULL for MF_CODEC_NONE */
 	const uint8_t *src; /* raw, or the caller's bytes when inline */
+	enum mf_codec codec; /* this chunk's, picked when it was handed over */
+	int level;
 	size_t raw_len, out_len;
 	uint64_t checksum;
 	int err;
@@ -51,8 +57,11 @@ struct worker {
 struct mf_shard_writer {
 	int dirfd, fd;
 	char tmp[SNAP_NAME_MAX], final[SNAP_NAME_MAX];
-	enum mf_codec codec;
+	enum mf_codec codec; /* the ceiling: the trailer's codec and level */
 	int level;
+	struct snap_adapt adapt; /* picks each chunk's codec and level */
+	mf_shard_pressure_fn pressure; /* NULL: the measured backlog */
+	void *pressure_arg;
 	struct snap_seeds seeds; /* MF_SHARD_FORMAT_VERSION, this shard's key */
 	size_t chunk_size, bound;
 	struct wslot *slots;
@@ -70,6 +79,8 @@ struct mf_shard_writer {
 	pthread_mutex_t lock;
 	pthread_cond_t work_cv, done_cv;
 	uint64_t next_job; /* guarded by lock */
+	uint64_t compressed; /* chunks the pool has compressed; guarded by
+				lock */
 	bool stop; /* guarded by lock */
 	mf_shard_tap_fn tap; /* NULL: none */
 	void *tap_arg;
@@ -81,13 +92,13 @@ static void compress_slot(const struct mf_shard_writer *w,
 			  struct snap_cctx *cctx, struct wslot *s, uint64_t seq)
 {
 	uint64_t seed = snap_chunk_seed(&w->seeds, (uint32_t)seq);
-	if (w->codec == MF_CODEC_NONE) {
+	if (s->codec == MF_CODEC_NONE) {
 		s->out_len = s->raw_len;
 		s->checksum = snap_chunk_checksum(s->src, s->raw_len, seed);
 		s->err = 0;
 		return;
 	}
-	s->err = snap_compress(cctx, w->codec, w->level, s->src, s->raw_len,
+	s->err = snap_compress(cctx, s->codec, s->level, s->src, s->raw_len,
 			       s->out, w->bound, &s->out_len);
 	if (s->err == 0)
 		s->checksum = snap_chunk_checksum(s->out, s->out_len, seed);
@@ -112,12 +123,14 @@ static int append(struct mf_shard_writer *w, struct wslot *s)
 {
 	if (s->err)
 		return s->err;
-	const uint8_t *data = w->codec == MF_CODEC_NONE ? s->src : s->out;
+	const uint8_t *data = s->codec == MF_CODEC_NONE ? s->src : s->out;
 	struct snap_entry e = {
 	    .offset = w->file_off,
 	    .stored = (uint32_t)s->out_len,
 	    .raw = (uint32_t)s->raw_len,
 	    .checksum = s->checksum,
+	    .codec = s->codec,
+	    .level = s->level,
 	};
 	int rc = push_entry(w, &e);
 	if (rc)
@@ -159,6 +172,24 @@ static int drain(struct mf_shard_writer *w, uint64_t need)
 	return rc;
 }
 
+/* Picks the codec and level of chunk tail, in s, from the chunks handed
+ * to the pool and not yet compressed (none inline). */
+static void pick_codec(struct mf_shard_writer *w, struct wslot *s)
+{
+	unsigned workers = w->nworkers ? w->nworkers : 1;
+	uint64_t backlog = 0;
+	if (w->adapt.on && w->nworkers) {
+		pthread_mutex_lock(&w->lock);
+		backlog = w->tail - w->compressed;
+		pthread_mutex_unlock(&w->lock);
+	}
+	if (w->pressure && w->adapt.on)
+		backlog =
+		    w->pressure(w->pressure_arg, (uint32_t)w->tail, workers);
+	unsigned b = backlog > workers ? workers : (unsigned)backlog;
+	snap_adapt_next(&w->adapt, b, workers, &s->codec, &s->level);
+}
+
 /* Hands the chunk in slot tail (raw_len, src set) on, showing it to the
  * tap first: the slot is not the pool's yet, so nothing else reads it. */
 static int submit(struct mf_shard_writer *w, struct wslot *s)
@@ -167,6 +198,7 @@ static int submit(struct mf_shard_writer *w, struct wslot *s)
 		return -EFBIG; /* the chunk count is 32 bits */
 	if (w->tap)
 		w->tap(w->tap_arg, (uint32_t)w->tail, s->src, s->raw_len);
+	pick_codec(w, s);
 	if (w->nworkers == 0) {
 		compress_slot(w, w->cctx, s, w->tail);
 		int rc = append(w, s);
@@ -202,6 +234,7 @@ static void *worker_main(void *arg)
 		compress_slot(w, me->cctx, s, seq);
 		pthread_mutex_lock(&w->lock);
 		s->state = SLOT_DONE;
+		w->compressed++;
 		pthread_cond_broadcast(&w->done_cv);
 	}
 	pthread_mutex_unlock(&w->lock);
@@ -317,6 +350,25 @@ static int tmp_create(struct mf_shard_writer *w)
 	return mf_write_full(w->fd, hdr, sizeof(hdr));
 }
 
+/* How many compression workers a writer runs: 0 inline. */
+static unsigned pool_size(const struct mf_codec_cfg *cfg)
+{
+	/* compressing nothing gains nothing from threads */
+	if (cfg->codec == MF_CODEC_NONE)
+		return 0;
+	unsigned n = cfg->threads;
+	if (n == 0) {
+		n = snap_cores_available();
+		if (n > MF_WRITER_THREADS_AUTO_MAX)
+			n = MF_WRITER_THREADS_AUTO_MAX;
+	}
+	if (n > WRITER_THREADS_MAX)
+		n = WRITER_THREADS_MAX;
+	/* adapting needs a backlog to watch: a pool, even of one */
+	bool adapt = cfg->adapt && cfg->codec == MF_CODEC_ZSTD;
+	return n > 1 || adapt ? n : 0;
+}
+
 /* Everything but the folder, the file and the pool. */
 static int writer_new(const struct mf_codec_cfg *cfg, int level,
 		      unsigned threads, struct mf_shard_writer **out)
@@ -328,12 +380,13 @@ static int writer_new(const struct mf_codec_cfg *cfg, int level,
 	w->fd = -1;
 	w->codec = cfg->codec;
 	w->level = level;
+	snap_adapt_init(&w->adapt, cfg->codec, level, cfg->adapt);
 	w->chunk_size = (size_t)cfg->chunk_size;
 	w->bound = snap_codec_bound(cfg->codec, w->chunk_size);
 	(void)mf_mutex_init(&w->lock);
 	pthread_cond_init(&w->work_cv, NULL);
 	pthread_cond_init(&w->done_cv, NULL);
-	int rc = slots_alloc(w, threads > 1 ? threads + 1 : 1);
+	int rc = slots_alloc(w, threads ? threads + 1 : 1);
 	if (rc == 0)
 		rc = snap_cctx_new(w->codec, &w->cctx);
 	if (rc) {
@@ -355,10 +408,7 @@ int mf_shard_writer_open(struct mf_store *st, const char *fp,
 	int rc = cfg_check(cfg, &level);
 	if (rc)
 		return rc;
-	/* compressing nothing gains nothing from threads */
-	unsigned threads = cfg->codec == MF_CODEC_NONE ? 1 : cfg->threads;
-	if (threads > WRITER_THREADS_MAX)
-		threads = WRITER_THREADS_MAX;
+	unsigned threads = pool_size(cfg);
 	struct mf_shard_writer *w;
 	rc = writer_new(cfg, level, threads, &w);
 	if (rc)
@@ -372,7 +422,7 @@ int mf_shard_writer_open(struct mf_store *st, const char *fp,
 	snap_shard_name(shard, ".tmp", w->tmp);
 	snap_shard_name(shard, ".mfs", w->final);
 	rc = tmp_create(w);
-	if (rc == 0 && threads > 1)
+	if (rc == 0 && threads > 0)
 		rc = pool_start(w, threads);
 	if (rc)
 		goto abort_w;
@@ -395,6 +445,18 @@ int mf_shard_writer_set_tap(struct mf_shard_writer *w, mf_shard_tap_fn fn,
 		return -EBUSY; /* it would miss chunks */
 	w->tap = fn;
 	w->tap_arg = fn ? arg : NULL;
+	return 0;
+}
+
+int mf_shard_writer_set_pressure(struct mf_shard_writer *w,
+				 mf_shard_pressure_fn fn, void *arg)
+{
+	if (!w)
+		return -EINVAL;
+	if (w->tail > 0 || w->fill > 0)
+		return -EBUSY; /* chunks were handed over already */
+	w->pressure = fn;
+	w->pressure_arg = fn ? arg : NULL;
 	return 0;
 }
 

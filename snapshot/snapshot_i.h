@@ -24,17 +24,21 @@ extern const uint8_t snap_header_magic[SNAP_MAGIC_LEN];
 extern const uint8_t snap_trailer_magic[SNAP_MAGIC_LEN];
 
 #define SNAP_HEADER_SIZE 16 /* magic, version, reserved */
-#define SNAP_ENTRY_SIZE 24 /* offset u64, stored u32, raw u32, xxh3 u64 */
+/* An index entry as the writer writes it (version 3): offset u64, stored
+ * u32, raw u32, xxh3 u64, codec u32, level i32. Versions 1 and 2 have the
+ * first 24 bytes only (snap_entry_size). */
+#define SNAP_ENTRY_SIZE 32
+#define SNAP_ENTRY_SIZE_V2 24
 #define SNAP_TRAILER_SIZE 64
 #define SNAP_TRAILER_SUM_OFF 56 /* the trailer checksum covers [0, 56) */
 #define SNAP_VERSION_MIN 1 /* the oldest version a reader accepts */
 
 /*
  * What a file's checksums are seeded with (docs/format.md, section 3):
- * version 1 seeds chunk i with i and the index and trailer with 0; version
- * 2 derives every seed from key, a hash of the fingerprint and shard index
- * the reader expects (never read from the file), so a file under another
- * shard's name fails its checks.
+ * version 1 seeds chunk i with i and the index and trailer with 0;
+ * versions 2 and 3 derive every seed from key, a hash of the fingerprint
+ * and shard index the reader expects (never read from the file), so a file
+ * under another shard's name fails its checks.
  */
 struct snap_seeds {
 	uint32_t version;
@@ -54,6 +58,9 @@ struct snap_entry {
 	uint32_t stored; /* stored (compressed) length */
 	uint32_t raw; /* uncompressed length */
 	uint64_t checksum; /* XXH3-64 of the stored bytes (snap_chunk_seed) */
+	enum mf_codec codec; /* how it is stored: the trailer's codec, or
+				none (version 3); the trailer's before 3 */
+	int32_t level; /* its zstd level (negative: a fast level), else 0 */
 };
 
 /* What the trailer holds, decoded. */
@@ -93,20 +100,30 @@ int snap_trailer_check_size(const struct snap_trailer *t, uint64_t file_size);
 /* XXH3-64 of the encoded index, seeded with seed (snap_meta_seed). */
 uint64_t snap_index_checksum(const uint8_t *idx, size_t len, uint64_t seed);
 
+/* The size of one index entry in a file of that version. */
+size_t snap_entry_size(uint32_t version);
+/* Encodes e as version MF_SHARD_FORMAT_VERSION writes it. */
 void snap_entry_encode(const struct snap_entry *e,
 		       uint8_t out[SNAP_ENTRY_SIZE]);
 /*
- * Decodes t->chunks entries from idx (checksum already checked) and checks
- * that they tile the file from the header to the index, with raw lengths
- * that add up to t->raw_size. 0 or -EBADMSG.
+ * Decodes t->chunks entries of t->version from idx (checksum already
+ * checked) and checks that they tile the file from the header to the
+ * index, with raw lengths that add up to t->raw_size, and (version 3) that
+ * each chunk's codec and level are allowed under the trailer's (the
+ * trailer's codec at a level no higher, or none). Entries of versions 1
+ * and 2 get the trailer's codec and level. 0 or -EBADMSG.
  */
 int snap_index_decode(const struct snap_trailer *t, const uint8_t *idx,
 		      struct snap_entry *out);
 
 /* ---- codecs (chunk_codec.c) ---- */
 
-/* True for a level the trailer may record with this codec. */
+/* True for a level the trailer may record with this codec (the ceiling:
+ * zstd 1 to ZSTD_maxCLevel, 0 for the others). */
 bool snap_level_valid(enum mf_codec codec, int level);
+/* True for a level one chunk may be stored at: those, and zstd's fast
+ * (negative) levels down to ZSTD_minCLevel. */
+bool snap_chunk_level_valid(enum mf_codec codec, int level);
 /* Largest stored length a chunk of raw bytes may have; 0 if unknown codec. */
 size_t snap_codec_bound(enum mf_codec codec, size_t raw);
 
@@ -118,6 +135,44 @@ void snap_cctx_free(struct snap_cctx *c);
 int snap_compress(struct snap_cctx *c, enum mf_codec codec, int level,
 		  const void *src, size_t len, void *dst, size_t cap,
 		  size_t *out_len);
+
+/*
+ * The codec and level of each chunk a writer compresses (codec_adapt.c),
+ * zstd's --adapt idea: the level steps down a ladder (the ceiling, each
+ * level below it to 1, the fast levels -1, -2, -4, -8, -16, then storing
+ * the chunk raw) while the compressors fall behind, and back up toward
+ * the ceiling while they keep up. Pure: the writer tells it, for each
+ * chunk it hands over, how many chunks were handed to its workers and not
+ * yet compressed (the backlog) and how many workers there are.
+ */
+struct snap_adapt {
+	enum mf_codec codec; /* the ceiling's codec */
+	int ceiling; /* its level */
+	bool on; /* false: every chunk at the ceiling */
+	unsigned rung; /* 0: the ceiling; snap_adapt_rungs() - 1: raw */
+	unsigned calm; /* chunks in a row that found a worker free */
+};
+/* Chunks in a row that must find a worker free before a rung up. */
+#define SNAP_ADAPT_CALM 4
+/* Adapting applies to zstd only; codec none and snappy stay as they are. */
+void snap_adapt_init(struct snap_adapt *a, enum mf_codec codec, int level,
+		     bool on);
+/* How many rungs the ladder has (1 when not adapting). */
+unsigned snap_adapt_rungs(const struct snap_adapt *a);
+/* The codec and level of a rung. */
+void snap_adapt_rung(const struct snap_adapt *a, unsigned rung,
+		     enum mf_codec *codec, int *level);
+/*
+ * The chunk being handed over found `backlog` chunks not yet compressed
+ * ahead of it with `workers` workers: behind when backlog >= workers (no
+ * worker free: it must queue), one rung down; calm otherwise, and after
+ * SNAP_ADAPT_CALM calm chunks in a row, one rung up. Gives the chunk's
+ * codec and level.
+ */
+void snap_adapt_next(struct snap_adapt *a, unsigned backlog, unsigned workers,
+		     enum mf_codec *codec, int *level);
+/* The cores this process may run on (sched_getaffinity), at least 1. */
+unsigned snap_cores_available(void);
 
 /* XXH3-64 of a chunk's stored bytes with the seed snap_chunk_seed gave. */
 uint64_t snap_chunk_checksum(const void *p, size_t len, uint64_t seed);

@@ -208,8 +208,6 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 		       char **err)
 {
 	e->opts = *o;
-	if (e->opts.compress_threads == 0)
-		e->opts.compress_threads = 2;
 	if (e->opts.heartbeat_s == 0)
 		e->opts.heartbeat_s = 5;
 	e->pid = getpid();

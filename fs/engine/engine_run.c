@@ -270,9 +270,9 @@ static int materialize(struct mf_engine *e, struct mf_catalog *c,
 	int rc = check_fingerprint(se, shard, err);
 	if (rc)
 		return rc; /* ESTALE: the caller gives the claim back */
-	struct mf_codec_cfg cfg = {se->spec->codec, se->spec->level,
-				   se->spec->chunk_size,
-				   e->opts.compress_threads};
+	struct mf_codec_cfg cfg = {
+	    se->spec->codec, se->spec->level, se->spec->chunk_size,
+	    e->opts.compress_threads, se->spec->compression_adapt};
 	struct mf_shard_writer *w;
 	rc = mf_shard_writer_open(e->store, p.fp, run_id, shard, &cfg, &w);
 	if (rc) {

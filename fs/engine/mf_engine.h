@@ -93,7 +93,9 @@ struct mf_engine_opts {
 	 * shared by many hosts */
 	const char *catalog;
 	int busy_timeout_ms; /* catalog busy timeout; <= 0: 10 s */
-	unsigned compress_threads; /* per materialization; 0: 2 */
+	/* per materialization; 0: the cores the process may run on, at
+	 * most MF_WRITER_THREADS_AUTO_MAX (mf_codec_cfg.threads) */
+	unsigned compress_threads;
 	unsigned heartbeat_s; /* run heartbeat period; 0: 5 s */
 	mf_progress_fn progress; /* may be NULL */
 	void *progress_arg;

@@ -8,8 +8,8 @@
  * Every input is opened as shard FUZZ_SHARD of FUZZ_FP and runs twice: as
  * it is, which exercises the checks on open, and once more with its
  * checksums recomputed (chunks, index, trailer, as docs/format.md defines
- * them for the version its header names, bound to that shard in version
- * 2; other fields untouched), so that mutated layouts and chunk bytes get
+ * them for the version its header names, bound to that shard since
+ * version 2; other fields untouched), so that mutated layouts and chunk bytes get
  * past the checksums to the index checks and the decompressors.
  *
  * Not for: the store folder (paths, renames): only descriptors here.
@@ -28,7 +28,6 @@
 #define DEEP_RAW_MAX (16ULL << 20)
 #define DEEP_CHUNK_MAX (4ULL << 20)
 #define HEADER 16
-#define ENTRY 24
 #define TRAILER 64
 /* the shard every input is opened as; corpus/shard/ files of version 2
  * were written for it */
@@ -57,10 +56,12 @@ static uint64_t xxh(const uint8_t *p, size_t n, uint64_t seed)
 }
 
 /* The seeds docs/format.md gives: version 1 seeds chunk i with i and the
- * index and trailer with 0; version 2 derives them from the shard's key. */
+ * index and trailer with 0; versions 2 and 3 derive them from the shard's
+ * key. Version 3's index entries are 32 bytes, earlier ones 24. */
 struct seeds {
 	bool v2;
 	uint64_t key;
+	size_t entry;
 };
 
 static struct seeds seeds_of(const uint8_t *f)
@@ -68,7 +69,8 @@ static struct seeds seeds_of(const uint8_t *f)
 	uint8_t b[72];
 	memcpy(b, FUZZ_FP, 64);
 	put_le64(b + 64, FUZZ_SHARD); /* 4 bytes of it are hashed */
-	return (struct seeds){get_le(f + 8, 4) == 2, xxh(b, 68, 0)};
+	uint64_t v = get_le(f + 8, 4);
+	return (struct seeds){v >= 2, xxh(b, 68, 0), v >= 3 ? 32 : 24};
 }
 
 static uint64_t chunk_seed(const struct seeds *s, uint32_t i)
@@ -87,17 +89,18 @@ static void repair(uint8_t *f, size_t size)
 	uint64_t meta = s.v2 ? s.key : 0;
 	uint8_t *t = f + size - TRAILER;
 	uint64_t chunks = get_le(t + 20, 4);
-	if (chunks * ENTRY <= size - HEADER - TRAILER) {
-		size_t idx = size - TRAILER - (size_t)chunks * ENTRY;
+	size_t entry = s.entry;
+	if (chunks * entry <= size - HEADER - TRAILER) {
+		size_t idx = size - TRAILER - (size_t)chunks * entry;
 		for (size_t i = 0; i < chunks; i++) {
-			uint8_t *e = f + idx + i * ENTRY;
+			uint8_t *e = f + idx + i * entry;
 			uint64_t off = get_le(e, 8), stored = get_le(e + 8, 4);
 			if (off <= idx && stored <= idx - off)
 				put_le64(e + 16,
 					 xxh(f + off, stored,
 					     chunk_seed(&s, (uint32_t)i)));
 		}
-		put_le64(t + 48, xxh(f + idx, (size_t)chunks * ENTRY, meta));
+		put_le64(t + 48, xxh(f + idx, (size_t)chunks * entry, meta));
 	}
 	put_le64(t + 56, xxh(t, 56, meta));
 }

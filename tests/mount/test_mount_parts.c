@@ -49,7 +49,7 @@ static int setup(void **state)
 	assert_non_null(mkdtemp(f->dir));
 	assert_int_equal(mf_store_open(f->dir, true, &f->st), 0);
 	assert_int_equal(mf_store_run_create(f->st, FP, RUN), 0);
-	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 1, CHUNK, 1};
+	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 1, CHUNK, 1, false};
 	struct mf_shard_writer *w;
 	assert_int_equal(mf_shard_writer_open(f->st, FP, RUN, 0, &cfg, &w), 0);
 	size_t n = CHUNKS * CHUNK - 100; /* a short last chunk */

@@ -14,6 +14,9 @@ cat >"$pipes/data.yaml" <<'YAML'
 name: data
 inputs: in/*.txt
 chunk_size: 16KiB
+# one level for every chunk: the corruption below finds the chunk in the
+# middle of the shard by its place in the file
+compression_adapt: false
 suffix: .bin
 stages:
   - exec: [/bin/sh, -c, 'echo "$MATFS_SHARD" >> calls; cat; seq 1 200000']

@@ -262,6 +262,8 @@ static void test_not_covered(void **state)
 	static const char *const edits[][2] = {
 	    {"name: wiki-tokens", "name: another-name"},
 	    {"compression: zstd", "compression: snappy"},
+	    {"compression: zstd",
+	     "compression: zstd:9\ncompression_adapt: false"},
 	    {"chunk_size: 4MiB", "chunk_size: 64KiB"},
 	    {"suffix: .bin", "suffix: .tokens"},
 	    {"timeout: 1h", "timeout: 5s"},

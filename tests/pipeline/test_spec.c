@@ -290,6 +290,33 @@ static void test_bad_codec(void **state)
 	       "zstd:1-19, snappy or none)");
 }
 
+/* compression_adapt: true by default, YAML's core booleans, nothing
+ * else. */
+static void test_compression_adapt(void **state)
+{
+	project();
+	fx_write("a.yaml", BASE);
+	struct mf_spec *s = fx_load("a.yaml");
+	assert_true(s->compression_adapt);
+	mf_spec_free(s);
+	static const char *const values[] = {"false", "False", "FALSE",
+					     "true",  "True",  "TRUE"};
+	for (size_t i = 0; i < 6; i++) {
+		char text[256];
+		snprintf(text, sizeof(text), BASE "compression_adapt: %s\n",
+			 values[i]);
+		fx_write("a.yaml", text);
+		s = fx_load("a.yaml");
+		assert_int_equal(s->compression_adapt, i >= 3);
+		mf_spec_free(s);
+	}
+	expect(BASE "compression_adapt: no\n",
+	       "a.yaml:6:20: 'compression_adapt': expected true or false, "
+	       "not 'no'");
+	expect(BASE "compression_adapt: [true]\n",
+	       "a.yaml:6:20: 'compression_adapt': expected true or false");
+}
+
 static void test_no_matching_inputs(void **state)
 {
 	project();
@@ -684,6 +711,7 @@ int main(void)
 	    T(test_duration_too_large),
 	    T(test_stage_timeout_default),
 	    T(test_bad_codec),
+	    T(test_compression_adapt),
 	    T(test_no_matching_inputs),
 	    T(test_missing_deps),
 	    T(test_too_many_shards),

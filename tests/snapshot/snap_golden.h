@@ -7,11 +7,15 @@
  *
  * Not for: changing. The golden files were made from exactly this; any
  * change here breaks the promise that old files still read. A new format
- * version adds its own entry to golden_versions.
+ * version adds its own entry to golden_versions. Version 3 also holds one
+ * shard whose chunks were stored at falling and rising levels
+ * (golden_adaptive), the pressure that made them given by
+ * golden_pressure.
  */
 #ifndef SNAP_GOLDEN_H
 #define SNAP_GOLDEN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,17 +39,26 @@
 	"# golden store of shard format version 2\n"                           \
 	"name golden\nshards 5\nchunk_size 4096\n"
 
+/* version 3: a codec and level per chunk */
+#define GOLDEN_FP_V3                                                           \
+	"5eed5eed00000000000000000000000000000000000000000000000000000003"
+#define GOLDEN_METADATA_V3                                                     \
+	"# golden store of shard format version 3\n"                           \
+	"name golden\nshards 6\nchunk_size 4096\n"
+
 /* One version's folder: STORE/snapshots/fp/GOLDEN_RUN/shard-NNNNN.mfs. */
 struct golden_version {
 	uint32_t version;
 	const char *fp;
 	const char *metadata;
 	unsigned zstd_version; /* of the library that wrote it */
+	bool adaptive; /* it also holds golden_adaptive */
 };
 
 static const struct golden_version golden_versions[] = {
-    {1, GOLDEN_FP, GOLDEN_METADATA, GOLDEN_ZSTD_VERSION},
-    {2, GOLDEN_FP_V2, GOLDEN_METADATA_V2, 10504},
+    {1, GOLDEN_FP, GOLDEN_METADATA, GOLDEN_ZSTD_VERSION, false},
+    {2, GOLDEN_FP_V2, GOLDEN_METADATA_V2, 10504, false},
+    {3, GOLDEN_FP_V3, GOLDEN_METADATA_V3, 10504, true},
 };
 #define GOLDEN_VERSIONS (sizeof(golden_versions) / sizeof(golden_versions[0]))
 
@@ -64,6 +77,20 @@ static const struct golden_shard golden_shards[] = {
     {4, MF_CODEC_ZSTD, 3, 0},
 };
 #define GOLDEN_SHARDS (sizeof(golden_shards) / sizeof(golden_shards[0]))
+
+/* Version 3's shard 5: zstd with ceiling 3, written adapting, the writer
+ * told "behind" (a backlog of every worker) for its first
+ * GOLDEN_BEHIND_CHUNKS chunks and "keeping up" (none) after. */
+static const struct golden_shard golden_adaptive = {
+    5, MF_CODEC_ZSTD, 3, 16 * GOLDEN_CHUNK_SIZE + 100};
+#define GOLDEN_BEHIND_CHUNKS 9
+
+static inline unsigned golden_pressure(void *arg, uint32_t chunk,
+				       unsigned workers)
+{
+	(void)arg;
+	return chunk < GOLDEN_BEHIND_CHUNKS ? workers : 0;
+}
 
 /* The entry of the version this writer writes; NULL if it has none. */
 static inline const struct golden_version *golden_current(void)

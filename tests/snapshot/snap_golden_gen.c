@@ -17,15 +17,19 @@
 #include "snap_golden.h"
 
 static int write_shard(struct mf_store *st, const char *fp,
-		       const struct golden_shard *g)
+		       const struct golden_shard *g, bool adapt)
 {
-	struct mf_codec_cfg cfg = {g->codec, g->level, GOLDEN_CHUNK_SIZE, 1};
+	struct mf_codec_cfg cfg = {g->codec, g->level, GOLDEN_CHUNK_SIZE, 1,
+				   adapt};
 	uint8_t *buf = malloc(g->raw + 1);
 	if (!buf)
 		return -1;
 	golden_fill(buf, g->raw, g->index);
 	struct mf_shard_writer *w;
 	int rc = mf_shard_writer_open(st, fp, GOLDEN_RUN, g->index, &cfg, &w);
+	if (rc == 0 && adapt &&
+	    (rc = mf_shard_writer_set_pressure(w, golden_pressure, NULL)) != 0)
+		mf_shard_writer_abort(w);
 	if (rc == 0) {
 		rc = mf_shard_writer_write(w, buf, g->raw);
 		if (rc)
@@ -66,7 +70,9 @@ int main(int argc, char **argv)
 	if (rc == 0)
 		rc = mf_store_run_create(st, v->fp, GOLDEN_RUN);
 	for (size_t i = 0; rc == 0 && i < GOLDEN_SHARDS; i++)
-		rc = write_shard(st, v->fp, &golden_shards[i]);
+		rc = write_shard(st, v->fp, &golden_shards[i], false);
+	if (rc == 0 && v->adaptive)
+		rc = write_shard(st, v->fp, &golden_adaptive, true);
 	if (rc == 0)
 		mf_store_close(st);
 	if (rc) {

@@ -29,7 +29,7 @@
 #define CS 4096
 #define RAW (3 * CS + 700)
 #define CHUNKS 4
-#define ENTRY 24
+#define ENTRY 32
 #define TRAILER 64
 
 struct fixture {
@@ -60,9 +60,9 @@ static int teardown(void **state)
 }
 
 static const struct mf_codec_cfg cfgs[] = {
-    {MF_CODEC_NONE, 0, CS, 1},
-    {MF_CODEC_ZSTD, 3, CS, 1},
-    {MF_CODEC_SNAPPY, 0, CS, 2},
+    {MF_CODEC_NONE, 0, CS, 1, false},
+    {MF_CODEC_ZSTD, 3, CS, 1, false},
+    {MF_CODEC_SNAPPY, 0, CS, 2, false},
 };
 
 /* Copies the file of shard `from` of fp_a to shard `to` of fp_b. */
@@ -174,14 +174,15 @@ static void read_shard_file(struct fixture *f, uint32_t shard, uint8_t **d,
 	assert_int_equal(tu_read_file(path, d, n), 0);
 }
 
-/* Every checksum of the file is the one docs/format.md gives version 2
- * for shard `shard` of fp. */
+/* Every checksum of the file is the one docs/format.md gives version 3
+ * (seeded as version 2) for shard `shard` of fp, and each index entry
+ * names the trailer's codec and level (a writer that does not adapt). */
 static void assert_documented(const uint8_t *d, size_t n, const char *fp,
 			      uint32_t shard)
 {
-	assert_int_equal(get_le(d + 8, 4), 2);
+	assert_int_equal(get_le(d + 8, 4), 3);
 	const uint8_t *t = d + n - TRAILER;
-	assert_int_equal(get_le(t + 8, 4), 2);
+	assert_int_equal(get_le(t + 8, 4), 3);
 	uint32_t chunks = (uint32_t)get_le(t + 20, 4);
 	size_t idx = n - TRAILER - (size_t)chunks * ENTRY;
 	uint64_t key = tu_v2_key(fp, shard);
@@ -192,6 +193,8 @@ static void assert_documented(const uint8_t *d, size_t n, const char *fp,
 		    get_le(e + 16, 8),
 		    XXH3_64bits_withSeed(d + off, stored,
 					 tu_v2_chunk_seed(key, i)));
+		assert_int_equal(get_le(e + 24, 4), get_le(t + 12, 4));
+		assert_int_equal(get_le(e + 28, 4), get_le(t + 16, 4));
 	}
 	assert_int_equal(
 	    get_le(t + 48, 8),

@@ -28,7 +28,7 @@
 #define CS 4096
 #define RAW (2 * CS + 1000)
 #define TRAILER 64
-#define ENTRY 24
+#define ENTRY 32
 
 struct fixture {
 	char *dir;
@@ -58,9 +58,9 @@ static int teardown(void **state)
 }
 
 static const struct mf_codec_cfg cfgs[] = {
-    {MF_CODEC_ZSTD, 3, CS, 1},
-    {MF_CODEC_SNAPPY, 0, CS, 1},
-    {MF_CODEC_NONE, 0, CS, 1},
+    {MF_CODEC_ZSTD, 3, CS, 1, false},
+    {MF_CODEC_SNAPPY, 0, CS, 1, false},
+    {MF_CODEC_NONE, 0, CS, 1, false},
 };
 
 /* Writes a shard of src with cfg and reads its file back. */
@@ -196,9 +196,9 @@ static void test_truncated(void **state)
 		uint8_t *data;
 		size_t n;
 		make_file(f, &cfgs[c], RAW, &data, &n);
-		size_t cuts[] = {0,	 1,	 15,	16,	17,
-				 79,	 80,	 n / 2, n - 65, n - 64,
-				 n - 63, n - 24, n - 1};
+		size_t cuts[] = {0,	 1,	    15,	   16,	   17,
+				 79,	 80,	    n / 2, n - 65, n - 64,
+				 n - 63, n - ENTRY, n - 1};
 		for (size_t k = 0; k < sizeof(cuts) / sizeof(*cuts); k++) {
 			struct mf_shard_reader *r;
 			assert_int_equal(open_bytes(f, data, cuts[k], &r),
@@ -344,12 +344,19 @@ static const struct mutation mutations[] = {
     {"trailer raw size down", 32, false, 8, -1},
     {"trailer index offset", 40, false, 8, -1},
     {"index chunk 0 offset", 0, true, 8, 1},
-    {"index chunk 1 offset", 24, true, 8, -1},
-    {"index chunk 1 stored length", 32, true, 4, 1},
-    {"index chunk 2 stored length", 56, true, 4, -1},
+    {"index chunk 1 offset", ENTRY, true, 8, -1},
+    {"index chunk 1 stored length", ENTRY + 8, true, 4, 1},
+    {"index chunk 2 stored length", 2 * ENTRY + 8, true, 4, -1},
     {"index chunk 0 raw length", 12, true, 4, -1},
-    {"index chunk 2 raw length", 60, true, 4, 1},
-    {"index chunk 1 checksum", 40, true, 8, 1},
+    {"index chunk 2 raw length", 2 * ENTRY + 12, true, 4, 1},
+    {"index chunk 1 checksum", ENTRY + 16, true, 8, 1},
+    /* version 3: a codec the trailer's does not allow, a level above
+     * the trailer's (the ceiling) or not a level of the codec */
+    {"index chunk 0 codec", 24, true, 4, 7},
+    {"index chunk 1 codec", ENTRY + 24, true, 4, 2},
+    {"index chunk 1 codec down", ENTRY + 24, true, 4, -1},
+    {"index chunk 2 level", 2 * ENTRY + 28, true, 4, 40},
+    {"index chunk 0 level", 28, true, 4, -200000},
 };
 
 static void test_resealed_fields(void **state)
@@ -407,8 +414,8 @@ static void test_swapped_chunks(void **state)
 	memcpy(data + 16 + CS, tmp, CS);
 	uint8_t sum[8];
 	memcpy(sum, data + idx_off + 16, 8);
-	memcpy(data + idx_off + 16, data + idx_off + 24 + 16, 8);
-	memcpy(data + idx_off + 24 + 16, sum, 8);
+	memcpy(data + idx_off + 16, data + idx_off + ENTRY + 16, 8);
+	memcpy(data + idx_off + ENTRY + 16, sum, 8);
 	reseal(data, n, idx_off, 3 * ENTRY);
 	struct mf_shard_reader *r;
 	assert_int_equal(open_bytes(f, data, n, &r), 0);

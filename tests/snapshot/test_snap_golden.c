@@ -1,13 +1,14 @@
 /*
  * test_snap_golden.c - the compatibility promise: the checked-in golden
- * store (one fingerprint per format version, 1 and 2, each made by
+ * store (one fingerprint per format version, 1, 2 and 3, each made by
  * snap_golden_gen when its version was born) reads back bit for bit, a
  * version 1 file by version 1's rules (its checksums bound to nothing but
- * the chunk index), a version 2 file only as the shard it was written
- * for; and this writer reproduces the current version's files byte for
- * byte (codec none always; zstd when the zstd library is the version that
- * wrote them, since zstd does not promise identical output across
- * versions).
+ * the chunk index), a version 2 or 3 file only as the shard it was
+ * written for, version 3's adaptive shard with the codec and level its
+ * index gives each chunk; and this writer reproduces the current
+ * version's files byte for byte (codec none always; zstd when the zstd
+ * library is the version that wrote them, since zstd does not promise
+ * identical output across versions).
  *
  * Not for: exercising every code path (test_snap_roundtrip.c does).
  */
@@ -70,6 +71,22 @@ static void assert_golden(struct mf_shard_reader *r,
 	free(got);
 }
 
+/* Each chunk of r is stored as the trailer's codec and level say. */
+static void assert_fixed_levels(struct mf_shard_reader *r,
+				const struct golden_shard *g)
+{
+	struct mf_shard_stat s;
+	mf_shard_reader_stat(r, &s);
+	for (uint32_t i = 0; i < s.chunks; i++) {
+		enum mf_codec codec;
+		int level;
+		assert_int_equal(
+		    mf_shard_reader_chunk_codec(r, i, &codec, &level), 0);
+		assert_int_equal(codec, g->codec);
+		assert_int_equal(level, g->level);
+	}
+}
+
 static void test_golden_reads(void **state)
 {
 	(void)state;
@@ -84,9 +101,47 @@ static void test_golden_reads(void **state)
 						 GOLDEN_RUN, g->index, &r),
 			    0);
 			assert_golden(r, g);
+			assert_fixed_levels(r, g);
 			mf_shard_reader_close(r);
 		}
 	}
+	mf_store_close(st);
+}
+
+/* The levels the adaptive shard's chunks were stored at: one rung down
+ * the ladder (3, 2, 1, -1, -2, -4, -8, -16, raw) for each of the first 9
+ * chunks, then one rung up after every 4 chunks that kept up. */
+static const int adaptive_levels[] = {
+    2, 1, -1, -2, -4, -8, -16, 100, 100, 100, 100, 100, -16, -16, -16, -16, -8};
+#define RAW_LEVEL 100 /* in adaptive_levels: stored raw */
+
+static void test_golden_adaptive(void **state)
+{
+	(void)state;
+	const struct golden_shard *g = &golden_adaptive;
+	assert_int_equal(sizeof(adaptive_levels) / sizeof(adaptive_levels[0]),
+			 (g->raw + GOLDEN_CHUNK_SIZE - 1) / GOLDEN_CHUNK_SIZE);
+	struct mf_store *st;
+	assert_int_equal(mf_store_open(golden_dir(), false, &st), 0);
+	struct mf_shard_reader *r;
+	assert_int_equal(
+	    mf_shard_reader_open(st, GOLDEN_FP_V3, GOLDEN_RUN, g->index, &r),
+	    0);
+	assert_golden(r, g);
+	for (uint32_t i = 0; i < sizeof(adaptive_levels) / sizeof(int); i++) {
+		enum mf_codec codec;
+		int level;
+		assert_int_equal(
+		    mf_shard_reader_chunk_codec(r, i, &codec, &level), 0);
+		bool raw = adaptive_levels[i] == RAW_LEVEL;
+		assert_int_equal(codec, raw ? MF_CODEC_NONE : MF_CODEC_ZSTD);
+		assert_int_equal(level, raw ? 0 : adaptive_levels[i]);
+	}
+	enum mf_codec codec;
+	int level;
+	assert_int_equal(mf_shard_reader_chunk_codec(r, 17, &codec, &level),
+			 -EINVAL);
+	mf_shard_reader_close(r);
 	mf_store_close(st);
 }
 
@@ -127,6 +182,18 @@ static void test_golden_binding(void **state)
 		assert_int_equal(
 		    open_as(GOLDEN_FP_V2, g->index, GOLDEN_FP, g->index, &r),
 		    -EBADMSG);
+		/* version 3 binds as version 2 does */
+		assert_int_equal(
+		    open_as(GOLDEN_FP_V3, g->index, GOLDEN_FP_V3, g->index, &r),
+		    0);
+		assert_golden(r, g);
+		mf_shard_reader_close(r);
+		assert_int_equal(open_as(GOLDEN_FP_V3, g->index, GOLDEN_FP_V3,
+					 g->index + 1, &r),
+				 -EBADMSG);
+		assert_int_equal(
+		    open_as(GOLDEN_FP_V3, g->index, GOLDEN_FP_V2, g->index, &r),
+		    -EBADMSG);
 	}
 }
 
@@ -160,9 +227,12 @@ static void test_golden_store(void **state)
 		uint32_t *idx;
 		assert_int_equal(
 		    mf_store_list_shards(st, gv->fp, GOLDEN_RUN, &idx, &n), 0);
-		assert_int_equal(n, GOLDEN_SHARDS);
-		for (size_t k = 0; k < n; k++)
+		assert_int_equal(n, GOLDEN_SHARDS + gv->adaptive);
+		for (size_t k = 0; k < GOLDEN_SHARDS; k++)
 			assert_int_equal(idx[k], golden_shards[k].index);
+		if (gv->adaptive)
+			assert_int_equal(idx[GOLDEN_SHARDS],
+					 golden_adaptive.index);
 		free(idx);
 	}
 	mf_store_close(st);
@@ -194,19 +264,23 @@ static void test_golden_header(void **state)
 /* Writes golden shard g of the current version again into a temp store
  * and compares the files. */
 static void rewrite_one(const char *dir, const struct golden_version *gv,
-			const struct golden_shard *g, unsigned threads)
+			const struct golden_shard *g, unsigned threads,
+			bool adapt)
 {
 	struct mf_store *st;
 	assert_int_equal(mf_store_open(dir, true, &st), 0);
 	assert_int_equal(mf_store_run_create(st, gv->fp, GOLDEN_RUN), 0);
 	struct mf_codec_cfg cfg = {g->codec, g->level, GOLDEN_CHUNK_SIZE,
-				   threads};
+				   threads, adapt};
 	uint8_t *buf = malloc(g->raw + 1);
 	golden_fill(buf, g->raw, g->index);
 	struct mf_shard_writer *w;
 	assert_int_equal(
 	    mf_shard_writer_open(st, gv->fp, GOLDEN_RUN, g->index, &cfg, &w),
 	    0);
+	if (adapt)
+		assert_int_equal(
+		    mf_shard_writer_set_pressure(w, golden_pressure, NULL), 0);
 	/* odd pieces: the bytes may not depend on how they were handed in */
 	for (size_t off = 0; off < g->raw; off += 1000) {
 		size_t n = g->raw - off < 1000 ? g->raw - off : 1000;
@@ -246,8 +320,14 @@ static void test_golden_reproducible(void **state)
 			continue; /* snappy has no version to check against */
 		if (g->codec == MF_CODEC_ZSTD && !same_zstd)
 			continue;
-		rewrite_one(dir, gv, g, 1);
-		rewrite_one(dir, gv, g, 3);
+		rewrite_one(dir, gv, g, 1, false);
+		rewrite_one(dir, gv, g, 3, false);
+	}
+	/* the adaptive shard: its levels come from the pressure alone, on
+	 * any number of threads */
+	if (gv->adaptive && same_zstd) {
+		rewrite_one(dir, gv, &golden_adaptive, 1, true);
+		rewrite_one(dir, gv, &golden_adaptive, 3, true);
 	}
 	tu_rmtree(dir);
 	free(dir);
@@ -257,6 +337,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_golden_reads),
+	    cmocka_unit_test(test_golden_adaptive),
 	    cmocka_unit_test(test_golden_binding),
 	    cmocka_unit_test(test_golden_store),
 	    cmocka_unit_test(test_golden_header),

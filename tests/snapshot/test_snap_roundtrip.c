@@ -123,7 +123,7 @@ static void roundtrip_one(struct fixture *f, int ci, size_t len, bool compr,
 	size_t flen[2];
 	for (int t = 0; t < 2; t++) {
 		struct mf_codec_cfg cfg = {codecs[ci].codec, codecs[ci].level,
-					   CS, t ? 3 : 1};
+					   CS, t ? 3 : 1, false};
 		struct mf_shard_stat ws;
 		assert_int_equal(
 		    tu_write_shard(f->st, shard, &cfg, src, len, &ws), 0);
@@ -166,14 +166,14 @@ static void test_compression_shrinks(void **state)
 	tu_fill(src, len, 5, true);
 	for (int ci = 0; ci < 4; ci++) {
 		struct mf_codec_cfg cfg = {codecs[ci].codec, codecs[ci].level,
-					   CS, 1};
+					   CS, 1, false};
 		struct mf_shard_stat ws;
 		assert_int_equal(
 		    tu_write_shard(f->st, (uint32_t)ci, &cfg, src, len, &ws),
 		    0);
 		if (cfg.codec == MF_CODEC_NONE)
 			assert_int_equal(ws.stored_bytes,
-					 len + 16 + 4 * 24 + 64);
+					 len + 16 + 4 * 32 + 64);
 		else
 			assert_true(ws.stored_bytes < len / 2);
 	}
@@ -183,7 +183,7 @@ static void test_compression_shrinks(void **state)
 static void test_empty_shard(void **state)
 {
 	struct fixture *f = *state;
-	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 2};
+	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 2, false};
 	struct mf_shard_stat ws;
 	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN), 0);
 	struct mf_shard_writer *w;
@@ -245,7 +245,7 @@ static void test_copy(void **state)
 		if (ci == 1)
 			continue; /* zstd:19 adds time, not coverage */
 		struct mf_codec_cfg cfg = {codecs[ci].codec, codecs[ci].level,
-					   CS, 2};
+					   CS, 2, false};
 		assert_int_equal(
 		    tu_write_shard(f->st, (uint32_t)ci, &cfg, src, len, NULL),
 		    0);
@@ -286,7 +286,7 @@ static void test_concurrent_readers(void **state)
 	size_t len = 10 * CS + 5;
 	uint8_t *src = malloc(len);
 	tu_fill(src, len, 3, true);
-	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 1, CS, 1};
+	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 1, CS, 1, false};
 	assert_int_equal(tu_write_shard(f->st, 1, &cfg, src, len, NULL), 0);
 	struct mf_shard_reader *r;
 	assert_int_equal(mf_shard_reader_open(f->st, TU_FP, TU_RUN, 1, &r), 0);

@@ -203,7 +203,7 @@ static void test_bad_ids(void **state)
 	uint32_t *idx;
 	struct mf_shard_writer *w;
 	struct mf_shard_reader *r;
-	struct mf_codec_cfg cfg = {MF_CODEC_NONE, 0, CS, 1};
+	struct mf_codec_cfg cfg = {MF_CODEC_NONE, 0, CS, 1, false};
 	for (int i = 0; i < 7; i++) {
 		const char *fp = bad_fps[i];
 		assert_int_equal(mf_store_write_metadata(f->st, fp, "x", 1),
@@ -268,7 +268,7 @@ static void test_runs(void **state)
 		    (!strcmp(v[1], TU_RUN) && !strcmp(v[0], TU_RUN2)));
 	mf_strv_free(v, n);
 	uint8_t data[100] = {1};
-	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 1};
+	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 1, false};
 	assert_int_equal(tu_write_shard(f->st, 3, &cfg, data, 100, NULL), 0);
 	/* a stray sub-folder inside the run goes too */
 	assert_int_equal(mkdir(p(f, "snapshots/" TU_FP "/" TU_RUN "/x"), 0755),
@@ -334,7 +334,7 @@ static void test_list_shards(void **state)
 {
 	struct fixture *f = *state;
 	uint8_t data[10] = {0};
-	struct mf_codec_cfg cfg = {MF_CODEC_NONE, 0, CS, 1};
+	struct mf_codec_cfg cfg = {MF_CODEC_NONE, 0, CS, 1, false};
 	uint32_t want[] = {2, 10, 99999, 100000, 4294967295u};
 	for (int i = 4; i >= 0; i--)
 		assert_int_equal(
@@ -391,7 +391,7 @@ static void test_planted_symlinks(void **state)
 	struct fixture *f = *state;
 	uint8_t data[5000];
 	tu_fill(data, sizeof(data), 9, true);
-	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 1};
+	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 1, false};
 	assert_int_equal(tu_write_shard(f->st, 2, &cfg, data, 5000, NULL), 0);
 	char real[512];
 	tu_shard_path(f->dir, 2, real, sizeof(real));
@@ -469,7 +469,7 @@ static void test_snapshot_remove(void **state)
 	struct fixture *f = *state;
 	assert_int_equal(mf_store_snapshot_remove(f->st, TU_FP), -ENOENT);
 	uint8_t data[100] = {0};
-	struct mf_codec_cfg cfg = {MF_CODEC_SNAPPY, 0, CS, 1};
+	struct mf_codec_cfg cfg = {MF_CODEC_SNAPPY, 0, CS, 1, false};
 	assert_int_equal(tu_write_shard(f->st, 0, &cfg, data, 100, NULL), 0);
 	assert_int_equal(mf_store_write_metadata(f->st, TU_FP, "m", 1), 0);
 	/* an outside folder linked from inside the snapshot survives */
@@ -498,7 +498,7 @@ static void test_writer_files(void **state)
 	const char *run = p(f, "snapshots/" TU_FP "/" TU_RUN);
 	char rundir[512], names[512];
 	snprintf(rundir, sizeof(rundir), "%s", run);
-	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 3};
+	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 3, false};
 	struct mf_shard_writer *w;
 	assert_int_equal(
 	    mf_shard_writer_open(f->st, TU_FP, TU_RUN, 0, &cfg, &w), -ENOENT);
@@ -534,11 +534,11 @@ static void test_writer_cfg(void **state)
 	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN), 0);
 	struct mf_shard_writer *w;
 	static const struct mf_codec_cfg bad[] = {
-	    {MF_CODEC_ZSTD, 3, 4095, 1},
-	    {MF_CODEC_ZSTD, 3, (1ULL << 30) + 1, 1},
-	    {(enum mf_codec)7, 0, CS, 1},
-	    {MF_CODEC_ZSTD, -1, CS, 1},
-	    {MF_CODEC_ZSTD, 23, CS, 1},
+	    {MF_CODEC_ZSTD, 3, 4095, 1, false},
+	    {MF_CODEC_ZSTD, 3, (1ULL << 30) + 1, 1, false},
+	    {(enum mf_codec)7, 0, CS, 1, false},
+	    {MF_CODEC_ZSTD, -1, CS, 1, false},
+	    {MF_CODEC_ZSTD, 23, CS, 1, false},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
 		assert_int_equal(
@@ -547,7 +547,7 @@ static void test_writer_cfg(void **state)
 	assert_int_equal(
 	    mf_shard_writer_open(f->st, TU_FP, TU_RUN, 0, NULL, &w), -EINVAL);
 	/* zstd level 0 means the default, and the trailer records it */
-	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 0, CS, 1};
+	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 0, CS, 1, false};
 	assert_int_equal(
 	    tu_write_shard(f->st, 0, &cfg, (const uint8_t *)"ab", 2, NULL), 0);
 	char path[512];
@@ -571,7 +571,7 @@ static void test_write_failure(void **state)
 	tu_fill(data, len, 8, false);
 	for (int threads = 1; threads <= 2; threads++) {
 		struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 1, CS,
-					   (unsigned)threads};
+					   (unsigned)threads, false};
 		struct mf_shard_writer *w;
 		assert_int_equal(
 		    mf_shard_writer_open(f->st, TU_FP, TU_RUN, 0, &cfg, &w), 0);

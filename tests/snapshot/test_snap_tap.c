@@ -92,7 +92,7 @@ static void tap_case(struct fixture *f, enum mf_codec codec, unsigned threads,
 	uint8_t *src = malloc(len ? len : 1);
 	assert_non_null(src);
 	tu_fill(src, len, 1000 + len + threads, true);
-	struct mf_codec_cfg cfg = {codec, 1, CS, threads};
+	struct mf_codec_cfg cfg = {codec, 1, CS, threads, false};
 	struct mf_shard_writer *w;
 	assert_int_equal(
 	    mf_shard_writer_open(f->st, TU_FP, TU_RUN, shard, &cfg, &w), 0);
@@ -158,7 +158,7 @@ static void test_tap_other_codecs(void **state)
 static void test_tap_set_rules(void **state)
 {
 	struct fixture *f = *state;
-	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 1, CS, 3};
+	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 1, CS, 3, false};
 	struct mf_shard_writer *w;
 	assert_int_equal(mf_shard_writer_set_tap(NULL, tap, NULL), -EINVAL);
 	assert_int_equal(

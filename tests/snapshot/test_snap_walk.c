@@ -99,7 +99,7 @@ static void link_to(const struct tu_store *f, const char *target,
 static void plant(struct tu_store *f)
 {
 	uint8_t data[CS];
-	const struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 1};
+	const struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 1, false};
 	tu_fill(data, sizeof(data), 7, true);
 	assert_int_equal(tu_write_shard(f->st, 0, &cfg, data, CS, NULL), 0);
 	assert_int_equal(mf_store_write_metadata(f->st, TU_FP, "m", 1), 0);
