@@ -130,13 +130,14 @@ host_is_mounted() {
 }
 
 # host_mount N [ARGS...]: matfs on host N at $tmp/mntN, the PostgreSQL
-# catalog, the shared store and pipelines; its log in $tmp/hN.log.
+# catalog, the shared store and pipelines, 8 workers (more than the
+# shards a test computes at once); its log in $tmp/hN.log.
 host_mount() {
   local n=$1
   shift
   mkdir -p "$tmp/mnt$n"
   hx "$n" "$matfs" --store "$store" --pipelines "$pipes" \
-    --catalog "$MF_PG_URL" -f "$@" "$tmp/mnt$n" >>"$tmp/h$n.log" 2>&1 &
+    --catalog "$MF_PG_URL" -f -o workers=8 "$@" "$tmp/mnt$n" >>"$tmp/h$n.log" 2>&1 &
   hmnt_pid[$n]=$!
   wait_for 20 host_is_mounted "$n" || fail "matfs did not mount on host $n"
 }
@@ -220,3 +221,28 @@ shard_path() { printf '%s/mnt%d/cl/shard-%05d' "$tmp" "$1" "$2"; }
 
 # registered N: host N lists pipeline cl.
 registered() { hx "$1" test -L "$tmp/mnt$1/cl"; }
+
+# xattr N SHARD NAME: user.matfs.NAME of shard SHARD on host N, or nothing.
+xattr() {
+  hx "$1" "$py" -c 'import os, sys
+try:
+    print(os.getxattr(sys.argv[1], "user.matfs." + sys.argv[2]).decode())
+except OSError:
+    pass' "$(shard_path "$1" "$2")" "$3"
+}
+
+# run_dirs_with PATTERN: the run folders of the store holding a file
+# named PATTERN (a glob), one a line.
+run_dirs_with() {
+  find "$store/snapshots" -mindepth 3 -maxdepth 3 -name "$1" \
+    -printf '%h\n' 2>/dev/null | sort -u
+}
+
+# read_bg N SHARD OUT: host N reads SHARD into OUT in the background
+# (pid appended to readers); a failed read leaves OUT.failed.
+readers=()
+read_bg() {
+  hx "$1" sh -c 'cat "$1" >"$2" || : >"$2.failed"' sh \
+    "$(shard_path "$1" "$2")" "$3" &
+  readers+=($!)
+}
