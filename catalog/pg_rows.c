@@ -416,7 +416,12 @@ int pgb_heartbeat(struct mf_catalog *c, const char *run_id, int64_t now)
 {
 	(void)now; /* the server's clock, never the host's */
 	const char *p[] = {run_id};
-	(void)pg_live_ping(pg_db(c)->live); /* a lost session comes back */
+	/* a lost session comes back, with its locks, before the heartbeat
+	 * says so: a judge takes a heartbeat newer than the server's start
+	 * for a session that had the chance to lock again (pg_judge) */
+	int rc = pg_live_ping(pg_db(c)->live);
+	if (rc)
+		return rc;
 	return run_write(
 	    c, "UPDATE runs SET heartbeat = " SERVER_NOW " WHERE run_id = $1",
 	    1, p);

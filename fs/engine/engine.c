@@ -124,6 +124,94 @@ struct mf_store *mf_engine_store(struct mf_engine *e)
 	return e->store;
 }
 
+/* ---- a catalog that cannot be reached ---- */
+
+#define OUTAGE_MIN_NS 100000000ULL /* reconnect backoff: 0.1 s to 2 s */
+#define OUTAGE_MAX_NS 2000000000ULL
+
+static void sleep_ns(uint64_t ns);
+
+static struct known_shard *known_slot(struct mf_engine *e, const char *fp,
+				      uint32_t index)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	for (const char *s = fp; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	h = (h ^ index) * 1099511628211ULL;
+	return &e->known[h % ENG_KNOWN_SLOTS];
+}
+
+void eng_known_remember(struct mf_engine *e, const struct mf_shard_rec *rec)
+{
+	if (!e->known)
+		return;
+	pthread_mutex_lock(&e->lock);
+	struct known_shard *k = known_slot(e, rec->fp, rec->index);
+	if (rec->state == MF_SHARD_MATERIALIZED) {
+		memcpy(k->fp, rec->fp, sizeof(k->fp));
+		memcpy(k->run_id, rec->run_id, sizeof(k->run_id));
+		k->index = rec->index;
+		k->chunks = rec->chunks;
+		k->raw_bytes = rec->raw_bytes;
+		k->stored_bytes = rec->stored_bytes;
+		k->generation = rec->generation;
+	} else if (k->index == rec->index && strcmp(k->fp, rec->fp) == 0) {
+		k->fp[0] = '\0';
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+int eng_known_recall(struct mf_engine *e, const char *fp, uint32_t index,
+		     struct mf_shard_rec *out)
+{
+	int rc = -ENOENT;
+	if (!e->known)
+		return rc;
+	pthread_mutex_lock(&e->lock);
+	const struct known_shard *k = known_slot(e, fp, index);
+	if (k->index == index && strcmp(k->fp, fp) == 0) {
+		memset(out, 0, sizeof(*out));
+		memcpy(out->fp, k->fp, sizeof(out->fp));
+		memcpy(out->run_id, k->run_id, sizeof(out->run_id));
+		out->index = index;
+		out->state = MF_SHARD_MATERIALIZED;
+		out->chunks = k->chunks;
+		out->raw_bytes = k->raw_bytes;
+		out->stored_bytes = k->stored_bytes;
+		out->generation = k->generation;
+		out->exit_status = -1;
+		out->last_read = mf_now_s(); /* no touch is due */
+		rc = 0;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}
+
+int eng_catalog_wait(struct mf_engine *e, int rc, uint64_t *deadline,
+		     uint64_t *wait_ns, char **err)
+{
+	if (!mf_catalog_unreachable(rc))
+		return rc;
+	uint64_t now = mf_mono_ns();
+	if (*deadline == 0)
+		*deadline = now + ENG_CATALOG_WAIT_S * 1000000000ULL;
+	if (now >= *deadline) {
+		const char *why = mf_catalog_last_error();
+		eng_errf(err, "catalog '%s' unreachable for %d s: %s",
+			 mf_engine_catalog_shown(e->catalog_path),
+			 ENG_CATALOG_WAIT_S, why && *why ? why : strerror(-rc));
+		return -EIO;
+	}
+	/* every try connects again: the backoff spaces the tries */
+	*wait_ns = *wait_ns ? *wait_ns * 2 : OUTAGE_MIN_NS;
+	if (*wait_ns > OUTAGE_MAX_NS)
+		*wait_ns = OUTAGE_MAX_NS;
+	if (now + *wait_ns > *deadline)
+		*wait_ns = *deadline - now;
+	sleep_ns(*wait_ns);
+	return 0;
+}
+
 /* ---- heartbeat ---- */
 
 /* Refreshes the rows of every run with work in flight: elsewhere (another
@@ -218,6 +306,8 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 		return rc;
 	(void)mf_mutex_init(&e->lock);
 	(void)mf_mutex_init(&e->index_lock);
+	/* without it the engine serves nothing during an outage, no more */
+	e->known = calloc(ENG_KNOWN_SLOTS, sizeof(*e->known));
 	pthread_cond_init(&e->flight_cv, NULL);
 
 	rc = mf_store_open(o->store_dir, true, &e->store);
@@ -291,6 +381,7 @@ void mf_engine_close(struct mf_engine *e)
 	for (size_t i = 0; i < e->n_pool; i++)
 		mf_catalog_close(e->pool[i]);
 	free(e->pool);
+	free(e->known);
 	while (e->specs) {
 		struct spec_entry *s = e->specs;
 		e->specs = s->next;
@@ -541,6 +632,11 @@ static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 {
 	struct mf_shard_rec cur;
 	int rc = mf_catalog_get_shard(c, fp, shard, &cur);
+	if (rc == 0)
+		eng_known_remember(e, &cur);
+	else if (mf_catalog_unreachable(rc) &&
+		 eng_known_recall(e, fp, shard, &cur) == 0)
+		rc = 0; /* materialized when last seen: served as such */
 	if (rc)
 		return rc;
 	l->again = AGAIN_VANISHED; /* what -EAGAIN from open_committed means */
@@ -591,15 +687,22 @@ static int lead(struct mf_engine *e, const struct flight *f,
 {
 	const char *fp = f->fp;
 	uint32_t shard = f->shard;
-	struct mf_catalog *c;
-	int rc = eng_catalog_get(e, &c);
-	if (rc)
-		return rc;
-	uint64_t wait_ns = WAIT_MIN_NS;
-	int vanished = 0, lost = 0;
+	struct mf_catalog *c = NULL;
+	uint64_t wait_ns = WAIT_MIN_NS, down_until = 0, down_ns = 0;
+	int vanished = 0, lost = 0, rc;
 	struct claim_loop l = {AGAIN_NOW, 0};
 	for (;;) {
-		rc = claim_step(e, c, fp, shard, out, rec, &l, err);
+		rc = c ? 0 : eng_catalog_get(e, &c);
+		rc = rc ? rc : claim_step(e, c, fp, shard, out, rec, &l, err);
+		if (mf_catalog_unreachable(rc) && !flight_cancelled(e, f)) {
+			/* an outage: wait for the catalog, a bounded time */
+			rc =
+			    eng_catalog_wait(e, rc, &down_until, &down_ns, err);
+			if (rc)
+				break;
+			continue;
+		}
+		down_until = down_ns = 0;
 		if (rc != -EAGAIN)
 			break;
 		enum again again = l.again;

@@ -71,5 +71,22 @@ for k in 0 1 2 3 4 5 6; do
 done
 pass "after the restart: shards 4, 5 and 6 complete, each computed once"
 
+# an outage longer than the bound (30 s): a new computation fails with
+# EIO and a log line that names the catalog; known shards still read
+"$MF_PG_SERVER" stop || fail "stopping PostgreSQL"
+t0=$(now_ms)
+hx 1 cat "$(shard_path 1 7)" >/dev/null 2>"$tmp/eio" &&
+  fail "shard 7 opened with the server down"
+took=$(($(now_ms) - t0))
+grep -q 'Input/output error' "$tmp/eio" || fail "not EIO: $(cat "$tmp/eio")"
+[ "$took" -ge 29000 ] || fail "the open gave up after $took ms, before the bound"
+grep -q "shard 7 of cl .*catalog '.*' unreachable for 30 s" "$tmp/h1.log" ||
+  fail "no log line says the catalog is unreachable"
+hx 1 cat "$(shard_path 1 0)" | cmp -s - "$tmp/want0" || fail "shard 0 while down again"
+"$MF_PG_SERVER" start || fail "starting PostgreSQL again"
+hx 1 cat "$(shard_path 1 7)" | cmp -s - "$tmp/want7" || fail "shard 7 after the outage"
+[ "$(calls_of 7)" -eq 1 ] || fail "shard 7 computed $(calls_of 7) times"
+pass "an outage past the bound: EIO after $took ms, logged; after it, shard 7 computes"
+
 for n in 1 2 3; do host_umount "$n"; done
 pass "unmounted"
