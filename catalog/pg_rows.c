@@ -444,8 +444,10 @@ int pgb_set_run_state(struct mf_catalog *c, const char *run_id,
 	if (rc)
 		return rc;
 	rc = pg_finish(c, pg_run_set_state(c, run_id, state));
-	if (!rc && strcmp(state, "active") != 0)
-		pg_live_unlock(pg_db(c)->live, run_id); /* over */
+	/* over, whether or not the row could say so (none, an outage): the
+	 * lock of a run that is over is never held again */
+	if (strcmp(state, "active") != 0)
+		pg_live_unlock(pg_db(c)->live, run_id);
 	return rc;
 }
 

@@ -32,6 +32,11 @@ void eng_errf(char **err, const char *fmt, ...)
 	va_end(ap);
 }
 
+static int64_t mono_s(void)
+{
+	return (int64_t)(mf_mono_ns() / 1000000000ULL);
+}
+
 #define SQLITE_PREFIX "sqlite:"
 
 int eng_catalog_location(const struct mf_engine_opts *o,
@@ -242,6 +247,51 @@ static void heartbeat_once(struct mf_engine *e)
 	free(ids);
 }
 
+/* Ends this process's runs idle for ENG_RUN_IDLE_HEARTBEATS heartbeats:
+ * their rows say "done" (dead to claims and gc; their committed shards
+ * stay), which on PostgreSQL gives their advisory locks back, so a
+ * daemon's locks do not grow with every fingerprint it ever computed. */
+static void runs_end_idle(struct mf_engine *e)
+{
+	typedef char run_id_t[MF_RUN_ID_HEX_LEN + 1];
+	run_id_t *ids = NULL;
+	size_t n = 0, cap = 0;
+	int64_t before =
+	    mono_s() - (int64_t)e->opts.heartbeat_s * ENG_RUN_IDLE_HEARTBEATS;
+	pthread_mutex_lock(&e->lock);
+	for (struct run_entry **p = &e->runs; *p;) {
+		struct run_entry *r = *p;
+		bool over = !r->retired && r->active == 0 && r->users == 0 &&
+		    r->idle_since <= before;
+		if (over && n == cap) {
+			size_t c = cap ? 2 * cap : 8;
+			run_id_t *a = realloc(ids, c * sizeof(*a));
+			over = a != NULL;
+			if (a) {
+				ids = a;
+				cap = c;
+			}
+		}
+		if (!over) {
+			p = &r->next;
+			continue;
+		}
+		memcpy(ids[n++], r->run_id, sizeof(ids[0]));
+		*p = r->next;
+		free(r);
+	}
+	pthread_mutex_unlock(&e->lock);
+	struct mf_catalog *c;
+	if (n > 0 && eng_catalog_get(e, &c) == 0) {
+		/* no row (its claims all found the shard done or running
+		 * elsewhere): nothing to record, its lock goes all the same */
+		for (size_t i = 0; i < n; i++)
+			(void)mf_catalog_set_run_state(c, ids[i], "done");
+		eng_catalog_put(e, c);
+	}
+	free(ids);
+}
+
 static void *heartbeat_main(void *arg)
 {
 	struct mf_engine *e = arg;
@@ -260,6 +310,7 @@ static void *heartbeat_main(void *arg)
 		e->holds_stale = false;
 		pthread_mutex_unlock(&e->lock);
 		heartbeat_once(e);
+		runs_end_idle(e);
 		if (holds)
 			eng_holds_refresh(e);
 		pthread_mutex_lock(&e->lock);
@@ -435,16 +486,33 @@ static int run_for(struct mf_engine *e, const char *fp, struct mf_run_rec *me)
 		       : -ENOMEM;
 		if (rc == 0) {
 			memcpy(r->fp, fp, sizeof(r->fp));
+			r->idle_since = mono_s();
 			r->next = e->runs;
 			e->runs = r;
 		} else {
 			free(r);
 		}
 	}
-	if (rc == 0)
+	if (rc == 0) {
+		r->users++; /* not over while a claim uses it (run_unuse) */
 		run_rec_fill(e, fp, r->run_id, me);
+	}
 	pthread_mutex_unlock(&e->lock);
 	return rc;
+}
+
+/* The claim that run_for gave run_id to ended. */
+static void run_unuse(struct mf_engine *e, const char *run_id)
+{
+	pthread_mutex_lock(&e->lock);
+	for (struct run_entry *r = e->runs; r; r = r->next) {
+		if (strcmp(r->run_id, run_id) == 0) {
+			if (--r->users == 0 && r->active == 0)
+				r->idle_since = mono_s();
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
 }
 
 /* Unlinks and frees r; e->lock held. */
@@ -467,6 +535,8 @@ static void run_set_active(struct mf_engine *e, const char *run_id, int delta)
 	for (struct run_entry *r = e->runs; r; r = r->next) {
 		if (strcmp(r->run_id, run_id) == 0) {
 			r->active = (unsigned)((int)r->active + delta);
+			if (r->active == 0)
+				r->idle_since = mono_s();
 			if (r->retired && r->active == 0)
 				run_free_locked(e, r);
 			break;
@@ -622,6 +692,40 @@ static int compute_step(struct mf_engine *e, struct mf_catalog *c,
 	return rc;
 }
 
+/* The claim of one step of the claim loop, as this process's run me:
+ * answers as claim_step. */
+static int claim_as(struct mf_engine *e, struct mf_catalog *c, const char *fp,
+		    uint32_t shard, const struct mf_run_rec *me,
+		    struct mf_shard_reader **out, struct mf_shard_rec *rec,
+		    struct claim_loop *l, char **err)
+{
+	struct mf_shard_rec cur;
+	enum mf_claim got;
+	int rc = mf_catalog_claim_shard_waited(c, fp, shard, me, mf_now_s(),
+					       l->waited, &got, &cur);
+	if (rc == -ESTALE) {
+		run_retire(e, me->run_id);
+		l->again = AGAIN_LOST;
+		return -EAGAIN;
+	}
+	if (rc)
+		return rc;
+	if (got == MF_CLAIM_DONE)
+		return open_committed_rec(e, c, &cur, out, rec);
+	if (got == MF_CLAIM_FAILED)
+		rc = waited_failed(fp, shard, &cur, err);
+	else if (got == MF_CLAIM_WAIT)
+		l->waited = cur.generation;
+	mf_shard_rec_release(&cur);
+	if (got == MF_CLAIM_FAILED)
+		return rc;
+	if (got == MF_CLAIM_WAIT) {
+		l->again = AGAIN_WAIT;
+		return -EAGAIN;
+	}
+	return compute_step(e, c, fp, shard, me->run_id, l, err);
+}
+
 /* One step of the claim loop. Returns 0 with *out (and *rec, the row it
  * was opened from), -EAGAIN to go round again for the reason in
  * l->again, or an error. */
@@ -645,32 +749,12 @@ static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 	mf_shard_rec_release(&cur);
 
 	struct mf_run_rec me;
-	enum mf_claim got;
 	rc = run_for(e, fp, &me);
-	rc = rc ? rc
-		: mf_catalog_claim_shard_waited(c, fp, shard, &me, mf_now_s(),
-						l->waited, &got, &cur);
-	if (rc == -ESTALE) {
-		run_retire(e, me.run_id);
-		l->again = AGAIN_LOST;
-		return -EAGAIN;
-	}
 	if (rc)
 		return rc;
-	if (got == MF_CLAIM_DONE)
-		return open_committed_rec(e, c, &cur, out, rec);
-	if (got == MF_CLAIM_FAILED)
-		rc = waited_failed(fp, shard, &cur, err);
-	else if (got == MF_CLAIM_WAIT)
-		l->waited = cur.generation;
-	mf_shard_rec_release(&cur);
-	if (got == MF_CLAIM_FAILED)
-		return rc;
-	if (got == MF_CLAIM_WAIT) {
-		l->again = AGAIN_WAIT;
-		return -EAGAIN;
-	}
-	return compute_step(e, c, fp, shard, me.run_id, l, err);
+	rc = claim_as(e, c, fp, shard, &me, out, rec, l, err);
+	run_unuse(e, me.run_id);
+	return rc;
 }
 
 static bool flight_cancelled(struct mf_engine *e, const struct flight *f)

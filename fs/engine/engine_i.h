@@ -26,12 +26,18 @@ struct spec_entry {
 
 /* This process's run for one fingerprint, created on first claim. One
  * per fingerprint is current; retired ones (declared dead by the catalog)
- * stay until their last materialization in flight ends. */
+ * stay until their last materialization in flight ends. A run idle for
+ * ENG_RUN_IDLE_HEARTBEATS heartbeats is over: recorded "done" (so a
+ * PostgreSQL catalog's advisory lock for it goes), and the next claim of
+ * its fingerprint makes a new run. */
+#define ENG_RUN_IDLE_HEARTBEATS 6
 struct run_entry {
 	struct run_entry *next;
 	char fp[MF_FP_HEX_LEN + 1];
 	char run_id[MF_RUN_ID_HEX_LEN + 1];
 	unsigned active; /* materializations in flight under this run */
+	unsigned users; /* opens between run_for and the end of their claim */
+	int64_t idle_since; /* mono seconds: no user and nothing active */
 	bool retired; /* never handed to a new claim */
 };
 

@@ -3,7 +3,9 @@
 # 8 shards, every reader reading every shard in its own order at once;
 # each shard's stage runs exactly once cluster-wide (the stage appends
 # "HOST SHARD" to a log in the shared pipelines folder) and every reader
-# gets the stages-by-hand bytes.
+# gets the stages-by-hand bytes. Then the runs, idle, end: their rows
+# say done and their advisory locks go, so a daemon's locks on the
+# server do not grow with every fingerprint it ever computed.
 . "$MF_SOURCE_ROOT/tests/cluster/lib.sh"
 
 inputs
@@ -49,6 +51,28 @@ done
 awk '$1 !~ /^mfh[123]$/ { bad = 1 } END { exit bad }' "$pipes/calls.log" ||
   fail "a stage ran outside the hosts: $(cat "$pipes/calls.log")"
 pass "every shard computed exactly once cluster-wide ($(awk '{print $1}' "$pipes/calls.log" | sort | uniq -c | tr -s ' \n' ' '))"
+
+# a run that is over gives its advisory lock back: once idle for six
+# heartbeats (30 s) its row says done, and only the daemons' holds (one
+# lock each) stay locked
+advisory() {
+  psql -X -Atq "$MF_PG_ADMIN" -c \
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+}
+runs_active() {
+  psql -X -Atq "$MF_PG_ADMIN" -c \
+    "SELECT count(*) FROM matfs.runs WHERE state = 'active'"
+}
+before=$(advisory)
+[ "$before" -gt 3 ] || fail "only $before advisory locks while the runs live"
+wait_for 90 sh -c "[ \"\$(psql -X -Atq '$MF_PG_ADMIN' -c \"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted\")\" -eq 3 ]" ||
+  fail "advisory locks still held after the runs went idle: $(advisory) (was $before)"
+[ "$(runs_active)" -eq 0 ] || fail "$(runs_active) runs still active"
+for k in 0 5; do
+  hx 2 cat "$(shard_path 2 "$k")" | cmp -s - "$tmp/want$k" || fail "shard $k after its run ended"
+done
+[ "$(wc -l <"$pipes/calls.log")" -eq 8 ] || fail "a shard computed again after its run ended"
+pass "idle runs end: their advisory locks go ($before locks, then 3: the holds)"
 
 for n in 1 2 3; do host_umount "$n"; done
 pass "unmounted"
