@@ -142,12 +142,15 @@ host_mount() {
   wait_for 20 host_is_mounted "$n" || fail "matfs did not mount on host $n"
 }
 
-# host_umount N: unmounts host N's matfs and checks it exits 0.
+# host_umount N: unmounts host N's matfs and checks it exits 0 and no
+# sanitizer reported.
 host_umount() {
   local n=$1
   hx "$n" fusermount3 -u "$tmp/mnt$n" || fail "fusermount3 -u on host $n"
   wait "${hmnt_pid[$n]}" || fail "matfs of host $n exited $?"
   hmnt_pid[$n]=""
+  ! grep -Eq 'runtime error|Sanitizer' "$tmp/h$n.log" ||
+    fail "a sanitizer reported on host $n"
 }
 
 host_kill() {
