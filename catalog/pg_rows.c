@@ -441,9 +441,7 @@ int pgb_set_run_state(struct mf_catalog *c, const char *run_id,
 		      const char *state)
 {
 	int rc = pg_begin(c);
-	if (rc)
-		return rc;
-	rc = pg_finish(c, pg_run_set_state(c, run_id, state));
+	rc = rc ? rc : pg_finish(c, pg_run_set_state(c, run_id, state));
 	/* over, whether or not the row could say so (none, an outage): the
 	 * lock of a run that is over is never held again */
 	if (strcmp(state, "active") != 0)
