@@ -45,6 +45,12 @@ int cat_state_parse(const char *s, enum mf_shard_state *out)
 	return MF_CORRUPT("shard state");
 }
 
+bool mf_catalog_unreachable(int rc)
+{
+	return rc == -ENOTCONN || rc == -ECONNREFUSED || rc == -ETIMEDOUT ||
+	    rc == -EHOSTUNREACH || rc == -ENETUNREACH;
+}
+
 void mf_snapshot_rec_release(struct mf_snapshot_rec *r)
 {
 	if (!r)

@@ -23,7 +23,11 @@
  *
  * Errors: 0 or a negative errno: -ENOENT (no such row), -EBUSY (timeout),
  * -EBADMSG (corrupt database; mf_corrupt_reason() says which check), -ESTALE
- * (the row changed hands), -EIO.
+ * (the row changed hands), -EIO. A catalog on a server that cannot be
+ * reached says so apart, so that a caller may wait for it: -ENOTCONN (the
+ * connection was lost and could not be made again), -ECONNREFUSED (no
+ * server answered), -ETIMEDOUT (the connection attempt timed out);
+ * mf_catalog_unreachable tells them.
  */
 #ifndef MF_CATALOG_H
 #define MF_CATALOG_H
@@ -44,6 +48,10 @@ enum mf_shard_state {
 	MF_SHARD_FAILED = 3,
 };
 /* "absent", "running", "materialized", "failed" */
+/* Whether rc (an error of this API) means the catalog's server could not
+ * be reached (-ENOTCONN, -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH,
+ * -ENETUNREACH): an outage, not an answer. */
+bool mf_catalog_unreachable(int rc);
 const char *mf_shard_state_name(enum mf_shard_state s);
 
 struct mf_snapshot_rec {

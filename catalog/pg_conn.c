@@ -83,8 +83,8 @@ static int state_errno(const char *s)
 	    {"55P03", -EBUSY},	{"57014", -EBUSY},  {"53100", -ENOSPC},
 	    {"53200", -ENOMEM}, {"53300", -EBUSY},  {"42501", -EACCES},
 	    {"28", -EACCES},	{"3D000", -ENOENT}, {"3F000", -ENOENT},
-	    {"42P01", -ENOENT}, {"25006", -EROFS},  {"08", -EIO},
-	    {"57P", -EIO},
+	    {"42P01", -ENOENT}, {"25006", -EROFS},  {"08", -ENOTCONN},
+	    {"57P", -ENOTCONN}, /* the server shuts down or starts */
 	};
 	for (size_t i = 0; s && i < sizeof(map) / sizeof(map[0]); i++)
 		if (strncmp(s, map[i].code, strlen(map[i].code)) == 0)
@@ -105,6 +105,10 @@ static int connect_errno(const char *m)
 	    {"does not exist", -ENOENT},
 	    {"invalid", -EINVAL},
 	    {"missing \"=\"", -EINVAL},
+	    {"timeout expired", -ETIMEDOUT},
+	    {"No route to host", -EHOSTUNREACH},
+	    {"Network is unreachable", -ENETUNREACH},
+	    {"the database system is", -ECONNREFUSED}, /* starting, ... */
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (strstr(m, map[i].words))
@@ -118,9 +122,12 @@ int pg_errno(PGconn *conn, const PGresult *res)
 	if (!m || !*m)
 		m = conn ? PQerrorMessage(conn) : "";
 	mf_catalog_set_last_error(m);
+	/* a connection lost midway has no SQLSTATE, or a class 08 one */
+	if (conn && PQstatus(conn) != CONNECTION_OK)
+		return -ENOTCONN;
 	if (res)
 		return state_errno(PQresultErrorField(res, PG_DIAG_SQLSTATE));
-	return conn && PQstatus(conn) == CONNECTION_OK ? -ENOMEM : -EIO;
+	return conn ? -ENOMEM : -ENOTCONN;
 }
 
 /* The errno of a connection that could not be made (pg_connect). */
@@ -176,9 +183,10 @@ int pg_exec(struct mf_catalog *c, const char *sql, int n,
 	int rc = exec_once(p, sql, n, params, out);
 	/* a statement outside any transaction is safe to try again on a new
 	 * connection: nothing of it ran on the one that broke */
-	if (rc == -EIO && !p->in_tx && !c->outer &&
-	    PQstatus(p->conn) != CONNECTION_OK && reconnect(p) == 0)
-		rc = exec_once(p, sql, n, params, out);
+	if (rc == -ENOTCONN && !p->in_tx && !c->outer) {
+		int err = reconnect(p);
+		rc = err ? err : exec_once(p, sql, n, params, out);
+	}
 	return rc;
 }
 

@@ -58,7 +58,7 @@ int pg_connect(const char *location, int busy_ms, PGconn **out);
 
 /* The one place libpq failures become negative errnos (with the failed
  * connect's, beside it in pg_conn.c): res (may be NULL) is a failed
- * result of conn, its SQLSTATE decides; a connection gone is -EIO.
+ * result of conn, its SQLSTATE decides; a connection gone is -ENOTCONN.
  * Remembers the server's message for mf_catalog_last_error. */
 int pg_errno(PGconn *conn, const PGresult *res);
 

@@ -23,6 +23,13 @@
  * heartbeats of an engine, as on one host. */
 #define STALE_MIN_S MF_RUN_STALE_MIN_S
 
+/* A server that restarted lost every session, and so every advisory
+ * lock: a live process takes its locks back at its next heartbeat (every
+ * 5 s, pg_live_ping before the heartbeat is written). Until this many
+ * seconds after the server started, a run whose last heartbeat is from
+ * before the start is not judged by its lock, only by its heartbeat. */
+#define RESTART_GRACE_S 20
+
 struct pg_live {
 	struct pg_live *next;
 	pid_t pid; /* the process that made it: a child of a fork() never
@@ -189,7 +196,7 @@ int pg_live_lock(struct pg_live *l, const char *id)
 		rc = live_take(l, key);
 		/* a session the server lost (a restart) shows only when used:
 		 * connect again, taking back the other locks, and retry */
-		if (rc == -EIO && PQstatus(l->conn) != CONNECTION_OK) {
+		if (rc == -ENOTCONN) {
 			rc = live_connect(l);
 			rc = rc ? rc : live_take(l, key);
 		}
@@ -242,15 +249,22 @@ int pg_judge(struct mf_catalog *c, const struct mf_run_rec *r, int64_t stale_s,
 	}
 	if (stale_s < STALE_MIN_S)
 		stale_s = STALE_MIN_S;
+	char grace[PG_INT_LEN];
 	const char *p[] = {pg_live_key(key, r->run_id),
-			   pg_int(hb, r->heartbeat), pg_int(stale, stale_s)};
+			   pg_int(hb, r->heartbeat), pg_int(stale, stale_s),
+			   pg_int(grace, RESTART_GRACE_S)};
 	/* the lock is tried only for a fresh heartbeat; taken, it stays
-	 * taken to the end of c's transaction (none: this statement) */
-	int rc = pg_exec(c,
-			 "SELECT extract(epoch FROM now())::bigint - $2::bigint"
-			 " <= $3::bigint AND NOT"
-			 " pg_try_advisory_xact_lock($1::bigint)",
-			 3, p, &res);
+	 * taken to the end of c's transaction (none: this statement). A
+	 * free lock proves nothing of a run that has not heartbeaten since
+	 * the server (re)started, for the grace that gives it to come back */
+	int rc = pg_exec(
+	    c,
+	    "SELECT extract(epoch FROM now())::bigint - $2::bigint"
+	    " <= $3::bigint AND (NOT pg_try_advisory_xact_lock($1::bigint) OR"
+	    " (to_timestamp($2::bigint) <= pg_postmaster_start_time() AND"
+	    " now() - pg_postmaster_start_time() <"
+	    " make_interval(secs => $4::bigint)))",
+	    4, p, &res);
 	if (rc)
 		return rc;
 	*alive = PQgetvalue(res, 0, 0)[0] == 't';

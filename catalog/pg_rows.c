@@ -416,7 +416,12 @@ int pgb_heartbeat(struct mf_catalog *c, const char *run_id, int64_t now)
 {
 	(void)now; /* the server's clock, never the host's */
 	const char *p[] = {run_id};
-	(void)pg_live_ping(pg_db(c)->live); /* a lost session comes back */
+	/* a lost session comes back, with its locks, before the heartbeat
+	 * says so: a judge takes a heartbeat newer than the server's start
+	 * for a session that had the chance to lock again (pg_judge) */
+	int rc = pg_live_ping(pg_db(c)->live);
+	if (rc)
+		return rc;
 	return run_write(
 	    c, "UPDATE runs SET heartbeat = " SERVER_NOW " WHERE run_id = $1",
 	    1, p);
@@ -436,11 +441,11 @@ int pgb_set_run_state(struct mf_catalog *c, const char *run_id,
 		      const char *state)
 {
 	int rc = pg_begin(c);
-	if (rc)
-		return rc;
-	rc = pg_finish(c, pg_run_set_state(c, run_id, state));
-	if (!rc && strcmp(state, "active") != 0)
-		pg_live_unlock(pg_db(c)->live, run_id); /* over */
+	rc = rc ? rc : pg_finish(c, pg_run_set_state(c, run_id, state));
+	/* over, whether or not the row could say so (none, an outage): the
+	 * lock of a run that is over is never held again */
+	if (strcmp(state, "active") != 0)
+		pg_live_unlock(pg_db(c)->live, run_id);
 	return rc;
 }
 

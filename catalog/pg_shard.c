@@ -223,6 +223,10 @@ int pgb_claim(struct mf_catalog *c, const char *fp, uint32_t index,
 	if (rc)
 		return rc;
 	rc = claim_decide(c, fp, index, me, waited, &res);
+	/* this process's run was declared dead or done: it never claims
+	 * again, so its lock (taken back after a reconnect) goes */
+	if (rc == -ESTALE && cat_run_is_self(me))
+		pg_live_unlock(pg_db(c)->live, me->run_id);
 	if (!rc && cur)
 		rc = shard_read(c, fp, index, false, &row);
 	rc = pg_finish(c, rc);

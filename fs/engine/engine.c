@@ -36,6 +36,11 @@ void eng_errf(char **err, const char *fmt, ...)
 	va_end(ap);
 }
 
+static int64_t mono_s(void)
+{
+	return (int64_t)(mf_mono_ns() / 1000000000ULL);
+}
+
 #define SQLITE_PREFIX "sqlite:"
 
 int eng_catalog_location(const struct mf_engine_opts *o,
@@ -128,6 +133,94 @@ struct mf_store *mf_engine_store(struct mf_engine *e)
 	return e->store;
 }
 
+/* ---- a catalog that cannot be reached ---- */
+
+#define OUTAGE_MIN_NS 100000000ULL /* reconnect backoff: 0.1 s to 2 s */
+#define OUTAGE_MAX_NS 2000000000ULL
+
+static void sleep_ns(uint64_t ns);
+
+static struct known_shard *known_slot(struct mf_engine *e, const char *fp,
+				      uint32_t index)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	for (const char *s = fp; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	h = (h ^ index) * 1099511628211ULL;
+	return &e->known[h % ENG_KNOWN_SLOTS];
+}
+
+void eng_known_remember(struct mf_engine *e, const struct mf_shard_rec *rec)
+{
+	if (!e->known)
+		return;
+	pthread_mutex_lock(&e->lock);
+	struct known_shard *k = known_slot(e, rec->fp, rec->index);
+	if (rec->state == MF_SHARD_MATERIALIZED) {
+		memcpy(k->fp, rec->fp, sizeof(k->fp));
+		memcpy(k->run_id, rec->run_id, sizeof(k->run_id));
+		k->index = rec->index;
+		k->chunks = rec->chunks;
+		k->raw_bytes = rec->raw_bytes;
+		k->stored_bytes = rec->stored_bytes;
+		k->generation = rec->generation;
+	} else if (k->index == rec->index && strcmp(k->fp, rec->fp) == 0) {
+		k->fp[0] = '\0';
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+int eng_known_recall(struct mf_engine *e, const char *fp, uint32_t index,
+		     struct mf_shard_rec *out)
+{
+	int rc = -ENOENT;
+	if (!e->known)
+		return rc;
+	pthread_mutex_lock(&e->lock);
+	const struct known_shard *k = known_slot(e, fp, index);
+	if (k->index == index && strcmp(k->fp, fp) == 0) {
+		memset(out, 0, sizeof(*out));
+		memcpy(out->fp, k->fp, sizeof(out->fp));
+		memcpy(out->run_id, k->run_id, sizeof(out->run_id));
+		out->index = index;
+		out->state = MF_SHARD_MATERIALIZED;
+		out->chunks = k->chunks;
+		out->raw_bytes = k->raw_bytes;
+		out->stored_bytes = k->stored_bytes;
+		out->generation = k->generation;
+		out->exit_status = -1;
+		out->last_read = mf_now_s(); /* no touch is due */
+		rc = 0;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}
+
+int eng_catalog_wait(struct mf_engine *e, int rc, uint64_t *deadline,
+		     uint64_t *wait_ns, char **err)
+{
+	if (!mf_catalog_unreachable(rc))
+		return rc;
+	uint64_t now = mf_mono_ns();
+	if (*deadline == 0)
+		*deadline = now + ENG_CATALOG_WAIT_S * 1000000000ULL;
+	if (now >= *deadline) {
+		const char *why = mf_catalog_last_error();
+		eng_errf(err, "catalog '%s' unreachable for %d s: %s",
+			 mf_engine_catalog_shown(e->catalog_path),
+			 ENG_CATALOG_WAIT_S, why && *why ? why : strerror(-rc));
+		return -EIO;
+	}
+	/* every try connects again: the backoff spaces the tries */
+	*wait_ns = *wait_ns ? *wait_ns * 2 : OUTAGE_MIN_NS;
+	if (*wait_ns > OUTAGE_MAX_NS)
+		*wait_ns = OUTAGE_MAX_NS;
+	if (now + *wait_ns > *deadline)
+		*wait_ns = *deadline - now;
+	sleep_ns(*wait_ns);
+	return 0;
+}
+
 /* ---- heartbeat ---- */
 
 /* Refreshes the rows of every run with work in flight: elsewhere (another
@@ -158,6 +251,51 @@ static void heartbeat_once(struct mf_engine *e)
 	free(ids);
 }
 
+/* Ends this process's runs idle for ENG_RUN_IDLE_HEARTBEATS heartbeats:
+ * their rows say "done" (dead to claims and gc; their committed shards
+ * stay), which on PostgreSQL gives their advisory locks back, so a
+ * daemon's locks do not grow with every fingerprint it ever computed. */
+static void runs_end_idle(struct mf_engine *e)
+{
+	typedef char run_id_t[MF_RUN_ID_HEX_LEN + 1];
+	run_id_t *ids = NULL;
+	size_t n = 0, cap = 0;
+	int64_t before =
+	    mono_s() - (int64_t)e->opts.heartbeat_s * ENG_RUN_IDLE_HEARTBEATS;
+	pthread_mutex_lock(&e->lock);
+	for (struct run_entry **p = &e->runs; *p;) {
+		struct run_entry *r = *p;
+		bool over = !r->retired && r->active == 0 && r->users == 0 &&
+		    r->idle_since <= before;
+		if (over && n == cap) {
+			size_t c = cap ? 2 * cap : 8;
+			run_id_t *a = realloc(ids, c * sizeof(*a));
+			over = a != NULL;
+			if (a) {
+				ids = a;
+				cap = c;
+			}
+		}
+		if (!over) {
+			p = &r->next;
+			continue;
+		}
+		memcpy(ids[n++], r->run_id, sizeof(ids[0]));
+		*p = r->next;
+		free(r);
+	}
+	pthread_mutex_unlock(&e->lock);
+	struct mf_catalog *c;
+	if (n > 0 && eng_catalog_get(e, &c) == 0) {
+		/* no row (its claims all found the shard done or running
+		 * elsewhere): nothing to record, its lock goes all the same */
+		for (size_t i = 0; i < n; i++)
+			(void)mf_catalog_set_run_state(c, ids[i], "done");
+		eng_catalog_put(e, c);
+	}
+	free(ids);
+}
+
 static void *heartbeat_main(void *arg)
 {
 	struct mf_engine *e = arg;
@@ -176,6 +314,7 @@ static void *heartbeat_main(void *arg)
 		e->holds_stale = false;
 		pthread_mutex_unlock(&e->lock);
 		heartbeat_once(e);
+		runs_end_idle(e);
 		if (holds)
 			eng_holds_refresh(e);
 		pthread_mutex_lock(&e->lock);
@@ -220,6 +359,8 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 		return rc;
 	(void)mf_mutex_init(&e->lock);
 	(void)mf_mutex_init(&e->index_lock);
+	/* without it the engine serves nothing during an outage, no more */
+	e->known = calloc(ENG_KNOWN_SLOTS, sizeof(*e->known));
 	pthread_cond_init(&e->flight_cv, NULL);
 
 	rc = mf_store_open(o->store_dir, true, &e->store);
@@ -293,6 +434,7 @@ void mf_engine_close(struct mf_engine *e)
 	for (size_t i = 0; i < e->n_pool; i++)
 		mf_catalog_close(e->pool[i]);
 	free(e->pool);
+	free(e->known);
 	while (e->specs) {
 		struct spec_entry *s = e->specs;
 		e->specs = s->next;
@@ -346,16 +488,33 @@ static int run_for(struct mf_engine *e, const char *fp, struct mf_run_rec *me)
 		       : -ENOMEM;
 		if (rc == 0) {
 			memcpy(r->fp, fp, sizeof(r->fp));
+			r->idle_since = mono_s();
 			r->next = e->runs;
 			e->runs = r;
 		} else {
 			free(r);
 		}
 	}
-	if (rc == 0)
+	if (rc == 0) {
+		r->users++; /* not over while a claim uses it (run_unuse) */
 		run_rec_fill(e, fp, r->run_id, me);
+	}
 	pthread_mutex_unlock(&e->lock);
 	return rc;
+}
+
+/* The claim that run_for gave run_id to ended. */
+static void run_unuse(struct mf_engine *e, const char *run_id)
+{
+	pthread_mutex_lock(&e->lock);
+	for (struct run_entry *r = e->runs; r; r = r->next) {
+		if (strcmp(r->run_id, run_id) == 0) {
+			if (--r->users == 0 && r->active == 0)
+				r->idle_since = mono_s();
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
 }
 
 /* Unlinks and frees r; e->lock held. */
@@ -378,6 +537,8 @@ static void run_set_active(struct mf_engine *e, const char *run_id, int delta)
 	for (struct run_entry *r = e->runs; r; r = r->next) {
 		if (strcmp(r->run_id, run_id) == 0) {
 			r->active = (unsigned)((int)r->active + delta);
+			if (r->active == 0)
+				r->idle_since = mono_s();
 			if (r->retired && r->active == 0)
 				run_free_locked(e, r);
 			break;
@@ -533,31 +694,19 @@ static int compute_step(struct mf_engine *e, struct mf_catalog *c,
 	return rc;
 }
 
-/* One step of the claim loop. Returns 0 with *out (and *rec, the row it
- * was opened from), -EAGAIN to go round again for the reason in
- * l->again, or an error. */
-static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
-		      uint32_t shard, struct mf_shard_reader **out,
-		      struct mf_shard_rec *rec, struct claim_loop *l,
-		      char **err)
+/* The claim of one step of the claim loop, as this process's run me:
+ * answers as claim_step. */
+static int claim_as(struct mf_engine *e, struct mf_catalog *c, const char *fp,
+		    uint32_t shard, const struct mf_run_rec *me,
+		    struct mf_shard_reader **out, struct mf_shard_rec *rec,
+		    struct claim_loop *l, char **err)
 {
 	struct mf_shard_rec cur;
-	int rc = mf_catalog_get_shard(c, fp, shard, &cur);
-	if (rc)
-		return rc;
-	l->again = AGAIN_VANISHED; /* what -EAGAIN from open_committed means */
-	if (cur.state == MF_SHARD_MATERIALIZED)
-		return open_committed_rec(e, c, &cur, out, rec);
-	mf_shard_rec_release(&cur);
-
-	struct mf_run_rec me;
 	enum mf_claim got;
-	rc = run_for(e, fp, &me);
-	rc = rc ? rc
-		: mf_catalog_claim_shard_waited(c, fp, shard, &me, mf_now_s(),
-						l->waited, &got, &cur);
+	int rc = mf_catalog_claim_shard_waited(c, fp, shard, me, mf_now_s(),
+					       l->waited, &got, &cur);
 	if (rc == -ESTALE) {
-		run_retire(e, me.run_id);
+		run_retire(e, me->run_id);
 		l->again = AGAIN_LOST;
 		return -EAGAIN;
 	}
@@ -576,7 +725,38 @@ static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 		l->again = AGAIN_WAIT;
 		return -EAGAIN;
 	}
-	return compute_step(e, c, fp, shard, me.run_id, l, err);
+	return compute_step(e, c, fp, shard, me->run_id, l, err);
+}
+
+/* One step of the claim loop. Returns 0 with *out (and *rec, the row it
+ * was opened from), -EAGAIN to go round again for the reason in
+ * l->again, or an error. */
+static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
+		      uint32_t shard, struct mf_shard_reader **out,
+		      struct mf_shard_rec *rec, struct claim_loop *l,
+		      char **err)
+{
+	struct mf_shard_rec cur;
+	int rc = mf_catalog_get_shard(c, fp, shard, &cur);
+	if (rc == 0)
+		eng_known_remember(e, &cur);
+	else if (mf_catalog_unreachable(rc) &&
+		 eng_known_recall(e, fp, shard, &cur) == 0)
+		rc = 0; /* materialized when last seen: served as such */
+	if (rc)
+		return rc;
+	l->again = AGAIN_VANISHED; /* what -EAGAIN from open_committed means */
+	if (cur.state == MF_SHARD_MATERIALIZED)
+		return open_committed_rec(e, c, &cur, out, rec);
+	mf_shard_rec_release(&cur);
+
+	struct mf_run_rec me;
+	rc = run_for(e, fp, &me);
+	if (rc)
+		return rc;
+	rc = claim_as(e, c, fp, shard, &me, out, rec, l, err);
+	run_unuse(e, me.run_id);
+	return rc;
 }
 
 /* How long the next wait for a computation elsewhere may take. */
@@ -616,15 +796,23 @@ static int lead(struct mf_engine *e, const struct flight *f,
 {
 	const char *fp = f->fp;
 	uint32_t shard = f->shard;
-	struct mf_catalog *c;
-	int rc = eng_catalog_get(e, &c);
-	if (rc)
-		return rc;
+	struct mf_catalog *c = NULL;
 	struct backoff b = {WAIT_MIN_NS, WOKEN_MIN_MS};
-	int vanished = 0, lost = 0;
+	uint64_t down_until = 0, down_ns = 0;
+	int vanished = 0, lost = 0, rc;
 	struct claim_loop l = {AGAIN_NOW, 0};
 	for (;;) {
-		rc = claim_step(e, c, fp, shard, out, rec, &l, err);
+		rc = c ? 0 : eng_catalog_get(e, &c);
+		rc = rc ? rc : claim_step(e, c, fp, shard, out, rec, &l, err);
+		if (mf_catalog_unreachable(rc) && !flight_cancelled(e, f)) {
+			/* an outage: wait for the catalog, a bounded time */
+			rc =
+			    eng_catalog_wait(e, rc, &down_until, &down_ns, err);
+			if (rc)
+				break;
+			continue;
+		}
+		down_until = down_ns = 0;
 		if (rc != -EAGAIN)
 			break;
 		enum again again = l.again;

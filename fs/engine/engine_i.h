@@ -26,14 +26,30 @@ struct spec_entry {
 
 /* This process's run for one fingerprint, created on first claim. One
  * per fingerprint is current; retired ones (declared dead by the catalog)
- * stay until their last materialization in flight ends. */
+ * stay until their last materialization in flight ends. A run idle for
+ * ENG_RUN_IDLE_HEARTBEATS heartbeats is over: recorded "done" (so a
+ * PostgreSQL catalog's advisory lock for it goes), and the next claim of
+ * its fingerprint makes a new run. */
+#define ENG_RUN_IDLE_HEARTBEATS 6
 struct run_entry {
 	struct run_entry *next;
 	char fp[MF_FP_HEX_LEN + 1];
 	char run_id[MF_RUN_ID_HEX_LEN + 1];
 	unsigned active; /* materializations in flight under this run */
+	unsigned users; /* opens between run_for and the end of their claim */
+	int64_t idle_since; /* mono seconds: no user and nothing active */
 	bool retired; /* never handed to a new claim */
 };
+
+/* A shard this engine saw materialized, by the catalog's last answer: what
+ * it serves while the catalog cannot be reached (eng_known_*). */
+struct known_shard {
+	char fp[MF_FP_HEX_LEN + 1]; /* "" for an empty slot */
+	char run_id[MF_RUN_ID_HEX_LEN + 1];
+	uint32_t index, chunks;
+	uint64_t raw_bytes, stored_bytes, generation;
+};
+#define ENG_KNOWN_SLOTS 4096 /* one shard per slot, by hash: bounded */
 
 /* One attempt at a shard that callers of this process share. */
 struct flight {
@@ -82,6 +98,7 @@ struct mf_engine {
 	struct mf_catalog **pool; /* idle catalog connections
 				     (eng_catalog_get) */
 	size_t n_pool, cap_pool;
+	struct known_shard *known; /* ENG_KNOWN_SLOTS, or NULL (no memory) */
 	/* the mount this engine serves (mf_engine_set_mount): "" and 0 when
 	 * none, mount_dev 0 until mounted */
 	char mount_path[PATH_MAX];
@@ -116,6 +133,28 @@ struct mf_engine {
  */
 int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out);
 void eng_catalog_put(struct mf_engine *e, struct mf_catalog *c);
+
+/*
+ * Shards known materialized: remember puts rec in (materialized) or takes
+ * its shard out (any other state); recall fills *out (a row with no
+ * error texts) from memory: 0, or -ENOENT when not known. Used only while
+ * the catalog cannot be reached. Thread-safe (e->lock, a leaf).
+ */
+void eng_known_remember(struct mf_engine *e, const struct mf_shard_rec *rec);
+int eng_known_recall(struct mf_engine *e, const char *fp, uint32_t index,
+		     struct mf_shard_rec *out);
+
+/*
+ * The wait of an open or a commit for a catalog that cannot be reached
+ * (mf_catalog_unreachable(rc)): the first call sets *deadline
+ * (ENG_CATALOG_WAIT_S from now) and each sleeps a backoff *wait_ns
+ * (0 at first) before the caller tries again. Returns 0 to try again, or
+ * rc unchanged when it is not an outage; -EIO with *err ("catalog 'X'
+ * unreachable for 30 s: ...") once the deadline passed.
+ */
+#define ENG_CATALOG_WAIT_S 30
+int eng_catalog_wait(struct mf_engine *e, int rc, uint64_t *deadline,
+		     uint64_t *wait_ns, char **err);
 
 /* The catalog location (caller frees *out): o->catalog when given, else
  * that of st's catalog.db, named as a SQLite file, so that a store folder

@@ -68,10 +68,17 @@ int mf_engine_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
 {
 	struct mf_catalog *c;
 	int rc = eng_catalog_get(e, &c);
-	if (rc)
-		return rc;
-	rc = mf_catalog_get_shard(c, fp, shard, out);
-	eng_catalog_put(e, c);
+	if (rc == 0) {
+		rc = mf_catalog_get_shard(c, fp, shard, out);
+		eng_catalog_put(e, c);
+	}
+	if (rc == 0)
+		eng_known_remember(e, out);
+	/* the catalog cannot be reached: a shard last seen materialized is
+	 * served as such (its file is immutable), any other looks absent
+	 * (an open of it waits for the catalog, a bounded time) */
+	else if (mf_catalog_unreachable(rc))
+		rc = eng_known_recall(e, fp, shard, out);
 	return rc;
 }
 

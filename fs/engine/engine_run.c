@@ -239,9 +239,13 @@ static int store_shard(struct pump *p, struct spec_entry *se,
 		return -EIO;
 	}
 	pump_progress(p, true);
-	rc = mf_catalog_complete_shard(p->c, p->fp, p->shard, p->run_id,
-				       st->raw_bytes, st->stored_bytes,
-				       st->chunks);
+	uint64_t down_until = 0, down_ns = 0;
+	do /* an outage: the file waits, durable, for the catalog */
+		rc = mf_catalog_complete_shard(p->c, p->fp, p->shard, p->run_id,
+					       st->raw_bytes, st->stored_bytes,
+					       st->chunks);
+	while (mf_catalog_unreachable(rc) &&
+	       eng_catalog_wait(p->e, rc, &down_until, &down_ns, err) == 0);
 	if (rc == -ESTALE) { /* lost meanwhile: the caller looks again */
 		p->lost = true;
 		/* no row will ever name this file */

@@ -305,7 +305,10 @@ int mf_engine_snapshot(struct mf_engine *e, const char *fp,
 int mf_engine_list_shards(struct mf_engine *e, const char *fp,
 			  struct mf_shard_rec **out, size_t *n);
 void mf_engine_shard_recs_free(struct mf_shard_rec *v, size_t n);
-/* The row of shard `shard` of fp; -ENOENT when it has none (absent). */
+/* The row of shard `shard` of fp; -ENOENT when it has none (absent).
+ * While the catalog cannot be reached, a shard this engine last saw
+ * materialized answers as that row (no error texts), any other as absent
+ * (-ENOENT). */
 int mf_engine_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
 			struct mf_shard_rec *out);
 /* The run rows of fp, or of every snapshot when fp is NULL, with the

@@ -8,6 +8,8 @@
 #   pg_server.sh COMMAND [ARGS...]   runs COMMAND with the server up and
 #                                     exits with its status
 #   pg_server.sh restart              (from inside COMMAND) restarts it
+#   pg_server.sh stop | start         (from inside COMMAND) stops it, or
+#                                     starts it again after a stop
 #
 # COMMAND gets MF_PG_URL, a location for a role "matfs" that owns nothing
 # but its schema "matfs" (search_path set by options=-csearch_path=matfs),
@@ -15,6 +17,12 @@
 # superuser "postgres" on database matfs, over the unix socket),
 # MF_PG_DATA, MF_PG_BIN, MF_PG_RUNAS and MF_PG_SERVER (this script). Exits 77 (skip) only when the binaries
 # are missing. Not a test itself.
+#
+# With MF_PG_NETNS=NAME the server runs in that network namespace
+# (/run/netns/NAME, entered with nsenter --net only: no mount namespace of
+# its own) and listens on MF_PG_LISTEN (an address there, default
+# 127.0.0.1), which MF_PG_URL then names; clients of that address's
+# subnet are trusted.
 set -uo pipefail
 
 bin=${MF_PG_BIN:-/usr/lib/postgresql/15/bin}
@@ -30,7 +38,11 @@ as_owner() {
 }
 
 start() {
-  as_owner "$bin/pg_ctl" -D "$MF_PG_DATA" -l "$MF_PG_DATA/../server.log" \
+  local pre=()
+  [ -n "${MF_PG_NETNS:-}" ] && pre=(nsenter --net="/run/netns/$MF_PG_NETNS" --)
+  [ -n "${MF_PG_RUNAS:-}" ] && pre+=(setpriv --reuid="$MF_PG_RUNAS" \
+    --regid="$(id -g "$MF_PG_RUNAS")" --clear-groups --)
+  "${pre[@]}" "$bin/pg_ctl" -D "$MF_PG_DATA" -l "$MF_PG_DATA/../server.log" \
     -w -t 60 -o "-p $MF_PG_PORT" start >/dev/null
 }
 
@@ -38,6 +50,15 @@ if [ "${1:-}" = restart ]; then
   : "${MF_PG_DATA:?restart runs inside pg_server.sh}"
   as_owner "$bin/pg_ctl" -D "$MF_PG_DATA" -w -t 60 -m fast stop >/dev/null &&
     start
+  exit
+fi
+if [ "${1:-}" = stop ] || [ "${1:-}" = start ]; then
+  : "${MF_PG_DATA:?$1 runs inside pg_server.sh}"
+  if [ "$1" = stop ]; then
+    as_owner "$bin/pg_ctl" -D "$MF_PG_DATA" -w -t 60 -m fast stop >/dev/null
+  else
+    start
+  fi
   exit
 fi
 
@@ -74,11 +95,12 @@ as_owner "$bin/initdb" -D "$MF_PG_DATA" -U postgres --auth=trust \
   --encoding=UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
   { cat "$dir/initdb.log" >&2; echo "pg_server.sh: initdb failed" >&2; exit 1; }
 cat >>"$MF_PG_DATA/postgresql.conf" <<EOF
-listen_addresses = '127.0.0.1'
+listen_addresses = '${MF_PG_LISTEN:-127.0.0.1}'
 unix_socket_directories = '$dir'
 fsync = off
 max_connections = 200
 EOF
+[ -n "${MF_PG_LISTEN:-}" ] && echo "host all all samenet trust" >>"$MF_PG_DATA/pg_hba.conf"
 start || { cat "$dir/server.log" >&2; exit 1; }
 
 # a role with no rights but CREATE on its own schema
@@ -92,7 +114,7 @@ CREATE SCHEMA matfs AUTHORIZATION matfs;
 EOF
   { echo "pg_server.sh: setting up the role failed" >&2; exit 1; }
 
-export MF_PG_URL="postgresql://matfs@127.0.0.1:$MF_PG_PORT/matfs?options=-csearch_path%3Dmatfs"
+export MF_PG_URL="postgresql://matfs@${MF_PG_LISTEN:-127.0.0.1}:$MF_PG_PORT/matfs?options=-csearch_path%3Dmatfs"
 export MF_TEST_CATALOG_LOCATION=$MF_PG_URL
 export MF_PG_ADMIN="host=$dir port=$MF_PG_PORT user=postgres dbname=matfs"
 "$@"
