@@ -37,7 +37,7 @@ as_user mkdir "$flog.3"
 as_user touch "$flog.3/x" "$flog.2"
 mount_fs "$mnt" "$store" "$p" -o "log=$flog,log_size=2KiB"
 wait_for 20 has_name "$mnt" noisy || fail "noisy not registered"
-for i in $(seq 1 80); do cat "$mnt/noisy/shard-00000" 2>/dev/null || true; done
+for i in $(seq 1 40); do cat "$mnt/noisy/shard-00000" 2>/dev/null || true; done
 wait_for 5 test -e "$flog.1" || fail "not rotated: $(ls -l "$pub")"
 size=$(stat -c %s "$flog")
 [ "$size" -lt $((2048 + 2200)) ] || fail "the log grew to $size bytes past log_size 2KiB"
@@ -72,7 +72,7 @@ wait_for 5 grep -q "log '$ulog': a symlink" "$tmp/ferr" ||
 rc=0; out=$("$build/tools/matctl" --store "$store" log 2>&1) || rc=$?
 [ $rc -eq 1 ] && [[ $out == *"'$ulog': a symlink, not the daemon's log"* ]] ||
   fail "matctl log of a symlink: $out"
-for i in $(seq 1 80); do cat "$mnt/noisy/shard-00000" 2>/dev/null || true; done
+for i in $(seq 1 40); do cat "$mnt/noisy/shard-00000" 2>/dev/null || true; done
 size=$(stat -c %s "$upub/moved.log")
 [ "$size" -lt $((2048 + 2200)) ] ||
   fail "the log the daemon could not open again grew to $size bytes"
