@@ -4,13 +4,16 @@
  * of the store, and the catalog's totals over every process).
  *
  * A mount of the store is a fuse.matfs mount in /proc/self/mountinfo
- * whose root's user.matfs.store is the store's real path.
+ * whose source (the daemon's fsname) is the store's real path, made by
+ * the caller or the store's owner, and whose root's user.matfs.store says
+ * the same; no other mount is asked.
  *
  * Not for: counting anything (the daemon and the engine count).
  */
 #include "matctl.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
@@ -52,21 +55,42 @@ static void unescape(char *s)
 	*w = 0;
 }
 
+/* Whether the mountinfo fields after " - " (dash: "fuse.matfs SOURCE
+ * OPTS") name a mount of the store real, made by uid or by the store's
+ * owner: anything else is never asked (a stopped daemon of another store,
+ * or a user's FUSE mount posing as matfs, could block or lie). */
+static bool mount_of(char *dash, const char *real, uid_t owner)
+{
+	char src[PATH_MAX], opts[1024];
+	if (sscanf(dash, " - fuse.matfs %4095s %1023s", src, opts) != 2)
+		return false;
+	unescape(src);
+	if (strcmp(src, real) != 0)
+		return false;
+	const char *u = strstr(opts, "user_id=");
+	if (!u)
+		return false;
+	uid_t id = (uid_t)strtoul(u + 8, NULL, 10);
+	return id == geteuid() || id == owner;
+}
+
 /* Calls fn for each mounted matfs daemon serving store (real path). */
 static int each_mount(const char *store, void (*fn)(void *, const char *),
 		      void *arg)
 {
 	char real[PATH_MAX];
-	if (!realpath(store, real))
+	struct stat st;
+	if (!realpath(store, real) || stat(real, &st) != 0)
 		return 0;
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return 0;
-	char line[4096], mnt[PATH_MAX], attr[PATH_MAX];
+	char line[8192], mnt[PATH_MAX], attr[PATH_MAX];
 	int found = 0;
 	while (fgets(line, sizeof(line), f)) {
 		char *dash = strstr(line, " - fuse.matfs ");
-		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+		if (!dash || !mount_of(dash, real, st.st_uid) ||
+		    sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
 			continue;
 		unescape(mnt);
 		if (root_attr(mnt, "store", attr, sizeof(attr)) != 0 ||

@@ -416,6 +416,30 @@ destroy:
 	return status;
 }
 
+/* Names the mount after its store: fsname is the store's real path (what
+ * `df` and /proc/self/mountinfo show as its source, and how `matctl stats`
+ * and `matctl log` find a store's mounts without asking every matfs mount
+ * on the machine), commas and backslashes escaped for libfuse. */
+static int add_fsname(struct fuse_args *args, const char *store)
+{
+	char real[PATH_MAX];
+	const char *name = realpath(store, real) ? real : store;
+	size_t n = strlen(name);
+	char *opt = malloc(2 * n + 32);
+	if (!opt)
+		return -1;
+	char *w = opt + sprintf(opt, "-ofsname=");
+	for (const char *r = name; *r; r++) {
+		if (*r == ',' || *r == '\\')
+			*w++ = '\\';
+		*w++ = *r;
+	}
+	strcpy(w, ",subtype=matfs");
+	int rc = fuse_opt_insert_arg(args, 1, opt);
+	free(opt);
+	return rc;
+}
+
 static int run(struct cli *c, struct fuse_args *args, const char *mnt)
 {
 	struct mfs_opts o;
@@ -425,7 +449,7 @@ static int run(struct cli *c, struct fuse_args *args, const char *mnt)
 	o.readahead_kb = MFS_READAHEAD_KB;
 	if (c->allow_other && fuse_opt_add_arg(args, "-odefault_permissions"))
 		return 1;
-	if (fuse_opt_insert_arg(args, 1, "-ofsname=matfs,subtype=matfs"))
+	if (add_fsname(args, c->store) != 0)
 		return 1;
 	int ready_fd = -1;
 	if (!c->foreground && background(&ready_fd) != 0) {

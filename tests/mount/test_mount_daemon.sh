@@ -20,6 +20,24 @@ grep " $mnt " /proc/self/mounts | grep -q 'fuse.matfs' || fail "mount type: $(gr
 fusermount3 -u "$mnt" || fail "fusermount3 -u"
 pass "in the background: matfs returns once mounted; fusermount3 -u unmounts"
 
+# --- matctl stats asks only the mounts of its store: a stopped daemon of
+# another store does not block it ---
+store2=$tmp/store2 mnt2=$tmp/mnt2
+mkdir -p "$mnt2"
+mounts+=("$mnt" "$mnt2")
+"$matfs" --store "$store" --pipelines "$pipes" "$mnt" 2>>"$log" || fail "matfs exited $?"
+"$matfs" --store "$store2" --pipelines "$pipes" "$mnt2" 2>>"$log" || fail "matfs 2 exited $?"
+pid2=$(pgrep -f -- "--store $store2 " | head -n 1)
+[ -n "$pid2" ] || fail "no daemon for $store2"
+kill -STOP "$pid2"
+rc=0; out=$(timeout 20 "$matctl" --store "$store" stats 2>&1) || rc=$?
+kill -CONT "$pid2"
+[ $rc -eq 0 ] || fail "matctl stats with another store's daemon stopped: exit $rc: $out"
+[[ $out == *"daemons mounted on this store: 1"* ]] || fail "matctl stats: $out"
+fusermount3 -u "$mnt2" || fail "fusermount3 -u $mnt2"
+fusermount3 -u "$mnt" || fail "fusermount3 -u $mnt"
+pass "matctl stats asks only its store's mounts: another store's stopped daemon does not block it"
+
 # --- errors: exit status 1 or 2 with a message, nothing mounted ---
 "$matfs" --store "$store" --pipelines "$pipes" "$tmp/nowhere" 2>"$tmp/err" && fail "a missing mountpoint"
 grep -q "mountpoint '.*nowhere'" "$tmp/err" || fail "message: $(cat "$tmp/err")"
@@ -43,8 +61,12 @@ if command -v mount.fuse3 >/dev/null && [ "$(id -u)" -eq 0 ]; then
   grep " $mnt " /proc/self/mounts | grep -q 'default_permissions' || fail "default_permissions missing"
   [ "$(stat -c %A "$mnt/plain/")" = drwxr-xr-x ] || fail "allow_other dir mode $(stat -c %A "$mnt/plain/")"
   rm "$mnt/plain/shard-00000" || fail "rm as the owner under default_permissions"
+  src=$(awk -v m="$mnt" '$5 == m { for (i = 7; $i != "-"; i++); print $(i + 2) }' /proc/self/mountinfo)
+  [ "$src" = "$(realpath "$store")" ] || fail "fstab mount's source '$src', not the store"
+  "$matctl" --store "$store" stats | grep -q '^daemons mounted on this store: 1$' ||
+    fail "matctl stats does not find the fstab mount: $("$matctl" --store "$store" stats 2>&1 | head -n 3)"
   fusermount3 -u "$mnt" || fail "fusermount3 -u"
-  pass "mount.fuse3 with -o store=,pipelines=,allow_other (adds default_permissions)"
+  pass "mount.fuse3 with -o store=,pipelines=,allow_other (adds default_permissions); its source is the store"
 else
   echo "ok - mount.fuse3 part skipped (no mount.fuse3 or not root)"
 fi
