@@ -42,7 +42,7 @@ tracer=
 # computation of the snapshot, so one shard is read before). Returns once
 # every thread is traced.
 hold_fsync() {
-  strace -qq -f -p "$mpid" -o /dev/null -e trace=fsync -e "inject=fsync:$1" &
+  strace -qq -f -p "$mpid" -o /dev/null -e trace=fsync -e "inject=fsync:$1" 2>/dev/null &
   tracer=$!
   wait_for 10 traced || fail "strace did not attach to $mpid"
 }
