@@ -280,8 +280,8 @@ int mf_shard_writer_write(struct mf_shard_writer *w, const void *buf,
  * file holds; with fd not NULL, *fd gets a new read-only descriptor of
  * the temp file (the caller closes it), which mf_shard_reader_open_fd
  * reads while the commit runs and after it (a rename keeps the inode;
- * after a failed commit the unlinked file still reads). Nothing is
- * written to w after it; mf_shard_writer_commit makes it durable, or
+ * after a failed commit the unlinked file still reads). Writes to w
+ * after it fail with -EINVAL; mf_shard_writer_commit makes it durable, or
  * mf_shard_writer_abort drops it. On failure w is freed as by abort.
  * Returns 0, -EINVAL (w NULL or sealed already), or the write's -errno.
  */

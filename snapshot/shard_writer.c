@@ -433,7 +433,7 @@ static int write_some(struct mf_shard_writer *w, const uint8_t *buf, size_t len,
 int mf_shard_writer_write(struct mf_shard_writer *w, const void *buf,
 			  size_t len)
 {
-	if (!w || (!buf && len))
+	if (!w || w->sealed || (!buf && len))
 		return -EINVAL;
 	const uint8_t *p = buf;
 	while (len > 0 && w->err == 0) {
@@ -542,8 +542,8 @@ int mf_shard_writer_seal(struct mf_shard_writer *w, struct mf_shard_stat *stat,
 	int rc = w->err ? w->err : finish(w);
 	int rfd = -1;
 	if (rc == 0 && fd) {
-		rfd = openat(w->dirfd, w->tmp,
-			     O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		rfd =
+		    openat(w->dirfd, w->tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		rc = rfd < 0 ? -errno : 0;
 	}
 	if (rc) {

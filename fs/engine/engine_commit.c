@@ -34,9 +34,9 @@ static void commit_one(struct mf_engine *e, struct sealed *s)
 			(void)mf_catalog_fail_shard(c, s->fp, s->shard,
 						    s->run_id, -1, err, NULL);
 	} else if (crc == 0) {
-		rc = mf_catalog_complete_shard(c, s->fp, s->shard, s->run_id,
-					       s->st.raw_bytes,
-					       s->st.stored_bytes, s->st.chunks);
+		rc = mf_catalog_complete_shard(
+		    c, s->fp, s->shard, s->run_id, s->st.raw_bytes,
+		    s->st.stored_bytes, s->st.chunks);
 	} else {
 		rc = crc;
 	}

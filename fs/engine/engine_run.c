@@ -134,8 +134,8 @@ static void tap_end(const struct pump *p, bool committed,
 		    const struct mf_shard_stat *st)
 {
 	enum mf_chunk_kind k = p->sealed ? MF_CHUNK_SEALED
-	    : committed		     ? MF_CHUNK_COMMITTED
-				     : MF_CHUNK_FAILED;
+	    : committed			 ? MF_CHUNK_COMMITTED
+					 : MF_CHUNK_FAILED;
 	if (p->tapped)
 		chunk_event(p, k, 0, NULL, 0, k != MF_CHUNK_FAILED ? st : NULL);
 }

@@ -128,8 +128,9 @@ fuse_ino_t mfs_shard_ino_rec(struct mfs *m, uint32_t id, uint32_t k,
 {
 	/* running with the generation the handles read: this engine sealed
 	 * it and commits it (serve_sealed), the same computation */
-	uint64_t gen = rec && (rec->state == MF_SHARD_MATERIALIZED ||
-			       rec->state == MF_SHARD_RUNNING)
+	uint64_t gen = rec &&
+		(rec->state == MF_SHARD_MATERIALIZED ||
+		 rec->state == MF_SHARD_RUNNING)
 	    ? rec->generation
 	    : 0;
 	fuse_ino_t base = mfs_ino_shard(id, k);
