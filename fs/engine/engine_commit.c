@@ -87,6 +87,7 @@ static void *commit_main(void *arg)
 		/* the row says what it is now: nobody opens this file here
 		 * any more */
 		sealed_unlink(e, next);
+		pthread_cond_broadcast(&e->commit_cv); /* eng_commit_wait */
 		pthread_mutex_unlock(&e->lock);
 		close(next->fd);
 		eng_run_set_active(e, next->run_id, -1);
@@ -117,7 +118,7 @@ void eng_commit_stop(struct mf_engine *e)
 		return;
 	pthread_mutex_lock(&e->lock);
 	e->commit_stop = true;
-	pthread_cond_signal(&e->commit_cv);
+	pthread_cond_broadcast(&e->commit_cv);
 	pthread_mutex_unlock(&e->lock);
 	pthread_join(e->commit_thread, NULL);
 	pthread_cond_destroy(&e->commit_cv);
@@ -130,7 +131,26 @@ void eng_commit_queue(struct mf_engine *e, struct sealed *s)
 	pthread_mutex_lock(&e->lock);
 	s->next = e->sealed;
 	e->sealed = s;
-	pthread_cond_signal(&e->commit_cv);
+	pthread_cond_broadcast(&e->commit_cv);
+	pthread_mutex_unlock(&e->lock);
+}
+
+static bool committing(const struct mf_engine *e, const char *fp, int64_t shard)
+{
+	for (const struct sealed *s = e->sealed; s; s = s->next)
+		if ((shard < 0 || s->shard == (uint32_t)shard) &&
+		    strcmp(s->fp, fp) == 0)
+			return true;
+	return false;
+}
+
+void eng_commit_wait(struct mf_engine *e, const char *fp, int64_t shard)
+{
+	if (!e->commit_started)
+		return;
+	pthread_mutex_lock(&e->lock);
+	while (committing(e, fp, shard))
+		pthread_cond_wait(&e->commit_cv, &e->lock);
 	pthread_mutex_unlock(&e->lock);
 }
 

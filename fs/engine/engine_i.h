@@ -118,7 +118,8 @@ struct mf_engine {
 	 * set and none is left */
 	struct sealed *sealed;
 	pthread_t commit_thread;
-	pthread_cond_t commit_cv; /* a shard was sealed, or commit_stop */
+	pthread_cond_t commit_cv; /* a shard was sealed or committed, or
+				     commit_stop (broadcast) */
 	bool commit_started, commit_stop;
 
 	/* mf_engine_stats: atomics, read without any lock */
@@ -183,6 +184,10 @@ void eng_commit_stop(struct mf_engine *e);
 /* Queues s (filled, its writer sealed) for the commit thread, which owns
  * it from now on; its run is counted active until the commit is done. */
 void eng_commit_queue(struct mf_engine *e, struct sealed *s);
+/* Waits until no shard of fp (shard -1: any) sealed by this engine is
+ * still being committed: an expiry of a shard its reader saw complete
+ * applies to it, not -EBUSY for a shard being computed. */
+void eng_commit_wait(struct mf_engine *e, const char *fp, int64_t shard);
 /* When cur (a row just read) is running as a computation this engine
  * sealed and is committing: a new reader of its file in *out, and cur's
  * raw_bytes, stored_bytes and chunks set to the file's. -ENOENT when it is

@@ -4,7 +4,8 @@
  * wrapped: it blocks until the test lets it go, or fails); the row stays
  * running until the commit is recorded; every open meanwhile reads the
  * same file without computing; a failed commit is recorded and reported,
- * the readers keep their bytes and the next open computes again.
+ * the readers keep their bytes and the next open computes again; an
+ * expiry waits for the commit; mf_engine_close too.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -295,6 +296,24 @@ static void test_close_commits(void **state)
 	assert_int_equal(calls(fx), 1);
 }
 
+/* rm of a shard served and still committing expires it once committed,
+ * rather than answering -EBUSY as for a shard being computed. */
+static void test_expire_in_window(void **state)
+{
+	struct fx *fx = *state;
+	hold(true, 0);
+	struct mf_shard_reader *r;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, release_later, NULL), 0);
+	assert_int_equal(mf_engine_expire_shard(fx->e, fx->fp, 0), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(row_state(fx), MF_SHARD_ABSENT);
+	check_bytes(r); /* a descriptor opened before keeps reading */
+	mf_shard_reader_close(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -303,6 +322,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_failed_commit_recomputes,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_close_commits, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_expire_in_window, setup,
 					    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
