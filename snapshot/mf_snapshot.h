@@ -282,8 +282,9 @@ int mf_shard_writer_write(struct mf_shard_writer *w, const void *buf,
  * reads while the commit runs and after it (a rename keeps the inode;
  * after a failed commit the unlinked file still reads). Writes to w
  * after it fail with -EINVAL; mf_shard_writer_commit makes it durable, or
- * mf_shard_writer_abort drops it. On failure w is freed as by abort.
- * Returns 0, -EINVAL (w NULL or sealed already), or the write's -errno.
+ * mf_shard_writer_abort drops it. Returns 0, -EINVAL (w NULL or sealed
+ * already: nothing changes), or the -errno of a write or of opening the
+ * descriptor, after which w is freed as by abort.
  */
 int mf_shard_writer_seal(struct mf_shard_writer *w, struct mf_shard_stat *stat,
 			 int *fd);

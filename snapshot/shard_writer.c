@@ -4,8 +4,8 @@
  * results appended in order), then the index, the trailer and the commit
  * protocol (fsync, rename, fsync of the folder), in two steps when the
  * caller serves the file before it is durable (seal, then commit). A tap,
- * when set, sees
- * each raw chunk on the caller's thread just before it is compressed.
+ * when set, sees each raw chunk on the caller's thread just before it is
+ * compressed.
  *
  * Not for: reading (shard_reader.c) or the byte layout (shard_format.c).
  *

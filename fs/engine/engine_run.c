@@ -236,7 +236,7 @@ static int seal_shard(struct pump *p, struct mf_shard_writer *w,
 	int rc = mf_shard_writer_seal(w, st, &s->fd);
 	if (rc) {
 		free(s);
-		eng_errf(err, "store: writing shard %u: %s", p->shard,
+		eng_errf(err, "store: committing shard %u: %s", p->shard,
 			 strerror(-rc));
 		(void)record_failure(p, -1, *err, NULL);
 		return -EIO;
