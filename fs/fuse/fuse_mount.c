@@ -220,11 +220,13 @@ void mfs_free(struct mfs *m)
 {
 	if (!m || mfs_specs_stop(m, MFS_FREE_WAIT_MS) != 0)
 		return;
+	/* first: the engine's commits under way may still log, naming
+	 * their snapshot through the namespace */
+	mf_engine_close(m->eng);
 	mfs_nodes_release(m);
 	mfs_cache_free(m->cache);
 	mfs_specs_free(m->specs);
 	mfs_ns_release(m);
-	mf_engine_close(m->eng);
 	free((char *)m->o.store_dir);
 	free((char *)m->o.pipelines_dir);
 	free((char *)m->o.mountpoint);
