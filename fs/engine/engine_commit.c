@@ -37,6 +37,11 @@ static void commit_one(struct mf_engine *e, struct sealed *s)
 		rc = mf_catalog_complete_shard(
 		    c, s->fp, s->shard, s->run_id, s->st.raw_bytes,
 		    s->st.stored_bytes, s->st.chunks);
+		/* read when it was served: what eviction orders by (an open
+		 * of a committed shard sets it likewise) */
+		if (rc == 0)
+			(void)mf_catalog_touch(c, s->fp, s->shard,
+					       s->sealed_at);
 	} else {
 		rc = crc;
 	}

@@ -57,6 +57,7 @@ struct sealed {
 	uint32_t shard;
 	char run_id[MF_RUN_ID_HEX_LEN + 1];
 	uint64_t generation; /* of the claim that computed it */
+	int64_t sealed_at; /* unix seconds: its first readers' read time */
 	int fd; /* read-only, on the sealed file; readers dup it */
 	struct mf_shard_stat st;
 	struct mf_shard_writer *w; /* the commit thread's once started */

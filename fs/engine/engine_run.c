@@ -246,6 +246,7 @@ static int seal_shard(struct pump *p, struct mf_shard_writer *w,
 	s->shard = p->shard;
 	memcpy(s->run_id, p->run_id, sizeof(s->run_id));
 	s->generation = p->generation;
+	s->sealed_at = mf_now_s();
 	s->st = *st;
 	s->w = w;
 	eng_commit_queue(p->e, s);

@@ -74,7 +74,7 @@ read_in_time() {
 }
 mount_fs "$mnt" "$store" "$pipes"
 cmp "$s/shard-00002" "$tmp/want2" || fail "shard 2: bytes differ"
-[ "$(row 2)" = materialized ] || fail "the catalog's row of shard 2: $(row 2)"
+wait_for 30 eval '[ "$(row 2)" = materialized ]' || fail "the catalog's row of shard 2: $(row 2)"
 
 # --- served before durable: every fsync held for 10 minutes ---
 hold_fsync delay_enter=600s
@@ -112,7 +112,7 @@ wait_for 10 eval "! is_mounted $mnt" || fail "the dead mount stays"
 mount_fs "$mnt" "$store" "$pipes"
 cmp "$s/shard-00000" "$tmp/want0" || fail "after the restart: bytes differ"
 [ "$(calls "$pipes/calls")" = 3 ] || fail "not computed again after the kill"
-[ "$(row 0)" = materialized ] || fail "after the restart: row $(row 0)"
+wait_for 30 eval '[ "$(row 0)" = materialized ]' || fail "after the restart: row $(row 0)"
 "$matctl" --store "$store" gc >/dev/null 2>&1 || fail "matctl gc"
 "$matctl" --store "$store" fsck >"$tmp/fsck" 2>&1 || fail "fsck: $(cat "$tmp/fsck")"
 [ -z "$(find "$store" -name '*.tmp')" ] || fail "a temp file survives gc"
@@ -129,7 +129,7 @@ grep -q "shard 1 of .*committing shard 1: Input/output error" "$log" ||
 [ "$(committed_files 1)" = 0 ] || fail "a committed file after a failed commit"
 cmp "$s/shard-00001" "$tmp/want1" || fail "after the failed commit: bytes differ"
 [ "$(calls "$pipes/calls")" = 5 ] || fail "not computed again after the failed commit"
-[ "$(row 1)" = materialized ] || fail "after recomputing: row $(row 1)"
+wait_for 30 eval '[ "$(row 1)" = materialized ]' || fail "after recomputing: row $(row 1)"
 pass "failed commit: exact bytes, logged, recorded failed, computed again"
 umount_fs "$mnt" "$mpid"
 
