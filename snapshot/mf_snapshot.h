@@ -286,10 +286,26 @@ int mf_shard_writer_open(struct mf_store *st, const char *fp,
 int mf_shard_writer_write(struct mf_shard_writer *w, const void *buf,
 			  size_t len);
 /*
- * Writes the last chunk, the index and the trailer, fsyncs, renames the
- * temp file to its final name and fsyncs the folder. Frees w in every case;
- * on failure the temp file is gone and nothing was committed. *stat is
- * written on success (may be NULL).
+ * Seals w: writes the last chunk, the index and the trailer, so that the
+ * temp file is complete (its size and bytes are final) but not yet
+ * durable; frees the chunk buffers. *stat (may be NULL) gets what the
+ * file holds; with fd not NULL, *fd gets a new read-only descriptor of
+ * the temp file (the caller closes it), which mf_shard_reader_open_fd
+ * reads while the commit runs and after it (a rename keeps the inode;
+ * after a failed commit the unlinked file still reads). Writes to w
+ * after it fail with -EINVAL; mf_shard_writer_commit makes it durable, or
+ * mf_shard_writer_abort drops it. Returns 0, -EINVAL (w NULL or sealed
+ * already: nothing changes), or the -errno of a write or of opening the
+ * descriptor, after which w is freed as by abort.
+ */
+int mf_shard_writer_seal(struct mf_shard_writer *w, struct mf_shard_stat *stat,
+			 int *fd);
+/*
+ * Seals w if it is not sealed yet, then fsyncs, renames the temp file to
+ * its final name and fsyncs the folder. Frees w in every case; on failure
+ * the temp file is gone and nothing was committed. *stat is written on
+ * success (may be NULL). A writer may be sealed on one thread and
+ * committed on another (one at a time).
  */
 int mf_shard_writer_commit(struct mf_shard_writer *w,
 			   struct mf_shard_stat *stat);

@@ -2,9 +2,10 @@
  * shard_writer.c - writing one shard file: cutting the caller's bytes into
  * chunks, compressing them (inline, or on a small pool of threads with the
  * results appended in order), then the index, the trailer and the commit
- * protocol (fsync, rename, fsync of the folder). A tap, when set, sees
- * each raw chunk on the caller's thread just before it is compressed.
- * Each chunk's codec and level are picked as it is handed over
+ * protocol (fsync, rename, fsync of the folder), in two steps when the
+ * caller serves the file before it is durable (seal, then commit). A tap,
+ * when set, sees each raw chunk on the caller's thread just before it is
+ * compressed. Each chunk's codec and level are picked as it is handed over
  * (codec_adapt.c), from how many chunks are still waiting to be
  * compressed, and recorded in its index entry.
  *
@@ -84,6 +85,8 @@ struct mf_shard_writer {
 	bool stop; /* guarded by lock */
 	mf_shard_tap_fn tap; /* NULL: none */
 	void *tap_arg;
+	bool sealed; /* finish() wrote the index and trailer: only the
+			commit protocol is left */
 };
 
 /* ---- compressing and appending ---- */
@@ -279,6 +282,8 @@ static int pool_start(struct mf_shard_writer *w, unsigned n)
 
 /* ---- open, write ---- */
 
+static void slots_free(struct mf_shard_writer *w);
+
 static void writer_free(struct mf_shard_writer *w)
 {
 	pool_stop(w);
@@ -289,11 +294,7 @@ static void writer_free(struct mf_shard_writer *w)
 		close(w->fd);
 	if (w->dirfd >= 0)
 		close(w->dirfd);
-	for (unsigned i = 0; w->slots && i < w->nslots; i++) {
-		free(w->slots[i].raw);
-		free(w->slots[i].out);
-	}
-	free(w->slots);
+	slots_free(w);
 	snap_cctx_free(w->cctx);
 	free(w->idx);
 	pthread_cond_destroy(&w->done_cv);
@@ -493,7 +494,7 @@ static int write_some(struct mf_shard_writer *w, const uint8_t *buf, size_t len,
 int mf_shard_writer_write(struct mf_shard_writer *w, const void *buf,
 			  size_t len)
 {
-	if (!w || (!buf && len))
+	if (!w || w->sealed || (!buf && len))
 		return -EINVAL;
 	const uint8_t *p = buf;
 	while (len > 0 && w->err == 0) {
@@ -571,24 +572,67 @@ unlink_tmp:
 	return rc;
 }
 
+static void stat_fill(const struct mf_shard_writer *w,
+		      struct mf_shard_stat *stat)
+{
+	stat->raw_bytes = w->raw_total;
+	stat->stored_bytes = w->file_off;
+	stat->chunks = (uint32_t)w->head;
+	stat->codec = w->codec;
+	stat->chunk_size = w->chunk_size;
+}
+
+/* The chunk buffers are not needed once sealed: a sealed writer waiting
+ * for its commit holds the index only. */
+static void slots_free(struct mf_shard_writer *w)
+{
+	for (unsigned i = 0; w->slots && i < w->nslots; i++) {
+		free(w->slots[i].raw);
+		free(w->slots[i].out);
+	}
+	free(w->slots);
+	w->slots = NULL;
+	w->nslots = 0;
+}
+
+int mf_shard_writer_seal(struct mf_shard_writer *w, struct mf_shard_stat *stat,
+			 int *fd)
+{
+	if (!w || w->sealed)
+		return -EINVAL;
+	int rc = w->err ? w->err : finish(w);
+	int rfd = -1;
+	if (rc == 0 && fd) {
+		rfd =
+		    openat(w->dirfd, w->tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		rc = rfd < 0 ? -errno : 0;
+	}
+	if (rc) {
+		mf_shard_writer_abort(w);
+		return rc;
+	}
+	w->sealed = true;
+	slots_free(w);
+	if (stat)
+		stat_fill(w, stat);
+	if (fd)
+		*fd = rfd;
+	return 0;
+}
+
 int mf_shard_writer_commit(struct mf_shard_writer *w,
 			   struct mf_shard_stat *stat)
 {
 	if (!w)
 		return -EINVAL;
-	int rc = w->err ? w->err : finish(w);
+	int rc = w->sealed ? 0 : w->err ? w->err : finish(w);
 	if (rc) {
 		mf_shard_writer_abort(w);
 		return rc;
 	}
 	rc = make_durable(w);
-	if (rc == 0 && stat) {
-		stat->raw_bytes = w->raw_total;
-		stat->stored_bytes = w->file_off;
-		stat->chunks = (uint32_t)w->head;
-		stat->codec = w->codec;
-		stat->chunk_size = w->chunk_size;
-	}
+	if (rc == 0 && stat)
+		stat_fill(w, stat);
 	writer_free(w);
 	return rc;
 }

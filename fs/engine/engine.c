@@ -397,6 +397,8 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 		return rc;
 	}
 	eng_catalog_put(e, c);
+	if (e->opts.serve_sealed && (rc = eng_commit_start(e)) != 0)
+		return rc;
 	return start_heartbeat(e);
 }
 
@@ -421,6 +423,7 @@ void mf_engine_close(struct mf_engine *e)
 {
 	if (!e)
 		return;
+	eng_commit_stop(e); /* the shards served get committed first */
 	if (e->hb_started) {
 		pthread_mutex_lock(&e->lock);
 		e->stopping = true;
@@ -529,9 +532,7 @@ static void run_free_locked(struct mf_engine *e, struct run_entry *r)
 	}
 }
 
-/* Counts a materialization in (delta 1) or out (-1) of run_id; a retired
- * run goes once its last one is out. */
-static void run_set_active(struct mf_engine *e, const char *run_id, int delta)
+void eng_run_set_active(struct mf_engine *e, const char *run_id, int delta)
 {
 	pthread_mutex_lock(&e->lock);
 	for (struct run_entry *r = e->runs; r; r = r->next) {
@@ -604,7 +605,7 @@ static int compute_claimed(struct mf_engine *e, struct mf_catalog *c,
 	struct spec_entry *se;
 	char *why = NULL;
 	/* active from the claim on: the heartbeat covers loading the spec */
-	run_set_active(e, run_id, 1);
+	eng_run_set_active(e, run_id, 1);
 	int rc = eng_spec_for(e, c, fp, &se, &why);
 	bool give_back = rc != 0;
 	if (rc) {
@@ -625,7 +626,7 @@ static int compute_claimed(struct mf_engine *e, struct mf_catalog *c,
 	 * for a failed computation (EIO). */
 	if (give_back)
 		(void)mf_catalog_abandon_shard(c, fp, shard, run_id);
-	run_set_active(e, run_id, -1);
+	eng_run_set_active(e, run_id, -1);
 	if (rc && rc != -EAGAIN && err && !*err) {
 		*err = why;
 		why = NULL;
@@ -748,6 +749,14 @@ static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 	l->again = AGAIN_VANISHED; /* what -EAGAIN from open_committed means */
 	if (cur.state == MF_SHARD_MATERIALIZED)
 		return open_committed_rec(e, c, &cur, out, rec);
+	/* sealed here, its commit under way: the same file, not a wait */
+	if (eng_sealed_open(e, &cur, out) == 0) {
+		if (rec)
+			*rec = cur;
+		else
+			mf_shard_rec_release(&cur);
+		return 0;
+	}
 	mf_shard_rec_release(&cur);
 
 	struct mf_run_rec me;

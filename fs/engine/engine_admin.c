@@ -83,6 +83,8 @@ static bool computing(struct mf_catalog *c, const struct mf_shard_rec *rec)
 static int expire_if(struct mf_engine *e, const char *fp, uint32_t shard,
 		     uint64_t generation)
 {
+	/* served here and still committing: expire it once it is done */
+	eng_commit_wait(e, fp, (int64_t)shard);
 	struct mf_catalog *c;
 	int rc = eng_catalog_get(e, &c);
 	if (rc)
@@ -180,6 +182,7 @@ int mf_engine_expire_snapshot(struct mf_engine *e, const char *fp)
 {
 	if (!mf_is_hex(fp, MF_FP_HEX_LEN))
 		return -EINVAL;
+	eng_commit_wait(e, fp, -1);
 	struct mf_catalog *c;
 	int rc = eng_catalog_get(e, &c);
 	if (rc)

@@ -64,6 +64,22 @@ struct flight {
 	char *err;
 };
 
+/* A shard this engine sealed and serves while its commit runs
+ * (serve_sealed); in mf_engine.sealed from the seal until its commit and
+ * catalog record are done. */
+struct sealed {
+	struct sealed *next;
+	char fp[MF_FP_HEX_LEN + 1];
+	uint32_t shard;
+	char run_id[MF_RUN_ID_HEX_LEN + 1];
+	uint64_t generation; /* of the claim that computed it */
+	int64_t sealed_at; /* unix seconds: its first readers' read time */
+	int fd; /* read-only, on the sealed file; readers dup it */
+	struct mf_shard_stat st;
+	struct mf_shard_writer *w; /* the commit thread's once started */
+	bool started; /* the commit thread took it */
+};
+
 struct mf_engine {
 	struct mf_engine_opts opts;
 	char *catalog_path; /* its location (eng_catalog_location) */
@@ -115,6 +131,14 @@ struct mf_engine {
 	bool stopping;
 	bool cancel_all; /* mf_engine_cancel_all: every flight is cancelled */
 	bool holds_stale; /* a new catalog was indexed: hold everything now */
+	/* serve_sealed: shards sealed and served, committed in order by
+	 * commit_thread (engine_commit.c), which ends once commit_stop is
+	 * set and none is left */
+	struct sealed *sealed;
+	pthread_t commit_thread;
+	pthread_cond_t commit_cv; /* a shard was sealed or committed, or
+				     commit_stop (broadcast) */
+	bool commit_started, commit_stop;
 
 	/* mf_engine_stats: atomics, read without any lock */
 	atomic_uint_fast64_t n_started, n_failed, n_running, stage_ns;
@@ -186,6 +210,30 @@ void eng_holds_refresh(struct mf_engine *e);
 int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
 		    struct spec_entry *se, uint32_t shard, const char *run_id,
 		    char **err);
+
+/* Counts a materialization in (delta 1) or out (-1) of run_id (its
+ * heartbeat goes on while one is in); a retired run goes once its last
+ * one is out. */
+void eng_run_set_active(struct mf_engine *e, const char *run_id, int delta);
+
+/* The commit thread (engine_commit.c), with serve_sealed: started by
+ * mf_engine_open, stopped by mf_engine_close after every queued commit
+ * ran. 0 or -errno. */
+int eng_commit_start(struct mf_engine *e);
+void eng_commit_stop(struct mf_engine *e);
+/* Queues s (filled, its writer sealed) for the commit thread, which owns
+ * it from now on; its run is counted active until the commit is done. */
+void eng_commit_queue(struct mf_engine *e, struct sealed *s);
+/* Waits until no shard of fp (shard -1: any) sealed by this engine is
+ * still being committed: an expiry of a shard its reader saw complete
+ * applies to it, not -EBUSY for a shard being computed. */
+void eng_commit_wait(struct mf_engine *e, const char *fp, int64_t shard);
+/* When cur (a row just read) is running as a computation this engine
+ * sealed and is committing: a new reader of its file in *out, and cur's
+ * raw_bytes, stored_bytes and chunks set to the file's. -ENOENT when it is
+ * not one, or the -errno of opening the reader. */
+int eng_sealed_open(struct mf_engine *e, struct mf_shard_rec *cur,
+		    struct mf_shard_reader **out);
 
 /* The stages of this process's attempt at (fp, shard) started, in process
  * group pgid, or ended (pgid 0, before they are reaped): true when the

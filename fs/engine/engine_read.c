@@ -144,12 +144,23 @@ int mf_engine_open_materialized(
 	int rc = mf_engine_shard_rec(e, fp, shard, &cur);
 	if (rc)
 		return rc == -ENOENT ? -EAGAIN : rc;
+	struct mf_shard_reader *r = NULL;
+	if (cur.state == MF_SHARD_RUNNING) {
+		/* sealed here and being committed: the same file */
+		if (!(have && have(arg, &cur)) &&
+		    eng_sealed_open(e, &cur, &r) != 0) {
+			mf_shard_rec_release(&cur);
+			return -EAGAIN;
+		}
+		*out = r;
+		*rec = cur;
+		return 0;
+	}
 	if (cur.state != MF_SHARD_MATERIALIZED) {
 		mf_shard_rec_release(&cur);
 		return -EAGAIN;
 	}
 	/* the row first, then the file: never older than the row */
-	struct mf_shard_reader *r = NULL;
 	if (!(have && have(arg, &cur)) &&
 	    mf_shard_reader_open(e->store, fp, cur.run_id, shard, &r) != 0) {
 		mf_shard_rec_release(&cur);

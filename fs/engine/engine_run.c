@@ -1,8 +1,10 @@
 /*
  * engine_run.c - materializing one claimed shard: check that the spec still
  * yields the fingerprint, run its stages, stream their output into a shard
- * writer as it comes, commit, and record the outcome in the catalog. With
- * opts.chunk set, the writer's raw chunks and the outcome go to it too.
+ * writer as it comes, commit, and record the outcome in the catalog (or,
+ * with opts.serve_sealed, seal the file and leave its commit to the commit
+ * thread, engine_commit.c). With opts.chunk set, the writer's raw chunks
+ * and the outcome go to it too.
  * A cancelled attempt (mf_engine_cancel) has its stages killed and gives
  * its claim up without recording a failure.
  *
@@ -39,8 +41,10 @@ struct pump {
 	uint32_t shard;
 	uint64_t bytes;
 	uint64_t next_beat_ns;
-	uint64_t generation; /* of this claim; 0: no chunk events */
+	uint64_t generation; /* of this claim; 0: not read back */
+	bool tapped; /* chunk events go to opts.chunk */
 	bool lost; /* the claim was taken over or reset meanwhile */
+	bool sealed; /* served sealed, the commit queued (serve_sealed) */
 };
 
 static void pump_progress(struct pump *p, bool done)
@@ -109,26 +113,31 @@ static void pump_tap(void *arg, uint32_t chunk, const void *raw, size_t len)
 }
 
 /* Names this computation by the row's generation (the claim just set it)
- * and taps the writer; without a row that is ours, no events. */
+ * and taps the writer; without a row that is ours, no events and no
+ * serving before the commit. */
 static void tap_start(struct pump *p, struct mf_shard_writer *w)
 {
 	struct mf_shard_rec rec;
-	if (!p->e->opts.chunk ||
+	if ((!p->e->opts.chunk && !p->e->opts.serve_sealed) ||
 	    mf_catalog_get_shard(p->c, p->fp, p->shard, &rec) != 0)
 		return;
 	if (rec.state == MF_SHARD_RUNNING &&
-	    strcmp(rec.run_id, p->run_id) == 0 && rec.generation > 0 &&
-	    mf_shard_writer_set_tap(w, pump_tap, p) == 0)
+	    strcmp(rec.run_id, p->run_id) == 0 && rec.generation > 0) {
 		p->generation = rec.generation;
+		p->tapped = p->e->opts.chunk &&
+		    mf_shard_writer_set_tap(w, pump_tap, p) == 0;
+	}
 	mf_shard_rec_release(&rec);
 }
 
 static void tap_end(const struct pump *p, bool committed,
 		    const struct mf_shard_stat *st)
 {
-	if (p->generation)
-		chunk_event(p, committed ? MF_CHUNK_COMMITTED : MF_CHUNK_FAILED,
-			    0, NULL, 0, committed ? st : NULL);
+	enum mf_chunk_kind k = p->sealed ? MF_CHUNK_SEALED
+	    : committed			 ? MF_CHUNK_COMMITTED
+					 : MF_CHUNK_FAILED;
+	if (p->tapped)
+		chunk_event(p, k, 0, NULL, 0, k != MF_CHUNK_FAILED ? st : NULL);
 }
 
 /* ---- running, storing, recording ---- */
@@ -215,9 +224,40 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 	return 0;
 }
 
+/* Seals w and queues its commit (serve_sealed): 0 with p->sealed, -EIO
+ * with *err (recorded), or 1 when it cannot be queued (no memory): then w
+ * is still the caller's to commit. */
+static int seal_shard(struct pump *p, struct mf_shard_writer *w,
+		      struct mf_shard_stat *st, char **err)
+{
+	struct sealed *s = calloc(1, sizeof(*s));
+	if (!s)
+		return 1;
+	int rc = mf_shard_writer_seal(w, st, &s->fd);
+	if (rc) {
+		free(s);
+		eng_errf(err, "store: committing shard %u: %s", p->shard,
+			 strerror(-rc));
+		(void)record_failure(p, -1, *err, NULL);
+		return -EIO;
+	}
+	pump_progress(p, true);
+	memcpy(s->fp, p->fp, sizeof(s->fp));
+	s->shard = p->shard;
+	memcpy(s->run_id, p->run_id, sizeof(s->run_id));
+	s->generation = p->generation;
+	s->sealed_at = mf_now_s();
+	s->st = *st;
+	s->w = w;
+	eng_commit_queue(p->e, s);
+	p->sealed = true;
+	return 0;
+}
+
 /* Stores the stages' output through w and records it; 0, -EIO with *err,
  * or 0 with *committed false and p->lost when the claim was lost
- * meanwhile. */
+ * meanwhile. With serve_sealed, 0 with p->sealed once the file is sealed
+ * and its commit queued. */
 static int store_shard(struct pump *p, struct spec_entry *se,
 		       struct mf_shard_writer *w, struct mf_shard_stat *st,
 		       bool *committed, char **err)
@@ -231,6 +271,10 @@ static int store_shard(struct pump *p, struct spec_entry *se,
 		mf_shard_writer_abort(w);
 		return rc; /* ESTALE: the caller gives the claim back */
 	}
+	/* complete and checked: readers may have it before it is durable */
+	if (p->e->opts.serve_sealed && p->generation &&
+	    (rc = seal_shard(p, w, st, err)) <= 0)
+		return rc;
 	rc = mf_shard_writer_commit(w, st);
 	if (rc) {
 		eng_errf(err, "store: committing shard %u: %s", p->shard,

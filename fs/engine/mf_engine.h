@@ -60,12 +60,19 @@ typedef void (*mf_progress_fn)(void *arg, const char *fp, uint32_t shard,
  * for two computations. Per computation: one MF_CHUNK_DATA per chunk, in
  * order (the bytes the file holds, as mf_shard_writer_set_tap), then
  * exactly one MF_CHUNK_COMMITTED (the file is durable and the catalog
- * names it, with its stat) or MF_CHUNK_FAILED (stage or store failure,
- * the shard was expired meanwhile, or the computation was cancelled:
- * forget its chunks). A computation whose claim cannot be read back from
- * the catalog gets no events.
+ * names it, with its stat), MF_CHUNK_SEALED (with serve_sealed: the file
+ * is complete, its bytes and size final, with its stat; the commit
+ * follows in the background and sends no event) or MF_CHUNK_FAILED
+ * (stage or store failure, the shard was expired meanwhile, or the
+ * computation was cancelled: forget its chunks). A computation whose
+ * claim cannot be read back from the catalog gets no events.
  */
-enum mf_chunk_kind { MF_CHUNK_DATA = 0, MF_CHUNK_COMMITTED, MF_CHUNK_FAILED };
+enum mf_chunk_kind {
+	MF_CHUNK_DATA = 0,
+	MF_CHUNK_COMMITTED,
+	MF_CHUNK_FAILED,
+	MF_CHUNK_SEALED,
+};
 
 /* Every pointer is borrowed for the call. */
 struct mf_chunk_event {
@@ -76,7 +83,7 @@ struct mf_chunk_event {
 	uint32_t index; /* DATA: the chunk's index */
 	const void *raw; /* DATA: its uncompressed bytes */
 	size_t len; /* DATA: their length */
-	const struct mf_shard_stat *stat; /* COMMITTED: the file's */
+	const struct mf_shard_stat *stat; /* COMMITTED, SEALED: the file's */
 };
 
 /* Called on the materializing thread (the one in mf_engine_open_shard
@@ -101,6 +108,26 @@ struct mf_engine_opts {
 	void *progress_arg;
 	mf_chunk_fn chunk; /* may be NULL */
 	void *chunk_arg;
+	/* Serve a shard once its output is complete, before it is durable:
+	 * when the stages ended well and the inputs still hash as they did,
+	 * the file is sealed (mf_shard_writer_seal) and mf_engine_open_shard
+	 * returns a reader of it at once, while one thread of the engine
+	 * commits it (fsync, rename, fsync of the folder, then the catalog
+	 * row). Until then the row stays running: the shard is recorded
+	 * materialized only once durable, and every open of it in this
+	 * engine gets a reader of the same file without computing it again
+	 * (other processes wait for the commit). A failed commit is recorded
+	 * as the shard's failure (the next open computes it again) and told
+	 * to commit_failed; readers opened before keep reading the same
+	 * bytes. mf_engine_close waits for the commits under way. false: an
+	 * open returns only after the commit (matctl). */
+	bool serve_sealed;
+	/* may be NULL: a background commit failed; err says why ("store:
+	 * committing shard 3: No space left on device"). Called on the
+	 * engine's commit thread; must not call the engine. */
+	void (*commit_failed)(void *arg, const char *fp, uint32_t shard,
+			      const char *err);
+	void *commit_failed_arg;
 	/* may be NULL: told of each snapshot recorded and each thing skipped
 	 * when the engine indexes a new or lost catalog (as
 	 * mf_engine_rebuild's report), on whichever thread found it */
@@ -186,8 +213,11 @@ int mf_engine_open_shard(struct mf_engine *e, const char *fp, uint32_t shard,
  * As mf_engine_open_shard, and *rec (may be NULL) receives the catalog row
  * the reader was opened from: materialized, with the generation and sizes
  * of the very file it reads, which a later catalog read may no longer
- * describe (the shard expired and recomputed meanwhile). Written only on
- * success; the caller releases it with mf_shard_rec_release.
+ * describe (the shard expired and recomputed meanwhile). With
+ * serve_sealed it may instead be running: the file is sealed and its
+ * commit under way in this engine (raw_bytes, stored_bytes and chunks
+ * are then the file's). Written only on success; the caller releases it
+ * with mf_shard_rec_release.
  */
 int mf_engine_open_shard_rec(struct mf_engine *e, const char *fp,
 			     uint32_t shard, struct mf_shard_reader **out,
@@ -353,7 +383,9 @@ int mf_engine_list_held(struct mf_engine *e, char (**out)[MF_FP_HEX_LEN + 1],
  * Then the shard's last read is set to now, unless the row's is less than
  * MF_ENGINE_TOUCH_EVERY_S old. The row is read before the file, so the
  * file is never older than the row (at worst newer: a later computation
- * committed in between).
+ * committed in between). With serve_sealed, a running row whose file
+ * this engine sealed and is committing counts as materialized (as
+ * mf_engine_open_shard_rec returns it; no last-read time is set).
  *
  * Returns 0 with *rec (release it) and *out: a reader the caller closes,
  * or NULL when have() answered true. -EAGAIN, with nothing written, when

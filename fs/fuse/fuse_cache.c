@@ -495,6 +495,7 @@ void mfs_cache_tap(struct mfs_cache *c, const struct mf_chunk_event *ev)
 			stage_put(c, g, ev);
 		break;
 	case MF_CHUNK_COMMITTED:
+	case MF_CHUNK_SEALED: /* complete: what a reader of the file gets */
 		if (g && ev->stat) {
 			g->committed = true;
 			g->st = *ev->stat;
@@ -526,7 +527,9 @@ static bool stage_is(const struct stage *g, const struct mf_shard_rec *rec,
 uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_shard_rec *rec,
 			 const struct mf_shard_stat *st)
 {
-	if (rec->state != MF_SHARD_MATERIALIZED)
+	/* running: sealed, its commit under way (serve_sealed) */
+	if (rec->state != MF_SHARD_MATERIALIZED &&
+	    rec->state != MF_SHARD_RUNNING)
 		return 0;
 	uint64_t id = 0;
 	pthread_mutex_lock(&c->lock);

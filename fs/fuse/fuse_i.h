@@ -87,7 +87,8 @@ struct mfs_link {
 	char fp[MF_FP_HEX_LEN + 1];
 };
 
-/* An opened committed shard file, shared by every handle opened on it
+/* An opened committed shard file (or one sealed and being committed by
+ * this mount's engine: serve_sealed), shared by every handle opened on it
  * while it is current. Freed when the last reference goes. */
 struct mfs_data {
 	atomic_uint refs;
@@ -400,8 +401,9 @@ void mfs_cache_counts(struct mfs_cache *c, struct mfs_cache_stats *out);
 void mfs_cache_tap(struct mfs_cache *c, const struct mf_chunk_event *ev);
 /*
  * On the thread that received the events, once the computation is
- * committed: the stage id whose chunks are those of the file rec names
- * (materialized, same fp, shard and generation) and st describes (its
+ * committed or sealed: the stage id whose chunks are those of the file
+ * rec names (materialized, or running as sealed by this mount's engine;
+ * same fp, shard and generation) and st describes (its
  * reader's stat), to use as that data's id; 0 when there is none. The
  * stage is then the caller's.
  */

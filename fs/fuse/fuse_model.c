@@ -467,6 +467,18 @@ double mfs_attr_shard(struct mfs *m, fuse_ino_t ino,
 	st->st_ino = ino;
 	st->st_mode = S_IFREG | 0444;
 	st->st_nlink = 1;
+	/* sealed and served by this mount, its commit under way: an inode
+	 * with handles open keeps the size they read (a lookup must not
+	 * shrink what the kernel knows of it); not cached, since the commit
+	 * may still fail */
+	struct mf_shard_stat held;
+	int64_t created;
+	if (rec && rec->state == MF_SHARD_RUNNING &&
+	    mfs_node_held(m, ino, &held, &created)) {
+		st->st_size = (off_t)held.raw_bytes;
+		st->st_blocks = (blkcnt_t)((held.stored_bytes + 511) / 512);
+		return 0.0;
+	}
 	/* the size 0 of a shard not materialized is never kept: a reply
 	 * made before a computation can reach the kernel after an open
 	 * that told it to forget what it cached, and another process may

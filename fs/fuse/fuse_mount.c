@@ -50,6 +50,19 @@ static void on_chunk(void *arg, const struct mf_chunk_event *ev)
 	mfs_cache_tap(m->cache, ev);
 }
 
+/* A shard served before it was durable could not be committed: its
+ * readers keep their bytes, the next open computes it again. */
+static void on_commit_failed(void *arg, const char *fp, uint32_t shard,
+			     const char *err)
+{
+	struct mfs *m = arg;
+	char l[MFS_LABEL_MAX];
+	mfs_logf(m, MFS_LOG_ERR,
+		 "shard %u of %s: %s: not recorded, the next open computes "
+		 "it again",
+		 shard, mfs_label(m, fp, l, sizeof(l)), err);
+}
+
 /* A new catalog (the old one lost, emptied or replaced) being given the
  * store's data, at start-up or while mounted. */
 static void on_indexed(void *arg, const struct mf_rebuild_item *it)
@@ -80,6 +93,9 @@ static int setup(struct mfs *m, const struct mfs_opts *o, char **err)
 				    .catalog = m->o.catalog,
 				    .chunk = on_chunk,
 				    .chunk_arg = m,
+				    .serve_sealed = true,
+				    .commit_failed = on_commit_failed,
+				    .commit_failed_arg = m,
 				    .indexed = on_indexed,
 				    .indexed_arg = m};
 	if (rc == 0)
@@ -204,11 +220,13 @@ void mfs_free(struct mfs *m)
 {
 	if (!m || mfs_specs_stop(m, MFS_FREE_WAIT_MS) != 0)
 		return;
+	/* first: the engine's commits under way may still log, naming
+	 * their snapshot through the namespace */
+	mf_engine_close(m->eng);
 	mfs_nodes_release(m);
 	mfs_cache_free(m->cache);
 	mfs_specs_free(m->specs);
 	mfs_ns_release(m);
-	mf_engine_close(m->eng);
 	free((char *)m->o.store_dir);
 	free((char *)m->o.pipelines_dir);
 	free((char *)m->o.mountpoint);

@@ -126,8 +126,13 @@ void mfs_node_retire_locked(struct mfs *m, struct mfs_node *n)
 fuse_ino_t mfs_shard_ino_rec(struct mfs *m, uint32_t id, uint32_t k,
 			     const struct mf_shard_rec *rec)
 {
-	uint64_t gen =
-	    rec && rec->state == MF_SHARD_MATERIALIZED ? rec->generation : 0;
+	/* running with the generation the handles read: this engine sealed
+	 * it and commits it (serve_sealed), the same computation */
+	uint64_t gen = rec &&
+		(rec->state == MF_SHARD_MATERIALIZED ||
+		 rec->state == MF_SHARD_RUNNING)
+	    ? rec->generation
+	    : 0;
 	fuse_ino_t base = mfs_ino_shard(id, k);
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *b = node_find(m, base);

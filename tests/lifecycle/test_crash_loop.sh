@@ -8,6 +8,11 @@
 # missing, short or corrupt, the start-up reclaim leaves no *.tmp in the
 # store, and the restart recomputes only the shards that were not committed
 # when the daemon died. At the end, reading everything again makes no call.
+# One round in five (with strace) kills in the window between serving and
+# committing: shard 0 is read first, then every fsync of the daemon is held
+# back while shards 1-3 are read, which must get their exact bytes before
+# any of them is durable; the kill then leaves them uncommitted, and the
+# restart computes them again.
 . "$MF_SOURCE_ROOT/tests/mount/lib.sh"
 
 command -v sqlite3 >/dev/null || { echo "skip: no sqlite3"; exit 77; }
@@ -88,8 +93,49 @@ check_round() {
   wait_for 10 no_tmp || fail "round $r: temp files left: $(find "$store" -name '*.tmp')"
 }
 
+# window_round ROUND: reads shard 0 (the run folder is made, with its
+# fsync), then holds every fsync of the daemon ($pid) back while the other
+# shards are read: they must be served, exact, though none is durable.
+# Leaves the tracer in $tracer for the kill.
+tracer=
+window_round() {
+  local r=$1 k t
+  cat "$(shard_path 0)" >"$tmp/pre-0" || fail "round $r: read of shard 0"
+  strace -qq -f -p "$pid" -o /dev/null -e trace=fsync \
+    -e inject=fsync:delay_enter=600s 2>/dev/null & tracer=$!
+  wait_for 10 traced_all "$pid" || fail "round $r: strace did not attach"
+  rpids=()
+  for k in $(seq 1 $((shards - 1))); do
+    cat "$(shard_path "$k")" >"$tmp/pre-$k" & rpids+=($!)
+  done
+  for t in "${rpids[@]}"; do
+    wait_for 60 pid_gone "$t" || fail "round $r: a read waited for its commit"
+    wait "$t" || fail "round $r: a read in the commit window failed"
+  done
+  for k in $(seq 1 $((shards - 1))); do
+    cmp -s "$tmp/pre-$k" "$tmp/want-$k" || fail "round $r: shard $k: served wrong bytes"
+  done
+  [ "$(committed)" -le 1 ] || fail "round $r: $(committed) shards committed with fsync held"
+}
+traced_all() {
+  local f
+  for f in /proc/"$1"/task/*/status; do
+    grep -q '^TracerPid:[[:space:]]*0$' "$f" && return 1
+  done
+  return 0
+}
+# a traced process killed ends once its tracer lets go: the tracer is
+# killed too, not detached, so that no held fsync goes on
+kill_tracer() {
+  [ -n "$tracer" ] && { kill -9 "$tracer" 2>/dev/null; wait "$tracer" 2>/dev/null; }
+  tracer=
+}
+trap 'kill_tracer; cleanup' EXIT
+has_strace=false
+command -v strace >/dev/null && has_strace=true
+
 # --- the loop: kill -9 at a random point of a materialization ---
-recomputed=0 kills_mid=0 partial=0
+recomputed=0 kills_mid=0 partial=0 windows=0
 for r in $(seq 1 "$loops"); do
   # start from nothing committed in three rounds of four, so kills land
   # mid-materialization; the fourth starts from what the last one left
@@ -98,10 +144,17 @@ for r in $(seq 1 "$loops"); do
   fi
   mount_fs "$mnt" "$store" "$pipes" -o workers=$shards
   pid=$mpid rpids=()
-  for k in $(seq 0 $((shards - 1))); do
-    cat "$(shard_path "$k")" >"$tmp/pre-$k" 2>/dev/null & rpids+=($!)
-  done
-  sleep "0.$(printf '%03d' $((RANDOM % 300)))"
+  if $has_strace && [ $((r % 5)) -eq 3 ] && [ "$(committed)" = 0 ]; then
+    window_round "$r"
+    windows=$((windows + 1))
+    kill -9 "$pid"
+    kill_tracer
+  else
+    for k in $(seq 0 $((shards - 1))); do
+      cat "$(shard_path "$k")" >"$tmp/pre-$k" 2>/dev/null & rpids+=($!)
+    done
+    sleep "0.$(printf '%03d' $((RANDOM % 300)))"
+  fi
   kill_daemon "$pid"
   done_now=$(committed)
   [ "$done_now" -lt "$shards" ] 2>/dev/null && kills_mid=$((kills_mid + 1))
@@ -116,7 +169,9 @@ for r in $(seq 1 "$loops"); do
   umount_fs "$mnt" "$mpid"
   daemons=()
 done
-pass "$loops kill -9 rounds ($kills_mid mid-materialization, $partial with some shards committed): exact bytes, catalog ok, no temp file left"
+pass "$loops kill -9 rounds ($kills_mid mid-materialization, $partial with some shards committed, $windows between serving and committing): exact bytes, catalog ok, no temp file left"
+! $has_strace || [ "$loops" -lt 3 ] || [ "$windows" -gt 0 ] ||
+  fail "no kill landed between serving and committing"
 
 # --- committed shards are never recomputed ---
 mount_fs "$mnt" "$store" "$pipes" -o workers=$shards

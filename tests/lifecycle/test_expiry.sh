@@ -48,7 +48,10 @@ import glob, os, sys, time
 want = open(sys.argv[2], "rb").read()
 f = open(sys.argv[1], "rb", buffering=0)
 head = f.read(100000)
-assert glob.glob(sys.argv[3] + "/*/*.mfs"), "no store file after a read"
+end = time.monotonic() + 10  # the commit follows the read
+while not glob.glob(sys.argv[3] + "/*/*.mfs"):
+    assert time.monotonic() < end, "no store file 10 s after a read"
+    time.sleep(0.05)
 end = time.monotonic() + 10
 while glob.glob(sys.argv[3] + "/*/*.mfs"):
     assert time.monotonic() < end, "not expired within 10 s"

@@ -100,7 +100,8 @@ class Checks:
         self.stale = set()  # (daemon, pipeline, change) whose name was found stale
         self.stale_to = {}  # (daemon, pipeline) -> the targets it was found stale at
         self.lock = threading.Lock()
-        self.stats = {"ops": 0, "reads": 0, "descriptors": 0, "late_names": 0}
+        self.stats = {"ops": 0, "reads": 0, "descriptors": 0, "late_names": 0,
+                      "window_kills": 0}
         self.errors = {}  # "context errno" -> count
         self.violations = []  # (op number, kind, message)
         self.log = []  # op log lines

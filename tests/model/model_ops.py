@@ -567,13 +567,57 @@ class Model(Checks):
         self.stop_clean(d)
         d.start()
 
+    def hold_fsync(self, d):
+        """strace on every thread of daemon d, holding each fsync back
+        (the shard file's and its folder's: the commit), so that a kill
+        lands between serving a shard and committing it. None without
+        strace, or when it did not attach in 10 s."""
+        if not shutil.which("strace") or d.proc is None:
+            return None
+        pid = d.proc.pid
+        t = subprocess.Popen(["strace", "-qq", "-f", "-p", str(pid), "-o",
+                              "/dev/null", "-e", "trace=fsync", "-e",
+                              "inject=fsync:delay_enter=600s"],
+                             stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+
+        def traced():
+            for f in glob.glob(f"/proc/{pid}/task/*/status"):
+                try:
+                    with open(f) as fh:
+                        if "TracerPid:\t0\n" in fh.read():
+                            return False
+                except OSError:
+                    pass
+            return True
+        end = time.monotonic() + 10
+        while not traced():
+            if time.monotonic() > end or t.poll() is not None:
+                t.kill()
+                t.wait()
+                return None
+            time.sleep(0.05)
+        return t
+
     def op_kill(self, r):
         d = self.pick_d(r[0])
         pi = r[1] % 3
         fp = self.history[pi][-1][1]
         k = r[2] % self.w.nshards(fp)
         busy = r[6] % 2 == 0
-        self.note(f"kill -9 {d.label}{' while it reads ' + self.short(fp) if busy else ''}")
+        # one busy kill in two: every fsync held back while the shard
+        # is read, so that its reader is served before the commit and
+        # the kill lands between the two. Another shard is read first:
+        # if it is computed, the daemon's run folder is made (its fsync
+        # would hold the computation back too)
+        tracer = None
+        if busy and r[5] % 2 == 0:
+            n = self.w.nshards(fp)
+            if n > 1:
+                self.read_pinned(d, fp, (k + 1) % n)
+            tracer = self.hold_fsync(d)
+        self.note(f"kill -9 {d.label}{' while it reads ' + self.short(fp) if busy else ''}"
+                  f"{', its commits held back' if tracer else ''}")
         self.release_on(d)
         box = {}
         if busy:
@@ -586,7 +630,18 @@ class Model(Checks):
                     box["e"] = e
             t = threading.Thread(target=reader, daemon=True)
             t.start()
-            time.sleep((r[7] % 200) / 1000)
+            if tracer:  # a shard computed here is served with fsync held
+                t.join(20)
+            else:
+                time.sleep((r[7] % 200) / 1000)
+        if tracer:
+            # a traced process killed ends once its tracer lets go: the
+            # tracer is killed, not detached, so no held fsync goes on
+            d.proc.kill()
+            tracer.kill()
+            tracer.wait()
+            if "v" in box:
+                self.count("window_kills")
         d.kill()
         self.lost.discard(d)
         if busy:

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# bench/cold/run.sh - the cold first read through the mount (the stages
+# run, their output is stored and served) against the same stages run by
+# hand into a file, in one run, on MIB (default 256) MiB of Zipf-like
+# token ids (bench/engine/gen) in 4 shards:
+#
+#   cat_none, cat_snappy, cat_zstd1, cat_zstd3
+#       a `cat` stage over input files that hold gen's output (about
+#       1 GB/s), with that codec
+#   tok_zstd3
+#       gen itself as the stage, with WORK (default 32) rounds per token
+#       (about 60 MB/s on the machine the issue was measured on)
+#
+# For each: "time NAME cold SECONDS", "time NAME hand SECONDS" (medians of
+# ROUNDS rounds, a new fingerprint each round), "ratio NAME VALUE" (cold
+# over hand: lower is better, 1.0 is the stages' own cost) and
+# "stored NAME BYTES" (the store's shard files, which the commit has
+# written by then). "load" lines give /proc/loadavg before and after:
+# ratios taken under load say little.
+#
+# usage: bench/cold/run.sh [BUILD_DIR]   (env: ROUNDS, MIB, WORK, CHECK)
+# CHECK=1 also compares every shard read through the mount with the
+# stage's bytes (the smoke test in bench/meson.build sets it).
+# Needs /dev/fuse and fusermount3.
+set -uo pipefail
+build=${1:-${MF_BUILD_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)/build}}
+build=$(cd "$build" && pwd) # stages run in the spec folder
+rounds=${ROUNDS:-3} mib=${MIB:-256} work=${WORK:-32} check=${CHECK:-0}
+shards=4 per=$((mib / shards))
+[ "$per" -ge 1 ] || { echo "MIB must be 4 or more" >&2; exit 2; }
+matfs=$build/tools/matfs gen=$build/bench/engine/gen
+for x in "$matfs" "$gen"; do [ -x "$x" ] || { echo "missing $x: build first" >&2; exit 1; }; done
+[ -e /dev/fuse ] || { echo "no /dev/fuse" >&2; exit 77; }
+command -v fusermount3 >/dev/null || { echo "no fusermount3" >&2; exit 77; }
+
+tmp=$(mktemp -d /var/tmp/mf-cold.XXXXXX)
+mnt=$tmp/mnt store=$tmp/store pipes=$tmp/p
+dpid=
+cleanup() {
+  grep -q " $mnt fuse" /proc/self/mounts && { fusermount3 -u "$mnt" || umount -l "$mnt"; }
+  [ -n "$dpid" ] && { kill "$dpid" 2>/dev/null; wait "$dpid" 2>/dev/null; }
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+now() { date +%s%N; }
+# timeit CMD...: seconds CMD took (stdout to /dev/null)
+timeit() {
+  local t0 t1
+  t0=$(now)
+  "$@" >/dev/null || { echo "failed: $*" >&2; exit 1; }
+  t1=$(now)
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f\n", (b - a) / 1e9 }'
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+mount_up() {
+  mkdir -p "$mnt"
+  "$matfs" --store "$store" --pipelines "$pipes" -f "$mnt" 2>>"$tmp/matfs.log" &
+  dpid=$!
+  local _
+  for _ in $(seq 1 200); do grep -q " $mnt fuse" /proc/self/mounts && break; sleep 0.05; done
+  ls "$mnt" >/dev/null
+}
+mount_down() {
+  fusermount3 -u "$mnt"
+  wait "$dpid"
+  dpid=
+}
+# wait_name NAME: the spec just written is registered
+wait_name() {
+  local _
+  for _ in $(seq 1 200); do [ -L "$mnt/$1" ] && return 0; sleep 0.05; done
+  echo "spec $1 was not registered" >&2
+  exit 1
+}
+
+# --- inputs: gen's output, one file per shard ---
+mkdir -p "$pipes/in" "$tmp/hand"
+for k in $(seq 0 $((shards - 1))); do "$gen" "$per" 0 $((100 + k)) >"$pipes/in/$k.bin"; done
+# a spec of a `cat` stage (the fingerprint differs each round: KEY)
+cat_spec() { # NAME COMPRESSION KEY
+  printf 'name: %s\ninputs: in/*.bin\ncompression: %s\nfingerprint: %s\n' "$1" "$2" "$3"
+  printf 'stages:\n  - exec: [cat]\n'
+}
+tok_spec() { # NAME COMPRESSION KEY
+  printf 'name: %s\ninputs: in/*.bin\ncompression: %s\nfingerprint: %s\n' "$1" "$2" "$3"
+  printf "stages:\n  - exec: [/bin/sh, -c, 'cat >/dev/null; exec %s %s %s \$((MATFS_SHARD + 500))']\n" \
+    "$gen" "$per" "$work"
+}
+hand_cat() {
+  local k
+  for k in $(seq 0 $((shards - 1))); do cat "$pipes/in/$k.bin" >"$tmp/hand/$k"; done
+}
+hand_tok() {
+  local k
+  for k in $(seq 0 $((shards - 1))); do
+    cat "$pipes/in/$k.bin" >/dev/null
+    "$gen" "$per" "$work" $((k + 500)) >"$tmp/hand/$k"
+  done
+}
+# stored NAME: bytes of the shard files of NAME's snapshot
+stored() {
+  local fp
+  fp=$(readlink "$mnt/$1")
+  find "$store/snapshots/$fp" -name '*.mfs' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'
+}
+# same NAME: every shard through the mount equals the stage's bytes
+same() {
+  local k
+  for k in $(seq 0 $((shards - 1))); do
+    cmp -s "$mnt/$1/shard-0000$k" "$tmp/hand/$k" || { echo "$1: shard $k differs" >&2; exit 1; }
+  done
+}
+
+echo "load before $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(nproc) cpus, $mib MiB in $shards shards, $rounds rounds, work $work"
+mount_up
+declare -A T S
+runs=(cat_none:cat:none cat_snappy:cat:snappy cat_zstd1:cat:zstd:1
+  cat_zstd3:cat:zstd:3 tok_zstd3:tok:zstd:3)
+for r in $(seq 1 "$rounds"); do
+  for x in "${runs[@]}"; do
+    name=${x%%:*} rest=${x#*:}
+    kind=${rest%%:*} codec=${rest#*:}
+    "${kind}_spec" "$name$r" "$codec" "$name-$r-$$" >"$pipes/$name$r.yaml"
+    wait_name "$name$r"
+    sync # the inputs and the last round's commits are not this one's cost
+    T[$name.cold]+="$(timeit cat "$mnt/$name$r"/*) "
+    T[$name.hand]+="$(timeit "hand_$kind") "
+    [ "$check" = 1 ] && same "$name$r"
+    S[$name]=$name$r
+  done
+done
+mount_down
+mount_up # every commit done: the stored sizes are final
+for x in "${runs[@]}"; do
+  name=${x%%:*}
+  for w in cold hand; do
+    T[$name.$w]=$(echo "${T[$name.$w]}" | tr ' ' '\n' | grep . | median)
+    echo "time $name $w ${T[$name.$w]}"
+  done
+  awk -v n="$name" -v x="${T[$name.cold]}" -v y="${T[$name.hand]}" \
+    'BEGIN { printf "ratio %s %.2f\n", n, x / y }'
+  echo "stored $name $(stored "${S[$name]}")"
+done
+mount_down
+echo "load after $(cut -d' ' -f1-3 /proc/loadavg)"

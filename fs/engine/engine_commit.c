@@ -1,0 +1,200 @@
+/*
+ * engine_commit.c - serving a shard before it is durable (serve_sealed):
+ * the shards whose file is sealed (complete, not yet durable) are kept
+ * here while one thread commits them in order (fsync, rename, fsync of
+ * the folder, then the catalog row), and every open of such a shard in
+ * this engine gets a reader of the same file meanwhile. The catalog row
+ * stays running until the commit is recorded: a crash before that leaves
+ * the claim of a dead run, which the next open takes over.
+ *
+ * Not for: running stages or sealing (engine_run.c), or deciding who
+ * computes (engine.c).
+ */
+#include "engine_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Makes s durable and records it; a failure is recorded as the shard's
+ * (the next open computes it again) and told to commit_failed. */
+static void commit_one(struct mf_engine *e, struct sealed *s)
+{
+	char *err = NULL;
+	int rc = mf_shard_writer_commit(s->w, NULL);
+	s->w = NULL;
+	struct mf_catalog *c = NULL;
+	int crc = eng_catalog_get(e, &c);
+	if (rc) {
+		eng_errf(&err, "store: committing shard %u: %s", s->shard,
+			 strerror(-rc));
+		if (crc == 0) /* -ESTALE: the claim is no longer ours */
+			(void)mf_catalog_fail_shard(c, s->fp, s->shard,
+						    s->run_id, -1, err, NULL);
+	} else if (crc == 0) {
+		uint64_t down_until = 0, down_ns = 0;
+		do /* an outage: the file waits, durable, for the catalog */
+			rc = mf_catalog_complete_shard(
+			    c, s->fp, s->shard, s->run_id, s->st.raw_bytes,
+			    s->st.stored_bytes, s->st.chunks);
+		while (mf_catalog_unreachable(rc) &&
+		       eng_catalog_wait(e, rc, &down_until, &down_ns, &err) ==
+			   0);
+		/* read when it was served: what eviction orders by (an open
+		 * of a committed shard sets it likewise) */
+		if (rc == 0)
+			(void)mf_catalog_touch(c, s->fp, s->shard,
+					       s->sealed_at);
+	} else {
+		rc = crc;
+	}
+	if (rc == -ESTALE) /* lost meanwhile: no row will name this file */
+		(void)mf_store_shard_remove(e->store, s->fp, s->run_id,
+					    s->shard);
+	else if (rc)
+		eng_errf(&err, "catalog: recording shard %u: %s", s->shard,
+			 strerror(-rc));
+	eng_catalog_put(e, c);
+	if (err && e->opts.commit_failed)
+		e->opts.commit_failed(e->opts.commit_failed_arg, s->fp,
+				      s->shard, err);
+	free(err);
+}
+
+/* Takes s out of the list; e->lock held. */
+static void sealed_unlink(struct mf_engine *e, struct sealed *s)
+{
+	for (struct sealed **p = &e->sealed; *p; p = &(*p)->next) {
+		if (*p == s) {
+			*p = s->next;
+			return;
+		}
+	}
+}
+
+static void *commit_main(void *arg)
+{
+	struct mf_engine *e = arg;
+	pthread_mutex_lock(&e->lock);
+	for (;;) {
+		struct sealed *s = e->sealed; /* the oldest is last */
+		struct sealed *next = NULL;
+		for (; s; s = s->next)
+			if (!s->started)
+				next = s;
+		if (!next && e->commit_stop)
+			break;
+		if (!next) {
+			pthread_cond_wait(&e->commit_cv, &e->lock);
+			continue;
+		}
+		next->started = true;
+		pthread_mutex_unlock(&e->lock);
+		commit_one(e, next);
+		pthread_mutex_lock(&e->lock);
+		/* the row says what it is now: nobody opens this file here
+		 * any more */
+		sealed_unlink(e, next);
+		pthread_cond_broadcast(&e->commit_cv); /* eng_commit_wait */
+		pthread_mutex_unlock(&e->lock);
+		close(next->fd);
+		eng_run_set_active(e, next->run_id, -1);
+		free(next);
+		pthread_mutex_lock(&e->lock);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return NULL;
+}
+
+int eng_commit_start(struct mf_engine *e)
+{
+	int rc = pthread_cond_init(&e->commit_cv, NULL);
+	if (rc)
+		return -rc;
+	rc = pthread_create(&e->commit_thread, NULL, commit_main, e);
+	if (rc) {
+		pthread_cond_destroy(&e->commit_cv);
+		return -rc;
+	}
+	e->commit_started = true;
+	return 0;
+}
+
+void eng_commit_stop(struct mf_engine *e)
+{
+	if (!e->commit_started)
+		return;
+	pthread_mutex_lock(&e->lock);
+	e->commit_stop = true;
+	pthread_cond_broadcast(&e->commit_cv);
+	pthread_mutex_unlock(&e->lock);
+	pthread_join(e->commit_thread, NULL);
+	pthread_cond_destroy(&e->commit_cv);
+	e->commit_started = false;
+}
+
+void eng_commit_queue(struct mf_engine *e, struct sealed *s)
+{
+	eng_run_set_active(e, s->run_id, 1);
+	pthread_mutex_lock(&e->lock);
+	s->next = e->sealed;
+	e->sealed = s;
+	pthread_cond_broadcast(&e->commit_cv);
+	pthread_mutex_unlock(&e->lock);
+}
+
+static bool committing(const struct mf_engine *e, const char *fp, int64_t shard)
+{
+	for (const struct sealed *s = e->sealed; s; s = s->next)
+		if ((shard < 0 || s->shard == (uint32_t)shard) &&
+		    strcmp(s->fp, fp) == 0)
+			return true;
+	return false;
+}
+
+void eng_commit_wait(struct mf_engine *e, const char *fp, int64_t shard)
+{
+	if (!e->commit_started)
+		return;
+	pthread_mutex_lock(&e->lock);
+	while (committing(e, fp, shard))
+		pthread_cond_wait(&e->commit_cv, &e->lock);
+	pthread_mutex_unlock(&e->lock);
+}
+
+int eng_sealed_open(struct mf_engine *e, struct mf_shard_rec *cur,
+		    struct mf_shard_reader **out)
+{
+	if (cur->state != MF_SHARD_RUNNING || cur->generation == 0)
+		return -ENOENT;
+	struct mf_shard_stat st;
+	int fd = -1;
+	bool found = false;
+	/* the descriptor is duplicated under the lock: the commit thread
+	 * closes the original once the row no longer names this claim */
+	pthread_mutex_lock(&e->lock);
+	for (struct sealed *s = e->sealed; s; s = s->next) {
+		if (s->generation == cur->generation &&
+		    s->shard == cur->index && strcmp(s->fp, cur->fp) == 0 &&
+		    strcmp(s->run_id, cur->run_id) == 0) {
+			found = true;
+			st = s->st;
+			fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+			break;
+		}
+	}
+	int rc = !found ? -ENOENT : fd < 0 ? -errno : 0;
+	pthread_mutex_unlock(&e->lock);
+	if (rc)
+		return rc;
+	rc = mf_shard_reader_open_fd(fd, cur->fp, cur->index, out);
+	close(fd);
+	if (rc == 0) {
+		cur->raw_bytes = st.raw_bytes;
+		cur->stored_bytes = st.stored_bytes;
+		cur->chunks = st.chunks;
+	}
+	return rc;
+}

@@ -1,0 +1,330 @@
+/*
+ * test_engine_sealed.c - serve_sealed: an open returns once the shard's
+ * file is sealed, while its commit waits (mf_shard_writer_commit is
+ * wrapped: it blocks until the test lets it go, or fails); the row stays
+ * running until the commit is recorded; every open meanwhile reads the
+ * same file without computing; a failed commit is recorded and reported,
+ * the readers keep their bytes and the next open computes again; an
+ * expiry waits for the commit; mf_engine_close too.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "mf_engine.h"
+
+/* ---- the commit, held or failed by the test ---- */
+
+static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
+static bool held; /* commits wait while true */
+static int fail_with; /* commits fail with this (-errno) when nonzero */
+static atomic_int commits; /* commits entered */
+
+int __real_mf_shard_writer_commit(struct mf_shard_writer *w,
+				  struct mf_shard_stat *stat);
+int __wrap_mf_shard_writer_commit(struct mf_shard_writer *w,
+				  struct mf_shard_stat *stat);
+int __wrap_mf_shard_writer_commit(struct mf_shard_writer *w,
+				  struct mf_shard_stat *stat)
+{
+	atomic_fetch_add(&commits, 1);
+	pthread_mutex_lock(&hold_mu);
+	while (held)
+		pthread_cond_wait(&hold_cv, &hold_mu);
+	int fail = fail_with;
+	pthread_mutex_unlock(&hold_mu);
+	if (fail) {
+		mf_shard_writer_abort(w);
+		return fail;
+	}
+	return __real_mf_shard_writer_commit(w, stat);
+}
+
+static void hold(bool on, int fail)
+{
+	pthread_mutex_lock(&hold_mu);
+	held = on;
+	fail_with = fail;
+	pthread_cond_broadcast(&hold_cv);
+	pthread_mutex_unlock(&hold_mu);
+}
+
+/* ---- fixture ---- */
+
+struct fx {
+	char dir[64];
+	char store[96];
+	char spec[128];
+	struct mf_engine *e;
+	char fp[65];
+	atomic_int failed; /* commit_failed calls */
+	char why[256];
+};
+
+static void on_commit_failed(void *arg, const char *fp, uint32_t shard,
+			     const char *err)
+{
+	struct fx *fx = arg;
+	(void)fp;
+	(void)shard;
+	snprintf(fx->why, sizeof(fx->why), "%s", err);
+	atomic_fetch_add(&fx->failed, 1);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+static int setup(void **state)
+{
+	struct fx *fx = calloc(1, sizeof(*fx));
+	if (!fx)
+		return -1;
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/mf-sealed-XXXXXX");
+	if (!mkdtemp(fx->dir))
+		return -1;
+	snprintf(fx->store, sizeof(fx->store), "%s/store", fx->dir);
+	snprintf(fx->spec, sizeof(fx->spec), "%s/spec.yaml", fx->dir);
+	char path[256];
+	snprintf(path, sizeof(path), "%s/in", fx->dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/in/a.txt", fx->dir);
+	write_file(path, "input a\n");
+	write_file(fx->spec,
+		   "name: t\ninputs: in/*.txt\ncompression: zstd:1\n"
+		   "chunk_size: 4KiB\nstages:\n"
+		   "  - exec: [/bin/sh, -c, 'echo x >> calls; cat; "
+		   "seq 1 20000']\n");
+	struct mf_engine_opts o = {.store_dir = fx->store,
+				   .serve_sealed = true,
+				   .commit_failed = on_commit_failed,
+				   .commit_failed_arg = fx};
+	char *err = NULL;
+	int rc = mf_engine_open(&o, &fx->e, &err);
+	if (rc == 0)
+		rc = mf_engine_register(fx->e, fx->spec, fx->fp, &err);
+	free(err);
+	hold(false, 0);
+	atomic_store(&commits, 0);
+	*state = fx;
+	return rc == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	struct fx *fx = *state;
+	hold(false, 0);
+	mf_engine_close(fx->e);
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	int rc = system(cmd);
+	free(fx);
+	return rc == 0 ? 0 : -1;
+}
+
+static int calls(const struct fx *fx)
+{
+	char path[256], line[64];
+	snprintf(path, sizeof(path), "%s/calls", fx->dir);
+	FILE *f = fopen(path, "r");
+	int n = 0;
+	while (f && fgets(line, sizeof(line), f))
+		n++;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* The stage's output, as the test computes it. */
+static char *want(size_t *len)
+{
+	size_t cap = 200000, n = 0;
+	char *s = malloc(cap);
+	assert_non_null(s);
+	n += (size_t)snprintf(s, cap, "input a\n");
+	for (int i = 1; i <= 20000; i++)
+		n += (size_t)snprintf(s + n, cap - n, "%d\n", i);
+	*len = n;
+	return s;
+}
+
+static void check_bytes(struct mf_shard_reader *r)
+{
+	size_t len;
+	char *w = want(&len);
+	struct mf_shard_stat st;
+	mf_shard_reader_stat(r, &st);
+	assert_int_equal(st.raw_bytes, len);
+	char *got = malloc(len);
+	assert_non_null(got);
+	assert_int_equal(mf_shard_reader_pread(r, got, len, 0), (ssize_t)len);
+	assert_memory_equal(got, w, len);
+	free(got);
+	free(w);
+}
+
+static enum mf_shard_state row_state(struct fx *fx)
+{
+	struct mf_shard_rec rec;
+	assert_int_equal(mf_engine_shard_rec(fx->e, fx->fp, 0, &rec), 0);
+	enum mf_shard_state s = rec.state;
+	mf_shard_rec_release(&rec);
+	return s;
+}
+
+static void wait_state(struct fx *fx, enum mf_shard_state s)
+{
+	for (int i = 0; i < 600 && row_state(fx) != s; i++)
+		usleep(50000);
+	assert_int_equal(row_state(fx), s);
+}
+
+/* ---- tests ---- */
+
+static void test_served_before_commit(void **state)
+{
+	struct fx *fx = *state;
+	hold(true, 0);
+	struct mf_shard_reader *r, *r2, *r3;
+	struct mf_shard_rec rec, rec2, rec3;
+	char *err = NULL;
+	assert_int_equal(
+	    mf_engine_open_shard_rec(fx->e, fx->fp, 0, &r, &rec, &err), 0);
+	assert_int_equal(rec.state, MF_SHARD_RUNNING); /* not durable */
+	assert_true(rec.generation > 0);
+	check_bytes(r);
+	/* in the window: the same file, nothing computed again */
+	assert_int_equal(
+	    mf_engine_open_shard_rec(fx->e, fx->fp, 0, &r2, &rec2, &err), 0);
+	assert_int_equal(rec2.generation, rec.generation);
+	assert_int_equal(rec2.raw_bytes, rec.raw_bytes);
+	check_bytes(r2);
+	assert_int_equal(mf_engine_open_materialized(fx->e, fx->fp, 0, NULL,
+						     NULL, &r3, &rec3),
+			 0);
+	assert_int_equal(rec3.generation, rec.generation);
+	check_bytes(r3);
+	assert_int_equal(calls(fx), 1);
+	assert_int_equal(row_state(fx), MF_SHARD_RUNNING);
+	/* the commit goes on: materialized, the same computation */
+	hold(false, 0);
+	wait_state(fx, MF_SHARD_MATERIALIZED);
+	struct mf_shard_rec now;
+	assert_int_equal(mf_engine_shard_rec(fx->e, fx->fp, 0, &now), 0);
+	assert_int_equal(now.generation, rec.generation);
+	assert_int_equal(now.raw_bytes, rec.raw_bytes);
+	mf_shard_rec_release(&now);
+	check_bytes(r); /* renamed under its readers */
+	assert_int_equal(atomic_load(&fx->failed), 0);
+	mf_shard_reader_close(r);
+	mf_shard_reader_close(r2);
+	mf_shard_reader_close(r3);
+	mf_shard_rec_release(&rec);
+	mf_shard_rec_release(&rec2);
+	mf_shard_rec_release(&rec3);
+}
+
+static void test_failed_commit_recomputes(void **state)
+{
+	struct fx *fx = *state;
+	hold(true, -EIO);
+	struct mf_shard_reader *r;
+	struct mf_shard_rec rec;
+	char *err = NULL;
+	assert_int_equal(
+	    mf_engine_open_shard_rec(fx->e, fx->fp, 0, &r, &rec, &err), 0);
+	hold(false, -EIO);
+	wait_state(fx, MF_SHARD_FAILED);
+	assert_int_equal(atomic_load(&fx->failed), 1);
+	assert_non_null(strstr(fx->why, "committing shard 0"));
+	assert_non_null(strstr(fx->why, strerror(EIO)));
+	check_bytes(r); /* what was served stays readable */
+	mf_shard_reader_close(r);
+	mf_shard_rec_release(&rec);
+	/* the next open computes it again, and this commit succeeds */
+	hold(false, 0);
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	check_bytes(r);
+	mf_shard_reader_close(r);
+	assert_int_equal(calls(fx), 2);
+	wait_state(fx, MF_SHARD_MATERIALIZED);
+}
+
+/* mf_engine_close waits for a commit under way. */
+static void *release_later(void *arg)
+{
+	(void)arg;
+	usleep(200000);
+	hold(false, 0);
+	return NULL;
+}
+
+static void test_close_commits(void **state)
+{
+	struct fx *fx = *state;
+	hold(true, 0);
+	struct mf_shard_reader *r;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	mf_shard_reader_close(r);
+	while (atomic_load(&commits) == 0)
+		usleep(10000);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, release_later, NULL), 0);
+	mf_engine_close(fx->e);
+	pthread_join(t, NULL);
+	struct mf_engine_opts o = {.store_dir = fx->store};
+	assert_int_equal(mf_engine_open(&o, &fx->e, &err), 0);
+	assert_int_equal(row_state(fx), MF_SHARD_MATERIALIZED);
+	assert_int_equal(calls(fx), 1);
+}
+
+/* rm of a shard served and still committing expires it once committed,
+ * rather than answering -EBUSY as for a shard being computed. */
+static void test_expire_in_window(void **state)
+{
+	struct fx *fx = *state;
+	hold(true, 0);
+	struct mf_shard_reader *r;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, release_later, NULL), 0);
+	assert_int_equal(mf_engine_expire_shard(fx->e, fx->fp, 0), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(row_state(fx), MF_SHARD_ABSENT);
+	check_bytes(r); /* a descriptor opened before keeps reading */
+	mf_shard_reader_close(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_served_before_commit, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_failed_commit_recomputes,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_close_commits, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_expire_in_window, setup,
+					    teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
