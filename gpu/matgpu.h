@@ -28,10 +28,10 @@
  * - mg_ctx: every function taking a context may be called from any thread,
  *   concurrently. Concurrent mg_load() calls on one context run in
  *   parallel, each on its own staging ring, up to opts.max_loads at once.
- * - Devices: every CUDA call is made with the context's device current; a
- *   thread that had a current context gets its device back afterwards, a
- *   thread that had none is left on the context's device, so that no
- *   context is created on a device nobody asked for.
+ * - Devices: every CUDA call is made with the context's device current
+ *   (its primary context pushed for the call) and the calling thread is
+ *   left as found: its device, or no current context at all. No context is
+ *   created on a device nobody asked for.
  * - mg_buf: the bytes are immutable once handed out. mg_buf_ref(),
  *   mg_buf_release() and mg_buf_dlpack() may be called from any thread; each
  *   reference is released exactly once.

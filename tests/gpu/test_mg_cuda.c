@@ -273,6 +273,92 @@ static void test_no_context_on_other_device(void **state)
 	mgt_rmtree(dir);
 }
 
+/* Whether the calling thread has a current context, from the driver's
+ * cuCtxGetCurrent (reached through the runtime); -1 when it cannot be
+ * asked. */
+static int thread_bound(void)
+{
+	enum cudaDriverEntryPointQueryResult q;
+	int (*get)(void **) = NULL;
+	void *fn = NULL, *c = NULL;
+
+	if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000,
+					     cudaEnableDefault,
+					     &q) != cudaSuccess ||
+	    q != cudaDriverEntryPointSuccess || !fn)
+		return -1;
+	memcpy(&get, &fn, sizeof(fn));
+	if (get(&c) != 0)
+		return -1;
+	return c != NULL;
+}
+
+/* What a fresh thread (no device chosen) sees after working on device 1:
+ * a load, a tensor deleted, a loader, the context's end. */
+struct probe {
+	const char *path;
+	int err; /* first failure */
+	int dev; /* cudaGetDevice afterwards */
+	int bound; /* thread_bound() afterwards */
+};
+
+static void *probe_main(void *arg)
+{
+	struct probe *p = arg;
+	DLManagedTensor *m = NULL;
+	mg_loader *ld = NULL;
+	mg_ctx *ctx = NULL;
+	mg_buf *buf = NULL;
+
+	p->err = mg_ctx_open(1, NULL, &ctx);
+	if (!p->err)
+		p->err = mg_load(ctx, p->path, &buf);
+	if (!p->err) {
+		p->err = mg_buf_dlpack(buf, NULL, &m);
+		mg_buf_release(buf);
+	}
+	if (!p->err) {
+		m->deleter(m);
+		p->err = mg_loader_open(ctx, &p->path, 1, NULL, &ld);
+	}
+	if (!p->err) {
+		p->err = mg_loader_next(ld, &buf);
+		mg_buf_release(buf);
+		mg_loader_close(ld);
+	}
+	mg_ctx_close(ctx);
+	p->dev = -1;
+	(void)cudaGetDevice(&p->dev);
+	p->bound = thread_bound();
+	return NULL;
+}
+
+/* A thread that never chose a device is left as it was found: no current
+ * context, so cudaGetDevice (and with it torch.cuda.current_device() and
+ * matgpu's device="cuda") still answers 0, not the context's device. */
+static void test_fresh_thread_left_unbound(void **state)
+{
+	char *dir;
+	struct probe p = {0};
+	pthread_t th;
+	int before;
+
+	(void)state;
+	if (!fake_hooks() || mg_device_count() < 2)
+		skip();
+	dir = mgt_tmpdir();
+	p.path = mgt_file(dir, "a", 3 * STAGE + 1, 61);
+	before = fake_contexts(0);
+	assert_int_equal(pthread_create(&th, NULL, probe_main, &p), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(p.err, 0);
+	assert_int_equal(p.bound, 0);
+	assert_int_equal(p.dev, 0);
+	assert_int_equal(fake_contexts(0), before);
+	free((char *)p.path);
+	mgt_rmtree(dir);
+}
+
 /* The consumer of a tensor that fences its release: a "kernel" on stream
  * that runs late, then reads the tensor back into host memory. */
 static void consume_late(cudaStream_t stream, DLManagedTensor *m, uint8_t *host,
@@ -444,6 +530,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_no_context_on_other_device),
+	    cmocka_unit_test(test_fresh_thread_left_unbound),
 	    cmocka_unit_test(test_sizes_on_device),
 	    cmocka_unit_test(test_dlpack_and_steady_state),
 	    cmocka_unit_test(test_loader_on_device),

@@ -10,7 +10,9 @@
  *   (fake_cudart_contexts()). A thread that never called cudaSetDevice has
  *   no current context; cudaGetDevice then answers 0 without creating one,
  *   and the driver's cuCtxGetCurrent (through cudaGetDriverEntryPoint*)
- *   answers NULL.
+ *   answers NULL. The driver's cuDeviceGet, cuDevicePrimaryCtxRetain,
+ *   cuCtxPushCurrent and cuCtxPopCurrent work on primary contexts: a
+ *   thread's binding is put back exactly as it was by the pop.
  * - Streams: each is a worker thread running its operations late and in
  *   order (a copy sleeps FAKE_CUDART_COPY_DELAY_US, default 100, before it
  *   moves bytes), so an event completes only when the earlier work of its
@@ -182,6 +184,17 @@ static struct fstream *stream_new(int device, bool is_legacy, bool nonblock)
 	return s;
 }
 
+/* Creates device's primary context on first use; lock held. */
+static void primary(int device)
+{
+	if (!contexts[device]) {
+		contexts[device]++;
+		legacy[device] = stream_new(device, true, false);
+		if (!legacy[device])
+			abort();
+	}
+}
+
 /*
  * What every call that needs a context does first: binds the thread to its
  * current device (0 when it never chose one), creating the device's primary
@@ -191,12 +204,7 @@ static struct fstream *stream_new(int device, bool is_legacy, bool nonblock)
 static cudaError_t enter(const char *call)
 {
 	bound = true;
-	if (!contexts[current]) {
-		contexts[current]++;
-		legacy[current] = stream_new(current, true, false);
-		if (!legacy[current])
-			abort();
-	}
+	primary(current);
 	if (sticky[current])
 		return sticky[current];
 	if (fail_call[0] && strcmp(fail_call, call) == 0) {
@@ -323,27 +331,99 @@ cudaError_t cudaGetDevice(int *device)
 	return cudaSuccess;
 }
 
-/* The driver's cuCtxGetCurrent: any non-NULL handle when bound. */
+/*
+ * The driver's context calls, for primary contexts only: a context handle
+ * is its device + 1. The thread's context stack is its current binding
+ * (current, bound) over the ones saved by cuCtxPushCurrent.
+ */
+#define CU_ERROR_INVALID_VALUE 1
+#define CU_ERROR_INVALID_DEVICE 101
+#define CU_ERROR_INVALID_CONTEXT 201
+#define MAX_PUSHED 16
+
+static _Thread_local struct {
+	int current;
+	bool bound;
+} pushed[MAX_PUSHED];
+static _Thread_local int npushed;
+
 static int fake_cu_ctx_get_current(void **ctx)
 {
 	*ctx = bound ? (void *)(uintptr_t)(current + 1) : NULL;
 	return 0;
 }
 
+static int fake_cu_device_get(int *dev, int ordinal)
+{
+	if (ordinal < 0 || ordinal >= device_count())
+		return CU_ERROR_INVALID_DEVICE;
+	*dev = ordinal;
+	return 0;
+}
+
+static int fake_cu_primary_retain(void **ctx, int dev)
+{
+	if (dev < 0 || dev >= device_count())
+		return CU_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&lock);
+	primary(dev);
+	pthread_mutex_unlock(&lock);
+	*ctx = (void *)(uintptr_t)(dev + 1);
+	return 0;
+}
+
+static int fake_cu_ctx_push(void *ctx)
+{
+	int dev = (int)(uintptr_t)ctx - 1;
+
+	if (dev < 0 || dev >= device_count() || npushed == MAX_PUSHED)
+		return CU_ERROR_INVALID_CONTEXT;
+	pushed[npushed].current = current;
+	pushed[npushed].bound = bound;
+	npushed++;
+	current = dev;
+	bound = true;
+	return 0;
+}
+
+static int fake_cu_ctx_pop(void **ctx)
+{
+	if (npushed == 0 || !bound)
+		return CU_ERROR_INVALID_CONTEXT;
+	if (ctx)
+		*ctx = (void *)(uintptr_t)(current + 1);
+	npushed--;
+	current = pushed[npushed].current;
+	bound = pushed[npushed].bound;
+	return 0;
+}
+
 static cudaError_t entry_point(const char *symbol, void **fn,
 			       enum cudaDriverEntryPointQueryResult *status)
 {
-	int (*get)(void **) = fake_cu_ctx_get_current;
+	static const struct {
+		const char *name;
+		void (*fn)(void);
+	} syms[] = {
+	    {"cuCtxGetCurrent", (void (*)(void))fake_cu_ctx_get_current},
+	    {"cuDeviceGet", (void (*)(void))fake_cu_device_get},
+	    {"cuDevicePrimaryCtxRetain",
+	     (void (*)(void))fake_cu_primary_retain},
+	    {"cuCtxPushCurrent", (void (*)(void))fake_cu_ctx_push},
+	    {"cuCtxPopCurrent", (void (*)(void))fake_cu_ctx_pop},
+	};
 
-	if (strcmp(symbol, "cuCtxGetCurrent") != 0) {
-		*fn = NULL;
-		if (status)
-			*status = cudaDriverEntryPointSymbolNotFound;
-		return cudaSuccess;
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		if (strcmp(symbol, syms[i].name) == 0) {
+			memcpy(fn, &syms[i].fn, sizeof(*fn));
+			if (status)
+				*status = cudaDriverEntryPointSuccess;
+			return cudaSuccess;
+		}
 	}
-	memcpy(fn, &get, sizeof(get));
+	*fn = NULL;
 	if (status)
-		*status = cudaDriverEntryPointSuccess;
+		*status = cudaDriverEntryPointSymbolNotFound;
 	return cudaSuccess;
 }
 
