@@ -347,6 +347,16 @@ static cudaError_t record_fence(struct mg_buf *buf, intptr_t key,
 	return cudaSuccess;
 }
 
+/* Waits for the work a fence on s would have covered. Synchronizing the
+ * legacy stream does not wait for the blocking streams ordered with it
+ * (only work queued on it does), so for it the whole device is waited
+ * for. */
+static cudaError_t fence_sync(cudaStream_t s)
+{
+	return s == cudaStreamLegacy ? cudaDeviceSynchronize()
+				     : cudaStreamSynchronize(s);
+}
+
 /*
  * The consumer queued its last work on the buffer on stream before this
  * (a tensor's deleter, or the last release). Without a fence (no event,
@@ -363,7 +373,7 @@ static void cu_fence(struct mg_ctx *ctx, struct mg_buf *buf, intptr_t stream)
 	pthread_mutex_lock(&buf->fence_lock);
 	if (enter(ctx, &saved) != 0 ||
 	    (record_fence(buf, key, s) != cudaSuccess &&
-	     cudaStreamSynchronize(s) != cudaSuccess)) {
+	     fence_sync(s) != cudaSuccess)) {
 		(void)cudaGetLastError();
 		buf->unfenced = true;
 	}

@@ -435,12 +435,22 @@ static void test_release_fenced_on_consumer_stream(void **state)
 
 static void test_release_fence_failures(void **state)
 {
+	cudaStream_t s;
+
 	(void)state;
 	if (!fake_hooks())
 		skip();
 	reuse_after_consumer(cudaStreamLegacy, false,
 			     "cudaEventCreateWithFlags");
 	reuse_after_consumer(cudaStreamLegacy, false, "cudaEventRecord");
+	/* A blocking stream is ordered with the legacy one only by work
+	 * queued on the legacy stream, not by synchronizing it. */
+	assert_int_equal(cudaSetDevice(0), cudaSuccess);
+	assert_int_equal(cudaStreamCreateWithFlags(&s, cudaStreamDefault),
+			 cudaSuccess);
+	reuse_after_consumer(s, false, "cudaEventCreateWithFlags");
+	reuse_after_consumer(s, false, "cudaEventRecord");
+	assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
 }
 
 /* A pool over its limit frees the evicted buffer in the next load, not in
