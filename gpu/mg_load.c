@@ -36,10 +36,15 @@ int mg_open_file(const char *path, int *fd, size_t *size)
 
 	if (!path)
 		return -EINVAL;
-	f = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO without a writer (or some devices)
+	 * would wait forever; they are refused below. It changes nothing for
+	 * a regular file, and is cleared anyway. */
+	f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (f < 0)
 		return -errno;
 	r = mg_fd_size(f, &sz);
+	if (!r && fcntl(f, F_SETFL, fcntl(f, F_GETFL) & ~O_NONBLOCK) < 0)
+		r = -errno;
 	if (r) {
 		close(f);
 		return r;
