@@ -499,17 +499,22 @@ static void test_no_free_in_deleter(void **state)
 static void test_injected_failures(void **state)
 {
 	static const char *const calls[] = {
-	    "cudaMemcpyAsync", "cudaEventRecord", "cudaStreamSynchronize"};
-	const char *name = NULL;
-	char *dir, *a;
+	    "cudaMemcpyAsync", "cudaEventRecord", "cudaStreamSynchronize",
+	    "cudaEventSynchronize", "cudaStreamWaitEvent"};
+	const char *name = NULL, *paths[2];
+	DLManagedTensor *m = NULL;
+	mg_buf *buf = NULL, *pre = NULL;
+	mg_loader *ld = NULL;
 	mg_ctx *ctx = NULL;
-	mg_buf *buf = NULL;
+	char *dir, *a;
+	int dev = -1;
 
 	(void)state;
 	if (!fake_hooks())
 		skip();
 	dir = mgt_tmpdir();
 	a = mgt_file(dir, "a", 5 * STAGE + 1, 51);
+	paths[0] = paths[1] = a;
 	ctx = cuda_ctx();
 	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
 		fake_fail(calls[i], cudaErrorLaunchFailure);
@@ -521,17 +526,37 @@ static void test_injected_failures(void **state)
 		mg_buf_release(buf);
 	}
 	mg_ctx_close(ctx);
-	/* On that device already, so that closing needs no cudaSetDevice,
-	 * which the sticky error fails. */
-	assert_int_equal(cudaSetDevice(mg_device_count() - 1), cudaSuccess);
+	/* The sticky error, from a thread on device 0: every later call on
+	 * the last device answers it (a tensor that needs no stream work
+	 * excepted), and releasing, trimming and closing still free
+	 * everything (the sanitizer build checks). */
+	assert_int_equal(cudaSetDevice(0), cudaSuccess);
 	assert_int_equal(mg_ctx_open(mg_device_count() - 1, NULL, &ctx), 0);
+	assert_int_equal(mg_load(ctx, a, &pre), 0);
 	fake_fail("async", cudaErrorIllegalAddress);
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(mg_load(ctx, a, &buf), -MG_ECUDA);
 		mg_cuda_last_error(&name);
 		assert_string_equal(name, "cudaErrorIllegalAddress");
 	}
+	assert_int_equal(mg_buf_dlpack(pre, NULL, &m), -MG_ECUDA);
+	assert_int_equal(mg_buf_dlpack_stream(pre, NULL, -1, &m), 0);
+	m->deleter(m);
+	assert_int_equal(mg_loader_open(ctx, paths, 2, NULL, &ld), 0);
+	for (int i = 0; i < 2; i++) {
+		mg_cuda_clear_error();
+		assert_int_equal(mg_loader_next(ld, &buf), -MG_ECUDA);
+		mg_cuda_last_error(&name);
+		assert_string_equal(name, "cudaErrorIllegalAddress");
+	}
+	assert_int_equal(mg_loader_next(ld, &buf), 0);
+	assert_null(buf);
+	mg_loader_close(ld);
+	mg_buf_release(pre);
+	mg_ctx_trim(ctx);
 	mg_ctx_close(ctx);
+	assert_int_equal(cudaGetDevice(&dev), cudaSuccess);
+	assert_int_equal(dev, 0);
 	free(a);
 	mgt_rmtree(dir);
 }
