@@ -211,8 +211,11 @@ mg_buf *mg_buf_ref(mg_buf *buf);
  * before the release, and after the work queued on each stream named to
  * mg_buf_dlpack_stream() before that tensor's deleter ran; work on other
  * non-blocking streams must be finished by the caller first, as with any
- * memory it frees. Never frees device memory itself (no cudaFree, which
- * waits for the device): safe in a DLPack deleter. NULL does nothing.
+ * memory it frees. Frees no device memory (no cudaFree, which waits for
+ * the device), so it is cheap in a DLPack deleter, with one exception:
+ * the release of the last buffer or tensor of a context already closed
+ * ends that context, which frees its pool and staging rings and joins
+ * their I/O threads. NULL does nothing.
  */
 void mg_buf_release(mg_buf *buf);
 
