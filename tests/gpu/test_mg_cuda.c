@@ -493,6 +493,165 @@ static void test_no_free_in_deleter(void **state)
 	mgt_rmtree(dir);
 }
 
+/* Tensors handed from loading threads to one deleting thread. */
+struct tensor_queue {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	DLManagedTensor *items[64];
+	unsigned n, producers;
+};
+
+struct stress {
+	mg_ctx *ctx;
+	char **paths;
+	struct tensor_queue *q;
+	uint32_t seed; /* of paths[0]; paths[k] has seed + k */
+	int err; /* first failure: a CUDA error, -1 for wrong bytes */
+};
+
+#define STRESS_FILES 3
+#define STRESS_ROUNDS 12
+
+static const size_t stress_sizes[STRESS_FILES] = {1, 7 * STAGE + 5, 3 * STAGE};
+
+/* Loads, reads the bytes back on its own non-blocking stream of device 1
+ * through a tensor exported to that stream, and hands the tensor to the
+ * deleting thread while the stream may still be reading it. */
+static void *stress_main(void *arg)
+{
+	struct stress *st = arg;
+	uint8_t *host = NULL, *want = malloc(8 * STAGE);
+	DLManagedTensor *m;
+	cudaStream_t s = NULL;
+	mg_buf *buf;
+	int r = 0;
+
+	if (cudaSetDevice(1) || cudaStreamCreateWithFlags(&s, 1) ||
+	    cudaHostAlloc((void **)&host, 8 * STAGE, 0) || !want)
+		r = -MG_ECUDA;
+	for (int i = 0; !r && i < STRESS_ROUNDS; i++) {
+		unsigned k = (unsigned)i % STRESS_FILES;
+		size_t n = stress_sizes[k];
+
+		r = mg_load(st->ctx, st->paths[k], &buf);
+		if (r)
+			break;
+		r = mg_buf_dlpack_stream(buf, NULL, (intptr_t)s, &m);
+		mg_buf_release(buf);
+		if (r)
+			break;
+		fake_sleep(s, 20000);
+		if (cudaMemcpyAsync(host, m->dl_tensor.data, n,
+				    cudaMemcpyDeviceToHost, s))
+			r = -MG_ECUDA;
+		pthread_mutex_lock(&st->q->lock);
+		while (st->q->n == 64)
+			pthread_cond_wait(&st->q->cond, &st->q->lock);
+		st->q->items[st->q->n++] = m;
+		pthread_cond_broadcast(&st->q->cond);
+		pthread_mutex_unlock(&st->q->lock);
+		if (!r && cudaStreamSynchronize(s))
+			r = -MG_ECUDA;
+		mgt_pattern(want, n, st->seed + k);
+		if (!r && memcmp(host, want, n) != 0)
+			r = -1;
+	}
+	pthread_mutex_lock(&st->q->lock);
+	st->q->producers--;
+	pthread_cond_broadcast(&st->q->cond);
+	pthread_mutex_unlock(&st->q->lock);
+	if (s)
+		cudaStreamSynchronize(s);
+	if (s)
+		cudaStreamDestroy(s);
+	if (host)
+		cudaFreeHost(host);
+	free(want);
+	st->err = r;
+	return NULL;
+}
+
+static void *deleter_main(void *arg)
+{
+	struct tensor_queue *q = arg;
+	DLManagedTensor *m;
+
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		while (q->n == 0 && q->producers > 0)
+			pthread_cond_wait(&q->cond, &q->lock);
+		if (q->n == 0)
+			break;
+		m = q->items[--q->n];
+		pthread_cond_broadcast(&q->cond);
+		pthread_mutex_unlock(&q->lock);
+		m->deleter(m);
+		pthread_mutex_lock(&q->lock);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+/* Eight threads loading through a context of device 1 that allows two
+ * loads at once, each consumer's stream still reading when another thread
+ * deletes its tensor: every byte read back is right, at most two rings
+ * exist, and everything is back in the pool at the end. */
+static void test_many_threads_device1(void **state)
+{
+	struct tensor_queue q = {.n = 0};
+	struct stress st[8];
+	struct mg_ctx_opts o;
+	struct mg_ctx_stats cs;
+	char *dir, *paths[8][STRESS_FILES], name[16];
+	pthread_t th[8], del;
+	mg_ctx *ctx = NULL;
+
+	(void)state;
+	if (!fake_hooks() || mg_device_count() < 2)
+		skip();
+	dir = mgt_tmpdir();
+	/* Each thread its own files: a buffer overwritten by another
+	 * thread's load shows. */
+	for (unsigned i = 0; i < 8; i++) {
+		for (unsigned k = 0; k < STRESS_FILES; k++) {
+			snprintf(name, sizeof(name), "f%u-%u", i, k);
+			paths[i][k] = mgt_file(dir, name, stress_sizes[k],
+					       70 + 10 * i + k);
+		}
+	}
+	mg_ctx_opts_init(&o);
+	o.staging_size = STAGE;
+	o.staging_count = 3;
+	o.io_threads = 2;
+	o.max_loads = 2;
+	assert_int_equal(mg_ctx_open(1, &o, &ctx), 0);
+	pthread_mutex_init(&q.lock, NULL);
+	pthread_cond_init(&q.cond, NULL);
+	q.producers = 8;
+	for (int i = 0; i < 8; i++) {
+		st[i] = (struct stress){ctx, paths[i], &q, 70 + 10 * i, 0};
+		assert_int_equal(
+		    pthread_create(&th[i], NULL, stress_main, &st[i]), 0);
+	}
+	assert_int_equal(pthread_create(&del, NULL, deleter_main, &q), 0);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	assert_int_equal(pthread_join(del, NULL), 0);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(st[i].err, 0);
+	mg_ctx_stats(ctx, &cs);
+	assert_true(cs.staging_bytes <= 2 * 3 * STAGE);
+	assert_int_equal(cs.bytes_in_use, 0);
+	assert_int_equal(cs.loads, 8 * STRESS_ROUNDS);
+	mg_ctx_close(ctx);
+	pthread_cond_destroy(&q.cond);
+	pthread_mutex_destroy(&q.lock);
+	for (unsigned i = 0; i < 8; i++)
+		for (unsigned k = 0; k < STRESS_FILES; k++)
+			free(paths[i][k]);
+	mgt_rmtree(dir);
+}
+
 /* Runtime failures reach the caller as CUDA errors and leave the context
  * usable; an asynchronous (sticky) one fails every later load on its
  * device. Runs last: the sticky error stays with the last device. */
@@ -574,6 +733,7 @@ int main(void)
 	    cmocka_unit_test(test_release_fenced_on_consumer_stream),
 	    cmocka_unit_test(test_release_fence_failures),
 	    cmocka_unit_test(test_no_free_in_deleter),
+	    cmocka_unit_test(test_many_threads_device1),
 	    cmocka_unit_test(test_injected_failures),
 	};
 
