@@ -652,6 +652,45 @@ static void test_many_threads_device1(void **state)
 	mgt_rmtree(dir);
 }
 
+/* A context's first load fails where it creates its ring or its buffer;
+ * nothing is left half made (the sanitizer build checks) and the next
+ * load works. */
+static void test_failures_while_creating(void **state)
+{
+	static const struct {
+		const char *call;
+		int err;
+	} fails[] = {
+	    {"cudaStreamCreateWithFlags", -ENOMEM},
+	    {"cudaHostAlloc", -ENOMEM},
+	    {"cudaEventCreateWithFlags", -ENOMEM},
+	    /* The pool drains and retries: one failure is absorbed. */
+	    {"cudaMalloc", 0},
+	};
+	char *dir, *a;
+	mg_ctx *ctx;
+	mg_buf *buf = NULL;
+
+	(void)state;
+	if (!fake_hooks())
+		skip();
+	dir = mgt_tmpdir();
+	a = mgt_file(dir, "a", 4 * STAGE + 2, 81);
+	for (size_t i = 0; i < sizeof(fails) / sizeof(fails[0]); i++) {
+		ctx = cuda_ctx();
+		fake_fail(fails[i].call, cudaErrorMemoryAllocation);
+		assert_int_equal(mg_load(ctx, a, &buf), fails[i].err);
+		if (!fails[i].err)
+			mg_buf_release(buf);
+		assert_int_equal(mg_load(ctx, a, &buf), 0);
+		check_on_device(buf, 4 * STAGE + 2, 81);
+		mg_buf_release(buf);
+		mg_ctx_close(ctx);
+	}
+	free(a);
+	mgt_rmtree(dir);
+}
+
 /* Runtime failures reach the caller as CUDA errors and leave the context
  * usable; an asynchronous (sticky) one fails every later load on its
  * device. Runs last: the sticky error stays with the last device. */
@@ -734,6 +773,7 @@ int main(void)
 	    cmocka_unit_test(test_release_fence_failures),
 	    cmocka_unit_test(test_no_free_in_deleter),
 	    cmocka_unit_test(test_many_threads_device1),
+	    cmocka_unit_test(test_failures_while_creating),
 	    cmocka_unit_test(test_injected_failures),
 	};
 
