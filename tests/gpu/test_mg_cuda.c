@@ -691,6 +691,78 @@ static void test_failures_while_creating(void **state)
 	mgt_rmtree(dir);
 }
 
+struct bg_load {
+	mg_ctx *ctx;
+	const char *path;
+	mg_buf *buf;
+	int r;
+};
+
+static void *bg_load_main(void *arg)
+{
+	struct bg_load *p = arg;
+
+	p->r = mg_load(p->ctx, p->path, &p->buf);
+	return NULL;
+}
+
+/* Starts loading path on another thread and returns once the load took
+ * its buffer (the file's size is known, its pieces are being read). */
+static void bg_load_start(struct bg_load *p, pthread_t *th)
+{
+	struct mg_ctx_stats st;
+
+	assert_int_equal(pthread_create(th, NULL, bg_load_main, p), 0);
+	do {
+		usleep(1000);
+		mg_ctx_stats(p->ctx, &st);
+	} while (st.bytes_in_use == 0);
+}
+
+/* A file that shrinks while it is loaded fails the load with -EIO; one
+ * that grows loads the bytes it had when the load began. Copies are
+ * slowed to 5 ms a piece so that the change lands mid-way. */
+static void test_file_changes_during_load(void **state)
+{
+	const size_t n = 64 * STAGE;
+	void (*delay)(unsigned);
+	struct bg_load bl = {0};
+	char *dir, *a, zeros[STAGE] = {0};
+	pthread_t th;
+	void *p;
+	int fd;
+
+	(void)state;
+	p = dlsym(RTLD_DEFAULT, "fake_cudart_copy_delay");
+	if (!p || !fake_hooks())
+		skip();
+	memcpy(&delay, &p, sizeof(p));
+	dir = mgt_tmpdir();
+	a = mgt_file(dir, "a", n, 91);
+	bl.ctx = cuda_ctx();
+	bl.path = a;
+	delay(5000);
+	bg_load_start(&bl, &th);
+	assert_int_equal(truncate(a, STAGE), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(bl.r, -EIO);
+	free(mgt_file(dir, "a", n, 91));
+	bg_load_start(&bl, &th);
+	fd = open(a, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(write(fd, zeros, STAGE), STAGE);
+	assert_int_equal(close(fd), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	delay(0);
+	assert_int_equal(bl.r, 0);
+	check_on_device(bl.buf, n, 91);
+	mg_buf_release(bl.buf);
+	mg_ctx_close(bl.ctx);
+	free(a);
+	mgt_rmtree(dir);
+}
+
 /* Runtime failures reach the caller as CUDA errors and leave the context
  * usable; an asynchronous (sticky) one fails every later load on its
  * device. Runs last: the sticky error stays with the last device. */
@@ -774,6 +846,7 @@ int main(void)
 	    cmocka_unit_test(test_no_free_in_deleter),
 	    cmocka_unit_test(test_many_threads_device1),
 	    cmocka_unit_test(test_failures_while_creating),
+	    cmocka_unit_test(test_file_changes_during_load),
 	    cmocka_unit_test(test_injected_failures),
 	};
 

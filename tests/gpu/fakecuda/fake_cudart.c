@@ -101,6 +101,7 @@ static long frees;
 static char fail_call[64];
 static cudaError_t fail_err;
 static int fail_async; /* the next copy fails on its stream */
+static unsigned copy_delay_us; /* fake_cudart_copy_delay(); 0: environment */
 static _Thread_local int current;
 static _Thread_local bool bound; /* the thread has a current context */
 static _Thread_local cudaError_t last_error;
@@ -138,6 +139,15 @@ long fake_cudart_frees(void)
 	n = frees;
 	pthread_mutex_unlock(&lock);
 	return n;
+}
+
+/* Every later copy takes us microseconds (0: FAKE_CUDART_COPY_DELAY_US or
+ * its default again). */
+void fake_cudart_copy_delay(unsigned us)
+{
+	pthread_mutex_lock(&lock);
+	copy_delay_us = us;
+	pthread_mutex_unlock(&lock);
 }
 
 /* The next call of the function named call returns err (one shot); call
@@ -502,11 +512,14 @@ cudaError_t cudaFreeHost(void *p)
 static void run_op(struct fstream *s, struct op *op)
 {
 	const char *d = getenv("FAKE_CUDART_COPY_DELAY_US");
+	useconds_t us = copy_delay_us ? copy_delay_us
+	    : d			      ? (useconds_t)atoi(d)
+				      : 100;
 
 	switch (op->kind) {
 	case OP_COPY:
 		pthread_mutex_unlock(&lock);
-		usleep(d ? (useconds_t)atoi(d) : 100); /* a late copy engine */
+		usleep(us); /* a late copy engine */
 		if (!op->fail)
 			memcpy(op->dst, op->src, op->n);
 		pthread_mutex_lock(&lock);
