@@ -145,7 +145,8 @@ void mg_ctx_opts_init(struct mg_ctx_opts *opts);
 int mg_ctx_open(int device, const struct mg_ctx_opts *opts, mg_ctx **out);
 
 /* Drops the caller's reference; the context ends when its buffers and
- * loaders are gone too. NULL does nothing. */
+ * loaders are gone too, and loads or trims under way on other threads are
+ * done. NULL does nothing. */
 void mg_ctx_close(mg_ctx *ctx);
 
 /* MG_DEVICE_CPU or the CUDA ordinal of the context. */

@@ -79,16 +79,21 @@ int mg_load_with(struct mg_reader *rd, int fd, size_t size,
 	return 0;
 }
 
+/* Holds its own reference on ctx: another thread may close the context
+ * meanwhile, and a failed load's release of its buffer would then end it
+ * while its ring is still out. */
 static int load_fd(mg_ctx *ctx, int fd, size_t size, mg_buf **out)
 {
 	struct mg_reader *rd;
 	int r;
 
+	mg_ctx_ref(ctx);
 	r = mg_reader_get(ctx, &rd);
-	if (r)
-		return r;
-	r = mg_load_with(rd, fd, size, NULL, out);
-	mg_reader_put(ctx, rd);
+	if (!r) {
+		r = mg_load_with(rd, fd, size, NULL, out);
+		mg_reader_put(ctx, rd);
+	}
+	mg_ctx_unref(ctx);
 	return r;
 }
 

@@ -763,6 +763,48 @@ static void test_file_changes_during_load(void **state)
 	mgt_rmtree(dir);
 }
 
+/* The context closed by one thread while another loads through it: the
+ * load ends normally and its buffer is valid, and the context ends with
+ * the buffer; a load that fails after the close (its file shrank) ends
+ * the context itself, after its last use of it (the sanitizer build sees
+ * a use after free otherwise). */
+static void test_close_during_load(void **state)
+{
+	const size_t n = 32 * STAGE;
+	void (*delay)(unsigned);
+	struct bg_load bl = {0};
+	pthread_t th;
+	char *dir;
+	void *p;
+
+	(void)state;
+	p = dlsym(RTLD_DEFAULT, "fake_cudart_copy_delay");
+	if (!p || !fake_hooks())
+		skip();
+	memcpy(&delay, &p, sizeof(p));
+	dir = mgt_tmpdir();
+	bl.path = mgt_file(dir, "a", n, 95);
+	bl.ctx = cuda_ctx();
+	delay(3000);
+	bg_load_start(&bl, &th);
+	mg_ctx_close(bl.ctx);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	delay(0);
+	assert_int_equal(bl.r, 0);
+	check_on_device(bl.buf, n, 95);
+	mg_buf_release(bl.buf);
+	bl.ctx = cuda_ctx();
+	delay(3000);
+	bg_load_start(&bl, &th);
+	mg_ctx_close(bl.ctx);
+	assert_int_equal(truncate(bl.path, STAGE), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	delay(0);
+	assert_int_equal(bl.r, -EIO);
+	free((char *)bl.path);
+	mgt_rmtree(dir);
+}
+
 /* Runtime failures reach the caller as CUDA errors and leave the context
  * usable; an asynchronous (sticky) one fails every later load on its
  * device. Runs last: the sticky error stays with the last device. */
@@ -847,6 +889,7 @@ int main(void)
 	    cmocka_unit_test(test_many_threads_device1),
 	    cmocka_unit_test(test_failures_while_creating),
 	    cmocka_unit_test(test_file_changes_during_load),
+	    cmocka_unit_test(test_close_during_load),
 	    cmocka_unit_test(test_injected_failures),
 	};
 
