@@ -290,12 +290,12 @@ static cudaError_t remove_alloc(void *p, bool host, const char *call)
 
 	pthread_mutex_lock(&lock);
 	e = enter(call);
-	if (!host && !e) {
-		frees++;
-		device_idle(current); /* cudaFree synchronizes the device */
-	}
-	/* Freed even when failing (a sticky error), so that tests of
-	 * failures leak nothing. */
+	frees += !host && !e;
+	/* cudaFree synchronizes the device. Freed even when failing (a
+	 * sticky error), so that tests of failures leak nothing: then too
+	 * only once no queued copy can touch the memory. */
+	if (!host)
+		device_idle(current);
 	if (!p) {
 		pthread_mutex_unlock(&lock);
 		return ret(e);
