@@ -4,10 +4,11 @@
  * edge sizes, DLPack device tensors, the loader's order and the pool's
  * steady state on the device, a second device, running out of device
  * memory; and, on the fake runtime only (its hooks, found with dlsym), the
- * contexts a load creates, the ordering of a buffer's reuse after its
- * consumers' streams, and where device memory is freed. Skipped (77) where
- * the runtime reports no device
- * (test_mg_errors.c covers that case). Runs on a GPU, or on any machine
+ * contexts a load creates and the device a thread is left on, the ordering
+ * of a buffer's reuse after its consumers' streams (also from many
+ * threads), where device memory is freed, injected and sticky failures,
+ * files changing and the context closing during a load. Skipped (77) where
+ * the runtime reports no device (test_mg_errors.c covers that case). Runs on a GPU, or on any machine
  * against the fake runtime of fakecuda/ (test_mg_cuda_fake).
  *
  * Not for: the CPU backend (the other tests of this folder).
