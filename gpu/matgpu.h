@@ -28,10 +28,10 @@
  * - mg_ctx: every function taking a context may be called from any thread,
  *   concurrently. Concurrent mg_load() calls on one context run in
  *   parallel, each on its own staging ring, up to opts.max_loads at once.
- * - Devices: every CUDA call is made with the context's device current; a
- *   thread that had a current context gets its device back afterwards, a
- *   thread that had none is left on the context's device, so that no
- *   context is created on a device nobody asked for.
+ * - Devices: every CUDA call is made with the context's device current
+ *   (its primary context pushed for the call) and the calling thread is
+ *   left as found: its device, or no current context at all. No context is
+ *   created on a device nobody asked for.
  * - mg_buf: the bytes are immutable once handed out. mg_buf_ref(),
  *   mg_buf_release() and mg_buf_dlpack() may be called from any thread; each
  *   reference is released exactly once.
@@ -145,7 +145,8 @@ void mg_ctx_opts_init(struct mg_ctx_opts *opts);
 int mg_ctx_open(int device, const struct mg_ctx_opts *opts, mg_ctx **out);
 
 /* Drops the caller's reference; the context ends when its buffers and
- * loaders are gone too. NULL does nothing. */
+ * loaders are gone too, and loads or trims under way on other threads are
+ * done. NULL does nothing. */
 void mg_ctx_close(mg_ctx *ctx);
 
 /* MG_DEVICE_CPU or the CUDA ordinal of the context. */
@@ -211,8 +212,11 @@ mg_buf *mg_buf_ref(mg_buf *buf);
  * before the release, and after the work queued on each stream named to
  * mg_buf_dlpack_stream() before that tensor's deleter ran; work on other
  * non-blocking streams must be finished by the caller first, as with any
- * memory it frees. Never frees device memory itself (no cudaFree, which
- * waits for the device): safe in a DLPack deleter. NULL does nothing.
+ * memory it frees. Frees no device memory (no cudaFree, which waits for
+ * the device), so it is cheap in a DLPack deleter, with one exception:
+ * the release of the last buffer or tensor of a context already closed
+ * ends that context, which frees its pool and staging rings and joins
+ * their I/O threads. NULL does nothing.
  */
 void mg_buf_release(mg_buf *buf);
 

@@ -4,10 +4,8 @@
  * non-blocking stream per staging ring, cudaMemcpyAsync and events.
  *
  * Not for: kernels (there are none) or choosing between backends
- * (mg_ctx.c). Every function makes the context's device current and puts
- * the calling thread's device back, so callers' threads keep theirs; a
- * thread that had no current context is left on the context's device
- * (putting "device 0" back would create device 0's context).
+ * (mg_ctx.c). Every function makes the context's device current and
+ * leaves the calling thread as it found it (see enter()).
  * cudaError_t is translated in cuda_err() only.
  */
 #include <errno.h>
@@ -54,68 +52,136 @@ int mg_cuda_device_count(void)
 	return n;
 }
 
-typedef int (*ctx_get_current_fn)(void **ctx);
+/*
+ * The driver's context calls, reached through the runtime (no libcuda
+ * link). With them a thread gets the context's device by pushing that
+ * device's primary context (the one the runtime uses) and is left exactly
+ * as found by popping it: a thread that had no current context still has
+ * none, so cudaGetDevice, torch.cuda.current_device() and matgpu's
+ * device="cuda" still answer what they did.
+ */
+typedef int (*cu_ctx_get_current_fn)(void **ctx);
+typedef int (*cu_device_get_fn)(int *dev, int ordinal);
+typedef int (*cu_primary_retain_fn)(void **ctx, int dev);
+typedef int (*cu_ctx_push_fn)(void *ctx);
+typedef int (*cu_ctx_pop_fn)(void **ctx);
+
+#define MAX_PRIMARY 64
 
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
-static ctx_get_current_fn ctx_get_current;
+static struct {
+	cu_ctx_get_current_fn get_current;
+	cu_device_get_fn device_get;
+	cu_primary_retain_fn primary_retain;
+	cu_ctx_push_fn push;
+	cu_ctx_pop_fn pop;
+} drv;
+/* Retained once per device and kept for the process: the runtime would
+ * keep it too after a cudaSetDevice. */
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(void *) primary[MAX_PRIMARY];
 
-/* The driver's cuCtxGetCurrent, through the runtime (no libcuda link). */
-static void find_driver(void)
+static void *driver_fn(const char *name)
 {
 	enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSuccess;
 	void *fn = NULL;
 	cudaError_t e;
 
 #if CUDART_VERSION >= 12050
-	e = cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 4000,
+	e = cudaGetDriverEntryPointByVersion(name, &fn, 12000,
 					     cudaEnableDefault, &q);
 #else
-	e = cudaGetDriverEntryPoint("cuCtxGetCurrent", &fn, cudaEnableDefault,
-				    &q);
+	e = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q);
 #endif
-	if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
+	if (e != cudaSuccess || q != cudaDriverEntryPointSuccess) {
 		(void)cudaGetLastError();
-		return;
+		return NULL;
 	}
-	memcpy(&ctx_get_current, &fn, sizeof(fn));
+	return fn;
 }
 
-/* Whether the calling thread has a current context (a device it chose, or
- * one the runtime bound it to); true when that cannot be told. */
-static bool thread_has_context(void)
+static void find_driver(void)
 {
-	void *c = NULL;
+	void *fn[5] = {driver_fn("cuCtxGetCurrent"), driver_fn("cuDeviceGet"),
+		       driver_fn("cuDevicePrimaryCtxRetain"),
+		       driver_fn("cuCtxPushCurrent"),
+		       driver_fn("cuCtxPopCurrent")};
 
-	pthread_once(&driver_once, find_driver);
-	if (!ctx_get_current)
-		return true;
-	return ctx_get_current(&c) != 0 || c != NULL;
+	for (int i = 0; i < 5; i++)
+		if (!fn[i])
+			return;
+	memcpy(&drv.get_current, &fn[0], sizeof(fn[0]));
+	memcpy(&drv.device_get, &fn[1], sizeof(fn[1]));
+	memcpy(&drv.primary_retain, &fn[2], sizeof(fn[2]));
+	memcpy(&drv.push, &fn[3], sizeof(fn[3]));
+	memcpy(&drv.pop, &fn[4], sizeof(fn[4]));
 }
+
+/* device's primary context, retained on first use; NULL when the driver
+ * cannot give it (then the runtime's cudaSetDevice is used). */
+static void *primary_ctx(int device)
+{
+	void *c;
+	int dev;
+
+	if (device < 0 || device >= MAX_PRIMARY)
+		return NULL;
+	c = atomic_load(&primary[device]);
+	if (c)
+		return c;
+	pthread_mutex_lock(&primary_lock);
+	c = atomic_load(&primary[device]);
+	if (!c && drv.device_get(&dev, device) == 0 &&
+	    drv.primary_retain(&c, dev) == 0)
+		atomic_store(&primary[device], c);
+	pthread_mutex_unlock(&primary_lock);
+	return c;
+}
+
+/* enter()'s record of what leave() undoes: a pushed context, a device to
+ * put back, or nothing. */
+#define SAVED_NONE (-1)
+#define SAVED_PUSHED (-2)
 
 /*
- * Makes ctx's device current; *saved is the caller's device to put back in
- * leave(), or -1 when there is none. cudaGetDevice answers 0 on a thread
- * that never chose a device; when such a thread has no current context it
- * is left on ctx's device, since putting "device 0" back would create
- * device 0's context, on a device nobody asked for.
+ * Makes ctx's device current. Where the driver can be asked, the calling
+ * thread is left exactly as found: when its current context is not the
+ * device's primary context, that one is pushed and leave() pops it, so
+ * no context is ever created on a device nobody asked for and the
+ * thread's device does not change. Without the driver, cudaSetDevice is
+ * used and the device cudaGetDevice reported is put back.
  */
 static int enter(const struct mg_ctx *ctx, int *saved)
 {
-	int cur = -1;
+	void *want, *cur = NULL;
+	int dev = -1;
 
-	if (cudaGetDevice(&cur) != cudaSuccess)
-		cur = -1;
-	if (cur == ctx->device) {
-		*saved = cur;
+	*saved = SAVED_NONE;
+	pthread_once(&driver_once, find_driver);
+	want = drv.get_current ? primary_ctx(ctx->device) : NULL;
+	if (want) {
+		if (drv.get_current(&cur) == 0 && cur == want)
+			return 0;
+		if (drv.push(want) != 0)
+			return cuda_err(cudaErrorInvalidResourceHandle);
+		*saved = SAVED_PUSHED;
 		return 0;
 	}
-	*saved = cur > 0 || (cur == 0 && thread_has_context()) ? cur : -1;
+	if (cudaGetDevice(&dev) != cudaSuccess)
+		dev = -1;
+	if (dev == ctx->device)
+		return 0;
+	*saved = dev;
 	return cuda_err(cudaSetDevice(ctx->device));
 }
 
 static void leave(const struct mg_ctx *ctx, int saved)
 {
-	if (saved >= 0 && saved != ctx->device)
+	void *c;
+
+	if (saved == SAVED_PUSHED)
+		(void)drv.pop(&c);
+	else if (saved >= 0 && saved != ctx->device)
 		(void)cudaSetDevice(saved);
 }
 
@@ -281,6 +347,16 @@ static cudaError_t record_fence(struct mg_buf *buf, intptr_t key,
 	return cudaSuccess;
 }
 
+/* Waits for the work a fence on s would have covered. Synchronizing the
+ * legacy stream does not wait for the blocking streams ordered with it
+ * (only work queued on it does), so for it the whole device is waited
+ * for. */
+static cudaError_t fence_sync(cudaStream_t s)
+{
+	return s == cudaStreamLegacy ? cudaDeviceSynchronize()
+				     : cudaStreamSynchronize(s);
+}
+
 /*
  * The consumer queued its last work on the buffer on stream before this
  * (a tensor's deleter, or the last release). Without a fence (no event,
@@ -297,7 +373,7 @@ static void cu_fence(struct mg_ctx *ctx, struct mg_buf *buf, intptr_t stream)
 	pthread_mutex_lock(&buf->fence_lock);
 	if (enter(ctx, &saved) != 0 ||
 	    (record_fence(buf, key, s) != cudaSuccess &&
-	     cudaStreamSynchronize(s) != cudaSuccess)) {
+	     fence_sync(s) != cudaSuccess)) {
 		(void)cudaGetLastError();
 		buf->unfenced = true;
 	}

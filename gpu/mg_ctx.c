@@ -181,8 +181,10 @@ DLDevice mg_ctx_dl_device(const mg_ctx *ctx)
 
 void mg_ctx_trim(mg_ctx *ctx)
 {
+	mg_ctx_ref(ctx); /* another thread may close ctx meanwhile */
 	mg_pool_drain(ctx);
 	mg_readers_drain(ctx);
+	mg_ctx_unref(ctx);
 }
 
 void mg_ctx_stats(mg_ctx *ctx, struct mg_ctx_stats *out)

@@ -22,9 +22,9 @@
 
 /*
  * What differs between devices. Every function runs with the context's
- * device current on the calling thread (the backend makes it so and puts
- * the caller's back, or leaves it when the thread had no device context of
- * its own, so that no other device's context is ever created). Streams and
+ * device current on the calling thread (the backend makes it so and leaves
+ * the thread as found, so that no other device's context is ever created
+ * and the caller's device does not change). Streams and
  * events are opaque; the CPU backend copies synchronously, so its events
  * are always complete. A consumer's stream is a DLPack stream value (see
  * mg_buf_dlpack_stream in matgpu.h).

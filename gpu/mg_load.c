@@ -36,10 +36,15 @@ int mg_open_file(const char *path, int *fd, size_t *size)
 
 	if (!path)
 		return -EINVAL;
-	f = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO without a writer (or some devices)
+	 * would wait forever; they are refused below. It changes nothing for
+	 * a regular file, and is cleared anyway. */
+	f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (f < 0)
 		return -errno;
 	r = mg_fd_size(f, &sz);
+	if (!r && fcntl(f, F_SETFL, fcntl(f, F_GETFL) & ~O_NONBLOCK) < 0)
+		r = -errno;
 	if (r) {
 		close(f);
 		return r;
@@ -74,16 +79,21 @@ int mg_load_with(struct mg_reader *rd, int fd, size_t size,
 	return 0;
 }
 
+/* Holds its own reference on ctx: another thread may close the context
+ * meanwhile, and a failed load's release of its buffer would then end it
+ * while its ring is still out. */
 static int load_fd(mg_ctx *ctx, int fd, size_t size, mg_buf **out)
 {
 	struct mg_reader *rd;
 	int r;
 
+	mg_ctx_ref(ctx);
 	r = mg_reader_get(ctx, &rd);
-	if (r)
-		return r;
-	r = mg_load_with(rd, fd, size, NULL, out);
-	mg_reader_put(ctx, rd);
+	if (!r) {
+		r = mg_load_with(rd, fd, size, NULL, out);
+		mg_reader_put(ctx, rd);
+	}
+	mg_ctx_unref(ctx);
 	return r;
 }
 

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import types
 import unittest
 
@@ -259,6 +260,22 @@ class FakeCudaTest(unittest.TestCase):
         finally:
             sys.modules["torch"] = real
         self.assertEqual(buf.__dlpack_device__(), (2, 0))
+
+    def test_cuda_unchanged_by_a_load_on_another_device(self):
+        # A fresh thread never chose a device: "cuda" is device 0 before
+        # and after loading on device 1 (torch's current device likewise).
+        got = []
+
+        def work():
+            try:
+                got.append(matgpu.load(self.path, device="cuda:1").device)
+                got.append(matgpu.load(self.path, device="cuda").device)
+            except Exception as e:  # reported below
+                got.append(e)
+        th = threading.Thread(target=work)
+        th.start()
+        th.join()
+        self.assertEqual(got, ["cuda:1", "cuda:0"])
 
     def test_dlpack_stream(self):
         ctx = matgpu.Context("cuda:1")

@@ -4,10 +4,11 @@
  * edge sizes, DLPack device tensors, the loader's order and the pool's
  * steady state on the device, a second device, running out of device
  * memory; and, on the fake runtime only (its hooks, found with dlsym), the
- * contexts a load creates, the ordering of a buffer's reuse after its
- * consumers' streams, and where device memory is freed. Skipped (77) where
- * the runtime reports no device
- * (test_mg_errors.c covers that case). Runs on a GPU, or on any machine
+ * contexts a load creates and the device a thread is left on, the ordering
+ * of a buffer's reuse after its consumers' streams (also from many
+ * threads), where device memory is freed, injected and sticky failures,
+ * files changing and the context closing during a load. Skipped (77) where
+ * the runtime reports no device (test_mg_errors.c covers that case). Runs on a GPU, or on any machine
  * against the fake runtime of fakecuda/ (test_mg_cuda_fake).
  *
  * Not for: the CPU backend (the other tests of this folder).
@@ -273,6 +274,92 @@ static void test_no_context_on_other_device(void **state)
 	mgt_rmtree(dir);
 }
 
+/* Whether the calling thread has a current context, from the driver's
+ * cuCtxGetCurrent (reached through the runtime); -1 when it cannot be
+ * asked. */
+static int thread_bound(void)
+{
+	enum cudaDriverEntryPointQueryResult q;
+	int (*get)(void **) = NULL;
+	void *fn = NULL, *c = NULL;
+
+	if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000,
+					     cudaEnableDefault,
+					     &q) != cudaSuccess ||
+	    q != cudaDriverEntryPointSuccess || !fn)
+		return -1;
+	memcpy(&get, &fn, sizeof(fn));
+	if (get(&c) != 0)
+		return -1;
+	return c != NULL;
+}
+
+/* What a fresh thread (no device chosen) sees after working on device 1:
+ * a load, a tensor deleted, a loader, the context's end. */
+struct probe {
+	const char *path;
+	int err; /* first failure */
+	int dev; /* cudaGetDevice afterwards */
+	int bound; /* thread_bound() afterwards */
+};
+
+static void *probe_main(void *arg)
+{
+	struct probe *p = arg;
+	DLManagedTensor *m = NULL;
+	mg_loader *ld = NULL;
+	mg_ctx *ctx = NULL;
+	mg_buf *buf = NULL;
+
+	p->err = mg_ctx_open(1, NULL, &ctx);
+	if (!p->err)
+		p->err = mg_load(ctx, p->path, &buf);
+	if (!p->err) {
+		p->err = mg_buf_dlpack(buf, NULL, &m);
+		mg_buf_release(buf);
+	}
+	if (!p->err) {
+		m->deleter(m);
+		p->err = mg_loader_open(ctx, &p->path, 1, NULL, &ld);
+	}
+	if (!p->err) {
+		p->err = mg_loader_next(ld, &buf);
+		mg_buf_release(buf);
+		mg_loader_close(ld);
+	}
+	mg_ctx_close(ctx);
+	p->dev = -1;
+	(void)cudaGetDevice(&p->dev);
+	p->bound = thread_bound();
+	return NULL;
+}
+
+/* A thread that never chose a device is left as it was found: no current
+ * context, so cudaGetDevice (and with it torch.cuda.current_device() and
+ * matgpu's device="cuda") still answers 0, not the context's device. */
+static void test_fresh_thread_left_unbound(void **state)
+{
+	char *dir;
+	struct probe p = {0};
+	pthread_t th;
+	int before;
+
+	(void)state;
+	if (!fake_hooks() || mg_device_count() < 2)
+		skip();
+	dir = mgt_tmpdir();
+	p.path = mgt_file(dir, "a", 3 * STAGE + 1, 61);
+	before = fake_contexts(0);
+	assert_int_equal(pthread_create(&th, NULL, probe_main, &p), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(p.err, 0);
+	assert_int_equal(p.bound, 0);
+	assert_int_equal(p.dev, 0);
+	assert_int_equal(fake_contexts(0), before);
+	free((char *)p.path);
+	mgt_rmtree(dir);
+}
+
 /* The consumer of a tensor that fences its release: a "kernel" on stream
  * that runs late, then reads the tensor back into host memory. */
 static void consume_late(cudaStream_t stream, DLManagedTensor *m, uint8_t *host,
@@ -349,12 +436,22 @@ static void test_release_fenced_on_consumer_stream(void **state)
 
 static void test_release_fence_failures(void **state)
 {
+	cudaStream_t s;
+
 	(void)state;
 	if (!fake_hooks())
 		skip();
 	reuse_after_consumer(cudaStreamLegacy, false,
 			     "cudaEventCreateWithFlags");
 	reuse_after_consumer(cudaStreamLegacy, false, "cudaEventRecord");
+	/* A blocking stream is ordered with the legacy one only by work
+	 * queued on the legacy stream, not by synchronizing it. */
+	assert_int_equal(cudaSetDevice(0), cudaSuccess);
+	assert_int_equal(cudaStreamCreateWithFlags(&s, cudaStreamDefault),
+			 cudaSuccess);
+	reuse_after_consumer(s, false, "cudaEventCreateWithFlags");
+	reuse_after_consumer(s, false, "cudaEventRecord");
+	assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
 }
 
 /* A pool over its limit frees the evicted buffer in the next load, not in
@@ -397,23 +494,340 @@ static void test_no_free_in_deleter(void **state)
 	mgt_rmtree(dir);
 }
 
-/* Runtime failures reach the caller as CUDA errors and leave the context
- * usable; an asynchronous (sticky) one fails every later load on its
- * device. Runs last: the sticky error stays with the last device. */
-static void test_injected_failures(void **state)
+/* Tensors handed from loading threads to one deleting thread. */
+struct tensor_queue {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	DLManagedTensor *items[64];
+	unsigned n, producers;
+};
+
+struct stress {
+	mg_ctx *ctx;
+	char **paths;
+	struct tensor_queue *q;
+	uint32_t seed; /* of paths[0]; paths[k] has seed + k */
+	int err; /* first failure: a CUDA error, -1 for wrong bytes */
+};
+
+#define STRESS_FILES 3
+#define STRESS_ROUNDS 12
+
+static const size_t stress_sizes[STRESS_FILES] = {1, 7 * STAGE + 5, 3 * STAGE};
+
+/* Loads, reads the bytes back on its own non-blocking stream of device 1
+ * through a tensor exported to that stream, and hands the tensor to the
+ * deleting thread while the stream may still be reading it. */
+static void *stress_main(void *arg)
 {
-	static const char *const calls[] = {
-	    "cudaMemcpyAsync", "cudaEventRecord", "cudaStreamSynchronize"};
-	const char *name = NULL;
-	char *dir, *a;
+	struct stress *st = arg;
+	uint8_t *host = NULL, *want = malloc(8 * STAGE);
+	DLManagedTensor *m;
+	cudaStream_t s = NULL;
+	mg_buf *buf;
+	int r = 0;
+
+	if (cudaSetDevice(1) || cudaStreamCreateWithFlags(&s, 1) ||
+	    cudaHostAlloc((void **)&host, 8 * STAGE, 0) || !want)
+		r = -MG_ECUDA;
+	for (int i = 0; !r && i < STRESS_ROUNDS; i++) {
+		unsigned k = (unsigned)i % STRESS_FILES;
+		size_t n = stress_sizes[k];
+
+		r = mg_load(st->ctx, st->paths[k], &buf);
+		if (r)
+			break;
+		r = mg_buf_dlpack_stream(buf, NULL, (intptr_t)s, &m);
+		mg_buf_release(buf);
+		if (r)
+			break;
+		fake_sleep(s, 20000);
+		if (cudaMemcpyAsync(host, m->dl_tensor.data, n,
+				    cudaMemcpyDeviceToHost, s))
+			r = -MG_ECUDA;
+		pthread_mutex_lock(&st->q->lock);
+		while (st->q->n == 64)
+			pthread_cond_wait(&st->q->cond, &st->q->lock);
+		st->q->items[st->q->n++] = m;
+		pthread_cond_broadcast(&st->q->cond);
+		pthread_mutex_unlock(&st->q->lock);
+		if (!r && cudaStreamSynchronize(s))
+			r = -MG_ECUDA;
+		mgt_pattern(want, n, st->seed + k);
+		if (!r && memcmp(host, want, n) != 0)
+			r = -1;
+	}
+	pthread_mutex_lock(&st->q->lock);
+	st->q->producers--;
+	pthread_cond_broadcast(&st->q->cond);
+	pthread_mutex_unlock(&st->q->lock);
+	if (s)
+		cudaStreamSynchronize(s);
+	if (s)
+		cudaStreamDestroy(s);
+	if (host)
+		cudaFreeHost(host);
+	free(want);
+	st->err = r;
+	return NULL;
+}
+
+static void *deleter_main(void *arg)
+{
+	struct tensor_queue *q = arg;
+	DLManagedTensor *m;
+
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		while (q->n == 0 && q->producers > 0)
+			pthread_cond_wait(&q->cond, &q->lock);
+		if (q->n == 0)
+			break;
+		m = q->items[--q->n];
+		pthread_cond_broadcast(&q->cond);
+		pthread_mutex_unlock(&q->lock);
+		m->deleter(m);
+		pthread_mutex_lock(&q->lock);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+/* Eight threads loading through a context of device 1 that allows two
+ * loads at once, each consumer's stream still reading when another thread
+ * deletes its tensor: every byte read back is right, at most two rings
+ * exist, and everything is back in the pool at the end. */
+static void test_many_threads_device1(void **state)
+{
+	struct tensor_queue q = {.n = 0};
+	struct stress st[8];
+	struct mg_ctx_opts o;
+	struct mg_ctx_stats cs;
+	char *dir, *paths[8][STRESS_FILES], name[16];
+	pthread_t th[8], del;
 	mg_ctx *ctx = NULL;
+
+	(void)state;
+	if (!fake_hooks() || mg_device_count() < 2)
+		skip();
+	dir = mgt_tmpdir();
+	/* Each thread its own files: a buffer overwritten by another
+	 * thread's load shows. */
+	for (unsigned i = 0; i < 8; i++) {
+		for (unsigned k = 0; k < STRESS_FILES; k++) {
+			snprintf(name, sizeof(name), "f%u-%u", i, k);
+			paths[i][k] = mgt_file(dir, name, stress_sizes[k],
+					       70 + 10 * i + k);
+		}
+	}
+	mg_ctx_opts_init(&o);
+	o.staging_size = STAGE;
+	o.staging_count = 3;
+	o.io_threads = 2;
+	o.max_loads = 2;
+	assert_int_equal(mg_ctx_open(1, &o, &ctx), 0);
+	pthread_mutex_init(&q.lock, NULL);
+	pthread_cond_init(&q.cond, NULL);
+	q.producers = 8;
+	for (int i = 0; i < 8; i++) {
+		st[i] = (struct stress){ctx, paths[i], &q, 70 + 10 * i, 0};
+		assert_int_equal(
+		    pthread_create(&th[i], NULL, stress_main, &st[i]), 0);
+	}
+	assert_int_equal(pthread_create(&del, NULL, deleter_main, &q), 0);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	assert_int_equal(pthread_join(del, NULL), 0);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(st[i].err, 0);
+	mg_ctx_stats(ctx, &cs);
+	assert_true(cs.staging_bytes <= 2 * 3 * STAGE);
+	assert_int_equal(cs.bytes_in_use, 0);
+	assert_int_equal(cs.loads, 8 * STRESS_ROUNDS);
+	mg_ctx_close(ctx);
+	pthread_cond_destroy(&q.cond);
+	pthread_mutex_destroy(&q.lock);
+	for (unsigned i = 0; i < 8; i++)
+		for (unsigned k = 0; k < STRESS_FILES; k++)
+			free(paths[i][k]);
+	mgt_rmtree(dir);
+}
+
+/* A context's first load fails where it creates its ring or its buffer;
+ * nothing is left half made (the sanitizer build checks) and the next
+ * load works. */
+static void test_failures_while_creating(void **state)
+{
+	static const struct {
+		const char *call;
+		int err;
+	} fails[] = {
+	    {"cudaStreamCreateWithFlags", -ENOMEM},
+	    {"cudaHostAlloc", -ENOMEM},
+	    {"cudaEventCreateWithFlags", -ENOMEM},
+	    /* The pool drains and retries: one failure is absorbed. */
+	    {"cudaMalloc", 0},
+	};
+	char *dir, *a;
+	mg_ctx *ctx;
 	mg_buf *buf = NULL;
 
 	(void)state;
 	if (!fake_hooks())
 		skip();
 	dir = mgt_tmpdir();
+	a = mgt_file(dir, "a", 4 * STAGE + 2, 81);
+	for (size_t i = 0; i < sizeof(fails) / sizeof(fails[0]); i++) {
+		ctx = cuda_ctx();
+		fake_fail(fails[i].call, cudaErrorMemoryAllocation);
+		assert_int_equal(mg_load(ctx, a, &buf), fails[i].err);
+		if (!fails[i].err)
+			mg_buf_release(buf);
+		assert_int_equal(mg_load(ctx, a, &buf), 0);
+		check_on_device(buf, 4 * STAGE + 2, 81);
+		mg_buf_release(buf);
+		mg_ctx_close(ctx);
+	}
+	free(a);
+	mgt_rmtree(dir);
+}
+
+struct bg_load {
+	mg_ctx *ctx;
+	const char *path;
+	mg_buf *buf;
+	int r;
+};
+
+static void *bg_load_main(void *arg)
+{
+	struct bg_load *p = arg;
+
+	p->r = mg_load(p->ctx, p->path, &p->buf);
+	return NULL;
+}
+
+/* Starts loading path on another thread and returns once the load took
+ * its buffer (the file's size is known, its pieces are being read). */
+static void bg_load_start(struct bg_load *p, pthread_t *th)
+{
+	struct mg_ctx_stats st;
+
+	assert_int_equal(pthread_create(th, NULL, bg_load_main, p), 0);
+	do {
+		usleep(1000);
+		mg_ctx_stats(p->ctx, &st);
+	} while (st.bytes_in_use == 0);
+}
+
+/* A file that shrinks while it is loaded fails the load with -EIO; one
+ * that grows loads the bytes it had when the load began. Copies are
+ * slowed to 5 ms a piece so that the change lands mid-way. */
+static void test_file_changes_during_load(void **state)
+{
+	const size_t n = 64 * STAGE;
+	void (*delay)(unsigned);
+	struct bg_load bl = {0};
+	char *dir, *a, zeros[STAGE] = {0};
+	pthread_t th;
+	void *p;
+	int fd;
+
+	(void)state;
+	p = dlsym(RTLD_DEFAULT, "fake_cudart_copy_delay");
+	if (!p || !fake_hooks())
+		skip();
+	memcpy(&delay, &p, sizeof(p));
+	dir = mgt_tmpdir();
+	a = mgt_file(dir, "a", n, 91);
+	bl.ctx = cuda_ctx();
+	bl.path = a;
+	delay(5000);
+	bg_load_start(&bl, &th);
+	assert_int_equal(truncate(a, STAGE), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(bl.r, -EIO);
+	free(mgt_file(dir, "a", n, 91));
+	bg_load_start(&bl, &th);
+	fd = open(a, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(write(fd, zeros, STAGE), STAGE);
+	assert_int_equal(close(fd), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	delay(0);
+	assert_int_equal(bl.r, 0);
+	check_on_device(bl.buf, n, 91);
+	mg_buf_release(bl.buf);
+	mg_ctx_close(bl.ctx);
+	free(a);
+	mgt_rmtree(dir);
+}
+
+/* The context closed by one thread while another loads through it: the
+ * load ends normally and its buffer is valid, and the context ends with
+ * the buffer; a load that fails after the close (its file shrank) ends
+ * the context itself, after its last use of it (the sanitizer build sees
+ * a use after free otherwise). */
+static void test_close_during_load(void **state)
+{
+	const size_t n = 32 * STAGE;
+	void (*delay)(unsigned);
+	struct bg_load bl = {0};
+	pthread_t th;
+	char *dir;
+	void *p;
+
+	(void)state;
+	p = dlsym(RTLD_DEFAULT, "fake_cudart_copy_delay");
+	if (!p || !fake_hooks())
+		skip();
+	memcpy(&delay, &p, sizeof(p));
+	dir = mgt_tmpdir();
+	bl.path = mgt_file(dir, "a", n, 95);
+	bl.ctx = cuda_ctx();
+	delay(3000);
+	bg_load_start(&bl, &th);
+	mg_ctx_close(bl.ctx);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	delay(0);
+	assert_int_equal(bl.r, 0);
+	check_on_device(bl.buf, n, 95);
+	mg_buf_release(bl.buf);
+	bl.ctx = cuda_ctx();
+	delay(3000);
+	bg_load_start(&bl, &th);
+	mg_ctx_close(bl.ctx);
+	assert_int_equal(truncate(bl.path, STAGE), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	delay(0);
+	assert_int_equal(bl.r, -EIO);
+	free((char *)bl.path);
+	mgt_rmtree(dir);
+}
+
+/* Runtime failures reach the caller as CUDA errors and leave the context
+ * usable; an asynchronous (sticky) one fails every later load on its
+ * device. Runs last: the sticky error stays with the last device. */
+static void test_injected_failures(void **state)
+{
+	static const char *const calls[] = {
+	    "cudaMemcpyAsync", "cudaEventRecord", "cudaStreamSynchronize",
+	    "cudaEventSynchronize", "cudaStreamWaitEvent"};
+	const char *name = NULL, *paths[2];
+	DLManagedTensor *m = NULL;
+	mg_buf *buf = NULL, *pre = NULL;
+	mg_loader *ld = NULL;
+	mg_ctx *ctx = NULL;
+	char *dir, *a;
+	int dev = -1;
+
+	(void)state;
+	if (!fake_hooks())
+		skip();
+	dir = mgt_tmpdir();
 	a = mgt_file(dir, "a", 5 * STAGE + 1, 51);
+	paths[0] = paths[1] = a;
 	ctx = cuda_ctx();
 	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
 		fake_fail(calls[i], cudaErrorLaunchFailure);
@@ -425,17 +839,37 @@ static void test_injected_failures(void **state)
 		mg_buf_release(buf);
 	}
 	mg_ctx_close(ctx);
-	/* On that device already, so that closing needs no cudaSetDevice,
-	 * which the sticky error fails. */
-	assert_int_equal(cudaSetDevice(mg_device_count() - 1), cudaSuccess);
+	/* The sticky error, from a thread on device 0: every later call on
+	 * the last device answers it (a tensor that needs no stream work
+	 * excepted), and releasing, trimming and closing still free
+	 * everything (the sanitizer build checks). */
+	assert_int_equal(cudaSetDevice(0), cudaSuccess);
 	assert_int_equal(mg_ctx_open(mg_device_count() - 1, NULL, &ctx), 0);
+	assert_int_equal(mg_load(ctx, a, &pre), 0);
 	fake_fail("async", cudaErrorIllegalAddress);
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(mg_load(ctx, a, &buf), -MG_ECUDA);
 		mg_cuda_last_error(&name);
 		assert_string_equal(name, "cudaErrorIllegalAddress");
 	}
+	assert_int_equal(mg_buf_dlpack(pre, NULL, &m), -MG_ECUDA);
+	assert_int_equal(mg_buf_dlpack_stream(pre, NULL, -1, &m), 0);
+	m->deleter(m);
+	assert_int_equal(mg_loader_open(ctx, paths, 2, NULL, &ld), 0);
+	for (int i = 0; i < 2; i++) {
+		mg_cuda_clear_error();
+		assert_int_equal(mg_loader_next(ld, &buf), -MG_ECUDA);
+		mg_cuda_last_error(&name);
+		assert_string_equal(name, "cudaErrorIllegalAddress");
+	}
+	assert_int_equal(mg_loader_next(ld, &buf), 0);
+	assert_null(buf);
+	mg_loader_close(ld);
+	mg_buf_release(pre);
+	mg_ctx_trim(ctx);
 	mg_ctx_close(ctx);
+	assert_int_equal(cudaGetDevice(&dev), cudaSuccess);
+	assert_int_equal(dev, 0);
 	free(a);
 	mgt_rmtree(dir);
 }
@@ -444,6 +878,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_no_context_on_other_device),
+	    cmocka_unit_test(test_fresh_thread_left_unbound),
 	    cmocka_unit_test(test_sizes_on_device),
 	    cmocka_unit_test(test_dlpack_and_steady_state),
 	    cmocka_unit_test(test_loader_on_device),
@@ -452,6 +887,10 @@ int main(void)
 	    cmocka_unit_test(test_release_fenced_on_consumer_stream),
 	    cmocka_unit_test(test_release_fence_failures),
 	    cmocka_unit_test(test_no_free_in_deleter),
+	    cmocka_unit_test(test_many_threads_device1),
+	    cmocka_unit_test(test_failures_while_creating),
+	    cmocka_unit_test(test_file_changes_during_load),
+	    cmocka_unit_test(test_close_during_load),
 	    cmocka_unit_test(test_injected_failures),
 	};
 

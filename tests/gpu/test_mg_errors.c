@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "mg_test_util.h"
 
@@ -53,6 +54,35 @@ static void test_not_regular(void **state)
 	assert_int_equal(mg_load_fd(ctx, dfd, &buf), -EISDIR);
 	close(dfd);
 	assert_null(buf);
+	free(fifo);
+	mg_ctx_close(ctx);
+	mgt_rmtree(dir);
+}
+
+/* A FIFO nobody writes to, or a device, named by path: refused at once,
+ * never waited on in open(2) (an alarm fails the test if it hangs), by
+ * mg_load and by a loader's thread (whose close would then hang too). */
+static void test_special_paths(void **state)
+{
+	char *dir = mgt_tmpdir();
+	char *fifo = mgt_path(dir, "fifo");
+	const char *paths[] = {fifo, "/dev/zero", "/dev/null"};
+	mg_ctx *ctx = mgt_ctx(4096, 2, 1);
+	mg_loader *ld = NULL;
+	mg_buf *buf = NULL;
+
+	(void)state;
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	alarm(20);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(mg_load(ctx, paths[i], &buf), -EINVAL);
+	assert_int_equal(mg_loader_open(ctx, paths, 3, NULL, &ld), 0);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(mg_loader_next(ld, &buf), -EINVAL);
+	assert_int_equal(mg_loader_next(ld, &buf), 0);
+	assert_null(buf);
+	mg_loader_close(ld);
+	alarm(0);
 	free(fifo);
 	mg_ctx_close(ctx);
 	mgt_rmtree(dir);
@@ -132,6 +162,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_missing_and_directory),
 	    cmocka_unit_test(test_not_regular),
+	    cmocka_unit_test(test_special_paths),
 	    cmocka_unit_test(test_bad_options),
 	    cmocka_unit_test(test_strerror),
 	    cmocka_unit_test(test_cuda_without_device),

@@ -10,7 +10,9 @@
  *   (fake_cudart_contexts()). A thread that never called cudaSetDevice has
  *   no current context; cudaGetDevice then answers 0 without creating one,
  *   and the driver's cuCtxGetCurrent (through cudaGetDriverEntryPoint*)
- *   answers NULL.
+ *   answers NULL. The driver's cuDeviceGet, cuDevicePrimaryCtxRetain,
+ *   cuCtxPushCurrent and cuCtxPopCurrent work on primary contexts: a
+ *   thread's binding is put back exactly as it was by the pop.
  * - Streams: each is a worker thread running its operations late and in
  *   order (a copy sleeps FAKE_CUDART_COPY_DELAY_US, default 100, before it
  *   moves bytes), so an event completes only when the earlier work of its
@@ -99,6 +101,7 @@ static long frees;
 static char fail_call[64];
 static cudaError_t fail_err;
 static int fail_async; /* the next copy fails on its stream */
+static unsigned copy_delay_us; /* fake_cudart_copy_delay(); 0: environment */
 static _Thread_local int current;
 static _Thread_local bool bound; /* the thread has a current context */
 static _Thread_local cudaError_t last_error;
@@ -136,6 +139,15 @@ long fake_cudart_frees(void)
 	n = frees;
 	pthread_mutex_unlock(&lock);
 	return n;
+}
+
+/* Every later copy takes us microseconds (0: FAKE_CUDART_COPY_DELAY_US or
+ * its default again). */
+void fake_cudart_copy_delay(unsigned us)
+{
+	pthread_mutex_lock(&lock);
+	copy_delay_us = us;
+	pthread_mutex_unlock(&lock);
 }
 
 /* The next call of the function named call returns err (one shot); call
@@ -182,6 +194,17 @@ static struct fstream *stream_new(int device, bool is_legacy, bool nonblock)
 	return s;
 }
 
+/* Creates device's primary context on first use; lock held. */
+static void primary(int device)
+{
+	if (!contexts[device]) {
+		contexts[device]++;
+		legacy[device] = stream_new(device, true, false);
+		if (!legacy[device])
+			abort();
+	}
+}
+
 /*
  * What every call that needs a context does first: binds the thread to its
  * current device (0 when it never chose one), creating the device's primary
@@ -191,12 +214,7 @@ static struct fstream *stream_new(int device, bool is_legacy, bool nonblock)
 static cudaError_t enter(const char *call)
 {
 	bound = true;
-	if (!contexts[current]) {
-		contexts[current]++;
-		legacy[current] = stream_new(current, true, false);
-		if (!legacy[current])
-			abort();
-	}
+	primary(current);
 	if (sticky[current])
 		return sticky[current];
 	if (fail_call[0] && strcmp(fail_call, call) == 0) {
@@ -272,12 +290,12 @@ static cudaError_t remove_alloc(void *p, bool host, const char *call)
 
 	pthread_mutex_lock(&lock);
 	e = enter(call);
-	if (!host && !e) {
-		frees++;
-		device_idle(current); /* cudaFree synchronizes the device */
-	}
-	/* Freed even when failing (a sticky error), so that tests of
-	 * failures leak nothing. */
+	frees += !host && !e;
+	/* cudaFree synchronizes the device. Freed even when failing (a
+	 * sticky error), so that tests of failures leak nothing: then too
+	 * only once no queued copy can touch the memory. */
+	if (!host)
+		device_idle(current);
 	if (!p) {
 		pthread_mutex_unlock(&lock);
 		return ret(e);
@@ -323,27 +341,99 @@ cudaError_t cudaGetDevice(int *device)
 	return cudaSuccess;
 }
 
-/* The driver's cuCtxGetCurrent: any non-NULL handle when bound. */
+/*
+ * The driver's context calls, for primary contexts only: a context handle
+ * is its device + 1. The thread's context stack is its current binding
+ * (current, bound) over the ones saved by cuCtxPushCurrent.
+ */
+#define CU_ERROR_INVALID_VALUE 1
+#define CU_ERROR_INVALID_DEVICE 101
+#define CU_ERROR_INVALID_CONTEXT 201
+#define MAX_PUSHED 16
+
+static _Thread_local struct {
+	int current;
+	bool bound;
+} pushed[MAX_PUSHED];
+static _Thread_local int npushed;
+
 static int fake_cu_ctx_get_current(void **ctx)
 {
 	*ctx = bound ? (void *)(uintptr_t)(current + 1) : NULL;
 	return 0;
 }
 
+static int fake_cu_device_get(int *dev, int ordinal)
+{
+	if (ordinal < 0 || ordinal >= device_count())
+		return CU_ERROR_INVALID_DEVICE;
+	*dev = ordinal;
+	return 0;
+}
+
+static int fake_cu_primary_retain(void **ctx, int dev)
+{
+	if (dev < 0 || dev >= device_count())
+		return CU_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&lock);
+	primary(dev);
+	pthread_mutex_unlock(&lock);
+	*ctx = (void *)(uintptr_t)(dev + 1);
+	return 0;
+}
+
+static int fake_cu_ctx_push(void *ctx)
+{
+	int dev = (int)(uintptr_t)ctx - 1;
+
+	if (dev < 0 || dev >= device_count() || npushed == MAX_PUSHED)
+		return CU_ERROR_INVALID_CONTEXT;
+	pushed[npushed].current = current;
+	pushed[npushed].bound = bound;
+	npushed++;
+	current = dev;
+	bound = true;
+	return 0;
+}
+
+static int fake_cu_ctx_pop(void **ctx)
+{
+	if (npushed == 0 || !bound)
+		return CU_ERROR_INVALID_CONTEXT;
+	if (ctx)
+		*ctx = (void *)(uintptr_t)(current + 1);
+	npushed--;
+	current = pushed[npushed].current;
+	bound = pushed[npushed].bound;
+	return 0;
+}
+
 static cudaError_t entry_point(const char *symbol, void **fn,
 			       enum cudaDriverEntryPointQueryResult *status)
 {
-	int (*get)(void **) = fake_cu_ctx_get_current;
+	static const struct {
+		const char *name;
+		void (*fn)(void);
+	} syms[] = {
+	    {"cuCtxGetCurrent", (void (*)(void))fake_cu_ctx_get_current},
+	    {"cuDeviceGet", (void (*)(void))fake_cu_device_get},
+	    {"cuDevicePrimaryCtxRetain",
+	     (void (*)(void))fake_cu_primary_retain},
+	    {"cuCtxPushCurrent", (void (*)(void))fake_cu_ctx_push},
+	    {"cuCtxPopCurrent", (void (*)(void))fake_cu_ctx_pop},
+	};
 
-	if (strcmp(symbol, "cuCtxGetCurrent") != 0) {
-		*fn = NULL;
-		if (status)
-			*status = cudaDriverEntryPointSymbolNotFound;
-		return cudaSuccess;
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		if (strcmp(symbol, syms[i].name) == 0) {
+			memcpy(fn, &syms[i].fn, sizeof(*fn));
+			if (status)
+				*status = cudaDriverEntryPointSuccess;
+			return cudaSuccess;
+		}
 	}
-	memcpy(fn, &get, sizeof(get));
+	*fn = NULL;
 	if (status)
-		*status = cudaDriverEntryPointSuccess;
+		*status = cudaDriverEntryPointSymbolNotFound;
 	return cudaSuccess;
 }
 
@@ -422,11 +512,14 @@ cudaError_t cudaFreeHost(void *p)
 static void run_op(struct fstream *s, struct op *op)
 {
 	const char *d = getenv("FAKE_CUDART_COPY_DELAY_US");
+	useconds_t us = copy_delay_us ? copy_delay_us
+	    : d			      ? (useconds_t)atoi(d)
+				      : 100;
 
 	switch (op->kind) {
 	case OP_COPY:
 		pthread_mutex_unlock(&lock);
-		usleep(d ? (useconds_t)atoi(d) : 100); /* a late copy engine */
+		usleep(us); /* a late copy engine */
 		if (!op->fail)
 			memcpy(op->dst, op->src, op->n);
 		pthread_mutex_lock(&lock);

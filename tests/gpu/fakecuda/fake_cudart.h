@@ -17,6 +17,8 @@ long fake_cudart_frees(void);
 /* The next call of the runtime function named call fails with err; call
  * "async": the next copy fails on its stream and err sticks to the device. */
 void fake_cudart_fail(const char *call, cudaError_t err);
+/* Every later copy takes us microseconds (0: the default again). */
+void fake_cudart_copy_delay(unsigned us);
 /* Queues on stream an operation that runs for us microseconds (a kernel). */
 void fake_cudart_stream_sleep(cudaStream_t stream, unsigned us);
 
