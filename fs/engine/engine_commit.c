@@ -20,43 +20,69 @@
 
 /* Makes s durable and records it; a failure is recorded as the shard's
  * (the next open computes it again) and told to commit_failed. */
+/* The shard just recorded materialized, as the claim loop would have seen
+ * it had it read it back: what a catalog outage serves it from. */
+static void remember(struct mf_engine *e, const struct sealed *s)
+{
+	struct mf_shard_rec rec = {0};
+	memcpy(rec.fp, s->fp, sizeof(rec.fp));
+	rec.index = s->shard;
+	rec.state = MF_SHARD_MATERIALIZED;
+	memcpy(rec.run_id, s->run_id, sizeof(rec.run_id));
+	rec.raw_bytes = s->st.raw_bytes;
+	rec.stored_bytes = s->st.stored_bytes;
+	rec.chunks = s->st.chunks;
+	rec.exit_status = -1;
+	rec.generation = s->generation;
+	eng_known_remember(e, &rec);
+}
+
 static void commit_one(struct mf_engine *e, struct sealed *s)
 {
 	char *err = NULL;
 	int rc = mf_shard_writer_commit(s->w, NULL);
 	s->w = NULL;
 	struct mf_catalog *c = NULL;
-	int crc = eng_catalog_get(e, &c);
 	if (rc) {
 		eng_errf(&err, "store: committing shard %u: %s", s->shard,
 			 strerror(-rc));
-		if (crc == 0) /* -ESTALE: the claim is no longer ours */
+		if (eng_catalog_get(e, &c) == 0) /* -ESTALE: not ours now */
 			(void)mf_catalog_fail_shard(c, s->fp, s->shard,
 						    s->run_id, -1, err, NULL);
-	} else if (crc == 0) {
+	} else {
+		/* an outage, on connecting or on recording: the file waits,
+		 * durable, for the catalog, as long as a commit would */
 		uint64_t down_until = 0, down_ns = 0;
-		do /* an outage: the file waits, durable, for the catalog */
-			rc = mf_catalog_complete_shard(
-			    c, s->fp, s->shard, s->run_id, s->st.raw_bytes,
-			    s->st.stored_bytes, s->st.chunks);
-		while (mf_catalog_unreachable(rc) &&
-		       eng_catalog_wait(e, rc, &down_until, &down_ns, &err) ==
-			   0);
+		do {
+			if (c) {
+				eng_catalog_put(e, c);
+				c = NULL;
+			}
+			rc = eng_catalog_get(e, &c);
+			if (rc == 0)
+				rc = mf_catalog_complete_shard(
+				    c, s->fp, s->shard, s->run_id,
+				    s->st.raw_bytes, s->st.stored_bytes,
+				    s->st.chunks);
+		} while (mf_catalog_unreachable(rc) &&
+			 eng_catalog_wait(e, rc, &down_until, &down_ns,
+					  &err) == 0);
 		/* read when it was served: what eviction orders by (an open
 		 * of a committed shard sets it likewise) */
-		if (rc == 0)
+		if (rc == 0) {
 			(void)mf_catalog_touch(c, s->fp, s->shard,
 					       s->sealed_at);
-	} else {
-		rc = crc;
+			remember(e, s);
+		}
+		if (rc == -ESTALE) /* lost meanwhile: no row names this file */
+			(void)mf_store_shard_remove(e->store, s->fp, s->run_id,
+						    s->shard);
+		else if (rc && !err)
+			eng_errf(&err, "catalog: recording shard %u: %s",
+				 s->shard, strerror(-rc));
 	}
-	if (rc == -ESTALE) /* lost meanwhile: no row will name this file */
-		(void)mf_store_shard_remove(e->store, s->fp, s->run_id,
-					    s->shard);
-	else if (rc)
-		eng_errf(&err, "catalog: recording shard %u: %s", s->shard,
-			 strerror(-rc));
-	eng_catalog_put(e, c);
+	if (c)
+		eng_catalog_put(e, c);
 	if (err && e->opts.commit_failed)
 		e->opts.commit_failed(e->opts.commit_failed_arg, s->fp,
 				      s->shard, err);
@@ -162,6 +188,26 @@ void eng_commit_wait(struct mf_engine *e, const char *fp, int64_t shard)
 	while (committing(e, fp, shard))
 		pthread_cond_wait(&e->commit_cv, &e->lock);
 	pthread_mutex_unlock(&e->lock);
+}
+
+int mf_engine_sealed_stat(struct mf_engine *e, const struct mf_shard_rec *rec,
+			  struct mf_shard_stat *st)
+{
+	if (rec->state != MF_SHARD_RUNNING || rec->generation == 0)
+		return -ENOENT;
+	int rc = -ENOENT;
+	pthread_mutex_lock(&e->lock);
+	for (const struct sealed *s = e->sealed; s; s = s->next) {
+		if (s->generation == rec->generation &&
+		    s->shard == rec->index && strcmp(s->fp, rec->fp) == 0 &&
+		    strcmp(s->run_id, rec->run_id) == 0) {
+			*st = s->st;
+			rc = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return rc;
 }
 
 int eng_sealed_open(struct mf_engine *e, struct mf_shard_rec *cur,

@@ -341,6 +341,11 @@ void mf_engine_shard_recs_free(struct mf_shard_rec *v, size_t n);
  * (-ENOENT). */
 int mf_engine_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
 			struct mf_shard_rec *out);
+/* The sizes of rec's shard when rec (a `running` row) is a computation
+ * this engine sealed and serves while its commit is under way
+ * (opts.serve_sealed): 0 with *st, else -ENOENT. */
+int mf_engine_sealed_stat(struct mf_engine *e, const struct mf_shard_rec *rec,
+			  struct mf_shard_stat *st);
 /* The run rows of fp, or of every snapshot when fp is NULL, with the
  * host each ran on; *out (caller frees) has *n entries. */
 int mf_engine_list_runs(struct mf_engine *e, const char *fp,

@@ -94,6 +94,8 @@ read_in_time 0 "$tmp/again0" || fail "a second open in the window waited"
 cmp "$tmp/again0" "$tmp/want0" || fail "second open in the window: bytes differ"
 cmp <(cat <&3) "$tmp/want0" || fail "the held descriptor: bytes differ"
 exec 3<&-
+[ "$(stat -c %s "$s/shard-00000")" = "$size0" ] ||
+  fail "stat with no descriptor open in the window: $(stat -c %s "$s/shard-00000"), want $size0"
 [ "$(calls "$pipes/calls")" = 2 ] || fail "the stage ran $(calls "$pipes/calls") times"
 pass "served in the commit window: exact bytes, fstat $fsize, state running, one computation"
 
