@@ -115,7 +115,7 @@ static void reader_free(struct mg_reader *rd)
 	pthread_mutex_unlock(&rd->lock);
 	for (unsigned i = 0; i < rd->nthreads; i++)
 		pthread_join(rd->threads[i], NULL);
-	for (unsigned i = 0; i < rd->nslots; i++) {
+	for (unsigned i = 0; rd->slots && i < rd->nslots; i++) {
 		if (rd->slots[i].host)
 			be->host_free(rd->ctx, rd->slots[i].host);
 		if (rd->slots[i].event)

@@ -469,12 +469,14 @@ double mfs_attr_shard(struct mfs *m, fuse_ino_t ino,
 	st->st_nlink = 1;
 	/* sealed and served by this mount, its commit under way: an inode
 	 * with handles open keeps the size they read (a lookup must not
-	 * shrink what the kernel knows of it); not cached, since the commit
-	 * may still fail */
+	 * shrink what the kernel knows of it), and one with none gets the
+	 * sealed file's size from the engine (a stat after a read shows what
+	 * the read got); not cached, since the commit may still fail */
 	struct mf_shard_stat held;
 	int64_t created;
 	if (rec && rec->state == MF_SHARD_RUNNING &&
-	    mfs_node_held(m, ino, &held, &created)) {
+	    (mfs_node_held(m, ino, &held, &created) ||
+	     mf_engine_sealed_stat(m->eng, rec, &held) == 0)) {
 		st->st_size = (off_t)held.raw_bytes;
 		st->st_blocks = (blkcnt_t)((held.stored_bytes + 511) / 512);
 		return 0.0;

@@ -221,6 +221,8 @@ class Buffer:
             stream, byref(managed))
         if rc:
             _raise(rc, self.path)
+        if _lib.fold_offset_for_consumers():
+            _lib.fold_offset(managed.value)
         return _lib.capsule_new(managed.value)
 
     def view(self, dtype, shape=None, offset=0):

@@ -18,6 +18,7 @@ import ctypes.util
 import glob
 import json
 import os
+import sys
 import sysconfig
 
 from ctypes import (POINTER, Structure, byref, c_char_p, c_int, c_int32,
@@ -220,10 +221,17 @@ def _load():
 lib = _load()
 
 # The C destructor given to "dltensor" capsules, and the capsule's name,
-# which must outlive every capsule: module state, kept for the process.
+# which must outlive every capsule, even those a consumer frees while the
+# interpreter shuts down after this module's state is gone: a copy in the C
+# heap, never freed.
 CAPSULE_DESTRUCTOR = ctypes.cast(lib.mg_dlpack_capsule_destructor,
                                  c_void_p).value
-CAPSULE_NAME = ctypes.create_string_buffer(b"dltensor")
+_strdup = ctypes.CDLL(None).strdup
+_strdup.restype = c_void_p
+_strdup.argtypes = [c_char_p]
+CAPSULE_NAME = _strdup(b"dltensor")
+if not CAPSULE_NAME:
+    raise MemoryError("matgpu: no memory for the capsule name")
 
 _capsule_new = ctypes.pythonapi.PyCapsule_New
 _capsule_new.restype = ctypes.py_object
@@ -240,8 +248,69 @@ lib.mg_dlpack_capsule_api(
 def capsule_new(managed):
     """A "dltensor" PyCapsule owning the DLManagedTensor at address
     managed."""
-    return _capsule_new(managed, ctypes.addressof(CAPSULE_NAME),
-                        CAPSULE_DESTRUCTOR)
+    return _capsule_new(managed, CAPSULE_NAME, CAPSULE_DESTRUCTOR)
+
+
+class DLTensorHead(Structure):
+    """The head of a DLManagedTensor (DLPack 0.6): its DLTensor."""
+    _fields_ = [("data", c_void_p), ("device", DLDevice), ("ndim", c_int32),
+                ("dtype", DLDataType), ("shape", c_void_p),
+                ("strides", c_void_p), ("byte_offset", ctypes.c_uint64)]
+
+
+_PROBE_DELETER = ctypes.CFUNCTYPE(None, c_void_p)(lambda managed: None)
+_torch_reads_offset = None
+
+
+def _probe_torch_offset(torch):
+    """Whether torch.from_dlpack adds DLTensor.byte_offset to data: asks
+    it, with a 2-byte CPU tensor of its own whose byte_offset is 1."""
+
+    class Managed(Structure):
+        _fields_ = [("dl", DLTensorHead), ("ctx", c_void_p),
+                    ("deleter", c_void_p)]
+
+    data = (ctypes.c_uint8 * 2)(0, 1)
+    shape = (ctypes.c_int64 * 1)(1)
+    m = Managed()
+    m.dl.data = ctypes.addressof(data)
+    m.dl.device.device_type, m.dl.device.device_id = KDL_CPU, 0
+    m.dl.ndim = 1
+    m.dl.dtype.code, m.dl.dtype.bits, m.dl.dtype.lanes = 1, 8, 1
+    m.dl.shape = ctypes.addressof(shape)
+    m.dl.byte_offset = 1
+    m.deleter = ctypes.cast(_PROBE_DELETER, c_void_p).value
+    capsule = _capsule_new(ctypes.addressof(m), b"dltensor", None)
+    t = torch.utils.dlpack.from_dlpack(capsule)
+    got = int(t[0])
+    del t, capsule  # before data, shape and m go
+    return got == 1
+
+
+def fold_offset_for_consumers():
+    """Whether a DLPack tensor handed out here must carry its offset in
+    data rather than in byte_offset: when the process has a torch whose
+    from_dlpack ignores byte_offset (torch before 2.10, Debian's 1.13),
+    which would read a view at an offset that is not a multiple of 256
+    from the wrong bytes. Every consumer reads a folded tensor right."""
+    global _torch_reads_offset
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    if _torch_reads_offset is None:
+        try:
+            _torch_reads_offset = _probe_torch_offset(torch)
+        except Exception:  # a torch without from_dlpack: fold, to be safe
+            _torch_reads_offset = False
+    return not _torch_reads_offset
+
+
+def fold_offset(managed):
+    """Moves the DLManagedTensor's byte_offset into its data pointer."""
+    head = DLTensorHead.from_address(managed)
+    if head.byte_offset:
+        head.data = head.data + head.byte_offset
+        head.byte_offset = 0
 
 
 def last_cuda_error():

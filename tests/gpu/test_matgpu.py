@@ -119,6 +119,13 @@ class MatgpuTest(unittest.TestCase):
         self.assertEqual(tuple(t2.shape), (12,))
         a = numpy.from_dlpack(buf.view("float32", (-1,), offset=264))
         self.assertEqual(a.tobytes(), ref[2:].tobytes())
+        # a view at an offset that is not a multiple of 256 reads the
+        # right bytes through torch too (whether it honours byte_offset
+        # or not) and through numpy
+        t4 = torch.from_dlpack(buf.view("float32", (-1,), offset=260))
+        self.assertEqual(t4.numpy().tobytes(), ref[1:].tobytes())
+        a4 = numpy.from_dlpack(buf.view("uint8", (4,), offset=256 + 4))
+        self.assertEqual(a4.tobytes(), ref[1:2].tobytes())
         t3 = torch.from_dlpack(buf.view(numpy.dtype("<i4"), (2, 3)))
         self.assertEqual(tuple(t3.shape), (2, 3))
         self.assertEqual(t3.dtype, torch.int32)
