@@ -111,13 +111,15 @@ const char *mg_strerror(int err);
  * Context options. Fill with mg_ctx_opts_init(), then change what you need.
  * - staging_size: bytes of one staging buffer (>= 1; default 4 MiB). A file
  *   is read and copied in pieces of this size.
- * - staging_count: staging buffers in one ring (2..64; default 4). Each
+ * - staging_count: staging buffers in one ring (2..64; default io_threads
+ *   + 2, at least 4). Each
  *   load being filled (an mg_load() call, a loader's current file) uses one
  *   ring, so a context holds at most max_loads * staging_count *
  *   staging_size pinned bytes and max_loads * io_threads I/O threads.
  * - io_threads: threads that pread() into the staging buffers of one ring
- *   (1..16, <= staging_count - 1; default 2, or 1 on a machine of fewer
- *   than 4 CPUs), while the loading thread issues the copies.
+ *   (1..16; more than staging_count - 1 are lowered to that), while the
+ *   loading thread issues the copies. Default: one per 4 CPUs the process may run on, at least 2
+ *   from 4 CPUs (1 below), at most 8.
  * - pool_max_bytes: most bytes of released device buffers the pool keeps
  *   for reuse; 0 (the default) means no limit: memory goes back only with
  *   mg_ctx_trim(), when an allocation fails, or when the context ends.

@@ -2,7 +2,10 @@
  * bench_gpu.c - libmatgpu against its baselines, measured in one run, for
  * one file in the page cache on CUDA device 0:
  *   h2d_ceiling   cudaMemcpy from an already-filled pinned buffer
- *   host_ceiling  read() of the file into pinned memory, no copy
+ *   host_ceiling  the host half of matgpu's pipeline alone: io_threads
+ *                 threads pread() staging-sized pieces, in turn, into
+ *                 pinned buffers of their own, reused (no copy to the GPU)
+ *   host_whole    read() of the whole file into pinned memory, one thread
  *   naive         read() into malloc'd memory, then cudaMemcpy
  *   matgpu        mg_load() (pread into the pinned ring, cudaMemcpyAsync)
  * Buffers are allocated and touched once, outside the timings, as the
@@ -17,6 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,12 +48,13 @@ struct bench {
 	void *pinned; /* size bytes, pinned */
 	void *pageable; /* size bytes, malloc'd */
 	void *dev; /* size bytes on the device */
+	void *stage[64]; /* io_threads pinned buffers of staging_size */
 	mg_ctx *ctx;
 };
 
-enum { H2D, HOST, NAIVE, MATGPU, NMETHODS };
+enum { H2D, HOST, WHOLE, NAIVE, MATGPU, NMETHODS };
 static const char *const names[NMETHODS] = {"h2d_ceiling", "host_ceiling",
-					    "naive", "matgpu"};
+					    "host_whole", "naive", "matgpu"};
 
 static double now(void)
 {
@@ -87,6 +92,51 @@ static void read_all(const char *path, char *p, size_t size)
 			die(path, r ? strerror(errno) : "file shrank");
 		off += (size_t)r;
 	}
+	close(fd);
+}
+
+struct reader {
+	struct bench *b;
+	int fd;
+	unsigned index;
+};
+
+/* Thread index of host_ceiling: pieces index, index + n, ... */
+static void *read_pieces(void *arg)
+{
+	struct reader *r = arg;
+	const struct cfg *c = &r->b->cfg;
+	size_t piece = c->opts.staging_size;
+	size_t step = piece * c->opts.io_threads;
+
+	for (size_t off = piece * r->index; off < c->size; off += step) {
+		size_t want = c->size - off < piece ? c->size - off : piece;
+		ssize_t got =
+		    pread(r->fd, r->b->stage[r->index], want, (off_t)off);
+
+		if (got != (ssize_t)want)
+			die(r->b->path,
+			    got < 0 ? strerror(errno) : "short read");
+	}
+	return NULL;
+}
+
+static void read_threaded(struct bench *b)
+{
+	unsigned n = b->cfg.opts.io_threads;
+	struct reader r[64];
+	pthread_t t[64];
+	int fd = open(b->path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		die(b->path, strerror(errno));
+	for (unsigned i = 0; i < n; i++) {
+		r[i] = (struct reader){b, fd, i};
+		if (pthread_create(&t[i], NULL, read_pieces, &r[i]))
+			die("pthread_create", strerror(errno));
+	}
+	for (unsigned i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
 	close(fd);
 }
 
@@ -129,6 +179,9 @@ static double run_one(struct bench *b, int m)
 		    "cudaMemcpy");
 		break;
 	case HOST:
+		read_threaded(b);
+		break;
+	case WHOLE:
 		read_all(b->path, b->pinned, size);
 		break;
 	case NAIVE:
@@ -242,6 +295,14 @@ static void setup(struct bench *b)
 	r = mg_ctx_open(0, &b->cfg.opts, &b->ctx);
 	if (r)
 		die("mg_ctx_open", mg_strerror(r));
+	if (b->cfg.opts.io_threads > 64)
+		die("--threads", "more than 64");
+	for (unsigned i = 0; i < b->cfg.opts.io_threads; i++) {
+		cuda_check(cudaHostAlloc(&b->stage[i], b->cfg.opts.staging_size,
+					 cudaHostAllocDefault),
+			   "cudaHostAlloc");
+		memset(b->stage[i], 1, b->cfg.opts.staging_size);
+	}
 	read_all(b->path, b->pinned, size); /* into the page cache */
 	verify(b);
 }
@@ -308,6 +369,8 @@ int main(int argc, char **argv)
 		unlink(b.path);
 	cudaFree(b.dev);
 	cudaFreeHost(b.pinned);
+	for (unsigned i = 0; i < b.cfg.opts.io_threads && i < 64; i++)
+		cudaFreeHost(b.stage[i]);
 	free(b.pageable);
 	return 0;
 }

@@ -65,8 +65,8 @@ static void commit_one(struct mf_engine *e, struct sealed *s)
 				    s->st.raw_bytes, s->st.stored_bytes,
 				    s->st.chunks);
 		} while (mf_catalog_unreachable(rc) &&
-			 eng_catalog_wait(e, rc, &down_until, &down_ns,
-					  &err) == 0);
+			 eng_catalog_wait(e, rc, &down_until, &down_ns, &err) ==
+			     0);
 		/* read when it was served: what eviction orders by (an open
 		 * of a committed shard sets it likewise) */
 		if (rc == 0) {

@@ -74,7 +74,12 @@ static void test_default_options(void **state)
 	assert_int_equal(mg_ctx_dl_device(ctx).device_type, kDLCPU);
 	load_and_check(ctx, dir, ((size_t)9 << 20) + 3, 77);
 	mg_ctx_stats(ctx, &st);
-	assert_int_equal(st.staging_bytes, (uint64_t)4 * (4 << 20));
+	struct mg_ctx_opts o;
+	mg_ctx_opts_init(&o);
+	assert_true(o.io_threads >= 1 && o.io_threads <= 8);
+	assert_int_equal(o.staging_count,
+			 o.io_threads + 2 < 4 ? 4 : o.io_threads + 2);
+	assert_int_equal(st.staging_bytes, (uint64_t)o.staging_count << 22);
 	assert_int_equal(st.loads, 1);
 	mg_ctx_close(ctx);
 	mgt_rmtree(dir);
