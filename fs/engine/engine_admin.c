@@ -113,9 +113,10 @@ int mf_engine_report_corrupt(struct mf_engine *e, const char *fp,
 	return expire_if(e, fp, shard, generation);
 }
 
-/* Expires every shard of fp that is not being computed; -EBUSY when a
- * live run computes one (the others expired all the same), as
- * mf_engine_expire_shard answers for that shard. */
+/* Expires every shard of fp that is not being computed, and gives up the
+ * claims of dead runs; -EBUSY when a live run computes one (the others
+ * expired all the same), as mf_engine_expire_shard answers for that
+ * shard. */
 static int expire_all(struct mf_engine *e, struct mf_catalog *c, const char *fp)
 {
 	struct mf_shard_rec *recs;
@@ -126,8 +127,15 @@ static int expire_all(struct mf_engine *e, struct mf_catalog *c, const char *fp)
 	rc = eng_expire_recs(e, c, recs, n);
 	bool busy = false;
 	for (size_t i = 0; i < n; i++) {
-		if (rc == 0 && !busy)
-			busy = computing(c, &recs[i]);
+		if (rc == 0 && recs[i].state == MF_SHARD_RUNNING) {
+			if (computing(c, &recs[i]))
+				busy = true;
+			else /* a dead run's claim: the next claim takes it
+			      * over anyway; give it up so that the snapshot
+			      * can go (-ESTALE: taken over meanwhile) */
+				(void)mf_catalog_abandon_shard(
+				    c, fp, recs[i].index, recs[i].run_id);
+		}
 		mf_shard_rec_release(&recs[i]);
 	}
 	free(recs);

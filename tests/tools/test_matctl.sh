@@ -271,4 +271,28 @@ rm -f "$kdir/slow"
 wait "$holder" || fail "the holder of B failed"
 holder=
 pass "expire respects keep, and keeps what a live process serves"
+# --- rm of a snapshot whose shard is running under a dead run ---
+ddir=$tmp/dead
+mkdir -p "$ddir/in"
+printf 'a\n' >"$ddir/in/0.txt"
+cat >"$ddir/d.yaml" <<'YAML'
+name: dead
+inputs: in/*.txt
+stages:
+  - exec: [/bin/sh, -c, 'sleep 60; cat', dead-run-stage]
+YAML
+fD=$(m fingerprint "$ddir/d.yaml") || fail "fingerprint of dead"
+setsid "$matctl" --store "$store" cat "$ddir/d.yaml" 0 >/dev/null 2>&1 & holder=$!
+for i in $(seq 100); do
+  m stat "$fD" --json 2>/dev/null | grep -q '"index":0,"state":"running"' && break
+  sleep 0.1
+done
+m stat "$fD" --json | grep -q '"index":0,"state":"running"' || fail "shard 0 of dead is not running"
+kill -KILL -- -"$holder"               # matctl and its stage, all at once
+wait "$holder" 2>/dev/null
+holder=
+out=$(m rm "$fD" 2>&1) || fail "rm of a snapshot with a dead run's claim: $out"
+m ls --json | grep -q "$fD" && fail "rm left $fD listed: $(m ls)"
+[ -d "$store/snapshots/$fD" ] && fail "rm left the store folder of $fD"
+pass "rm gives up a dead run's claim and removes the snapshot"
 echo "all matctl tests passed"
