@@ -118,8 +118,9 @@ const char *mg_strerror(int err);
  *   staging_size pinned bytes and max_loads * io_threads I/O threads.
  * - io_threads: threads that pread() into the staging buffers of one ring
  *   (1..16; more than staging_count - 1 are lowered to that), while the
- *   loading thread issues the copies. Default: one per 4 CPUs the process may run on, at least 2
- *   from 4 CPUs (1 below), at most 8.
+ *   loading thread issues the copies. Default: one per 4 CPUs the
+ *   process may run on (its affinity, lowered by a cgroup v2 CPU quota),
+ *   at least 2 from 4 CPUs (1 below), at most 8.
  * - pool_max_bytes: most bytes of released device buffers the pool keeps
  *   for reuse; 0 (the default) means no limit: memory goes back only with
  *   mg_ctx_trim(), when an allocation fails, or when the context ends.

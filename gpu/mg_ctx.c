@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -54,15 +55,32 @@ void mg_mutex_init(pthread_mutex_t *m)
 	pthread_mutexattr_destroy(&a);
 }
 
-/* CPUs this process may run on (its affinity mask, else those online). */
+/* CPUs this process may use: its affinity mask (else those online),
+ * lowered by a CPU quota of its cgroup (cgroup v2 cpu.max as a container
+ * sees it: "max 100000", or "200000 100000" for 2 CPUs). */
 static unsigned usable_cpus(void)
 {
 	cpu_set_t set;
+	unsigned n;
 
 	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-		return (unsigned)CPU_COUNT(&set);
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n > 0 ? (unsigned)n : 1;
+		n = (unsigned)CPU_COUNT(&set);
+	else
+		n = sysconf(_SC_NPROCESSORS_ONLN) > 0
+		    ? (unsigned)sysconf(_SC_NPROCESSORS_ONLN)
+		    : 1;
+	FILE *f = fopen("/sys/fs/cgroup/cpu.max", "re");
+	if (f) {
+		long long quota, period;
+		if (fscanf(f, "%lld %lld", &quota, &period) == 2 && quota > 0 &&
+		    period > 0) {
+			long long q = (quota + period - 1) / period;
+			if (q >= 1 && (unsigned long long)q < n)
+				n = (unsigned)q;
+		}
+		fclose(f);
+	}
+	return n;
 }
 
 void mg_ctx_opts_init(struct mg_ctx_opts *opts)

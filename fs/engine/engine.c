@@ -196,6 +196,19 @@ int eng_known_recall(struct mf_engine *e, const char *fp, uint32_t index,
 	return rc;
 }
 
+bool eng_recorded(struct mf_catalog *c, const char *fp, uint32_t shard,
+		  const char *run_id, uint64_t generation)
+{
+	struct mf_shard_rec cur;
+	if (!c || mf_catalog_get_shard(c, fp, shard, &cur) != 0)
+		return false;
+	bool ours = cur.state == MF_SHARD_MATERIALIZED &&
+	    strcmp(cur.run_id, run_id) == 0 &&
+	    (generation == 0 || cur.generation == generation);
+	mf_shard_rec_release(&cur);
+	return ours;
+}
+
 int eng_catalog_wait(struct mf_engine *e, int rc, uint64_t *deadline,
 		     uint64_t *wait_ns, char **err)
 {
@@ -750,7 +763,8 @@ static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 	if (cur.state == MF_SHARD_MATERIALIZED)
 		return open_committed_rec(e, c, &cur, out, rec);
 	/* sealed here, its commit under way: the same file, not a wait */
-	if (eng_sealed_open(e, &cur, out) == 0) {
+	rc = eng_sealed_open(e, &cur, out);
+	if (rc == 0) {
 		if (rec)
 			*rec = cur;
 		else
@@ -758,6 +772,10 @@ static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 		return 0;
 	}
 	mf_shard_rec_release(&cur);
+	/* sealed here but not opened (no descriptor left, say): an error,
+	 * never a claim that would compute it again under the same run */
+	if (rc != -ENOENT)
+		return rc;
 
 	struct mf_run_rec me;
 	rc = run_for(e, fp, &me);

@@ -29,6 +29,10 @@ int eng_expire_recs(struct mf_engine *e, struct mf_catalog *c,
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (!done[i] || recs[i].state != MF_SHARD_MATERIALIZED)
 			continue;
+		/* not served from memory in an outage once expired */
+		struct mf_shard_rec gone = recs[i];
+		gone.state = MF_SHARD_ABSENT;
+		eng_known_remember(e, &gone);
 		int r = mf_store_shard_remove(e->store, recs[i].fp,
 					      recs[i].run_id, recs[i].index);
 		if (r && r != -ENOENT && rc == 0)

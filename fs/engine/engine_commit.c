@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Makes s durable and records it; a failure is recorded as the shard's
@@ -37,6 +38,67 @@ static void remember(struct mf_engine *e, const struct sealed *s)
 	eng_known_remember(e, &rec);
 }
 
+static bool stopping(struct mf_engine *e)
+{
+	pthread_mutex_lock(&e->lock);
+	bool stop = e->commit_stop;
+	pthread_mutex_unlock(&e->lock);
+	return stop;
+}
+
+static void tell(struct mf_engine *e, const struct sealed *s, const char *err)
+{
+	if (e->opts.commit_failed)
+		e->opts.commit_failed(e->opts.commit_failed_arg, s->fp,
+				      s->shard, err);
+}
+
+/* Records the durable file s. While the catalog is unreachable it tries
+ * again, past ENG_CATALOG_WAIT_S too (said once): until the row is
+ * recorded, other processes wait on it, and giving up would leave it
+ * running under this live run. Only an ending engine stops trying: its
+ * run dies with it and the next claim takes the shard over. */
+static int record(struct mf_engine *e, struct sealed *s, struct mf_catalog **c,
+		  char **err)
+{
+	uint64_t down_until = 0, down_ns = 0;
+	bool lost = false, told = false;
+	for (;;) {
+		if (*c) {
+			eng_catalog_put(e, *c);
+			*c = NULL;
+		}
+		int rc = eng_catalog_get(e, c);
+		if (rc == 0)
+			rc = mf_catalog_complete_shard(
+			    *c, s->fp, s->shard, s->run_id, s->st.raw_bytes,
+			    s->st.stored_bytes, s->st.chunks);
+		/* a reply lost with the connection, after the server had
+		 * recorded it: the row is already ours */
+		if (rc == -ESTALE && lost &&
+		    eng_recorded(*c, s->fp, s->shard, s->run_id, s->generation))
+			rc = 0;
+		if (!mf_catalog_unreachable(rc) || stopping(e))
+			return rc;
+		lost = true;
+		if (eng_catalog_wait(e, rc, &down_until, &down_ns, err) == 0)
+			continue;
+		if (!told) {
+			char *msg = NULL;
+			eng_errf(&msg,
+				 "%s; the file is durable, recorded once the "
+				 "catalog answers",
+				 *err);
+			tell(e, s, msg ? msg : *err);
+			free(msg);
+			told = true;
+		}
+		free(*err);
+		*err = NULL;
+		down_until = 0; /* another bound, and so on */
+	}
+}
+
 static void commit_one(struct mf_engine *e, struct sealed *s)
 {
 	char *err = NULL;
@@ -50,42 +112,44 @@ static void commit_one(struct mf_engine *e, struct sealed *s)
 			(void)mf_catalog_fail_shard(c, s->fp, s->shard,
 						    s->run_id, -1, err, NULL);
 	} else {
-		/* an outage, on connecting or on recording: the file waits,
-		 * durable, for the catalog, as long as a commit would */
-		uint64_t down_until = 0, down_ns = 0;
-		do {
-			if (c) {
-				eng_catalog_put(e, c);
-				c = NULL;
-			}
-			rc = eng_catalog_get(e, &c);
-			if (rc == 0)
-				rc = mf_catalog_complete_shard(
-				    c, s->fp, s->shard, s->run_id,
-				    s->st.raw_bytes, s->st.stored_bytes,
-				    s->st.chunks);
-		} while (mf_catalog_unreachable(rc) &&
-			 eng_catalog_wait(e, rc, &down_until, &down_ns, &err) ==
-			     0);
+		rc = record(e, s, &c, &err);
 		/* read when it was served: what eviction orders by (an open
 		 * of a committed shard sets it likewise) */
 		if (rc == 0) {
 			(void)mf_catalog_touch(c, s->fp, s->shard,
 					       s->sealed_at);
 			remember(e, s);
-		}
-		if (rc == -ESTALE) /* lost meanwhile: no row names this file */
+		} else if (rc == -ESTALE) { /* lost: no row names this file */
 			(void)mf_store_shard_remove(e->store, s->fp, s->run_id,
 						    s->shard);
-		else if (rc && !err)
+		} else if (!mf_catalog_unreachable(rc)) {
+			/* refused (busy, full, read-only): give the claim
+			 * up, so that the next open anywhere computes it */
+			if (!err)
+				eng_errf(&err,
+					 "catalog: recording shard %u: %s",
+					 s->shard, strerror(-rc));
+			if (c &&
+			    mf_catalog_abandon_shard(c, s->fp, s->shard,
+						     s->run_id) == 0)
+				(void)mf_store_shard_remove(
+				    e->store, s->fp, s->run_id, s->shard);
+		} else if (!err) { /* the engine ends during an outage */
 			eng_errf(&err, "catalog: recording shard %u: %s",
 				 s->shard, strerror(-rc));
+		}
 	}
 	if (c)
 		eng_catalog_put(e, c);
-	if (err && e->opts.commit_failed)
-		e->opts.commit_failed(e->opts.commit_failed_arg, s->fp,
-				      s->shard, err);
+	if (err) {
+		char *msg = NULL;
+		eng_errf(&msg,
+			 "%s: not recorded, the next open computes it "
+			 "again",
+			 err);
+		tell(e, s, msg ? msg : err);
+		free(msg);
+	}
 	free(err);
 }
 
@@ -184,9 +248,16 @@ void eng_commit_wait(struct mf_engine *e, const char *fp, int64_t shard)
 {
 	if (!e->commit_started)
 		return;
+	/* bounded: a commit waiting out a catalog outage keeps trying, and
+	 * the caller then meets the outage itself */
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ENG_CATALOG_WAIT_S;
 	pthread_mutex_lock(&e->lock);
-	while (committing(e, fp, shard))
-		pthread_cond_wait(&e->commit_cv, &e->lock);
+	while (committing(e, fp, shard) &&
+	       pthread_cond_timedwait(&e->commit_cv, &e->lock, &until) !=
+		   ETIMEDOUT)
+		;
 	pthread_mutex_unlock(&e->lock);
 }
 

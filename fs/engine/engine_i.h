@@ -177,6 +177,12 @@ int eng_known_recall(struct mf_engine *e, const char *fp, uint32_t index,
  * unreachable for 30 s: ...") once the deadline passed.
  */
 #define ENG_CATALOG_WAIT_S 30
+/* True when the shard's row is materialized by run_id's computation
+ * generation (0: any): a complete whose reply was lost with the
+ * connection, after the server had recorded it, answers -ESTALE when
+ * tried again. */
+bool eng_recorded(struct mf_catalog *c, const char *fp, uint32_t shard,
+		  const char *run_id, uint64_t generation);
 int eng_catalog_wait(struct mf_engine *e, int rc, uint64_t *deadline,
 		     uint64_t *wait_ns, char **err);
 

@@ -284,12 +284,22 @@ static int store_shard(struct pump *p, struct spec_entry *se,
 	}
 	pump_progress(p, true);
 	uint64_t down_until = 0, down_ns = 0;
-	do /* an outage: the file waits, durable, for the catalog */
+	bool lost = false;
+	for (;;) { /* an outage: the file waits, durable, for the catalog */
 		rc = mf_catalog_complete_shard(p->c, p->fp, p->shard, p->run_id,
 					       st->raw_bytes, st->stored_bytes,
 					       st->chunks);
-	while (mf_catalog_unreachable(rc) &&
-	       eng_catalog_wait(p->e, rc, &down_until, &down_ns, err) == 0);
+		/* a reply lost with the connection, after the server had
+		 * recorded it: the row is already ours */
+		if (rc == -ESTALE && lost &&
+		    eng_recorded(p->c, p->fp, p->shard, p->run_id,
+				 p->generation))
+			rc = 0;
+		if (!mf_catalog_unreachable(rc) ||
+		    eng_catalog_wait(p->e, rc, &down_until, &down_ns, err))
+			break;
+		lost = true;
+	}
 	if (rc == -ESTALE) { /* lost meanwhile: the caller looks again */
 		p->lost = true;
 		/* no row will ever name this file */

@@ -50,17 +50,15 @@ static void on_chunk(void *arg, const struct mf_chunk_event *ev)
 	mfs_cache_tap(m->cache, ev);
 }
 
-/* A shard served before it was durable could not be committed: its
- * readers keep their bytes, the next open computes it again. */
+/* A shard served before it was durable could not be committed yet, or at
+ * all (err says which): its readers keep their bytes. */
 static void on_commit_failed(void *arg, const char *fp, uint32_t shard,
 			     const char *err)
 {
 	struct mfs *m = arg;
 	char l[MFS_LABEL_MAX];
-	mfs_logf(m, MFS_LOG_ERR,
-		 "shard %u of %s: %s: not recorded, the next open computes "
-		 "it again",
-		 shard, mfs_label(m, fp, l, sizeof(l)), err);
+	mfs_logf(m, MFS_LOG_ERR, "shard %u of %s: %s", shard,
+		 mfs_label(m, fp, l, sizeof(l)), err);
 }
 
 /* A new catalog (the old one lost, emptied or replaced) being given the

@@ -5,7 +5,10 @@
  * running until the commit is recorded; every open meanwhile reads the
  * same file without computing; a failed commit is recorded and reported,
  * the readers keep their bytes and the next open computes again; an
- * expiry waits for the commit; mf_engine_close too.
+ * expiry waits for the commit; mf_engine_close too. The catalog's answer
+ * to the commit is wrapped too: a reply lost after the server recorded
+ * it is no loss, a refusal gives the claim up. An open that cannot get a
+ * descriptor of a sealed file fails rather than computing it again.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +55,31 @@ int __wrap_mf_shard_writer_commit(struct mf_shard_writer *w,
 		return fail;
 	}
 	return __real_mf_shard_writer_commit(w, stat);
+}
+
+/* The catalog's answer to a commit: 1 records it and then answers as a
+ * connection lost before the reply; 2 refuses it (-EBUSY); once each. */
+static atomic_int reply_trick;
+
+int __real_mf_catalog_complete_shard(struct mf_catalog *c, const char *fp,
+				     uint32_t index, const char *run_id,
+				     uint64_t raw_bytes, uint64_t stored_bytes,
+				     uint32_t chunks);
+int __wrap_mf_catalog_complete_shard(struct mf_catalog *c, const char *fp,
+				     uint32_t index, const char *run_id,
+				     uint64_t raw_bytes, uint64_t stored_bytes,
+				     uint32_t chunks);
+int __wrap_mf_catalog_complete_shard(struct mf_catalog *c, const char *fp,
+				     uint32_t index, const char *run_id,
+				     uint64_t raw_bytes, uint64_t stored_bytes,
+				     uint32_t chunks)
+{
+	int trick = atomic_exchange(&reply_trick, 0);
+	if (trick == 2)
+		return -EBUSY;
+	int rc = __real_mf_catalog_complete_shard(
+	    c, fp, index, run_id, raw_bytes, stored_bytes, chunks);
+	return trick == 1 && rc == 0 ? -ENOTCONN : rc;
 }
 
 static void hold(bool on, int fail)
@@ -123,6 +152,7 @@ static int setup(void **state)
 	free(err);
 	hold(false, 0);
 	atomic_store(&commits, 0);
+	atomic_store(&reply_trick, 0);
 	*state = fx;
 	return rc == 0 ? 0 : -1;
 }
@@ -314,6 +344,88 @@ static void test_expire_in_window(void **state)
 	mf_shard_reader_close(r);
 }
 
+/* The server recorded the commit, the reply was lost with the connection:
+ * trying again finds the row already ours, and the file stays. */
+static void test_lost_reply_keeps_the_file(void **state)
+{
+	struct fx *fx = *state;
+	atomic_store(&reply_trick, 1);
+	struct mf_shard_reader *r;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	mf_shard_reader_close(r);
+	wait_state(fx, MF_SHARD_MATERIALIZED);
+	while (atomic_load(&commits) == 0)
+		usleep(10000);
+	mf_engine_close(fx->e); /* the commit is over */
+	struct mf_engine_opts o = {.store_dir = fx->store};
+	assert_int_equal(mf_engine_open(&o, &fx->e, &err), 0);
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	check_bytes(r);
+	mf_shard_reader_close(r);
+	assert_int_equal(calls(fx), 1); /* served from the file, not again */
+	assert_int_equal(atomic_load(&fx->failed), 0);
+}
+
+/* A catalog that refuses the commit (busy, full, read-only): the claim is
+ * given up, so that the next open anywhere computes it, not left running
+ * under this live run for others to wait on. */
+static void test_refused_commit_gives_the_claim_up(void **state)
+{
+	struct fx *fx = *state;
+	atomic_store(&reply_trick, 2);
+	struct mf_shard_reader *r;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	wait_state(fx, MF_SHARD_ABSENT);
+	for (int i = 0; i < 200 && atomic_load(&fx->failed) == 0; i++)
+		usleep(10000);
+	assert_int_equal(atomic_load(&fx->failed), 1);
+	assert_non_null(strstr(fx->why, strerror(EBUSY)));
+	check_bytes(r);
+	mf_shard_reader_close(r);
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	check_bytes(r);
+	mf_shard_reader_close(r);
+	assert_int_equal(calls(fx), 2);
+	wait_state(fx, MF_SHARD_MATERIALIZED);
+}
+
+/* No descriptor left for a second open of a sealed shard: that open
+ * fails (EMFILE); it does not claim and compute the shard again under
+ * the same run, which would fail the first computation's commit. */
+static void test_no_descriptor_no_second_computation(void **state)
+{
+	struct fx *fx = *state;
+	hold(true, 0);
+	struct mf_shard_reader *r, *r2 = NULL;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	struct rlimit was, now;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+	int lowest = dup(0); /* every descriptor from here is refused */
+	assert_true(lowest >= 0);
+	close(lowest);
+	now = was;
+	now.rlim_cur = (rlim_t)lowest;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &now), 0);
+	int rc = mf_engine_open_shard(fx->e, fx->fp, 0, &r2, &err);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	assert_int_equal(rc, -EMFILE);
+	assert_null(r2);
+	free(err);
+	err = NULL;
+	hold(false, 0);
+	wait_state(fx, MF_SHARD_MATERIALIZED);
+	assert_int_equal(calls(fx), 1);
+	assert_int_equal(atomic_load(&fx->failed), 0);
+	check_bytes(r);
+	mf_shard_reader_close(r);
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	check_bytes(r);
+	mf_shard_reader_close(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -325,6 +437,12 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_expire_in_window, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_lost_reply_keeps_the_file,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+		test_refused_commit_gives_the_claim_up, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+		test_no_descriptor_no_second_computation, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
