@@ -755,8 +755,10 @@ static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 	if (rc == 0)
 		eng_known_remember(e, &cur);
 	else if (mf_catalog_unreachable(rc) &&
-		 eng_known_recall(e, fp, shard, &cur) == 0)
-		rc = 0; /* materialized when last seen: served as such */
+		 (eng_known_recall(e, fp, shard, &cur) == 0 ||
+		  eng_sealed_recall(e, fp, shard, &cur) == 0))
+		rc = 0; /* materialized when last seen, or sealed here and
+			 * committing: served as such */
 	if (rc)
 		return rc;
 	l->again = AGAIN_VANISHED; /* what -EAGAIN from open_committed means */

@@ -238,6 +238,11 @@ void eng_commit_wait(struct mf_engine *e, const char *fp, int64_t shard);
  * sealed and is committing: a new reader of its file in *out, and cur's
  * raw_bytes, stored_bytes and chunks set to the file's. -ENOENT when it is
  * not one, or the -errno of opening the reader. */
+/* The row of a shard sealed here, as the catalog holds it until the
+ * commit is recorded (running, this claim): what an outage answers for
+ * it, so that it stays served. -ENOENT if none. */
+int eng_sealed_recall(struct mf_engine *e, const char *fp, uint32_t shard,
+		      struct mf_shard_rec *out);
 int eng_sealed_open(struct mf_engine *e, struct mf_shard_rec *cur,
 		    struct mf_shard_reader **out);
 

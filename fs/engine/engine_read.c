@@ -77,8 +77,12 @@ int mf_engine_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
 	/* the catalog cannot be reached: a shard last seen materialized is
 	 * served as such (its file is immutable), any other looks absent
 	 * (an open of it waits for the catalog, a bounded time) */
+	else if (mf_catalog_unreachable(rc) &&
+		 (eng_known_recall(e, fp, shard, out) == 0 ||
+		  eng_sealed_recall(e, fp, shard, out) == 0))
+		rc = 0;
 	else if (mf_catalog_unreachable(rc))
-		rc = eng_known_recall(e, fp, shard, out);
+		rc = -ENOENT;
 	return rc;
 }
 

@@ -82,6 +82,21 @@ int __wrap_mf_catalog_complete_shard(struct mf_catalog *c, const char *fp,
 	return trick == 1 && rc == 0 ? -ENOTCONN : rc;
 }
 
+/* While true, reading a shard's row answers as a catalog out of reach. */
+static atomic_bool catalog_down;
+
+int __real_mf_catalog_get_shard(struct mf_catalog *c, const char *fp,
+				uint32_t index, struct mf_shard_rec *out);
+int __wrap_mf_catalog_get_shard(struct mf_catalog *c, const char *fp,
+				uint32_t index, struct mf_shard_rec *out);
+int __wrap_mf_catalog_get_shard(struct mf_catalog *c, const char *fp,
+				uint32_t index, struct mf_shard_rec *out)
+{
+	if (atomic_load(&catalog_down))
+		return -ENOTCONN;
+	return __real_mf_catalog_get_shard(c, fp, index, out);
+}
+
 static void hold(bool on, int fail)
 {
 	pthread_mutex_lock(&hold_mu);
@@ -153,6 +168,7 @@ static int setup(void **state)
 	hold(false, 0);
 	atomic_store(&commits, 0);
 	atomic_store(&reply_trick, 0);
+	atomic_store(&catalog_down, false);
 	*state = fx;
 	return rc == 0 ? 0 : -1;
 }
@@ -160,6 +176,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *fx = *state;
+	atomic_store(&catalog_down, false);
 	hold(false, 0);
 	mf_engine_close(fx->e);
 	char cmd[256];
@@ -426,6 +443,38 @@ static void test_no_descriptor_no_second_computation(void **state)
 	mf_shard_reader_close(r);
 }
 
+/* The catalog out of reach while a shard sealed here commits: its row
+ * reads as this claim's, with its size, and an open reads the same file
+ * at once rather than waiting for the catalog. */
+static void test_sealed_served_in_an_outage(void **state)
+{
+	struct fx *fx = *state;
+	hold(true, 0);
+	struct mf_shard_reader *r, *r2;
+	struct mf_shard_rec rec, now;
+	char *err = NULL;
+	assert_int_equal(
+	    mf_engine_open_shard_rec(fx->e, fx->fp, 0, &r, &rec, &err), 0);
+	atomic_store(&catalog_down, true);
+	assert_int_equal(mf_engine_shard_rec(fx->e, fx->fp, 0, &now), 0);
+	assert_int_equal(now.state, MF_SHARD_RUNNING);
+	assert_int_equal(now.generation, rec.generation);
+	struct mf_shard_stat st;
+	assert_int_equal(mf_engine_sealed_stat(fx->e, &now, &st), 0);
+	assert_int_equal(st.raw_bytes, rec.raw_bytes);
+	mf_shard_rec_release(&now);
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r2, &err), 0);
+	check_bytes(r2);
+	mf_shard_reader_close(r2);
+	atomic_store(&catalog_down, false);
+	hold(false, 0);
+	wait_state(fx, MF_SHARD_MATERIALIZED);
+	assert_int_equal(calls(fx), 1);
+	check_bytes(r);
+	mf_shard_reader_close(r);
+	mf_shard_rec_release(&rec);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -443,6 +492,8 @@ int main(void)
 		test_refused_commit_gives_the_claim_up, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 		test_no_descriptor_no_second_computation, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sealed_served_in_an_outage,
+					    setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
