@@ -203,7 +203,7 @@ void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)l;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
+	if (fuse_reply_open(req, fi) != 0) { /* no release will come */
 		free(l->v);
 		free(l);
 	}

@@ -130,6 +130,8 @@ struct mfs_specs;
 struct mfs_expiry;
 struct mfs_reaper;
 
+struct mfs_fh;
+
 struct mfs {
 	struct mfs_opts o; /* strings owned (copied) */
 	struct mf_engine *eng;
@@ -153,6 +155,9 @@ struct mfs {
 	size_t n_links, cap_links;
 
 	pthread_mutex_t node_lock;
+	/* every file handle open: those the kernel never releases (a
+	 * release still queued when the mount goes) go with mfs_free */
+	struct mfs_fh *fhs;
 	struct mfs_node **nodes; /* hash on ino */
 	size_t cap_nodes, n_nodes;
 	uint64_t next_inc; /* counter of MFS_INO_INC inodes */
@@ -318,6 +323,8 @@ void mfs_snap_retire(struct mfs *m, uint32_t id);
 bool mfs_node_held(struct mfs *m, fuse_ino_t ino, struct mf_shard_stat *st,
 		   int64_t *created);
 void mfs_nodes_release(struct mfs *m);
+/* Closes the file handles still open once the session has ended. */
+void mfs_fhs_release(struct mfs *m);
 /* The data an open handle reads (fi->fh of a shard's open). */
 const struct mfs_data *mfs_fh_data(uint64_t fh);
 void mfs_data_put(struct mfs *m, struct mfs_data *d);

@@ -221,6 +221,7 @@ void mfs_free(struct mfs *m)
 	/* first: the engine's commits under way may still log, naming
 	 * their snapshot through the namespace */
 	mf_engine_close(m->eng);
+	mfs_fhs_release(m);
 	mfs_nodes_release(m);
 	mfs_cache_free(m->cache);
 	mfs_specs_free(m->specs);

@@ -54,6 +54,7 @@ struct mfs_waiter {
 
 /* One open file description. */
 struct mfs_fh {
+	struct mfs_fh *prev, *next; /* m->fhs, under node_lock */
 	struct mfs_data *d;
 	fuse_ino_t ino;
 	pthread_mutex_t lock; /* guards the read-ahead state below */
@@ -149,11 +150,15 @@ static int fh_open(struct mfs *m, fuse_ino_t ino, struct mfs_data *d,
 	data_get(d); /* the handle's */
 	*keep = n->kept != 0 && n->kept == d->gen;
 	n->kept = d->gen;
-	pthread_mutex_unlock(&m->node_lock);
-	mfs_data_put(m, put);
 	fh->d = d;
 	fh->ino = ino;
 	(void)mf_mutex_init(&fh->lock);
+	fh->next = m->fhs;
+	if (m->fhs)
+		m->fhs->prev = fh;
+	m->fhs = fh;
+	pthread_mutex_unlock(&m->node_lock);
+	mfs_data_put(m, put);
 	*out = fh;
 	return 0;
 }
@@ -162,6 +167,12 @@ static void fh_close(struct mfs *m, struct mfs_fh *fh)
 {
 	struct mfs_data *put = NULL;
 	pthread_mutex_lock(&m->node_lock);
+	if (fh->prev)
+		fh->prev->next = fh->next;
+	else
+		m->fhs = fh->next;
+	if (fh->next)
+		fh->next->prev = fh->prev;
 	struct mfs_node *n = mfs_node_get(m, fh->ino);
 	if (n && n->cur == fh->d && --n->nfh == 0) {
 		put = n->cur; /* nobody has it open: close the file */
@@ -172,6 +183,18 @@ static void fh_close(struct mfs *m, struct mfs_fh *fh)
 	mfs_data_put(m, fh->d);
 	pthread_mutex_destroy(&fh->lock);
 	free(fh);
+}
+
+void mfs_fhs_release(struct mfs *m)
+{
+	for (;;) {
+		pthread_mutex_lock(&m->node_lock);
+		struct mfs_fh *fh = m->fhs;
+		pthread_mutex_unlock(&m->node_lock);
+		if (!fh)
+			return;
+		fh_close(m, fh);
+	}
 }
 
 /* ---- open ---- */
@@ -196,7 +219,9 @@ static void reply_opened(struct mfs *m, fuse_req_t req,
 	fi->keep_cache = keep;
 	fi->direct_io = 0;
 	fi->noflush = 1;
-	if (fuse_reply_open(req, fi) == -ENOENT) /* the opener is gone */
+	/* the opener gone (ENOENT) or the mount (ENODEV): no release will
+	 * come for this handle */
+	if (fuse_reply_open(req, fi) != 0)
 		fh_close(m, fh);
 }
 

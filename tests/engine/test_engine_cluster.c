@@ -93,7 +93,7 @@ static void engine_up(struct fx *fx, int i)
 	struct mf_engine_opts o = {.store_dir = fx->store,
 				   .catalog = loc && *loc ? loc : NULL};
 	char *err = NULL;
-	struct mf_shard_reader *r;
+	struct mf_shard_reader *r = NULL;
 	int rc = mf_engine_open(&o, &fx->e[i], &err);
 	if (rc == 0)
 		rc = mf_engine_register(fx->e[i], fx->spec[i], fx->fp[i], &err);
