@@ -2,7 +2,8 @@
 # test_cluster_restart.sh - PostgreSQL stops and starts again mid-run.
 # While it is down, every host still serves the shards it knows
 # materialized (open and read), a computation already running finishes
-# its stage and waits to record it, and a new computation waits. Once the
+# its stage, is served from its sealed file and waits to record it, and a
+# new computation waits. Once the
 # server is back, the daemons connect again: the recorded and waiting
 # computations complete, the shards computing through the restart are not
 # taken over by another host (each stage runs once), and the bytes are
@@ -45,14 +46,21 @@ for n in 1 2 3; do
 done
 pass "the server down: every host reads the shards it knows materialized"
 
-rm "$pipes/slow-4" # shard 4's stage ends while the server is down
+# shard 4's stage ends while the server is down: its bytes are complete,
+# so host 2 serves them from the file it sealed, and records them later
+rm "$pipes/slow-4"
 read_bg 3 6 "$tmp/out/h3-6" # a new computation waits
-sleep 3
-for p in "${readers[@]}"; do
-  kill -0 "$p" 2>/dev/null || fail "a reader ended while the server was down"
+gone() { ! kill -0 "$1" 2>/dev/null; }
+wait_for 20 gone "${readers[0]}" ||
+  fail "host 2 did not serve shard 4, its stage done, while the server was down"
+[ -e "$tmp/out/h2-4.failed" ] && fail "h2-4: the read failed while the server was down"
+cmp -s "$tmp/out/h2-4" "$tmp/want4" || fail "h2-4: bytes differ while the server was down"
+sleep 2
+for p in "${readers[@]:1}"; do
+  kill -0 "$p" 2>/dev/null || fail "a reader of a shard not yet computed ended while the server was down"
 done
 "$MF_PG_SERVER" start || fail "starting PostgreSQL again"
-pass "down $(($(now_ms) - down)) ms: readers of shards 4 (its stage done) and 6 (new) wait"
+pass "down $(($(now_ms) - down)) ms: shard 4 (its stage done) served from its sealed file; 5 (computing) and 6 (new) wait"
 
 # shard 5 still computes on host 2: another host must wait for it, not
 # take it over, while host 2 connects again
