@@ -4,7 +4,8 @@
  * (mf_engine_expiry_due: expire_after, keep, -o max_size; DESIGN.md,
  * "Expiry and eviction"), telling it what only the mount knows - which
  * fingerprints a registered spec yields, and which have a shard open
- * here or being computed - and expires them. Then it makes what it
+ * here or being computed - and what live engines elsewhere hold (another
+ * host's daemon on a shared catalog, a matctl), and expires them. Then it makes what it
  * expired disappear from the mount at once: the kernel is told to forget
  * the entries and attributes it cached. A pass with nothing due reads one
  * catalog listing and nothing else.
@@ -89,14 +90,28 @@ static void expire(struct mfs *m, const struct mf_snapshot_rec *r,
 		 r->name, why);
 }
 
+/* What a pass asks about: the mount, and the fingerprints live engines
+ * hold (their registered specs, on every host of a shared catalog). */
+struct pass_arg {
+	struct mfs *m;
+	char (*held)[MF_FP_HEX_LEN + 1];
+	size_t n_held;
+};
+
 /* The policy's registered(): a spec registers fp (its name points at
- * it, or will again). Unsure counts as registered. */
+ * it, or will again), here or in any live engine on the store (another
+ * host's daemon, a matctl). Unsure counts as registered. */
 static bool registered(void *arg, const char *fp)
 {
-	struct mfs *m = arg;
+	struct pass_arg *a = arg;
 	struct mfs_snap *s;
 	struct mfs_snap_info si;
-	return snap_lookup(m, fp, &s, &si) != 0 || si.registered;
+	if (snap_lookup(a->m, fp, &s, &si) != 0 || si.registered)
+		return true;
+	for (size_t i = 0; i < a->n_held; i++)
+		if (strcmp(a->held[i], fp) == 0)
+			return true;
+	return false;
 }
 
 /* True when this daemon has a handle open on a shard of snapshot id, or
@@ -131,7 +146,7 @@ static bool snap_running(struct mfs *m, const char *fp)
  * Unsure (not in the namespace, a busy catalog) counts as in use. */
 static bool in_use(void *arg, const char *fp)
 {
-	struct mfs *m = arg;
+	struct mfs *m = ((struct pass_arg *)arg)->m;
 	struct mfs_snap *s;
 	struct mfs_snap_info si;
 	return snap_lookup(m, fp, &s, &si) != 0 || snap_open_here(m, si.id) ||
@@ -144,13 +159,18 @@ void mfs_expiry_pass(struct mfs *m)
 	size_t n;
 	if (mf_engine_list_snapshots(m->eng, &v, &n) != 0)
 		return; /* busy: the next pass */
+	struct pass_arg a = {.m = m};
+	if (mf_engine_list_held(m->eng, &a.held, &a.n_held) != 0) {
+		mf_engine_snapshot_recs_free(v, n);
+		return; /* busy: unsure what is held, the next pass */
+	}
 	struct mf_expiry_policy p = {
 	    .now = mf_now_s(),
 	    .older_than = -1,
 	    .max_size = m->o.max_size,
 	    .registered = registered,
 	    .in_use = in_use,
-	    .arg = m,
+	    .arg = &a,
 	};
 	struct mf_expiry_due *due;
 	size_t nd;
@@ -160,6 +180,7 @@ void mfs_expiry_pass(struct mfs *m)
 			       mf_expiry_why_name(due[i].why));
 		free(due);
 	}
+	free(a.held);
 	mf_engine_snapshot_recs_free(v, n);
 }
 
