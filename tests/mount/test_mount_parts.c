@@ -587,10 +587,19 @@ static void test_pool_fifo_and_stop(void **state)
 	}
 	for (int i = 0; i < 200 && mfs_pool_backlog(p) > 0; i++)
 		usleep(5000);
-	usleep(20000);
+	for (int i = 0; i < 400; i++) { /* the last job may still run */
+		pthread_mutex_lock(&o.lock);
+		int ran = o.n_ran;
+		pthread_mutex_unlock(&o.lock);
+		if (ran == 4)
+			break;
+		usleep(5000);
+	}
+	pthread_mutex_lock(&o.lock);
 	assert_int_equal(o.n_ran, 4);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(o.ran[i], i); /* first in, first run */
+	pthread_mutex_unlock(&o.lock);
 	a[4] = (struct job_arg){&o, 4, 200000}; /* runs while we stop */
 	assert_int_equal(mfs_pool_submit(p, job, &a[4]), 0);
 	usleep(50000);
