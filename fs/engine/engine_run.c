@@ -114,8 +114,11 @@ static void pump_tap(void *arg, uint32_t chunk, const void *raw, size_t len)
 
 /* Names this computation by the row's generation (the claim just set it)
  * and taps the writer; without a row that is ours, no events and no
- * serving before the commit. */
-static void tap_start(struct pump *p, struct mf_shard_writer *w)
+ * serving before the commit. Chunks stored as they are (codec none) are
+ * not tapped: a reader reads them from the file's pages as cheaply, and
+ * copying every byte into fresh memory as the stage writes it cost the
+ * cold read more than the stage itself (docs/performance.md). */
+static void tap_start(struct pump *p, struct mf_shard_writer *w, bool plain)
 {
 	struct mf_shard_rec rec;
 	if ((!p->e->opts.chunk && !p->e->opts.serve_sealed) ||
@@ -124,7 +127,7 @@ static void tap_start(struct pump *p, struct mf_shard_writer *w)
 	if (rec.state == MF_SHARD_RUNNING &&
 	    strcmp(rec.run_id, p->run_id) == 0 && rec.generation > 0) {
 		p->generation = rec.generation;
-		p->tapped = p->e->opts.chunk &&
+		p->tapped = p->e->opts.chunk && !plain &&
 		    mf_shard_writer_set_tap(w, pump_tap, p) == 0;
 	}
 	mf_shard_rec_release(&rec);
@@ -339,7 +342,7 @@ static int materialize(struct mf_engine *e, struct mf_catalog *c,
 		(void)record_failure(&p, -1, *err, NULL);
 		return p.lost ? -EAGAIN : -EIO;
 	}
-	tap_start(&p, w);
+	tap_start(&p, w, se->spec->codec == MF_CODEC_NONE);
 	struct mf_shard_stat st;
 	bool committed = false;
 	rc = store_shard(&p, se, w, &st, &committed, err);
