@@ -113,11 +113,15 @@ static void commit_one(struct mf_engine *e, struct sealed *s)
 						    s->run_id, -1, err, NULL);
 	} else {
 		rc = record(e, s, &c, &err);
-		/* read when it was served: what eviction orders by (an open
-		 * of a committed shard sets it likewise) */
+		/* read: what eviction orders by (an open of a committed shard
+		 * sets it likewise). Now, not when it was served: the touch
+		 * sets the snapshot's last read too, which another shard of
+		 * it may have set later meanwhile, and must not go back */
 		if (rc == 0) {
-			(void)mf_catalog_touch(c, s->fp, s->shard,
-					       s->sealed_at);
+			int64_t now = mf_now_s();
+			(void)mf_catalog_touch(
+			    c, s->fp, s->shard,
+			    now > s->sealed_at ? now : s->sealed_at);
 			remember(e, s);
 		} else if (rc == -ESTALE) { /* lost: no row names this file */
 			(void)mf_store_shard_remove(e->store, s->fp, s->run_id,

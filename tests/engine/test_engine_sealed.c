@@ -27,6 +27,7 @@
 
 #include <cmocka.h>
 
+#include "mf_catalog.h"
 #include "mf_engine.h"
 
 /* ---- the commit, held or failed by the test ---- */
@@ -475,6 +476,31 @@ static void test_sealed_served_in_an_outage(void **state)
 	mf_shard_rec_release(&rec);
 }
 
+/* The snapshot read by another process (another host) while a shard is
+ * sealed and committing: the commit's touch does not take the snapshot's
+ * last read back to when the shard was served. */
+static void test_commit_keeps_later_reads(void **state)
+{
+	struct fx *fx = *state;
+	hold(true, 0);
+	struct mf_shard_reader *r;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	mf_shard_reader_close(r);
+	usleep(1100000);
+	int64_t later = time(NULL); /* read later, elsewhere */
+	struct mf_catalog *c;
+	assert_int_equal(mf_engine_catalog_open(fx->e, &c), 0);
+	assert_int_equal(mf_catalog_touch(c, fx->fp, 0, later), 0);
+	hold(false, 0);
+	wait_state(fx, MF_SHARD_MATERIALIZED);
+	struct mf_snapshot_rec snap;
+	assert_int_equal(mf_catalog_get_snapshot(c, fx->fp, &snap), 0);
+	assert_true(snap.last_read >= later);
+	mf_snapshot_rec_release(&snap);
+	mf_catalog_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -493,6 +519,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(
 		test_no_descriptor_no_second_computation, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sealed_served_in_an_outage,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_commit_keeps_later_reads,
 					    setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
