@@ -145,7 +145,7 @@ static void state_free(void *p)
 	struct thread_state *s = p;
 	ZSTD_freeDCtx(s->dctx);
 	for (int i = 0; i < SNAP_SCRATCH_N; i++)
-		free(s->buf[i]);
+		mf_buf_free(s->buf[i], s->cap[i]);
 	free(s);
 }
 
@@ -177,12 +177,13 @@ void *snap_thread_scratch(enum snap_scratch slot, size_t len)
 	if (!s)
 		return NULL;
 	if (s->cap[slot] < len || !s->buf[slot]) {
-		void *p = malloc(len ? len : 1);
+		size_t cap;
+		void *p = mf_buf_alloc(len, &cap);
 		if (!p)
 			return NULL;
-		free(s->buf[slot]);
+		mf_buf_free(s->buf[slot], s->cap[slot]);
 		s->buf[slot] = p;
-		s->cap[slot] = len;
+		s->cap[slot] = cap;
 	}
 	return s->buf[slot];
 }

@@ -65,6 +65,7 @@ struct mf_shard_writer {
 	void *pressure_arg;
 	struct snap_seeds seeds; /* MF_SHARD_FORMAT_VERSION, this shard's key */
 	size_t chunk_size, bound;
+	size_t raw_cap, out_cap; /* of each slot's buffers (mf_buf_alloc) */
 	struct wslot *slots;
 	unsigned nslots;
 	uint64_t head; /* next chunk to append to the file */
@@ -326,12 +327,12 @@ static int slots_alloc(struct mf_shard_writer *w, unsigned n)
 		return -ENOMEM;
 	w->nslots = n;
 	for (unsigned i = 0; i < n; i++) {
-		w->slots[i].raw = malloc(w->chunk_size);
+		w->slots[i].raw = mf_buf_alloc(w->chunk_size, &w->raw_cap);
 		if (!w->slots[i].raw)
 			return -ENOMEM;
 		if (w->codec == MF_CODEC_NONE)
 			continue;
-		w->slots[i].out = malloc(w->bound);
+		w->slots[i].out = mf_buf_alloc(w->bound, &w->out_cap);
 		if (!w->slots[i].out)
 			return -ENOMEM;
 	}
@@ -587,8 +588,8 @@ static void stat_fill(const struct mf_shard_writer *w,
 static void slots_free(struct mf_shard_writer *w)
 {
 	for (unsigned i = 0; w->slots && i < w->nslots; i++) {
-		free(w->slots[i].raw);
-		free(w->slots[i].out);
+		mf_buf_free(w->slots[i].raw, w->raw_cap);
+		mf_buf_free(w->slots[i].out, w->out_cap);
 	}
 	free(w->slots);
 	w->slots = NULL;

@@ -103,6 +103,20 @@ void mf_sha256_release(struct mf_sha256 *h);
 int mf_write_full(int fd, const void *buf, size_t len);
 ssize_t mf_pread_full(int fd, void *buf, size_t len, off_t off);
 
+/*
+ * A buffer for bytes a process that forks writes over and over (chunks,
+ * stage output): from MF_BUF_MAP bytes up, its own mapping, left out of
+ * every child (MADV_DONTFORK) and backed by huge pages from 2 MiB (where
+ * the kernel has them). A fork otherwise write-protects it, and while
+ * the child lives every first write to each of its pages afterwards
+ * faults and copies the page. Smaller ones come from malloc. *cap gets
+ * the bytes usable, at least len; mf_buf_free needs it back. NULL when
+ * out of memory. Children must not touch these buffers.
+ */
+#define MF_BUF_MAP ((size_t)256 << 10)
+void *mf_buf_alloc(size_t len, size_t *cap);
+void mf_buf_free(void *p, size_t cap);
+
 /* fsync(2) of a directory descriptor. */
 int mf_fsync_dir(int dirfd);
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -269,6 +270,51 @@ ssize_t mf_pread_full(int fd, void *buf, size_t len, off_t off)
 		done += (size_t)n;
 	}
 	return (ssize_t)done;
+}
+
+#define BUF_HUGE ((size_t)2 << 20)
+
+void *mf_buf_alloc(size_t len, size_t *cap)
+{
+	if (len < MF_BUF_MAP) {
+		*cap = len ? len : 1;
+		return malloc(*cap);
+	}
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t align = len >= BUF_HUGE ? BUF_HUGE : page;
+	if (len > SIZE_MAX - 2 * align)
+		return NULL;
+	size_t n = (len + align - 1) & ~(align - 1);
+	size_t over = n + (align > page ? align : 0);
+	uint8_t *p = mmap(NULL, over, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	/* aligned to `align`: the head and the tail of the extra go */
+	size_t head = (size_t)(-(uintptr_t)p & (align - 1));
+	if (head)
+		(void)munmap(p, head);
+	if (over - head > n)
+		(void)munmap(p + head + n, over - head - n);
+	p += head;
+	if (align > page)
+		(void)madvise(p, n, MADV_HUGEPAGE);
+	if (madvise(p, n, MADV_DONTFORK) != 0) {
+		(void)munmap(p, n);
+		return NULL;
+	}
+	*cap = n;
+	return p;
+}
+
+void mf_buf_free(void *p, size_t cap)
+{
+	if (!p)
+		return;
+	if (cap < MF_BUF_MAP)
+		free(p);
+	else
+		(void)munmap(p, cap);
 }
 
 int mf_fsync_dir(int dirfd)

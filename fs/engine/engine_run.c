@@ -66,7 +66,8 @@ static void pump_progress(struct pump *p, bool done)
 static int pump_output(struct pump *p, struct mf_job *job,
 		       struct mf_shard_writer *w, int *store_rc)
 {
-	char *buf = malloc(READ_BUF);
+	size_t cap;
+	char *buf = mf_buf_alloc(READ_BUF, &cap); /* out of the stages' fork */
 	if (!buf) {
 		*store_rc = -ENOMEM;
 		return 0;
@@ -84,7 +85,7 @@ static int pump_output(struct pump *p, struct mf_job *job,
 		p->bytes += (uint64_t)n;
 		pump_progress(p, false);
 	}
-	free(buf);
+	mf_buf_free(buf, cap);
 	return rc;
 }
 

@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 struct centry {
 	struct centry *hnext; /* hash chain */
@@ -42,13 +41,13 @@ struct centry {
 
 /* A buffer kept for the next chunk: faulted-in memory saves the page
  * faults and zeroing a fresh 4 MiB allocation costs on every load. Kept
- * buffers and cached chunks together stay within the budget. */
+ * buffers and cached chunks together stay within the budget. Buffers come
+ * from mf_buf_alloc: the stages' forks leave them alone. */
 struct fbuf {
 	struct fbuf *next;
 	size_t cap;
 };
 #define FREE_MAX (64ULL << 20)
-#define HUGE_SIZE ((size_t)2 << 20)
 
 enum { LOADING = 1, READY = 0 };
 
@@ -120,17 +119,8 @@ static uint8_t *buf_take(struct mfs_cache *c, size_t len, size_t *cap)
 			return (uint8_t *)b;
 		}
 	}
-	if (len >= HUGE_SIZE) { /* fewer faults, fewer TLB misses */
-		void *p = NULL;
-		size_t n = (len + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
-		if (posix_memalign(&p, HUGE_SIZE, n) != 0)
-			return NULL;
-		(void)madvise(p, n, MADV_HUGEPAGE);
-		*cap = n;
-		return p;
-	}
-	*cap = len < sizeof(struct fbuf) ? sizeof(struct fbuf) : len;
-	return malloc(*cap);
+	return mf_buf_alloc(
+	    len < sizeof(struct fbuf) ? sizeof(struct fbuf) : len, cap);
 }
 
 /* Keeps buf for reuse, or frees it; caller holds the lock. */
@@ -140,7 +130,7 @@ static void buf_give(struct mfs_cache *c, uint8_t *buf, size_t cap)
 		return;
 	if (c->spare_bytes + cap > c->free_max ||
 	    c->used + c->spare_bytes + cap > c->budget) {
-		free(buf);
+		mf_buf_free(buf, cap);
 		return;
 	}
 	struct fbuf *b = (struct fbuf *)(void *)buf;
@@ -163,13 +153,13 @@ void mfs_cache_free(struct mfs_cache *c)
 	while (c->lru.next != &c->lru) {
 		struct centry *e = c->lru.next;
 		c->lru.next = e->next;
-		free(e->buf);
+		mf_buf_free(e->buf, e->cap);
 		free(e);
 	}
 	while (c->spare) {
 		struct fbuf *b = c->spare;
 		c->spare = b->next;
-		free(b);
+		mf_buf_free(b, b->cap);
 	}
 	while (c->stages) {
 		struct stage *g = c->stages;
@@ -257,18 +247,41 @@ static void unlink_entry(struct mfs_cache *c, struct centry *e)
 	c->used -= e->len;
 }
 
-/* Frees unheld chunks from the least recently used end. */
-static void evict(struct mfs_cache *c)
+/* True when id is a computation's that no opened file adopted yet;
+ * caller holds the lock. */
+static bool staged(const struct mfs_cache *c, uint64_t id)
+{
+	if (id < STAGE_ID_BASE)
+		return false;
+	for (const struct stage *g = c->stages; g; g = g->next)
+		if (g->id == id)
+			return true;
+	return false;
+}
+
+/* Frees unheld chunks from the least recently used end until `len` more
+ * bytes fit in the budget; with keep_staged, not those tapped for a
+ * computation nobody opened yet. Called before a chunk's buffer is taken,
+ * so that the buffers freed are the spares it reuses: a cache at its
+ * budget then loads into memory already faulted in, instead of mapping
+ * fresh memory for every chunk and unmapping a victim's after. */
+static void make_room(struct mfs_cache *c, size_t len, bool keep_staged)
 {
 	struct centry *e = c->lru.prev;
-	while (c->used > c->budget && e != &c->lru) {
+	while (c->used + len > c->budget && e != &c->lru) {
 		struct centry *prev = e->prev;
-		if (e->refs == 0 && e->state == READY) {
+		if (e->refs == 0 && e->state == READY &&
+		    !(keep_staged && staged(c, e->data_id))) {
 			unlink_entry(c, e);
 			entry_free(c, e);
 		}
 		e = prev;
 	}
+}
+
+static void evict(struct mfs_cache *c)
+{
+	make_room(c, 0, false);
 }
 
 static void unref_locked(struct mfs_cache *c, struct centry *e)
@@ -335,6 +348,7 @@ static int cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
 		    .refs = 1,
 		    .state = LOADING,
 		    .len = mf_shard_reader_chunk_len(d->r, chunk)};
+		make_room(c, e->len, false);
 		link_entry(c, e);
 		rc = load(c, d, e);
 	} else {
@@ -452,6 +466,8 @@ static struct stage *stage_new(struct mfs_cache *c,
 static void stage_put(struct mfs_cache *c, struct stage *g,
 		      const struct mf_chunk_event *ev)
 {
+	if (!g->full && ev->index == g->next_chunk) /* readers' old chunks go */
+		make_room(c, ev->len, true);
 	if (g->full || ev->index != g->next_chunk ||
 	    c->used + ev->len > c->budget) {
 		g->full = true;

@@ -393,6 +393,37 @@ static void test_tap_within_budget(void **state)
 	mfs_cache_free(c);
 }
 
+/* A cache at its budget with readers' chunks nobody holds: a computation's
+ * chunks take their place (the least recently read go), but never the
+ * chunks tapped for another computation nobody opened yet. */
+static void test_tap_evicts_readers_chunks(void **state)
+{
+	struct fx *f = *state;
+	struct mfs_cache *c;
+	assert_int_equal(mfs_cache_new(4 * CHUNK, &c), 0);
+	for (uint32_t i = 0; i < 4; i++)
+		check_chunk(f, c, i); /* loaded, then let go */
+	assert_counts(c, 4, 0);
+	tap_all(c, 1, CHUNKS, f->want, MF_CHUNK_COMMITTED, &f->d.st);
+	assert_counts(c, 4, 4);
+	for (uint32_t i = 0; i < 4; i++)
+		assert_false(mfs_cache_has(c, &f->d, i));
+	/* computation 2 finds only computation 1's chunks: it keeps none */
+	tap_all(c, 2, CHUNKS, f->want, MF_CHUNK_COMMITTED, &f->d.st);
+	assert_counts(c, 4, 4);
+	struct mf_shard_rec rec = rec_of(f, 1);
+	uint64_t old = f->d.id;
+	f->d.id = mfs_cache_adopt(c, &rec, &f->d.st);
+	assert_int_not_equal(f->d.id, 0);
+	for (uint32_t i = 0; i < 4; i++)
+		check_chunk(f, c,
+			    i); /* the tapped ones: nothing decompressed */
+	assert_counts(c, 4, 4);
+	f->d.id = old;
+	mfs_cache_unstage(c);
+	mfs_cache_free(c);
+}
+
 static void test_tap_out_of_order_left_out(void **state)
 {
 	struct fx *f = *state;
@@ -660,6 +691,8 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_tap_within_budget, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_tap_evicts_readers_chunks,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tap_out_of_order_left_out,
 					    setup, teardown),
 	    cmocka_unit_test(test_engine_chunk_events),
