@@ -18,7 +18,9 @@
 # written by then). "load" lines give /proc/loadavg before and after:
 # ratios taken under load say little.
 #
-# usage: bench/cold/run.sh [BUILD_DIR]   (env: ROUNDS, MIB, WORK, CHECK)
+# usage: bench/cold/run.sh [BUILD_DIR]   (env: ROUNDS, MIB, WORK, CHECK, ONLY)
+# ONLY=NAME[,NAME...] runs only those (for a quick look; the figures in
+# docs/performance.md come from all of them).
 # CHECK=1 also compares every shard read through the mount with the
 # stage's bytes (the smoke test in bench/meson.build sets it).
 # Needs /dev/fuse and fusermount3.
@@ -119,6 +121,14 @@ mount_up
 declare -A T S
 runs=(cat_none:cat:none cat_snappy:cat:snappy cat_zstd1:cat:zstd:1
   cat_zstd3:cat:zstd:3 tok_zstd3:tok:zstd:3)
+if [ -n "${ONLY:-}" ]; then
+  keep=()
+  for x in "${runs[@]}"; do
+    case ",$ONLY," in *",${x%%:*},"*) keep+=("$x") ;; esac
+  done
+  [ "${#keep[@]}" -gt 0 ] || { echo "ONLY names none of the runs" >&2; exit 2; }
+  runs=("${keep[@]}")
+fi
 for r in $(seq 1 "$rounds"); do
   for x in "${runs[@]}"; do
     name=${x%%:*} rest=${x#*:}
