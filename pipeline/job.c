@@ -52,6 +52,11 @@ static void spawn_close(struct spawn *s)
 	free(s->err);
 }
 
+/* The data pipes' capacity: with the default 64 KiB a stage moving 64 MiB
+ * switched context 1,000 times each way, and feeding it took twice as
+ * long (docs/performance.md, bench/cold). */
+#define DATA_PIPE_SIZE (1 << 20)
+
 static int open_pipe(int fds[2], bool nonblock_read)
 {
 	if (pipe2(fds, O_CLOEXEC) < 0)
@@ -80,8 +85,14 @@ static int spawn_open(struct spawn *s, size_t n)
 	s->n_fds = n;
 	memset(s->data, -1, 2 * (n + 1) * sizeof *s->data);
 	memset(s->err, -1, 2 * n * sizeof *s->err);
-	for (size_t k = 0; k <= n && rc == 0; k++)
+	for (size_t k = 0; k <= n && rc == 0; k++) {
 		rc = open_pipe(&s->data[2 * k], k == n);
+		/* best effort: a user over pipe-user-pages-soft, or a
+		 * lower pipe-max-size, keeps the 64 KiB */
+		if (rc == 0)
+			(void)fcntl(s->data[2 * k], F_SETPIPE_SZ,
+				    DATA_PIPE_SIZE);
+	}
 	for (size_t k = 0; k < n && rc == 0; k++)
 		rc = open_pipe(&s->err[2 * k], true);
 	if (rc == 0)
