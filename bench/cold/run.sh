@@ -7,6 +7,9 @@
 #   cat_none, cat_snappy, cat_zstd1, cat_zstd3
 #       a `cat` stage over input files that hold gen's output (about
 #       1 GB/s), with that codec
+#   cat_zstd3fix
+#       the same `cat` stage with zstd:3 at a fixed level
+#       (compression_adapt: false): the stored size adapting gives up
 #   tok_zstd3
 #       gen itself as the stage, with WORK (default 32) rounds per token
 #       (about 60 MB/s on the machine the issue was measured on)
@@ -15,7 +18,8 @@
 # ROUNDS rounds, a new fingerprint each round), "ratio NAME VALUE" (cold
 # over hand: lower is better, 1.0 is the stages' own cost) and
 # "stored NAME BYTES" (the store's shard files, which the commit has
-# written by then). "load" lines give /proc/loadavg before and after:
+# written by then), and "stored_vs_fixed cat_zstd3 VALUE" (the adapted
+# size over the fixed level's). "load" lines give /proc/loadavg before and after:
 # ratios taken under load say little.
 #
 # usage: bench/cold/run.sh [BUILD_DIR]   (env: ROUNDS, MIB, WORK, CHECK, ONLY)
@@ -85,6 +89,10 @@ cat_spec() { # NAME COMPRESSION KEY
   printf 'name: %s\ninputs: in/*.bin\ncompression: %s\nfingerprint: %s\n' "$1" "$2" "$3"
   printf 'stages:\n  - exec: [cat]\n'
 }
+catfix_spec() { # NAME COMPRESSION KEY
+  cat_spec "$@"
+  printf 'compression_adapt: false\n'
+}
 tok_spec() { # NAME COMPRESSION KEY
   printf 'name: %s\ninputs: in/*.bin\ncompression: %s\nfingerprint: %s\n' "$1" "$2" "$3"
   printf "stages:\n  - exec: [/bin/sh, -c, 'cat >/dev/null; exec %s %s %s \$((MATFS_SHARD + 500))']\n" \
@@ -94,6 +102,7 @@ hand_cat() {
   local k
   for k in $(seq 0 $((shards - 1))); do cat "$pipes/in/$k.bin" >"$tmp/hand/$k"; done
 }
+hand_catfix() { hand_cat; }
 hand_tok() {
   local k
   for k in $(seq 0 $((shards - 1))); do
@@ -118,9 +127,9 @@ same() {
 echo "load before $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $(nproc) cpus, $mib MiB in $shards shards, $rounds rounds, work $work"
 mount_up
-declare -A T S
+declare -A T S Z
 runs=(cat_none:cat:none cat_snappy:cat:snappy cat_zstd1:cat:zstd:1
-  cat_zstd3:cat:zstd:3 tok_zstd3:tok:zstd:3)
+  cat_zstd3:cat:zstd:3 cat_zstd3fix:catfix:zstd:3 tok_zstd3:tok:zstd:3)
 if [ -n "${ONLY:-}" ]; then
   keep=()
   for x in "${runs[@]}"; do
@@ -152,7 +161,12 @@ for x in "${runs[@]}"; do
   done
   awk -v n="$name" -v x="${T[$name.cold]}" -v y="${T[$name.hand]}" \
     'BEGIN { printf "ratio %s %.2f\n", n, x / y }'
-  echo "stored $name $(stored "${S[$name]}")"
+  Z[$name]=$(stored "${S[$name]}")
+  echo "stored $name ${Z[$name]}"
 done
+if [ -n "${Z[cat_zstd3]:-}" ] && [ -n "${Z[cat_zstd3fix]:-}" ]; then
+  awk -v a="${Z[cat_zstd3]}" -v b="${Z[cat_zstd3fix]}" \
+    'BEGIN { printf "stored_vs_fixed cat_zstd3 %.2f\n", a / b }'
+fi
 mount_down
 echo "load after $(cut -d' ' -f1-3 /proc/loadavg)"
