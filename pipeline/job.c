@@ -15,6 +15,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,10 +55,55 @@ static void spawn_close(struct spawn *s)
 	free(s->err);
 }
 
-/* The data pipes' capacity: with the default 64 KiB a stage moving 64 MiB
- * switched context 1,000 times each way, and feeding it took twice as
- * long (docs/performance.md, bench/cold). */
+/* The data pipes' capacity: with the kernel's 64 KiB, feeding a stage
+ * 64 MiB switched context 1,000 times each way and took twice as long
+ * (docs/performance.md, bench/cold). */
 #define DATA_PIPE_SIZE (1 << 20)
+
+/*
+ * Pages this process holds in the data pipes it raised. Every pipe of the
+ * daemon's user counts against fs.pipe-user-pages-soft, and past it the
+ * kernel gives each new pipe of that user 2 pages, the user's own shell
+ * pipelines included. So raised pipes stay within a quarter of that
+ * limit, all jobs together; the others keep the kernel's 64 KiB.
+ */
+static atomic_long raised_pages;
+static long raise_budget = 0; /* pages; set once by budget_init */
+static pthread_once_t budget_once = PTHREAD_ONCE_INIT;
+
+static void budget_init(void)
+{
+	char buf[32] = "";
+	int fd =
+	    open("/proc/sys/fs/pipe-user-pages-soft", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return; /* unknown: nothing raised */
+	buf[n] = '\0';
+	long soft = strtol(buf, NULL, 10);
+	raise_budget = soft == 0 ? LONG_MAX : soft / 4;
+}
+
+/* Raises fd's pipe to DATA_PIPE_SIZE when the budget allows; j counts what
+ * it holds until job_free gives it back (job_pipes_release). */
+static void raise_pipe(struct mf_job *j, int fd)
+{
+	long pages = DATA_PIPE_SIZE / sysconf(_SC_PAGESIZE);
+	(void)pthread_once(&budget_once, budget_init);
+	if (atomic_fetch_add(&raised_pages, pages) + pages > raise_budget ||
+	    fcntl(fd, F_SETPIPE_SZ, DATA_PIPE_SIZE) < 0) {
+		atomic_fetch_sub(&raised_pages, pages);
+		return;
+	}
+	j->raised_pages += pages;
+}
+
+void job_pipes_release(long pages)
+{
+	atomic_fetch_sub(&raised_pages, pages);
+}
 
 static int open_pipe(int fds[2], bool nonblock_read)
 {
@@ -68,8 +116,9 @@ static int open_pipe(int fds[2], bool nonblock_read)
 	return 0;
 }
 
-static int spawn_open(struct spawn *s, size_t n)
+static int spawn_open(struct spawn *s, struct mf_job *j)
 {
+	size_t n = j->n;
 	int rc = 0;
 
 	memset(s, 0, sizeof *s);
@@ -87,11 +136,8 @@ static int spawn_open(struct spawn *s, size_t n)
 	memset(s->err, -1, 2 * n * sizeof *s->err);
 	for (size_t k = 0; k <= n && rc == 0; k++) {
 		rc = open_pipe(&s->data[2 * k], k == n);
-		/* best effort: a user over pipe-user-pages-soft, or a
-		 * lower pipe-max-size, keeps the 64 KiB */
 		if (rc == 0)
-			(void)fcntl(s->data[2 * k], F_SETPIPE_SZ,
-				    DATA_PIPE_SIZE);
+			raise_pipe(j, s->data[2 * k]);
 	}
 	for (size_t k = 0; k < n && rc == 0; k++)
 		rc = open_pipe(&s->err[2 * k], true);
@@ -304,7 +350,7 @@ static int spawn_job(struct mf_job *j, const struct mf_spec *spec,
 	struct spawn s;
 	int rc;
 
-	rc = spawn_open(&s, j->n);
+	rc = spawn_open(&s, j);
 	if (rc < 0)
 		goto close_fds;
 	j->start_ns = mf_mono_ns();

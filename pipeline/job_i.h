@@ -171,7 +171,11 @@ struct mf_job {
 	uint64_t reads; /* mf_job_read calls that went to read(2) */
 	struct job_strays strays; /* left running after the stages exited */
 	struct pollfd *pfd; /* scratch for poll: 2n + 1 entries */
+	long raised_pages; /* held in data pipes raised past 64 KiB (job.c) */
 };
+
+/* Gives back the pages a job's raised data pipes held (job_free). */
+void job_pipes_release(long pages);
 
 /* job_plan.c */
 int job_plan_init(struct job_plan *plan, const struct mf_spec *spec,

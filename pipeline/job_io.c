@@ -363,5 +363,6 @@ void job_free(struct mf_job *j)
 	close_fd(&j->report_fd);
 	free(j->st);
 	free(j->pfd);
+	job_pipes_release(j->raised_pages);
 	free(j);
 }

@@ -149,9 +149,25 @@ static void state_free(void *p)
 	free(s);
 }
 
+/* In the child of a fork: the forking thread's scratch buffers that are
+ * their own mappings (mf_buf_alloc) were left out of the child, so they
+ * are forgotten there, not freed; the next use maps new ones. */
+static void state_forget_mapped(void)
+{
+	struct thread_state *s = pthread_getspecific(state_key);
+	for (int i = 0; s && i < SNAP_SCRATCH_N; i++) {
+		if (s->buf[i] && s->cap[i] >= MF_BUF_MAP) {
+			s->buf[i] = NULL;
+			s->cap[i] = 0;
+		}
+	}
+}
+
 static void state_key_init(void)
 {
 	state_key_rc = pthread_key_create(&state_key, state_free);
+	if (state_key_rc == 0)
+		state_key_rc = pthread_atfork(NULL, NULL, state_forget_mapped);
 }
 
 static struct thread_state *thread_state(void)

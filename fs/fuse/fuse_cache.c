@@ -10,7 +10,8 @@
  *
  * The engine's chunk events (mfs_cache_tap) put the raw chunks of a shard
  * being materialized here as they are produced, while the budget has
- * room, under a stage id no data has: one computation (fp, shard,
+ * room (readers' chunks nobody holds make way, another computation's
+ * never), under a stage id no data has: one computation (fp, shard,
  * generation) per stage. The thread that received the events (the open job
  * that ran the materialization) gives the stage id to the data it makes
  * for the committed file (mfs_cache_adopt), so its first reader
@@ -279,6 +280,19 @@ static void make_room(struct mfs_cache *c, size_t len, bool keep_staged)
 	}
 }
 
+/* Whether make_room(c, len, keep_staged) would get len bytes to fit. */
+static bool room_possible(const struct mfs_cache *c, size_t len,
+			  bool keep_staged)
+{
+	uint64_t freed = 0;
+	for (const struct centry *e = c->lru.prev;
+	     e != &c->lru && c->used - freed + len > c->budget; e = e->prev)
+		if (e->refs == 0 && e->state == READY &&
+		    !(keep_staged && staged(c, e->data_id)))
+			freed += e->len;
+	return c->used - freed + len <= c->budget;
+}
+
 static void evict(struct mfs_cache *c)
 {
 	make_room(c, 0, false);
@@ -461,12 +475,15 @@ static struct stage *stage_new(struct mfs_cache *c,
 }
 
 /* Copies chunk ev->index in under g's id when it comes in order and the
- * budget has room for it; leaves out the rest of g otherwise. Caller
+ * budget has room for it once readers' unheld chunks made way; leaves out
+ * the rest of g otherwise. Caller
  * holds the lock, released for the copy: the entry is held meanwhile. */
 static void stage_put(struct mfs_cache *c, struct stage *g,
 		      const struct mf_chunk_event *ev)
 {
-	if (!g->full && ev->index == g->next_chunk) /* readers' old chunks go */
+	/* readers' old chunks make way, if that is enough */
+	if (!g->full && ev->index == g->next_chunk &&
+	    room_possible(c, ev->len, true))
 		make_room(c, ev->len, true);
 	if (g->full || ev->index != g->next_chunk ||
 	    c->used + ev->len > c->budget) {

@@ -7,11 +7,14 @@
  *   job_helper fds                prints its open descriptors: "0 1 2"
  *   job_helper sigs               prints "ign=HEX blk=HEX" from
  *                                 /proc/self/status (ignored, blocked)
+ *   job_helper pipes              prints "IN OUT": the capacity of the
+ *                                 pipes on stdin and stdout in bytes
  *
  * Not for: anything but tests/job.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +118,11 @@ int main(int argc, char **argv)
 		return list_fds();
 	if (argc >= 2 && !strcmp(argv[1], "sigs"))
 		return sigs();
-	fprintf(stderr, "usage: job_helper gen|spew|fds|sigs ...\n");
+	if (argc >= 2 && !strcmp(argv[1], "pipes")) {
+		printf("%d %d\n", fcntl(0, F_GETPIPE_SZ),
+		       fcntl(1, F_GETPIPE_SZ));
+		return 0;
+	}
+	fprintf(stderr, "usage: job_helper gen|spew|fds|sigs|pipes ...\n");
 	return 2;
 }

@@ -424,6 +424,27 @@ static void test_tap_evicts_readers_chunks(void **state)
 	mfs_cache_free(c);
 }
 
+/* A tap that cannot fit even once readers' chunks made way evicts none
+ * of them. */
+static void test_tap_no_room_evicts_nothing(void **state)
+{
+	struct fx *f = *state;
+	struct mfs_cache *c;
+	assert_int_equal(mfs_cache_new(4 * CHUNK - 50, &c), 0);
+	for (uint32_t i = 0; i < 3; i++) {
+		struct mf_chunk_event ev = ev_data(1, i, f->want);
+		mfs_cache_tap(c, &ev);
+	}
+	assert_counts(c, 0, 3);
+	check_chunk(f, c, CHUNKS - 1); /* a reader's short last chunk */
+	struct mf_chunk_event ev = ev_data(2, 0, f->want);
+	mfs_cache_tap(c, &ev);
+	assert_counts(c, 1, 3);
+	assert_true(mfs_cache_has(c, &f->d, CHUNKS - 1));
+	mfs_cache_unstage(c);
+	mfs_cache_free(c);
+}
+
 static void test_tap_out_of_order_left_out(void **state)
 {
 	struct fx *f = *state;
@@ -692,6 +713,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_tap_within_budget, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_tap_evicts_readers_chunks,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tap_no_room_evicts_nothing,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tap_out_of_order_left_out,
 					    setup, teardown),
