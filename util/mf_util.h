@@ -111,7 +111,9 @@ ssize_t mf_pread_full(int fd, void *buf, size_t len, off_t off);
  * the child lives every first write to each of its pages afterwards
  * faults and copies the page. Smaller ones come from malloc. *cap gets
  * the bytes usable, at least len; mf_buf_free needs it back. NULL when
- * out of memory. Children must not touch these buffers.
+ * out of memory. A child of a fork must not touch these buffers, nor use
+ * an object that holds one (the snapshot module's per-thread scratch
+ * forgets them in a child by itself).
  */
 #define MF_BUF_MAP ((size_t)256 << 10)
 void *mf_buf_alloc(size_t len, size_t *cap);
