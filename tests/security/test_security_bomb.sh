@@ -32,8 +32,11 @@ open(sys.argv[1] + "/stages.yaml", "w").write(
 
 # A sanitizer's runtime reserves terabytes of address space, so the
 # 512 MiB limit applies only to a build without one.
+# (ldd's output is read whole: grep -q in a pipe could leave ldd to die of
+# SIGPIPE, which pipefail turns into "no sanitizer")
 limit="ulimit -v 524288;"
-ldd "$matctl" | grep -Eq 'lib(a|ub|t)san' && limit=""
+libs=$(ldd "$matctl")
+grep -Eq 'lib(a|ub|t)san' <<<"$libs" && limit=""
 # cap SPEC PATTERN: matctl refuses SPEC, naming the cap (PATTERN).
 cap() {
   local rc=0
