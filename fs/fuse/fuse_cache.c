@@ -476,8 +476,8 @@ static struct stage *stage_new(struct mfs_cache *c,
 
 /* Copies chunk ev->index in under g's id when it comes in order and the
  * budget has room for it once readers' unheld chunks made way; leaves out
- * the rest of g otherwise. Caller
- * holds the lock, released for the copy: the entry is held meanwhile. */
+ * the rest of g otherwise. Caller holds the lock, released for the copy:
+ * the entry is held meanwhile. */
 static void stage_put(struct mfs_cache *c, struct stage *g,
 		      const struct mf_chunk_event *ev)
 {
