@@ -44,16 +44,6 @@ links_to() { # links_to FP: every host's name cl points at FP
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 # --- stage runs per shard ---
-readers() { # readers HOST ROUND: 8 readers, every shard, orders of their own
-  local n=$1 r=$2 j k
-  for j in $(seq 1 8); do
-    (for k in $(shuf -i 0-7); do
-       cat "$(shard_path "$n" "$k")" >"$tmp/out/r$r-h$n-$j-$k" ||
-         echo "round $r host $n reader $j shard $k: cat failed" >>"$tmp/errors"
-     done) &
-  done
-  wait
-}
 export -f readers shard_path
 export tmp
 mkdir -p "$tmp/out"
@@ -64,7 +54,7 @@ for r in $(seq 1 "$ROUNDS"); do
   wait_for 20 links_to "$fp" || fail "round $r: not every host names $fp"
   t0=$(now_ms)
   jobs=()
-  for n in 1 2 3; do hx "$n" bash -c "readers $n $r" & jobs+=($!); done
+  for n in 1 2 3; do hx "$n" bash -c "readers $n r$r-" & jobs+=($!); done
   wait "${jobs[@]}"
   times+=("$(( $(now_ms) - t0 ))")
   [ -s "$tmp/errors" ] && fail "$(cat "$tmp/errors")"

@@ -260,6 +260,15 @@ static bool staged(const struct mfs_cache *c, uint64_t id)
 	return false;
 }
 
+/* Whether e may go to make room: nobody holds it, it is loaded, and with
+ * keep_staged it is no computation's chunk that nobody adopted yet. */
+static bool evictable(const struct mfs_cache *c, const struct centry *e,
+		      bool keep_staged)
+{
+	return e->refs == 0 && e->state == READY &&
+	    !(keep_staged && staged(c, e->data_id));
+}
+
 /* Frees unheld chunks from the least recently used end until `len` more
  * bytes fit in the budget; with keep_staged, not those tapped for a
  * computation nobody opened yet. Called before a chunk's buffer is taken,
@@ -271,8 +280,7 @@ static void make_room(struct mfs_cache *c, size_t len, bool keep_staged)
 	struct centry *e = c->lru.prev;
 	while (c->used + len > c->budget && e != &c->lru) {
 		struct centry *prev = e->prev;
-		if (e->refs == 0 && e->state == READY &&
-		    !(keep_staged && staged(c, e->data_id))) {
+		if (evictable(c, e, keep_staged)) {
 			unlink_entry(c, e);
 			entry_free(c, e);
 		}
@@ -287,8 +295,7 @@ static bool room_possible(const struct mfs_cache *c, size_t len,
 	uint64_t freed = 0;
 	for (const struct centry *e = c->lru.prev;
 	     e != &c->lru && c->used - freed + len > c->budget; e = e->prev)
-		if (e->refs == 0 && e->state == READY &&
-		    !(keep_staged && staged(c, e->data_id)))
+		if (evictable(c, e, keep_staged))
 			freed += e->len;
 	return c->used - freed + len <= c->budget;
 }

@@ -5,10 +5,11 @@
  * "Expiry and eviction"), telling it what only the mount knows - which
  * fingerprints a registered spec yields, and which have a shard open
  * here or being computed - and what live engines elsewhere hold (another
- * host's daemon on a shared catalog, a matctl), and expires them. Then it makes what it
- * expired disappear from the mount at once: the kernel is told to forget
- * the entries and attributes it cached. A pass with nothing due reads one
- * catalog listing and nothing else.
+ * host's daemon on a shared catalog, a matctl), and expires them. Then it
+ * makes what it expired disappear from the mount at once: the kernel is
+ * told to forget the entries and attributes it cached. A pass with nothing
+ * due reads one catalog listing and the live engines' holds, nothing
+ * else.
  *
  * Expiring goes through the engine (mf_engine_expire_snapshot): the catalog
  * first, then the files, so a descriptor open on expired data keeps

@@ -222,6 +222,21 @@ YAML
 
 shard_path() { printf '%s/mnt%d/cl/shard-%05d' "$tmp" "$1" "$2"; }
 
+# readers N [TAG]: 8 readers on host N (run it inside host N), each reading
+# every shard of cl in an order of its own into $tmp/out/TAGhN-rJ-K; a
+# failed read is noted in $tmp/errors. Export it, shard_path and tmp for
+# `hx N bash -c`.
+readers() {
+  local n=$1 tag=${2:-} j k
+  for j in $(seq 1 8); do
+    (for k in $(shuf -i 0-7); do
+       cat "$(shard_path "$n" "$k")" >"$tmp/out/${tag}h$n-r$j-$k" ||
+         echo "${tag}host $n reader $j shard $k: cat failed" >>"$tmp/errors"
+     done) &
+  done
+  wait
+}
+
 # registered N: host N lists pipeline cl.
 registered() { hx "$1" test -L "$tmp/mnt$1/cl"; }
 

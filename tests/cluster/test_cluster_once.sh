@@ -16,17 +16,6 @@ for n in 1 2 3; do wait_for 20 registered "$n" || fail "cl not registered on hos
 pass "three hosts mounted on one PostgreSQL catalog and one store"
 
 mkdir -p "$tmp/out"
-# reader R of host N reads every shard, in an order of its own
-readers() {
-  local n=$1 r k
-  for r in $(seq 1 8); do
-    (for k in $(shuf -i 0-7); do
-       cat "$(shard_path "$n" "$k")" >"$tmp/out/h$n-r$r-$k" ||
-         echo "host $n reader $r shard $k: cat failed" >>"$tmp/errors"
-     done) &
-  done
-  wait
-}
 export -f readers shard_path
 export tmp
 jobs=()

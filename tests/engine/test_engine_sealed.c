@@ -315,6 +315,17 @@ static void test_failed_commit_recomputes(void **state)
 	wait_state(fx, MF_SHARD_MATERIALIZED);
 }
 
+/* Holds the commit, then computes shard 0 and reads it once: it is served
+ * sealed, its commit waiting for hold(false, ...). */
+static void serve_held(struct fx *fx)
+{
+	hold(true, 0);
+	struct mf_shard_reader *r;
+	char *err = NULL;
+	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
+	mf_shard_reader_close(r);
+}
+
 /* mf_engine_close waits for a commit under way. */
 static void *release_later(void *arg)
 {
@@ -327,11 +338,7 @@ static void *release_later(void *arg)
 static void test_close_commits(void **state)
 {
 	struct fx *fx = *state;
-	hold(true, 0);
-	struct mf_shard_reader *r;
-	char *err = NULL;
-	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
-	mf_shard_reader_close(r);
+	serve_held(fx);
 	while (atomic_load(&commits) == 0)
 		usleep(10000);
 	pthread_t t;
@@ -339,6 +346,7 @@ static void test_close_commits(void **state)
 	mf_engine_close(fx->e);
 	pthread_join(t, NULL);
 	struct mf_engine_opts o = {.store_dir = fx->store};
+	char *err = NULL;
 	assert_int_equal(mf_engine_open(&o, &fx->e, &err), 0);
 	assert_int_equal(row_state(fx), MF_SHARD_MATERIALIZED);
 	assert_int_equal(calls(fx), 1);
@@ -482,11 +490,7 @@ static void test_sealed_served_in_an_outage(void **state)
 static void test_commit_keeps_later_reads(void **state)
 {
 	struct fx *fx = *state;
-	hold(true, 0);
-	struct mf_shard_reader *r;
-	char *err = NULL;
-	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
-	mf_shard_reader_close(r);
+	serve_held(fx);
 	usleep(1100000);
 	int64_t later = time(NULL); /* read later, elsewhere */
 	struct mf_catalog *c;
