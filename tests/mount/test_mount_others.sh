@@ -8,11 +8,22 @@
 [ "$(id -u)" -eq 0 ] || { echo "skip: needs root to add users"; exit 77; }
 command -v useradd >/dev/null || { echo "skip: no useradd"; exit 77; }
 
-owner=mfo$$ reader=mfr$$
+# names free as users and as groups: --user-group makes both
+free_name() {
+  local n=$1$$
+  while getent passwd "$n" >/dev/null || getent group "$n" >/dev/null; do
+    n=$1$$x$RANDOM
+  done
+  echo "$n"
+}
+owner=$(free_name mfo) reader=$(free_name mfr)
 users=()
 drop_users() {
   local u
-  for u in "${users[@]}"; do userdel "$u" 2>/dev/null; done
+  for u in "${users[@]}"; do
+    userdel "$u" 2>/dev/null
+    getent group "$u" >/dev/null && groupdel "$u" 2>/dev/null
+  done
 }
 trap 'cleanup; drop_users' EXIT
 for u in "$owner" "$reader"; do

@@ -47,8 +47,14 @@ cleanup() {
   done
   for p in "${daemons[@]}"; do kill "$p" 2>/dev/null; done
   for p in "${daemons[@]}"; do reap "$p"; done
-  for u in "${users[@]}"; do
+  # newest first: a user made with another's private group as its
+  # primary one goes before that group's owner, so that userdel can
+  # remove the group with its owner; a group left behind all the same
+  # goes too, or a later useradd -U of the same name fails on it
+  for ((i = ${#users[@]} - 1; i >= 0; i--)); do
+    u=${users[i]}
     userdel -r "$u" 2>/dev/null || userdel -r -f "$u" 2>/dev/null
+    getent group "$u" >/dev/null && groupdel "$u" 2>/dev/null
   done
   [ -z "$tmp" ] || rm -rf "$tmp"
 }
@@ -92,7 +98,10 @@ wait_for() {
 # the lock on /etc/passwd.
 add_user() {
   local name=mfsec$$ i
-  id "$name" >/dev/null 2>&1 && name=mfsec$$x$RANDOM
+  # a name free as a user and as a group: useradd -U makes both
+  while getent passwd "$name" >/dev/null || getent group "$name" >/dev/null; do
+    name=mfsec$$x$RANDOM
+  done
   for i in $(seq 1 100); do
     useradd -m -U -s /bin/sh "$name" 2>"$tmp/useradd.err" && break
     [ "$i" -lt 100 ] || fail "useradd $name: $(cat "$tmp/useradd.err")"

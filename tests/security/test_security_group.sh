@@ -35,3 +35,17 @@ wait_for 20 grep -q "s.yaml: .*not its owner's own group: refused" "$log" ||
 ! has_name "$mnt" s || fail "s is registered: $(cat "$mnt/s/shard-00000" 2>&1)"
 pass "a folder writable by a user whose primary group it is: refused"
 umount_fs "$mnt" "$mpid"
+
+# The same two users, made by a shell of their own that then exits: its
+# cleanup leaves neither user nor group behind. A group left behind made
+# a later useradd -U of the same name (a reused pid) fail.
+names=$(bash -c '. "$MF_SOURCE_ROOT/tests/security/lib.sh"
+  add_user
+  useradd -M -N -g "$(id -g "$user")" -s /bin/sh "${user}g" || exit 1
+  users+=("${user}g")
+  echo "$user ${user}g"') || fail "a shell of its own could not add the two users"
+for n in $names; do
+  ! getent passwd "$n" >/dev/null || fail "user $n left behind"
+  ! getent group "$n" >/dev/null || fail "group $n left behind"
+done
+pass "the users and their group are removed on exit"
