@@ -22,11 +22,20 @@ cat_is() {
     fail "matctl cat $1 $2: $(cat "$tmp/err")"
   cmp -s "$tmp/got" <(want "$2") || fail "matctl cat $1 $2: wrong bytes"
 }
-listed() { "$matctl" --store "$store" ls | grep -q "${1:0:12}"; }
+listed() { local out; out=$("$matctl" --store "$store" ls) && grep -q "${1:0:12}" <<<"$out"; }
 
 mount_fs "$mnt" "$store" "$pipes"
 fp=$(readlink "$mnt/up") || fail "no up link"
 cmp -s "$mnt/up/shard-00000" <(want 0) || fail "first read"
+# committed: the mount answers a read before its commit lands, and rm
+# refuses (EBUSY) while a shard is still being computed
+committed() {
+  shard=$1
+  # shellcheck disable=SC2016 # expanded by eval, in each try
+  wait_for 30 eval '[ "$(xattr "$shard" state)" = materialized ]' ||
+    fail "$shard was not committed: $(xattr "$shard" state)"
+}
+committed "$mnt/up/shard-00000"
 
 for round in 1 2 3; do
   "$matctl" --store "$store" rm "$fp" >/dev/null 2>"$tmp/err" ||
@@ -38,6 +47,7 @@ for round in 1 2 3; do
   listed "$fp" || fail "matctl expire dropped a served fingerprint from ls"
   cat_is "$fp" 0
   cmp -s "$mnt/$fp/shard-00001" <(want 1) || fail "read through the mount"
+  committed "$mnt/$fp/shard-00001"
 done
 pass "matctl rm and expire of a served fingerprint keep it known"
 
