@@ -293,7 +293,7 @@ m expire --older-than 3s --json >"$tmp/expire.json" || fail "expire --older-than
   "$tmp/expire.json" || fail "expire --older-than: $(cat "$tmp/expire.json")"
 m ls --json | "$py" -c 'import json,sys; v=json.load(sys.stdin); assert [s["name"] for s in v]==["alpha"], v' ||
   fail "ls after expire"
-ls "$store/snapshots" | grep -q "$B" && fail "beta's folder is still there"
+out=$(ls "$store/snapshots") && grep -q "$B" <<<"$out" && fail "beta's folder is still there"
 out=$(m expire --older-than soon 2>&1); rc=$?
 [ $rc -eq 2 ] && [[ $out == "matctl: bad --older-than 'soon'"* ]] || fail "bad duration: rc=$rc '$out'"
 m fsck >/dev/null || fail "fsck after expire: $(m fsck)"

@@ -77,7 +77,8 @@ done
 restore
 sql "DELETE FROM runs; UPDATE shards SET state = 'absent', run_id = NULL,
      raw_bytes = 0, stored_bytes = 0, chunks = 0" || fail "sqlite3"
-m stat lost --json | grep -q '"materialized":0' || fail "rows not absent"
+out=$(m stat lost --json) || fail "rows not absent"
+grep -q '"materialized":0' <<<"$out" || fail "rows not absent"
 m gc >"$tmp/gc.out" || fail "gc"
 grep -q "^recorded 3 shard files and 0 snapshot folders the catalog did not know" "$tmp/gc.out" ||
   fail "gc said: $(cat "$tmp/gc.out")"

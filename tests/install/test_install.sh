@@ -50,16 +50,19 @@ fi
 pass "meson install puts programs, pages, library, unit and completion in DESTDIR"
 
 # --- the installed programs run, and not from the build tree ---
-"$matctl" --version | grep -qx 'matctl [0-9.]*' || fail "matctl --version"
+ver=$("$matctl" --version) || fail "matctl --version"
+grep -qx 'matctl [0-9.]*' <<<"$ver" || fail "matctl --version"
 "$matctl" --help >"$tmp/matctl.help" || fail "matctl --help"
 grep -q '^usage: matctl' "$tmp/matctl.help" || fail "matctl --help: $(head -1 "$tmp/matctl.help")"
 if [ -n "$matfs" ]; then
-  "$matfs" --version | grep -q '^matfs [0-9.]* (libfuse' || fail "matfs --version"
+  ver=$("$matfs" --version) || fail "matfs --version"
+  grep -q '^matfs [0-9.]* (libfuse' <<<"$ver" || fail "matfs --version"
   "$matfs" --help >"$tmp/matfs.help" || fail "matfs --help"
 fi
 for p in "$matctl" "$matfs" "$(found '*/libmatgpu.so.*.*')"; do
   [ -n "$p" ] || continue
-  readelf -d "$p" | grep -E 'RPATH|RUNPATH' | grep -q "$build" &&
+  dyn=$(readelf -d "$p") && rpath=$(grep -E 'RPATH|RUNPATH' <<<"$dyn") &&
+    grep -q "$build" <<<"$rpath" &&
     fail "$p still looks for libraries in the build tree"
 done
 cp -r "$src/examples" "$tmp/ex"
@@ -76,7 +79,8 @@ for page in "$(found '*/man8/matfs.8')" "$(found '*/man1/matctl.1')" \
   [ -s "$tmp/warn" ] && fail "man -l $page: $(head -3 "$tmp/warn")"
   grep -q '^NAME' "$tmp/page" || fail "$page has no NAME section"
   name=$(basename "$page"); name=${name%.*}
-  lexgrog "$page" | grep -q "\"$name - " || fail "$page: whatis cannot read its NAME"
+  whatis=$(lexgrog "$page") || fail "$page: whatis cannot read its NAME"
+  grep -q "\"$name - " <<<"$whatis" || fail "$page: whatis cannot read its NAME"
 done
 # the troff text as plain words: \- is -, fonts dropped
 plain() { sed -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' "$1"; }

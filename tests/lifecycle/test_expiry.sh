@@ -38,7 +38,7 @@ store_files() { ls "$store/snapshots/$1"/*/*.mfs 2>/dev/null | wc -l; }
 state_is() { [ "$(xattr "$1" state)" = "$2" ]; }
 no_files() { [ "$(store_files "$1")" -eq 0 ]; }
 gone() { [ ! -e "$mnt/$1" ] && [ ! -e "$store/snapshots/$1" ]; }
-unlisted() { ! ls "$mnt" | grep -qx "$1"; }
+unlisted() { local names; ! { names=$(ls "$mnt") && grep -qx "$1" <<<"$names"; }; }
 
 # --- expire_after: the data goes; an open descriptor keeps reading ---
 fp=$(readlink "$mnt/ea") || fail "no ea link"
@@ -69,7 +69,8 @@ PY
 wait_for 5 state_is "$f" absent || fail "state after expiry: $(xattr "$f" state)"
 [ "$(stat -c %s "$f")" -eq 0 ] || fail "size after expiry: $(stat -c %s "$f")"
 [ "$(xattr "$mnt/$fp" materialized)" = 0 ] || fail "materialized after expiry"
-ls "$mnt/$fp" | grep -q . || fail "a registered snapshot left the listing"
+listing=$(ls "$mnt/$fp") || fail "a registered snapshot left the listing"
+grep -q . <<<"$listing" || fail "a registered snapshot left the listing"
 pass "expire_after expires a snapshot; a descriptor opened before reads to its end"
 
 # read again: computed again (and expired again 2 s later)

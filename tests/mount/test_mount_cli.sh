@@ -19,7 +19,8 @@ stages:
 YAML
 
 # --- matfs --help names both spec suffixes ---
-"$matfs" --help | grep -q '\*\.yaml.*\*\.yml' || fail "matfs --help: $("$matfs" --help | grep -i yaml)"
+help=$("$matfs" --help) || fail "matfs --help: $("$matfs" --help | grep -i yaml)"
+grep -q '\*\.yaml.*\*\.yml' <<<"$help" || fail "matfs --help: $(grep -i yaml <<<"$help")"
 pass "matfs --help names *.yaml and *.yml"
 
 # --- a mountpoint that is not a folder ---

@@ -16,7 +16,8 @@ mounts+=("$mnt")
   fail "matfs in the background exited $?"
 is_mounted "$mnt" || fail "not mounted when matfs returned"
 [ "$(cat "$mnt/plain/shard-00000")" = payload ] || fail "background daemon: read"
-grep " $mnt " /proc/self/mounts | grep -q 'fuse.matfs' || fail "mount type: $(grep " $mnt " /proc/self/mounts)"
+mline=$(grep " $mnt " /proc/self/mounts)
+grep -q 'fuse.matfs' <<<"$mline" || fail "mount type: $mline"
 fusermount3 -u "$mnt" || fail "fusermount3 -u"
 pass "in the background: matfs returns once mounted; fusermount3 -u unmounts"
 
@@ -57,13 +58,16 @@ if command -v mount.fuse3 >/dev/null && [ "$(id -u)" -eq 0 ]; then
     -o "store=$store,pipelines=$pipes,allow_other,workers=2,nofail" 2>>"$log" || fail "mount.fuse3 exited $?"
   is_mounted "$mnt" || fail "mount.fuse3 did not mount"
   [ "$(cat "$mnt/plain/shard-00000")" = payload ] || fail "fstab mount: read"
-  grep " $mnt " /proc/self/mounts | grep -q 'allow_other' || fail "allow_other missing"
-  grep " $mnt " /proc/self/mounts | grep -q 'default_permissions' || fail "default_permissions missing"
+  mline=$(grep " $mnt " /proc/self/mounts)
+  grep -q 'allow_other' <<<"$mline" || fail "allow_other missing"
+  grep -q 'default_permissions' <<<"$mline" || fail "default_permissions missing"
   [ "$(stat -c %A "$mnt/plain/")" = drwxr-xr-x ] || fail "allow_other dir mode $(stat -c %A "$mnt/plain/")"
   rm "$mnt/plain/shard-00000" || fail "rm as the owner under default_permissions"
   src=$(awk -v m="$mnt" '$5 == m { for (i = 7; $i != "-"; i++); print $(i + 2) }' /proc/self/mountinfo)
   [ "$src" = "$(realpath "$store")" ] || fail "fstab mount's source '$src', not the store"
-  "$matctl" --store "$store" stats | grep -q '^daemons mounted on this store: 1$' ||
+  out=$("$matctl" --store "$store" stats) ||
+    fail "matctl stats does not find the fstab mount: $("$matctl" --store "$store" stats 2>&1 | head -n 3)"
+  grep -q '^daemons mounted on this store: 1$' <<<"$out" ||
     fail "matctl stats does not find the fstab mount: $("$matctl" --store "$store" stats 2>&1 | head -n 3)"
   fusermount3 -u "$mnt" || fail "fusermount3 -u"
   pass "mount.fuse3 with -o store=,pipelines=,allow_other (adds default_permissions); its source is the store"

@@ -49,7 +49,7 @@ read_check() {
 }
 # link_is FP [NAME]: NAME (gen) points at FP
 link_is() { [ "$(readlink "$mnt/${2:-gen}")" = "$1" ]; }
-gone() { ! ls "$mnt" | grep -qx "$1"; }
+gone() { local names; ! { names=$(ls "$mnt") && grep -qx "$1" <<<"$names"; }; }
 
 spec gen one
 mount_fs "$mnt" "$store" "$pipes"

@@ -29,7 +29,7 @@ YAML
 want() { printf 'input\n%s %s\n' "$1" "$2"; seq 1 100000; }
 link_is() { [ "$(readlink "$mnt/$1")" = "$2" ]; }
 no_link() { ! [ -L "$mnt/$1" ]; }
-gone() { ! ls "$mnt" | grep -qx "$1"; }
+gone() { local names; ! { names=$(ls "$mnt") && grep -qx "$1" <<<"$names"; }; }
 
 # held PATH WANT TRIGGER...: opens PATH, reads part of it, runs TRIGGER,
 # then checks fstat, read, mmap and numpy.fromfile on the descriptor.

@@ -56,7 +56,7 @@ if cat "$mnt/hang/shard-00000" >/dev/null 2>"$tmp/err"; then fail "hang: read su
 grep -q 'Input/output error' "$tmp/err" || fail "hang: $(cat "$tmp/err")"
 [ $(( $(date +%s) - start )) -lt 30 ] || fail "the timeout did not stop the stage"
 [ "$(xattr "$mnt/hang/shard-00000" state)" = failed ] || fail "hang: state"
-xattr "$mnt/hang/shard-00000" error | grep -q 'timed out' || fail "hang: error"
+grep -q 'timed out' <<<"$(xattr "$mnt/hang/shard-00000" error)" || fail "hang: error"
 wait_for 5 sh -c 'for p in $(cat "$0"); do kill -0 "$p" 2>/dev/null && exit 1; done; exit 0' \
   "$pipes/pids" || fail "a hanging child survived the timeout"
 pass "a stage's hanging children are all killed at its timeout"

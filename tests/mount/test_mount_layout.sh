@@ -21,8 +21,10 @@ stages:
 YAML
 calls=$pipes/calls
 
-"$matfs" --help | grep -q 'usage: matfs' || fail "--help"
-"$matfs" --version | grep -q '^matfs [0-9]' || fail "--version"
+help=$("$matfs" --help) || fail "--help"
+grep -q 'usage: matfs' <<<"$help" || fail "--help"
+version=$("$matfs" --version) || fail "--version"
+grep -q '^matfs [0-9]' <<<"$version" || fail "--version"
 "$matfs" --bogus 2>/dev/null && fail "an unknown option was accepted"
 
 mount_fs "$mnt" "$store" "$pipes"
@@ -97,7 +99,9 @@ pass "cat, cmp, cp, dd, read() and mmap give the stages' bytes; fstat is exact a
 [ "$(xattr "$mnt/count" materialized)" = 3 ] || fail "materialized count"
 [ "$(xattr "$mnt/count" state)" = materialized ] || fail "snapshot state"
 [ "$(xattr "$mnt/count" fingerprint)" = "$cfp" ] || fail "fingerprint xattr"
-getfattr -d "$mnt/count/shard-00000" 2>/dev/null | grep -q 'user.matfs.state="materialized"' ||
+attrs=$(getfattr -d "$mnt/count/shard-00000" 2>/dev/null) ||
+  fail "getfattr -d: $(getfattr -d "$mnt/count/shard-00000" 2>&1)"
+grep -q 'user.matfs.state="materialized"' <<<"$attrs" ||
   fail "getfattr -d: $(getfattr -d "$mnt/count/shard-00000" 2>&1)"
 pass "xattrs: state, run_id, sizes, snapshot counts"
 

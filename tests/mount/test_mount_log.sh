@@ -102,8 +102,9 @@ PY
 "$matctl" --store "$store" stats "$mnt" --prometheus >"$tmp/prom" || fail "stats --prometheus"
 grep -qx 'matfs_bytes_served_total 8' "$tmp/prom" || fail "prometheus: $(cat "$tmp/prom")"
 grep -qx '# TYPE matfs_materializations_running gauge' "$tmp/prom" || fail "prometheus types"
-! grep -v '^#' "$tmp/prom" | grep -qvE '^matfs_[a-z_]+ [0-9.]+$' || fail "not textfile format: $(cat "$tmp/prom")"
-"$matctl" --store "$store" stats | grep -qE 'bytes_served +8$' || fail "stats text"
+! grep -qvE -e '^#' -e '^matfs_[a-z_]+ [0-9.]+$' "$tmp/prom" || fail "not textfile format: $(cat "$tmp/prom")"
+stats=$("$matctl" --store "$store" stats) || fail "stats text"
+grep -qE 'bytes_served +8$' <<<"$stats" || fail "stats text"
 "$matctl" --store "$store" stats --json --prometheus 2>/dev/null; [ $? -eq 2 ] || fail "--json --prometheus accepted"
 bg_umount
 "$matctl" --store "$store" stats --json >"$tmp/j" || fail "stats unmounted"

@@ -67,17 +67,19 @@ done
 
 # --- root sees everything ---
 f=$mnt/rootfail/shard-00000
-getx root "$f" error | grep -qF "$tool" || fail "root's error: $(getx root "$f" error)"
-getx root "$f" stderr | grep -qF "$tool.data" || fail "root's stderr: $(getx root "$f" stderr)"
+val=$(getx root "$f" error) || fail "root's error: $(getx root "$f" error)"
+grep -qF "$tool" <<<"$val" || fail "root's error: $val"
+val=$(getx root "$f" stderr) || fail "root's stderr: $(getx root "$f" stderr)"
+grep -qF "$tool.data" <<<"$val" || fail "root's stderr: $val"
 pass "root sees the full error and stderr"
 
 # --- another user sees no path ---
 e=$(getx "$reader" "$f" error) || fail "the reader cannot read user.matfs.error"
 [ -n "$e" ] || fail "the reader got an empty error"
 case $e in */*) fail "the reader's error names a path: $e" ;; esac
-echo "$e" | grep -qF "rootfail.yaml" || fail "the reader's error does not name the spec: $e"
+grep -qF "rootfail.yaml" <<<"$e" || fail "the reader's error does not name the spec: $e"
 getx "$reader" "$f" stderr && fail "the reader sees user.matfs.stderr"
-as "$reader" getfattr -d "$f" 2>/dev/null | grep -q secret-place &&
+attrs=$(as "$reader" getfattr -d "$f" 2>/dev/null) && grep -q secret-place <<<"$attrs" &&
   fail "getfattr -d shows the reader a path"
 [ "$(getx "$reader" "$f" state)" = failed ] || fail "the reader's state"
 [ "$(getx "$reader" "$f" exit_status)" = "$(getx root "$f" exit_status)" ] ||
@@ -86,8 +88,10 @@ pass "another user's error names only the spec file; no stderr"
 
 # --- the spec's owner sees their own failure in full, not root's ---
 g=$mnt/ownfail/shard-00000
-getx "$owner" "$g" error | grep -qF "$otool" || fail "owner's error: $(getx "$owner" "$g" error)"
-getx "$owner" "$g" stderr | grep -qF "$otool.data" || fail "owner's stderr"
+val=$(getx "$owner" "$g" error) || fail "owner's error: $(getx "$owner" "$g" error)"
+grep -qF "$otool" <<<"$val" || fail "owner's error: $val"
+val=$(getx "$owner" "$g" stderr) || fail "owner's stderr"
+grep -qF "$otool.data" <<<"$val" || fail "owner's stderr"
 case $(getx "$owner" "$f" error) in */*) fail "the owner sees root's paths" ;; esac
 case $(getx "$reader" "$g" error) in */*) fail "the reader sees the owner's paths" ;; esac
 pass "a spec's owner sees its failures in full, and only its own"

@@ -37,7 +37,7 @@ wait_for 10 test -L "$tmp/mb/kept" || fail "no name on b"
 sleep 1.1 # B is read later: the more recent of the name
 [ "$(cat "$tmp/mb/kept/shard-00000")" = "$(printf 'input\nB')" ] || fail "bytes of B"
 
-materialized() { m stat "$1" --json 2>/dev/null | grep -q '"state":"materialized"'; }
+materialized() { local out; out=$(m stat "$1" --json 2>/dev/null) && grep -q '"state":"materialized"' <<<"$out"; }
 sleep 4 # several expiry passes of both daemons (one a second)
 materialized "$fA" || fail "a's fingerprint lost its data: expired by b's keep ($(tail -3 "$log"))"
 materialized "$fB" || fail "b's fingerprint lost its data: expired by a's keep ($(tail -3 "$log"))"

@@ -68,7 +68,7 @@ dt=$(took_ms "$t0")
 [ "$dt" -lt 1000 ] || fail "a removed spec took $dt ms"
 [ -d "$mnt/$want" ] || fail "a removed spec's snapshot left before rm -r"
 rm -r "$mnt/$want" || fail "rm -r of an unregistered snapshot"
-ls "$mnt" | grep -q "$want" && fail "rm -r of an unregistered snapshot left it listed"
+names=$(ls "$mnt") && grep -q "$want" <<<"$names" && fail "rm -r of an unregistered snapshot left it listed"
 pass "a removed spec loses its name in $dt ms; rm -r then removes the snapshot"
 
 # --- a fixed spec appears ---
@@ -89,8 +89,8 @@ except OSError as e:
 [ "$(open_errno "$f")" -eq 5 ] || fail "open of a failing shard: not EIO"
 [ "$(calls "$pipes/calls-flaky")" -eq 1 ] || fail "flaky: $(calls "$pipes/calls-flaky") calls"
 [ "$(xattr "$f" state)" = failed ] || fail "state: $(xattr "$f" state)"
-xattr "$f" error | grep -q 'status 3' || fail "error xattr: $(xattr "$f" error)"
-xattr "$f" stderr | grep -q 'no ok file here' || fail "stderr xattr: $(xattr "$f" stderr)"
+grep -q 'status 3' <<<"$(xattr "$f" error)" || fail "error xattr: $(xattr "$f" error)"
+grep -q 'no ok file here' <<<"$(xattr "$f" stderr)" || fail "stderr xattr: $(xattr "$f" stderr)"
 [ "$(xattr "$mnt/flaky" failed)" = 1 ] || fail "snapshot failed count"
 "$matctl" --store "$store" stat flaky --json | "$py" -c '
 import json, sys

@@ -56,7 +56,7 @@ EOF
 [ "$(sed -n 1p <<<"$out")" = True ] || fail "matfs not imported from the venv: $out"
 [ "$(sed -n 2p <<<"$out")" = "['shard-00001.u32', 'shard-00003.u32']" ] ||
   fail "shards() from the venv: $out"
-sed -n 3p <<<"$out" | grep -Eq '^(15 torch.int64|no torch)$' ||
+grep -Eq '^(15 torch.int64|no torch)$' <<<"$(sed -n 3p <<<"$out")" ||
   fail "ShardDataset from the venv: $out"
 pass "pip install --no-build-isolation into a venv, offline; imported from there"
 

@@ -49,12 +49,15 @@ pass "ls and stat, tables and JSON"
 # --- fingerprint ---
 fp=$(m fingerprint "$spec") || fail "fingerprint"
 [[ $fp =~ ^[0-9a-f]{64}$ ]] || fail "fingerprint '$fp'"
-m fingerprint "$spec" --explain | grep -q 'stage\[1\]' || fail "--explain lists no stage"
-m ls --json | grep -q "$fp" || fail "warm registered another fingerprint than 'fingerprint' prints"
+out=$(m fingerprint "$spec" --explain) || fail "--explain lists no stage"
+grep -q 'stage\[1\]' <<<"$out" || fail "--explain lists no stage"
+out=$(m ls --json) || fail "warm registered another fingerprint than 'fingerprint' prints"
+grep -q "$fp" <<<"$out" || fail "warm registered another fingerprint than 'fingerprint' prints"
 pass "fingerprint and --explain"
 
 # --- a unique fingerprint prefix of 8+ hex digits stands for the fingerprint ---
-m stat "${fp:0:8}" --json | grep -q "\"fingerprint\":\"$fp\"" ||
+out=$(m stat "${fp:0:8}" --json) || fail "stat by an 8-digit prefix: $(m stat "${fp:0:8}" 2>&1)"
+grep -q "\"fingerprint\":\"$fp\"" <<<"$out" ||
   fail "stat by an 8-digit prefix: $(m stat "${fp:0:8}" 2>&1)"
 m cat "${fp:0:12}" 1 | cmp -s - "$tmp/want1" || fail "cat by a 12-digit prefix"
 m verify "${fp^^}" >/dev/null || fail "verify by an upper-case fingerprint"
@@ -73,7 +76,8 @@ out=$(m stat "${fp:0:8}" 2>&1); rc=$?
   [[ $out == *"$fp (tokens)"* ]] && [[ $out == *"$twin (twin)"* ]] ||
   fail "ambiguous prefix: rc=$rc '$out'"
 m stat "${fp:0:9}" >/dev/null || fail "a longer prefix is unique again"
-m rm "${twin:0:10}" | grep -qx "expired $twin" || fail "rm by prefix"
+out=$(m rm "${twin:0:10}") || fail "rm by prefix"
+grep -qx "expired $twin" <<<"$out" || fail "rm by prefix"
 # a pipeline named like the 12 digits ls prints of another fingerprint:
 # neither wins, so rm, warm or verify never act on the other snapshot
 sqlite3 "$store/catalog.db" "INSERT INTO snapshots (fp, name, shards, spec_path,
@@ -84,7 +88,8 @@ out=$(m stat "${fp:0:12}" 2>&1); rc=$?
 [ $rc -eq 1 ] && [[ $out == *"'${fp:0:12}' is ambiguous"* ]] &&
   [[ $out == *"$fp (tokens)"* ]] && [[ $out == *"$twin (${fp:0:12})"* ]] ||
   fail "a name that is another fingerprint's prefix: rc=$rc '$out'"
-m rm "$twin" | grep -qx "expired $twin" || fail "rm of the hex-named row"
+out=$(m rm "$twin") || fail "rm of the hex-named row"
+grep -qx "expired $twin" <<<"$out" || fail "rm of the hex-named row"
 out=$(m cat "${fp:0:8}" 2 2>&1); rc=$?
 [ $rc -eq 1 ] && [[ $out == "matctl: cat '${fp:0:8}': no shard 2: the snapshot has shards 0 to 1" ]] ||
   fail "cat out of range: rc=$rc '$out'"
@@ -102,8 +107,9 @@ if command -v script >/dev/null; then
   bar0=$(printf '.%.0s' $(seq 30)) bar1=$(printf '#%.0s' $(seq 30))
   [ "$(head -1 "$tmp/frames")" = "[$bar0] 0/3 shards  0 B  --/s  ETA --:--" ] ||
     fail "first frame: $(head -1 "$tmp/frames")"
-  tail -1 "$tmp/frames" | grep -Eq "^\[$bar1\] 3/3 shards  21 B  [0-9.]+ (B|KiB|MiB)/s  ETA 0:00\$" ||
-    fail "last frame: $(tail -1 "$tmp/frames")"
+  last=$(tail -1 "$tmp/frames")
+  grep -Eq "^\[$bar1\] 3/3 shards  21 B  [0-9.]+ (B|KiB|MiB)/s  ETA 0:00\$" <<<"$last" ||
+    fail "last frame: $last"
   grep -Evq 'ETA (--:--|[0-9]+:[0-9]{2})$' "$tmp/frames" && fail "an ETA: $(cat "$tmp/frames")"
   # all done before: nothing computed, no rate, nothing left
   frames >"$tmp/frames" || fail "warm again on a terminal"
@@ -167,7 +173,8 @@ grep -q 'shard 0: corrupt' "$tmp/verify.out" || fail "verify said: $(cat "$tmp/v
 m cat count 0 >"$tmp/again" || fail "cat after verify"
 cmp -s "$tmp/again" "$tmp/c1" || fail "recomputed bytes differ"
 [ "$(wc -l <"$tmp/p/calls")" -eq 2 ] || fail "expected one recomputation"
-m verify count | grep -q 'shard 0: ok' || fail "verify after recompute"
+out=$(m verify count) || fail "verify after recompute"
+grep -q 'shard 0: ok' <<<"$out" || fail "verify after recompute"
 pass "verify finds corruption and the shard heals"
 
 # --- errors and exit codes ---
@@ -189,18 +196,22 @@ YAML
 out=$(m warm "$tmp/p/fails.yaml" 2>&1); rc=$?
 [ $rc -eq 1 ] && [[ $out == *"exited with status 3"* ]] || fail "failing stage: rc=$rc '$out'"
 [[ $out == *"exited with status 3: something broke"* ]] || fail "no last stderr line: '$out'"
-m stats --json | grep -qE '"catalog": \{"materializations_started": [1-9][0-9]*, "materializations_failed": 1,' ||
+out=$(m stats --json) || fail "catalog totals after a failed warm: $(m stats --json)"
+grep -qE '"catalog": \{"materializations_started": [1-9][0-9]*, "materializations_failed": 1,' <<<"$out" ||
   fail "catalog totals after a failed warm: $(m stats --json)"
-m stat fails | grep -q 'something broke' || fail "stat shows no stderr tail"
-m stat fails --json | grep -q '"state":"failed"' || fail "failed state"
+out=$(m stat fails) || fail "stat shows no stderr tail"
+grep -q 'something broke' <<<"$out" || fail "stat shows no stderr tail"
+out=$(m stat fails --json) || fail "failed state"
+grep -q '"state":"failed"' <<<"$out" || fail "failed state"
 pass "errors and exit codes"
 
 # --- rm and gc ---
 m rm count >/dev/null || fail "rm"
-m ls | grep -q '^count ' && fail "rm left count listed"
+out=$(m ls) && grep -q '^count ' <<<"$out" && fail "rm left count listed"
 [ -d "$store/snapshots/$cfp" ] && fail "rm left the store folder"
 mkdir -p "$store/snapshots/$(printf '%064d' 7)"
-m gc | grep -q 'removed 1 snapshot folders' || fail "gc"
+out=$(m gc) || fail "gc"
+grep -q 'removed 1 snapshot folders' <<<"$out" || fail "gc"
 pass "rm and gc"
 
 # --- gc never deletes what a lost catalog no longer knows ---
@@ -208,14 +219,16 @@ tfp=$(m fingerprint "$spec")
 tdir=$store/snapshots/$tfp
 trun=$(ls "$tdir" | grep -v metadata | head -1)
 : >"$tdir/$trun/shard-00007.tmp"    # left by a run that died
-m gc | grep -q '1 shard files' || fail "gc kept a dead run's temp file"
+out=$(m gc) || fail "gc kept a dead run's temp file"
+grep -q '1 shard files' <<<"$out" || fail "gc kept a dead run's temp file"
 [ -e "$tdir/$trun/shard-00007.tmp" ] && fail "temp file still there"
 rm -f "$store"/catalog.db*
 out=$(m gc)                           # a new catalog, indexed on open
 [[ $out == "removed 0 snapshot folders, 0 run folders, 0 shard files" ]] ||
   fail "gc on a lost catalog: $out"
 [ -f "$tdir/$trun/shard-00000.mfs" ] || fail "gc deleted data of a lost catalog"
-m stat tokens --json | grep -q '"state":"materialized"' || fail "not indexed"
+out=$(m stat tokens --json) || fail "not indexed"
+grep -q '"state":"materialized"' <<<"$out" || fail "not indexed"
 m fsck --rebuild >/dev/null || fail "rebuild"
 m cat tokens 0 | cmp -s - "$tmp/want0" || fail "data after rebuild"
 m rm "$tfp" >/dev/null || fail "rm by fingerprint"
@@ -258,10 +271,11 @@ m cat "$kdir/C.yaml" 0 >/dev/null || fail "cat C"   # now the most recent
 : >"$kdir/slow"
 m cat "$kdir/B.yaml" 1 >/dev/null & holder=$!     # registers B and holds it
 for i in $(seq 100); do
-  m stat "$fB" --json | grep -q '"index":1,"state":"running"' && break
+  out=$(m stat "$fB" --json) && grep -q '"index":1,"state":"running"' <<<"$out" && break
   sleep 0.1
 done
-m stat "$fB" --json | grep -q '"index":1,"state":"running"' ||
+out=$(m stat "$fB" --json) || fail "shard 1 of B is not running"
+grep -q '"index":1,"state":"running"' <<<"$out" ||
   fail "shard 1 of B is not running"
 out=$(m expire) || fail "expire with B held"
 [[ $out == "expired kept $fC by keep ("* ]] && [ "$(echo "$out" | wc -l)" -eq 1 ] ||
@@ -284,15 +298,16 @@ YAML
 fD=$(m fingerprint "$ddir/d.yaml") || fail "fingerprint of dead"
 setsid "$matctl" --store "$store" cat "$ddir/d.yaml" 0 >/dev/null 2>&1 & holder=$!
 for i in $(seq 100); do
-  m stat "$fD" --json 2>/dev/null | grep -q '"index":0,"state":"running"' && break
+  out=$(m stat "$fD" --json 2>/dev/null) && grep -q '"index":0,"state":"running"' <<<"$out" && break
   sleep 0.1
 done
-m stat "$fD" --json | grep -q '"index":0,"state":"running"' || fail "shard 0 of dead is not running"
+out=$(m stat "$fD" --json) || fail "shard 0 of dead is not running"
+grep -q '"index":0,"state":"running"' <<<"$out" || fail "shard 0 of dead is not running"
 kill -KILL -- -"$holder"               # matctl and its stage, all at once
 wait "$holder" 2>/dev/null
 holder=
 out=$(m rm "$fD" 2>&1) || fail "rm of a snapshot with a dead run's claim: $out"
-m ls --json | grep -q "$fD" && fail "rm left $fD listed: $(m ls)"
+out=$(m ls --json) && grep -q "$fD" <<<"$out" && fail "rm left $fD listed: $(m ls)"
 [ -d "$store/snapshots/$fD" ] && fail "rm left the store folder of $fD"
 pass "rm gives up a dead run's claim and removes the snapshot"
 echo "all matctl tests passed"
