@@ -14,6 +14,11 @@
 #       gen itself as the stage, with WORK (default 32) rounds per token
 #       (about 60 MB/s on the machine the issue was measured on)
 #
+# The hand run writes new files each round, as the mount writes new store
+# files: on a machine where new memory costs more than memory just freed
+# (bench/cold/pages.sh), overwriting the last round's files would give
+# the hand run the cheaper pages.
+#
 # For each: "time NAME cold SECONDS", "time NAME hand SECONDS" (medians of
 # ROUNDS rounds, a new fingerprint each round), "ratio NAME VALUE" (cold
 # over hand: lower is better, 1.0 is the stages' own cost) and
@@ -82,7 +87,7 @@ wait_name() {
 }
 
 # --- inputs: gen's output, one file per shard ---
-mkdir -p "$pipes/in" "$tmp/hand"
+mkdir -p "$pipes/in"
 for k in $(seq 0 $((shards - 1))); do "$gen" "$per" 0 $((100 + k)) >"$pipes/in/$k.bin"; done
 # a spec of a `cat` stage (the fingerprint differs each round: KEY)
 cat_spec() { # NAME COMPRESSION KEY
@@ -100,14 +105,14 @@ tok_spec() { # NAME COMPRESSION KEY
 }
 hand_cat() {
   local k
-  for k in $(seq 0 $((shards - 1))); do cat "$pipes/in/$k.bin" >"$tmp/hand/$k"; done
+  for k in $(seq 0 $((shards - 1))); do cat "$pipes/in/$k.bin" >"$hand/$k"; done
 }
 hand_catfix() { hand_cat; }
 hand_tok() {
   local k
   for k in $(seq 0 $((shards - 1))); do
     cat "$pipes/in/$k.bin" >/dev/null
-    "$gen" "$per" "$work" $((k + 500)) >"$tmp/hand/$k"
+    "$gen" "$per" "$work" $((k + 500)) >"$hand/$k"
   done
 }
 # stored NAME: bytes of the shard files of NAME's snapshot
@@ -120,7 +125,7 @@ stored() {
 same() {
   local k
   for k in $(seq 0 $((shards - 1))); do
-    cmp -s "$mnt/$1/shard-0000$k" "$tmp/hand/$k" || { echo "$1: shard $k differs" >&2; exit 1; }
+    cmp -s "$mnt/$1/shard-0000$k" "$hand/$k" || { echo "$1: shard $k differs" >&2; exit 1; }
   done
 }
 
@@ -146,6 +151,8 @@ for r in $(seq 1 "$rounds"); do
     wait_name "$name$r"
     sync # the inputs and the last round's commits are not this one's cost
     T[$name.cold]+="$(timeit cat "$mnt/$name$r"/*) "
+    hand=$tmp/hand/$name$r
+    mkdir -p "$hand"
     T[$name.hand]+="$(timeit "hand_$kind") "
     [ "$check" = 1 ] && same "$name$r"
     S[$name]=$name$r
