@@ -27,9 +27,11 @@
 # size over the fixed level's). "load" lines give /proc/loadavg before and after:
 # ratios taken under load say little.
 #
-# usage: bench/cold/run.sh [BUILD_DIR]   (env: ROUNDS, MIB, WORK, CHECK, ONLY)
+# usage: bench/cold/run.sh [BUILD_DIR]   (env: ROUNDS, MIB, WORK, CHECK, ONLY, PERF)
 # ONLY=NAME[,NAME...] runs only those (for a quick look; the figures in
 # docs/performance.md come from all of them).
+# PERF=FILE then runs each one once more, untimed, on a new fingerprint,
+# its cold read under `perf record -a -g -o FILE.NAME`.
 # CHECK=1 also compares every shard read through the mount with the
 # stage's bytes (the smoke test in bench/meson.build sets it).
 # Needs /dev/fuse and fusermount3.
@@ -158,6 +160,17 @@ for r in $(seq 1 "$rounds"); do
     S[$name]=$name$r
   done
 done
+if [ -n "${PERF:-}" ]; then
+  for x in "${runs[@]}"; do
+    name=${x%%:*} rest=${x#*:}
+    kind=${rest%%:*} codec=${rest#*:}
+    "${kind}_spec" "${name}p" "$codec" "$name-perf-$$" >"$pipes/${name}p.yaml"
+    wait_name "${name}p"
+    sync
+    perf record -a -g -q -o "$PERF.$name" -- cat "$mnt/${name}p"/* >/dev/null ||
+      { echo "perf record failed" >&2; exit 1; }
+  done
+fi
 mount_down
 mount_up # every commit done: the stored sizes are final
 for x in "${runs[@]}"; do

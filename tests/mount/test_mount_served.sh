@@ -65,8 +65,7 @@ mount_fs "$mnt" "$store" "$pipes"
 cmp -s "$mnt/up/shard-00000" <(want 0) || fail "read after remount"
 # served before it is durable: the kill comes after the commit (a kill
 # before it leaves a dead run's claim, which the crash tests cover)
-wait_for 30 eval '[ "$(xattr "$mnt/up/shard-00000" state)" = materialized ]' ||
-  fail "shard 0 was not committed"
+committed "$mnt/up/shard-00000"
 kill -9 "$mpid"
 wait "$mpid" 2>/dev/null
 fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt"
