@@ -16,6 +16,7 @@
 
 #include <snappy-c.h>
 #include <xxhash.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_createCCtx_advanced */
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -75,13 +76,47 @@ struct snap_cctx {
 	ZSTD_CCtx *zstd; /* NULL but for MF_CODEC_ZSTD */
 };
 
+/*
+ * A compression context's memory comes from mf_buf_alloc: left out of the
+ * stages' forks (a fork would write-protect it, and each page the next
+ * chunk's compression touches would fault), and the mappings of a
+ * writer's contexts are those the last writer freed. Each block starts
+ * with its capacity.
+ */
+#define CMEM_HEAD 64 /* keeps zstd's blocks aligned */
+
+static void *cmem_alloc(void *opaque, size_t size)
+{
+	(void)opaque;
+	size_t cap;
+	if (size > SIZE_MAX - CMEM_HEAD)
+		return NULL;
+	uint8_t *p = mf_buf_alloc(size + CMEM_HEAD, &cap);
+	if (!p)
+		return NULL;
+	memcpy(p, &cap, sizeof(cap));
+	return p + CMEM_HEAD;
+}
+
+static void cmem_free(void *opaque, void *addr)
+{
+	(void)opaque;
+	if (!addr)
+		return;
+	uint8_t *p = (uint8_t *)addr - CMEM_HEAD;
+	size_t cap;
+	memcpy(&cap, p, sizeof(cap));
+	mf_buf_free(p, cap);
+}
+
 int snap_cctx_new(enum mf_codec codec, struct snap_cctx **out)
 {
 	struct snap_cctx *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	if (codec == MF_CODEC_ZSTD) {
-		c->zstd = ZSTD_createCCtx();
+		c->zstd = ZSTD_createCCtx_advanced(
+		    (ZSTD_customMem){cmem_alloc, cmem_free, NULL});
 		if (!c->zstd) {
 			free(c);
 			return -ENOMEM;

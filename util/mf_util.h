@@ -109,7 +109,9 @@ ssize_t mf_pread_full(int fd, void *buf, size_t len, off_t off);
  * every child (MADV_DONTFORK) and backed by huge pages from 2 MiB (where
  * the kernel has them). A fork otherwise write-protects it, and while
  * the child lives every first write to each of its pages afterwards
- * faults and copies the page. Smaller ones come from malloc. *cap gets
+ * faults and copies the page. Mappings freed are kept (64 MiB at most)
+ * for the next of the same size, whose pages are then in already.
+ * Smaller ones come from malloc. *cap gets
  * the bytes usable, at least len; mf_buf_free needs it back. NULL when
  * out of memory. A child of a fork must not touch these buffers, nor use
  * an object that holds one (the snapshot module's per-thread scratch

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,6 +275,79 @@ ssize_t mf_pread_full(int fd, void *buf, size_t len, off_t off)
 
 #define BUF_HUGE ((size_t)2 << 20)
 
+/*
+ * Mappings freed last, kept for the next mf_buf_alloc of the same size:
+ * their pages are in already, where a new mapping's first touch of each
+ * page costs a fault and zeroing (a writer's chunk buffers, per shard,
+ * are a tenth of the bytes it stores). At most KEEP_BYTES in KEEP_N; a
+ * child of a fork, which has none of them, forgets them.
+ */
+#define KEEP_N 32
+#define KEEP_BYTES ((size_t)64 << 20)
+static pthread_mutex_t keep_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	void *p;
+	size_t cap;
+} keep[KEEP_N];
+static size_t keep_n, keep_bytes;
+static pthread_once_t keep_once = PTHREAD_ONCE_INIT;
+
+static void keep_prepare(void)
+{
+	pthread_mutex_lock(&keep_lock);
+}
+
+static void keep_parent(void)
+{
+	pthread_mutex_unlock(&keep_lock);
+}
+
+static void keep_child(void)
+{
+	keep_n = 0;
+	keep_bytes = 0;
+	pthread_mutex_unlock(&keep_lock);
+}
+
+static void keep_init(void)
+{
+	(void)pthread_atfork(keep_prepare, keep_parent, keep_child);
+}
+
+/* A kept mapping of exactly n bytes, or NULL. */
+static void *keep_take(size_t n)
+{
+	void *p = NULL;
+	pthread_mutex_lock(&keep_lock);
+	for (size_t i = keep_n; i-- > 0;) {
+		if (keep[i].cap == n) {
+			p = keep[i].p;
+			keep[i] = keep[--keep_n];
+			keep_bytes -= n;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&keep_lock);
+	return p;
+}
+
+/* Keeps p when there is room; false otherwise. */
+static bool keep_put(void *p, size_t cap)
+{
+	bool kept = false;
+	(void)pthread_once(&keep_once, keep_init);
+	pthread_mutex_lock(&keep_lock);
+	if (keep_n < KEEP_N && cap <= KEEP_BYTES - keep_bytes) {
+		keep[keep_n].p = p;
+		keep[keep_n].cap = cap;
+		keep_n++;
+		keep_bytes += cap;
+		kept = true;
+	}
+	pthread_mutex_unlock(&keep_lock);
+	return kept;
+}
+
 void *mf_buf_alloc(size_t len, size_t *cap)
 {
 	if (len < MF_BUF_MAP) {
@@ -285,6 +359,11 @@ void *mf_buf_alloc(size_t len, size_t *cap)
 	if (len > SIZE_MAX - 2 * align)
 		return NULL;
 	size_t n = (len + align - 1) & ~(align - 1);
+	uint8_t *kept = keep_take(n);
+	if (kept) {
+		*cap = n;
+		return kept;
+	}
 	size_t over = n + (align > page ? align : 0);
 	uint8_t *p = mmap(NULL, over, PROT_READ | PROT_WRITE,
 			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -313,7 +392,7 @@ void mf_buf_free(void *p, size_t cap)
 		return;
 	if (cap < MF_BUF_MAP)
 		free(p);
-	else
+	else if (!keep_put(p, cap))
 		(void)munmap(p, cap);
 }
 
