@@ -32,6 +32,9 @@ struct mfs_opts {
 	uint64_t cache_bytes; /* decompressed chunk budget; 0: default */
 	uint64_t max_size; /* store limit (fuse_expiry.c); 0: none */
 	bool allow_other; /* others may enter: dirs get u+w */
+	/* -o nopush: a computation's pages are not put in the kernel's
+	 * cache as the stages write them (fuse_push.c) */
+	bool no_push;
 	const char *mountpoint; /* absolute; for the read-ahead below */
 	unsigned readahead_kb; /* kernel read-ahead to set; 0: as is */
 	/* 0: deps and inputs watched with inotify; N: checked by stat every

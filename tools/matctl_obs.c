@@ -256,6 +256,7 @@ static const char *const daemon_keys[] = {
     "cache_hits",
     "cache_misses",
     "bytes_served",
+    "bytes_pushed",
     "materializations_started",
     "materializations_failed",
     "materializations_running",
@@ -354,6 +355,8 @@ static void print_prometheus(const struct stats *s)
 	    "Reads answered from chunks already in the cache.",
 	    "Reads that had to decompress a chunk.",
 	    "Bytes of shard data the daemons served to readers.",
+	    "Bytes the daemons put in the kernel's page cache as stages "
+	    "wrote them.",
 	    "Materializations the daemons started.",
 	    "Materializations the daemons saw fail.",
 	    "Materializations the daemons are running now.",

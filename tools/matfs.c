@@ -45,7 +45,7 @@ struct cli {
 	uint64_t log_max; /* parsed log_size; 0: MLOG_MAX_BYTES */
 	char *pos[3]; /* SOURCE? MOUNTPOINT */
 	int n_pos;
-	int foreground, debug, help, version, allow_other;
+	int foreground, debug, help, version, allow_other, nopush;
 };
 
 enum { KEY_HELP, KEY_VERSION, KEY_FG, KEY_DEBUG, KEY_ALLOW_OTHER };
@@ -72,6 +72,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("spec_timeout=%s", spec_timeout),
     OPT("log=%s", log),
     OPT("log_size=%s", log_size),
+    {"nopush", offsetof(struct cli, nopush), 1},
     FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP),
     FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -120,6 +121,9 @@ static const char usage[] =
     "                       without /dev/log: STORE/matfs.log)\n"
     "       log_size=SIZE   rotate the log file past SIZE (default\n"
     "                       10MiB), keeping 3 old files: FILE.1 to .3\n"
+    "       nopush          first readers read through the daemon: no\n"
+    "                       pages put in the kernel's cache as the stages\n"
+    "                       write them\n"
     "       allow_other     let other users in (adds default_permissions)\n"
     "       and the FUSE options of mount.fuse3(8)\n"
     "  -h, --help         this text\n"
@@ -244,6 +248,7 @@ static int make_opts(struct cli *c, struct mfs_opts *o)
 			mf_engine_catalog_shown(c->catalog));
 	o->pipelines_dir = p;
 	o->allow_other = c->allow_other;
+	o->no_push = c->nopush;
 	o->log = log_msg;
 	int rc = parse_size("max_size", c->max_size, &o->max_size);
 	if (rc == 0)

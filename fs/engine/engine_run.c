@@ -43,6 +43,7 @@ struct pump {
 	uint64_t next_beat_ns;
 	uint64_t generation; /* of this claim; 0: not read back */
 	bool tapped; /* chunk events go to opts.chunk */
+	bool plain; /* the codec is none */
 	bool lost; /* the claim was taken over or reset meanwhile */
 	bool sealed; /* served sealed, the commit queued (serve_sealed) */
 };
@@ -103,6 +104,7 @@ static void chunk_event(const struct pump *p, enum mf_chunk_kind kind,
 	    .index = index,
 	    .raw = raw,
 	    .len = len,
+	    .plain = p->plain,
 	    .stat = st,
 	};
 	p->e->opts.chunk(p->e->opts.chunk_arg, &ev);
@@ -116,9 +118,7 @@ static void pump_tap(void *arg, uint32_t chunk, const void *raw, size_t len)
 /* Names this computation by the row's generation (the claim just set it)
  * and taps the writer; without a row that is ours, no events and no
  * serving before the commit. Chunks stored as they are (codec none) are
- * not tapped: a reader reads them from the file's pages as cheaply, and
- * copying every byte into fresh memory as the stage writes it cost the
- * cold read more than the stage itself (docs/performance.md). */
+ * tapped marked plain. */
 static void tap_start(struct pump *p, struct mf_shard_writer *w, bool plain)
 {
 	struct mf_shard_rec rec;
@@ -128,7 +128,8 @@ static void tap_start(struct pump *p, struct mf_shard_writer *w, bool plain)
 	if (rec.state == MF_SHARD_RUNNING &&
 	    strcmp(rec.run_id, p->run_id) == 0 && rec.generation > 0) {
 		p->generation = rec.generation;
-		p->tapped = p->e->opts.chunk && !plain &&
+		p->plain = plain;
+		p->tapped = p->e->opts.chunk &&
 		    mf_shard_writer_set_tap(w, pump_tap, p) == 0;
 	}
 	mf_shard_rec_release(&rec);

@@ -168,6 +168,8 @@ struct mfs {
 	atomic_uint_fast64_t attr_epoch;
 	/* bytes of shard data read replies carried (matctl stats) */
 	atomic_uint_fast64_t bytes_served;
+	/* bytes put in the kernel's cache as stages wrote them (fuse_push.c) */
+	atomic_uint_fast64_t bytes_pushed;
 	struct mfs_pool *open_pool; /* workers: materializations */
 	struct mfs_pool *ra_pool; /* read-ahead decompression */
 	struct mfs_cache *cache;
@@ -418,6 +420,31 @@ uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_shard_rec *rec,
 			 const struct mf_shard_stat *st);
 /* Drops the stages of the calling thread that nobody adopted. */
 void mfs_cache_unstage(struct mfs_cache *c);
+
+/* fuse_push.c: a computation's pages put in the kernel's cache as the
+ * stages write them. State of one open job's materialization, on its
+ * thread's stack. */
+struct mfs_push {
+	struct mfs *m;
+	fuse_ino_t ino; /* the inode the job's opens wait on */
+	char fp[MF_FP_HEX_LEN + 1];
+	uint32_t shard;
+	uint64_t gen; /* the computation whose pages went in; 0: none */
+	uint64_t bytes; /* pushed, from offset 0 */
+	uint64_t limit; /* of bytes pushed */
+	uint32_t next; /* the chunk expected next */
+	bool on; /* pushing */
+	bool done; /* gen was sealed or committed */
+};
+/* The chunk events of shard `shard` of fp on the calling thread go to
+ * inode ino until mfs_push_end, which gives the pages up unless the
+ * computation was sealed or committed. */
+void mfs_push_begin(struct mfs_push *p, struct mfs *m, fuse_ino_t ino,
+		    const char *fp, uint32_t shard);
+void mfs_push_end(struct mfs_push *p);
+/* Takes a chunk event first: true when its chunk went to the kernel (the
+ * cache then leaves it out). */
+bool mfs_push_chunk(struct mfs *m, const struct mf_chunk_event *ev);
 
 /* fuse_specs.c: the pipelines folder and its watcher */
 int mfs_specs_new(struct mfs *m, struct mfs_specs **out);

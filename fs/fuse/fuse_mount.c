@@ -42,12 +42,14 @@ static int copy_opts(struct mfs *m, const struct mfs_opts *o)
 	return 0;
 }
 
-/* The raw chunks of a shard the engine materializes for an open: its
- * first reader gets them from the cache instead of decompressing. */
+/* The raw chunks of a shard the engine materializes for an open: they go
+ * to the kernel's pages of the inode the open waits on, or else to the
+ * cache, where its first reader gets them without decompressing. */
 static void on_chunk(void *arg, const struct mf_chunk_event *ev)
 {
 	struct mfs *m = arg;
-	mfs_cache_tap(m->cache, ev);
+	if (!mfs_push_chunk(m, ev))
+		mfs_cache_tap(m->cache, ev);
 }
 
 /* A shard served before it was durable could not be committed yet, or at

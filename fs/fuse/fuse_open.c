@@ -346,7 +346,10 @@ static struct mfs_waiter *job_open(struct open_job *j, bool cancelled,
 	int rc;
 	do {
 		char *err = NULL;
+		struct mfs_push push;
+		mfs_push_begin(&push, m, j->ino, j->fp, j->shard);
 		rc = cancelled ? -ENODEV : open_engine(j, d, &err);
+		mfs_push_end(&push);
 		mfs_cache_unstage(m->cache); /* what this thread computed */
 		if (rc == -EAGAIN)
 			rc = -EIO;

@@ -14,7 +14,8 @@
  *                 .chunks_decompressed (read back from store files),
  *                 .chunks_tapped (taken from shards as they were
  *                 materialized), .cache_hits, .cache_misses,
- *                 .bytes_served, .materializations_started, _failed,
+ *                 .bytes_served, .bytes_pushed (put in the kernel's
+ *                 cache as stages wrote them), .materializations_started, _failed,
  *                 _running, and .stage_seconds
  *
  * A failure's .error and .stderr can name files (a program, a dep, what
@@ -230,6 +231,8 @@ static void root_counts(struct mfs *m, struct xattrs *x)
 	xa_add(x, "cache_misses", "%llu", (unsigned long long)cs.misses);
 	xa_add(x, "bytes_served", "%llu",
 	       (unsigned long long)atomic_load(&m->bytes_served));
+	xa_add(x, "bytes_pushed", "%llu",
+	       (unsigned long long)atomic_load(&m->bytes_pushed));
 	xa_add(x, "materializations_started", "%llu",
 	       (unsigned long long)es.started);
 	xa_add(x, "materializations_failed", "%llu",

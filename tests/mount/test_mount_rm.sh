@@ -130,8 +130,9 @@ pass "open for writing, truncate: EACCES; create, mkdir, rename, links: EROFS; c
 umount_fs "$mnt" "$mpid"
 
 # --- a corrupt chunk in a file read after rm expires only that file ---
-# A small chunk cache, so the old file's chunks are read from it again.
-mount_fs "$mnt" "$store" "$pipes" -o cache=256KiB
+# A small chunk cache, so the old file's chunks are read from it again,
+# and none of its pages in the kernel's cache before the first read.
+mount_fs "$mnt" "$store" "$pipes" -o cache=256KiB,nopush
 "$py" - "$d/shard-00001.bin" "$tmp/want1" "$mpid" <<'PY' || fail "corrupt old file after rm"
 import errno, os, sys
 path, want, pid = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3]

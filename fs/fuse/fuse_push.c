@@ -1,0 +1,156 @@
+/*
+ * fuse_push.c - a computation's bytes put in the kernel's page cache of
+ * the inode its opens wait on, as the stages write them.
+ *
+ * The first read of a cold shard would otherwise pay, after the stages,
+ * for every page of the mount's cache it fills; put in while the stages
+ * run (FUSE_NOTIFY_STORE), those pages cost the stages' time instead, on
+ * the thread that reads their output, and the waiting readers read at
+ * page-cache speed once their opens return (docs/performance.md).
+ *
+ * The open job (fuse_open.c) names its inode for the thread that runs the
+ * materialization (mfs_push_begin); the engine's chunk events on that
+ * thread for that shard come here first (fuse_mount.c). A computation's
+ * pages go in only while no handle of this mount has the inode open
+ * (which would read another computation), after the kernel was told to
+ * forget the inode's old pages, and up to a quarter of the machine's
+ * memory (pages put in earlier than that would be evicted before a reader
+ * got to them). The node then records the computation as the one the
+ * kernel caches (mfs_node.kept), so the opens it answers keep the pages.
+ * A computation that fails or is given up has its pages dropped again.
+ * A store that fails stops the pushing: the pages in so far are right,
+ * and the kernel asks for the others with reads.
+ *
+ * Not for: answering opens (fuse_open.c) or the chunk cache
+ * (fuse_cache.c), which takes the chunks not pushed.
+ */
+#include "fuse_i.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+static _Thread_local struct mfs_push *cur;
+
+void mfs_push_begin(struct mfs_push *p, struct mfs *m, fuse_ino_t ino,
+		    const char *fp, uint32_t shard)
+{
+	memset(p, 0, sizeof(*p));
+	p->m = m;
+	p->ino = ino;
+	memcpy(p->fp, fp, sizeof(p->fp));
+	p->shard = shard;
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+	p->limit = pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size / 4
+					 : m->o.cache_bytes;
+	cur = m->o.no_push ? NULL : p;
+}
+
+/* The kernel forgets the inode's pages (and attributes). */
+static void inval_pages(struct mfs_push *p)
+{
+	atomic_fetch_add(&p->m->attr_epoch, 1); /* before the kernel's */
+	(void)fuse_lowlevel_notify_inval_inode(p->m->se, p->ino, 0, 0);
+}
+
+/* Gives up the pages of the computation pushed, if any. */
+static void unpush(struct mfs_push *p)
+{
+	if (p->gen == 0)
+		return;
+	struct mfs *m = p->m;
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *n = mfs_node_get(m, p->ino);
+	if (n && n->kept == p->gen)
+		n->kept = 0;
+	pthread_mutex_unlock(&m->node_lock);
+	if (p->bytes)
+		inval_pages(p);
+	p->gen = 0;
+	p->bytes = 0;
+	p->on = false;
+	p->done = false;
+}
+
+/* The node has no handle open: none reads another computation. With
+ * gen, it is then recorded as the computation the kernel caches. */
+static bool node_free(struct mfs_push *p, uint64_t gen)
+{
+	struct mfs *m = p->m;
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *n = mfs_node_get(m, p->ino);
+	bool ok = n && !n->cur && !n->retired;
+	if (ok)
+		n->kept = gen;
+	pthread_mutex_unlock(&m->node_lock);
+	return ok;
+}
+
+/* Chunk 0 of computation gen: pushing starts when the node allows. */
+static void start(struct mfs_push *p, uint64_t gen)
+{
+	unpush(p); /* an earlier computation on this thread */
+	if (!node_free(p, 0))
+		return;
+	inval_pages(p); /* the kernel's pages of another computation */
+	p->gen = gen;
+	p->next = 0;
+	p->on = node_free(p, gen);
+}
+
+static bool push_data(struct mfs_push *p, const struct mf_chunk_event *ev)
+{
+	if (ev->index == 0)
+		start(p, ev->generation);
+	if (!p->on || ev->generation != p->gen || ev->index != p->next ||
+	    p->bytes + ev->len > p->limit) {
+		p->on = false;
+		return false;
+	}
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(ev->len);
+	bv.buf[0].mem = (void *)ev->raw;
+	if (fuse_lowlevel_notify_store(p->m->se, p->ino, (off_t)p->bytes, &bv,
+				       0) != 0) {
+		p->on = false;
+		return false;
+	}
+	p->bytes += ev->len;
+	atomic_fetch_add(&p->m->bytes_pushed, ev->len);
+	p->next++;
+	return true;
+}
+
+bool mfs_push_chunk(struct mfs *m, const struct mf_chunk_event *ev)
+{
+	struct mfs_push *p = cur;
+	if (!p || p->m != m || p->shard != ev->shard ||
+	    strcmp(p->fp, ev->fp) != 0)
+		return false;
+	switch (ev->kind) {
+	case MF_CHUNK_DATA:
+		return push_data(p, ev);
+	case MF_CHUNK_SEALED:
+	case MF_CHUNK_COMMITTED:
+		if (ev->generation == p->gen)
+			p->done = true;
+		break;
+	case MF_CHUNK_FAILED:
+		if (ev->generation == p->gen)
+			unpush(p);
+		break;
+	}
+	return false;
+}
+
+void mfs_push_end(struct mfs_push *p)
+{
+	cur = NULL;
+	if (!p->done) {
+		unpush(p);
+		return;
+	}
+	/* the size the stores grew the inode to is the file's only when
+	 * every chunk went in: the next stat asks */
+	atomic_fetch_add(&p->m->attr_epoch, 1);
+	(void)fuse_lowlevel_notify_inval_inode(p->m->se, p->ino, -1, 0);
+}

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# test_mount_push.sh - a shard the daemon computes for a waiting open has
+# its pages put in the kernel's cache as the stages write them: its first
+# reader gets exact bytes without one read reaching the daemon (the
+# root's user.matfs.bytes_served stays, .bytes_pushed counts them), with
+# every codec, through read and through mmap; a failed attempt's pages,
+# longer than the output that follows, are never read, with or without a
+# stat first; after rm, a nondeterministic stage's new bytes are read,
+# never the old pages; with a descriptor open on the old computation its
+# bytes stay its own; and -o nopush leaves the pages to reads (the chunk
+# cache's tap, test_mount_tap.sh).
+. "${MF_SOURCE_ROOT:?}/tests/mount/lib.sh" || exit 1
+
+store=$tmp/store pipes=$tmp/p mnt=$tmp/mnt
+mkdir -p "$pipes/in"
+for k in 0 1; do echo $k >"$pipes/in/$k.txt"; done
+# det_C: 2 shards (one per input), 64 KiB chunks, codec C, about 700 KB each
+# (the same bytes, a fingerprint each: \$0 names the spec);
+# rnd: random bytes each time (a copy in last.K), 300000 bytes and then a
+# failure while the file `fail` exists, 100000 bytes otherwise.
+for c in none snappy zstd:3; do
+  n=det_${c%%:*}
+  cat >"$pipes/$n.yaml" <<YAML
+name: $n
+inputs: in/*.txt
+chunk_size: 64KiB
+compression: $c
+stages:
+  - exec: [/bin/sh, -c, 'cat >/dev/null; seq \$((MATFS_SHARD * 7)) 120000', $n]
+YAML
+done
+cat >"$pipes/rnd.yaml" <<'YAML'
+name: rnd
+inputs: in/0.txt
+chunk_size: 64KiB
+compression: zstd:1
+stages:
+  - exec: [/bin/sh, -c, 'cat >/dev/null; if [ -e fail ]; then head -c 300000 /dev/urandom; exit 1; fi; head -c 100000 /dev/urandom | tee last.$MATFS_SHARD']
+YAML
+for k in 0 1; do seq $((k * 7)) 120000 >"$tmp/want$k"; done
+size0=$(stat -c %s "$tmp/want0")
+[ "$size0" -gt $((4 * 65536)) ] || fail "det shards are not several chunks"
+
+mount_fs "$mnt" "$store" "$pipes"
+served() { xattr "$mnt" bytes_served; }
+pushed() { xattr "$mnt" bytes_pushed; }
+[ "$(pushed)" = 0 ] || fail "bytes_pushed at mount: $(pushed)"
+
+# --- a cold read of each codec: exact, and no read reaches the daemon ---
+for c in none snappy zstd; do
+  s0=$(served) p0=$(pushed)
+  cat "$mnt/det_$c/shard-00000" >"$tmp/got" || fail "cold read of det_$c"
+  cmp "$tmp/got" "$tmp/want0" || fail "det_$c: bytes differ"
+  [ "$(served)" = "$s0" ] ||
+    fail "det_$c: $(( $(served) - s0 )) bytes read through the daemon"
+  [ $(( $(pushed) - p0 )) = "$size0" ] ||
+    fail "det_$c: pushed $(( $(pushed) - p0 )), want $size0"
+  [ "$(stat -c %s "$mnt/det_$c/shard-00000")" = "$size0" ] || fail "det_$c: size"
+done
+[ "$(xattr "$mnt" chunks_decompressed)" = 0 ] || fail "cold reads decompressed chunks"
+pass "cold reads of none, snappy and zstd: exact, every byte from the kernel's pages"
+
+# --- mmap as the first access of a cold shard ---
+"$py" - "$mnt/det_zstd/shard-00001" "$tmp/want1" <<'PY' || fail "mmap of a cold shard"
+import mmap, sys
+with open(sys.argv[1], "rb") as f:
+    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    got = m[:]
+    m.close()
+assert got == open(sys.argv[2], "rb").read(), "mmap read other bytes"
+PY
+pass "mmap of a cold shard: exact"
+
+# --- a failed attempt's longer pages are never read ---
+r=$mnt/rnd/shard-00000
+touch "$pipes/fail"
+cat "$r" >/dev/null 2>&1 && fail "a failing stage was served"
+rm "$pipes/fail"
+p0=$(pushed)
+# first without a stat: open and read straight away
+"$py" - "$r" "$pipes/last.0" <<'PY' || fail "read after a failed attempt"
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+got = b""
+while True:
+    b = os.read(fd, 1 << 20)
+    if not b:
+        break
+    got += b
+os.close(fd)
+want = open(sys.argv[2], "rb").read()
+assert len(want) == 100000, len(want)
+assert got == want, "read %d bytes, want the 100000 of the new attempt" % len(got)
+PY
+[ "$(stat -c %s "$r")" = 100000 ] || fail "size after a failed attempt: $(stat -c %s "$r")"
+cmp "$r" "$pipes/last.0" || fail "read after a stat: bytes differ"
+[ $(( $(pushed) - p0 )) = 100000 ] || fail "the new attempt pushed $(( $(pushed) - p0 ))"
+pass "a failed attempt's 300000 bytes never read: the next one's 100000 exactly"
+
+# --- rm, and the recomputed bytes replace the old pages ---
+cp "$pipes/last.0" "$tmp/rnd-a"
+rm "$r" || fail "rm of rnd"
+cat "$r" >"$tmp/rnd-b" || fail "read after rm"
+cmp "$tmp/rnd-b" "$pipes/last.0" || fail "after rm: not the new computation's bytes"
+cmp -s "$tmp/rnd-b" "$tmp/rnd-a" && fail "the stage gave the same bytes twice"
+pass "after rm, the new computation's bytes, not the old pages"
+
+# --- a descriptor on the old computation keeps its bytes ---
+"$py" - "$r" "$pipes/last.0" <<'PY' || fail "rm and recompute with a descriptor open"
+import os, sys
+path, last = sys.argv[1:]
+old = open(last, "rb").read()
+f = open(path, "rb", buffering=0)
+head = f.read(30000)
+os.unlink(path)
+with open(path, "rb") as g:
+    new = g.read()
+assert new == open(last, "rb").read(), "not the new computation's bytes"
+assert new != old, "the stage gave the same bytes twice"
+rest = f.read()
+assert head + rest == old, "the old descriptor read other bytes"
+PY
+pass "a descriptor on the old computation keeps its bytes; the new one is exact"
+umount_fs "$mnt" "$mpid"
+
+# --- -o nopush: the pages are left to reads ---
+store2=$tmp/store2 mnt2=$tmp/mnt2
+mount_fs "$mnt2" "$store2" "$pipes" -o nopush
+cat "$mnt2/det_zstd/shard-00000" >"$tmp/got" || fail "nopush: cold read"
+cmp "$tmp/got" "$tmp/want0" || fail "nopush: bytes differ"
+[ "$(xattr "$mnt2" bytes_pushed)" = 0 ] || fail "nopush: pushed $(xattr "$mnt2" bytes_pushed)"
+[ "$(xattr "$mnt2" bytes_served)" = "$size0" ] ||
+  fail "nopush: served $(xattr "$mnt2" bytes_served), want $size0"
+[ "$(xattr "$mnt2" chunks_tapped)" -gt 0 ] || fail "nopush: nothing tapped"
+pass "-o nopush: nothing pushed, the first read served by the daemon from the tap"
+umount_fs "$mnt2" "$mpid"
