@@ -131,6 +131,13 @@ same() {
   done
 }
 
+# prime: with PRIME=1, memory just freed for the next timed run (see the
+# header)
+prime() {
+  [ "${PRIME:-0}" = 1 ] || return 0
+  head -c $((mib * 3))M /dev/zero >/dev/shm/mf-cold-prime.$$
+  rm -f /dev/shm/mf-cold-prime.$$
+}
 echo "load before $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $(nproc) cpus, $mib MiB in $shards shards, $rounds rounds, work $work"
 mount_up
@@ -152,9 +159,11 @@ for r in $(seq 1 "$rounds"); do
     "${kind}_spec" "$name$r" "$codec" "$name-$r-$$" >"$pipes/$name$r.yaml"
     wait_name "$name$r"
     sync # the inputs and the last round's commits are not this one's cost
+    prime
     T[$name.cold]+="$(timeit cat "$mnt/$name$r"/*) "
     hand=$tmp/hand/$name$r
     mkdir -p "$hand"
+    prime
     T[$name.hand]+="$(timeit "hand_$kind") "
     [ "$check" = 1 ] && same "$name$r"
     S[$name]=$name$r
@@ -167,6 +176,7 @@ if [ -n "${PERF:-}" ]; then
     "${kind}_spec" "${name}p" "$codec" "$name-perf-$$" >"$pipes/${name}p.yaml"
     wait_name "${name}p"
     sync
+    prime
     perf record -a -g -q -o "$PERF.$name" -- cat "$mnt/${name}p"/* >/dev/null ||
       { echo "perf record failed" >&2; exit 1; }
   done
