@@ -26,9 +26,6 @@
 #include <unistd.h>
 
 #define WRITER_THREADS_MAX 64
-/* The O_DIRECT staging buffer: a multiple of any block size, and the
- * unit of every write through it. */
-#define DIRECT_BUF ((size_t)2 << 20)
 
 enum slot_state {
 	SLOT_FREE, /* the caller may fill it */
@@ -67,9 +64,7 @@ struct mf_shard_writer {
 	mf_shard_pressure_fn pressure; /* NULL: the measured backlog */
 	void *pressure_arg;
 	struct snap_seeds seeds; /* MF_SHARD_FORMAT_VERSION, this shard's key */
-	bool direct; /* fd is O_DIRECT: bytes go out through dbuf */
-	uint8_t *dbuf; /* DIRECT_BUF bytes (mf_buf_alloc: page-aligned) */
-	size_t dcap, dlen; /* of dbuf, bytes in it */
+	struct snap_out *out; /* appends to fd (file_out.c) */
 	size_t chunk_size, bound;
 	size_t raw_cap, out_cap; /* of each slot's buffers (mf_buf_alloc) */
 	struct wslot *slots;
@@ -128,72 +123,6 @@ static int push_entry(struct mf_shard_writer *w, const struct snap_entry *e)
 	return 0;
 }
 
-/* ---- the file's bytes ---- */
-
-/* Clears O_DIRECT: dbuf's bytes from `done` on, and all that follows, go
- * through the page cache. */
-static int direct_off(struct mf_shard_writer *w, size_t done)
-{
-	int fl = fcntl(w->fd, F_GETFL);
-	if (fl < 0 || fcntl(w->fd, F_SETFL, fl & ~O_DIRECT) != 0)
-		return -errno;
-	w->direct = false;
-	int rc = mf_write_full(w->fd, w->dbuf + done, w->dlen - done);
-	w->dlen = 0;
-	return rc;
-}
-
-/* Writes the full staging buffer through O_DIRECT. A file system that
- * takes the flag but not the write (EINVAL), or a short write (the disk
- * or the file size limit reached), has the rest go through the page
- * cache, whose write says why. */
-static int direct_flush(struct mf_shard_writer *w)
-{
-	ssize_t n;
-	do
-		n = write(w->fd, w->dbuf, w->dlen);
-	while (n < 0 && errno == EINTR);
-	if (n == (ssize_t)w->dlen) {
-		w->dlen = 0;
-		return 0;
-	}
-	if (n < 0 && errno != EINVAL)
-		return -errno;
-	return direct_off(w, n > 0 ? (size_t)n : 0);
-}
-
-/* Appends len bytes to the file: through the page cache, or staged for
- * O_DIRECT. */
-static int out_put(struct mf_shard_writer *w, const void *data, size_t len)
-{
-	if (!w->direct)
-		return mf_write_full(w->fd, data, len);
-	const uint8_t *p = data;
-	while (len > 0) {
-		size_t n = w->dcap - w->dlen;
-		n = n < len ? n : len;
-		memcpy(w->dbuf + w->dlen, p, n);
-		w->dlen += n;
-		p += n;
-		len -= n;
-		if (w->dlen == w->dcap) {
-			int rc = direct_flush(w);
-			if (rc)
-				return rc;
-			if (!w->direct)
-				return mf_write_full(w->fd, p, len);
-		}
-	}
-	return 0;
-}
-
-/* The staged rest, less than a buffer, goes through the page cache:
- * O_DIRECT wants whole blocks. */
-static int out_end(struct mf_shard_writer *w)
-{
-	return w->direct ? direct_off(w, 0) : 0;
-}
-
 /* Appends chunk head, held compressed in s, to the file. */
 static int append(struct mf_shard_writer *w, struct wslot *s)
 {
@@ -211,7 +140,7 @@ static int append(struct mf_shard_writer *w, struct wslot *s)
 	int rc = push_entry(w, &e);
 	if (rc)
 		return rc;
-	rc = out_put(w, data, s->out_len);
+	rc = snap_out_put(w->out, data, s->out_len);
 	if (rc)
 		return rc;
 	w->file_off += s->out_len;
@@ -360,6 +289,7 @@ static void slots_free(struct mf_shard_writer *w);
 static void writer_free(struct mf_shard_writer *w)
 {
 	pool_stop(w);
+	snap_out_free(w->out); /* its writes done before fd closes */
 	for (unsigned i = 0; i < w->nalloc; i++)
 		snap_cctx_free(w->workers[i].cctx);
 	free(w->workers);
@@ -368,7 +298,6 @@ static void writer_free(struct mf_shard_writer *w)
 	if (w->dirfd >= 0)
 		close(w->dirfd);
 	slots_free(w);
-	mf_buf_free(w->dbuf, w->dcap);
 	snap_cctx_free(w->cctx);
 	free(w->idx);
 	pthread_cond_destroy(&w->done_cv);
@@ -412,12 +341,8 @@ static int slots_alloc(struct mf_shard_writer *w, unsigned n)
 	return 0;
 }
 
-/*
- * The file is written with O_DIRECT where the file system takes it: its
- * bytes then need no page of the page cache, whose new pages cost the
- * cold read more than the disk writes do (docs/performance.md), and its
- * readers before the commit are served from the mount's own pages.
- */
+/* The file is written through file_out.c: with O_DIRECT where the file
+ * system takes it. */
 static int tmp_create(struct mf_shard_writer *w)
 {
 	w->fd =
@@ -425,14 +350,13 @@ static int tmp_create(struct mf_shard_writer *w)
 		   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (w->fd < 0)
 		return -errno;
-	/* EINVAL: a file system without O_DIRECT */
-	int fl = fcntl(w->fd, F_GETFL);
-	w->dbuf = fl < 0 ? NULL : mf_buf_alloc(DIRECT_BUF, &w->dcap);
-	w->direct = w->dbuf && fcntl(w->fd, F_SETFL, fl | O_DIRECT) == 0;
+	int rc = snap_out_open(w->fd, &w->out);
+	if (rc)
+		return rc;
 	uint8_t hdr[SNAP_HEADER_SIZE];
 	snap_header_encode(hdr);
 	w->file_off = SNAP_HEADER_SIZE;
-	return out_put(w, hdr, sizeof(hdr));
+	return snap_out_put(w->out, hdr, sizeof(hdr));
 }
 
 /* How many compression workers a writer runs: 0 inline. */
@@ -628,10 +552,10 @@ static int finish(struct mf_shard_writer *w)
 	};
 	snap_trailer_encode(&t, snap_meta_seed(&w->seeds),
 			    buf + n * SNAP_ENTRY_SIZE);
-	rc = out_put(w, buf, len);
+	rc = snap_out_put(w->out, buf, len);
 	free(buf);
 	w->file_off += len;
-	return rc ? rc : out_end(w);
+	return rc ? rc : snap_out_end(w->out);
 }
 
 /* fsync, close, rename, fsync the folder. A failed fsync is final. */

@@ -185,6 +185,18 @@ uint64_t snap_chunk_checksum(const void *p, size_t len, uint64_t seed);
 enum snap_scratch { SNAP_SCRATCH_STORED, SNAP_SCRATCH_RAW, SNAP_SCRATCH_N };
 void *snap_thread_scratch(enum snap_scratch slot, size_t len);
 
+/* ---- appending a file's bytes, with O_DIRECT where taken (file_out.c) ---- */
+
+struct snap_out;
+/* Appends to fd (open for writing, at its end); fd must stay open until
+ * snap_out_free. */
+int snap_out_open(int fd, struct snap_out **out);
+int snap_out_put(struct snap_out *o, const void *data, size_t len);
+/* Every byte put is written (not yet durable: the caller's fsync). */
+int snap_out_end(struct snap_out *o);
+/* Waits for a write under way; NULL is fine. */
+void snap_out_free(struct snap_out *o);
+
 /* ---- the store and descriptors (store.c) ---- */
 
 /* Immutable after mf_store_open, so shared freely between threads. */

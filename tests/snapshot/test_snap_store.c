@@ -566,9 +566,10 @@ static void test_write_failure(void **state)
 	struct rlimit old, lim;
 	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
 	void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
-	/* more than the writer stages for O_DIRECT (2 MiB), incompressible:
-	 * the write itself meets the limit */
-	size_t len = (3u << 20) + 64 * CS;
+	/* more than the writer stages for O_DIRECT (two buffers of 2 MiB,
+	 * one written while the other fills), incompressible: the write
+	 * itself meets the limit */
+	size_t len = (5u << 20) + 64 * CS;
 	uint8_t *data = malloc(len);
 	tu_fill(data, len, 8, false);
 	for (int threads = 1; threads <= 2; threads++) {
