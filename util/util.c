@@ -314,13 +314,14 @@ static void keep_init(void)
 	(void)pthread_atfork(keep_prepare, keep_parent, keep_child);
 }
 
-/* A kept mapping of exactly n bytes, or NULL. */
-static void *keep_take(size_t n)
+/* A kept mapping of exactly n bytes aligned to align, or NULL. */
+static void *keep_take(size_t n, size_t align)
 {
 	void *p = NULL;
 	pthread_mutex_lock(&keep_lock);
 	for (size_t i = keep_n; i-- > 0;) {
-		if (keep[i].cap == n) {
+		if (keep[i].cap == n &&
+		    ((uintptr_t)keep[i].p & (align - 1)) == 0) {
 			p = keep[i].p;
 			keep[i] = keep[--keep_n];
 			keep_bytes -= n;
@@ -359,7 +360,7 @@ void *mf_buf_alloc(size_t len, size_t *cap)
 	if (len > SIZE_MAX - 2 * align)
 		return NULL;
 	size_t n = (len + align - 1) & ~(align - 1);
-	uint8_t *kept = keep_take(n);
+	uint8_t *kept = keep_take(n, align);
 	if (kept) {
 		*cap = n;
 		return kept;

@@ -43,7 +43,6 @@ struct pump {
 	uint64_t next_beat_ns;
 	uint64_t generation; /* of this claim; 0: not read back */
 	bool tapped; /* chunk events go to opts.chunk */
-	bool plain; /* the codec is none */
 	bool lost; /* the claim was taken over or reset meanwhile */
 	bool sealed; /* served sealed, the commit queued (serve_sealed) */
 };
@@ -104,7 +103,6 @@ static void chunk_event(const struct pump *p, enum mf_chunk_kind kind,
 	    .index = index,
 	    .raw = raw,
 	    .len = len,
-	    .plain = p->plain,
 	    .stat = st,
 	};
 	p->e->opts.chunk(p->e->opts.chunk_arg, &ev);
@@ -117,9 +115,8 @@ static void pump_tap(void *arg, uint32_t chunk, const void *raw, size_t len)
 
 /* Names this computation by the row's generation (the claim just set it)
  * and taps the writer; without a row that is ours, no events and no
- * serving before the commit. Chunks stored as they are (codec none) are
- * tapped marked plain. */
-static void tap_start(struct pump *p, struct mf_shard_writer *w, bool plain)
+ * serving before the commit. */
+static void tap_start(struct pump *p, struct mf_shard_writer *w)
 {
 	struct mf_shard_rec rec;
 	if ((!p->e->opts.chunk && !p->e->opts.serve_sealed) ||
@@ -128,7 +125,6 @@ static void tap_start(struct pump *p, struct mf_shard_writer *w, bool plain)
 	if (rec.state == MF_SHARD_RUNNING &&
 	    strcmp(rec.run_id, p->run_id) == 0 && rec.generation > 0) {
 		p->generation = rec.generation;
-		p->plain = plain;
 		p->tapped = p->e->opts.chunk &&
 		    mf_shard_writer_set_tap(w, pump_tap, p) == 0;
 	}
@@ -344,7 +340,7 @@ static int materialize(struct mf_engine *e, struct mf_catalog *c,
 		(void)record_failure(&p, -1, *err, NULL);
 		return p.lost ? -EAGAIN : -EIO;
 	}
-	tap_start(&p, w, se->spec->codec == MF_CODEC_NONE);
+	tap_start(&p, w);
 	struct mf_shard_stat st;
 	bool committed = false;
 	rc = store_shard(&p, se, w, &st, &committed, err);

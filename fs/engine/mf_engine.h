@@ -83,8 +83,6 @@ struct mf_chunk_event {
 	uint32_t index; /* DATA: the chunk's index */
 	const void *raw; /* DATA: its uncompressed bytes */
 	size_t len; /* DATA: their length */
-	bool plain; /* DATA: stored as they are (codec none): a reader
-		       reads them from the file as cheaply */
 	const struct mf_shard_stat *stat; /* COMMITTED, SEALED: the file's */
 };
 

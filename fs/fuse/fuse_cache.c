@@ -529,8 +529,6 @@ void mfs_cache_tap(struct mfs_cache *c, const struct mf_chunk_event *ev)
 	struct stage *g = *p;
 	switch (ev->kind) {
 	case MF_CHUNK_DATA:
-		if (ev->plain) /* the file's pages serve them as cheaply */
-			break;
 		if (!g && ev->index == 0)
 			g = stage_new(c, ev);
 		if (g)

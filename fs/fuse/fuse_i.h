@@ -122,6 +122,10 @@ struct mfs_node {
 	bool queued; /* an open job is with the workers */
 	uint64_t job_seq; /* counts the jobs queued for it */
 	uint64_t kept; /* generation the kernel may cache; 0 */
+	/* the generation whose pages fuse_push.c puts in the kernel's cache
+	 * (0: none), and the bytes of it announced: the size getattr
+	 * answers meanwhile, so that the kernel keeps the pages */
+	uint64_t pushing, pushed;
 };
 
 struct mfs_pool;
@@ -322,6 +326,10 @@ void mfs_snap_retire(struct mfs *m, uint32_t id);
  * answers). Whatever the namespace says meanwhile (expired, recomputed,
  * no spec yields the snapshot any more), an inode with handles open shows
  * what they read. */
+/* The bytes of generation gen pushed into inode ino so far, when it is
+ * the one being pushed. */
+bool mfs_node_pushed(struct mfs *m, fuse_ino_t ino, uint64_t gen,
+		     uint64_t *bytes);
 bool mfs_node_held(struct mfs *m, fuse_ino_t ino, struct mf_shard_stat *st,
 		   int64_t *created);
 void mfs_nodes_release(struct mfs *m);

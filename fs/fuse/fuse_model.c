@@ -481,6 +481,14 @@ double mfs_attr_shard(struct mfs *m, fuse_ino_t ino,
 		st->st_blocks = (blkcnt_t)((held.stored_bytes + 511) / 512);
 		return 0.0;
 	}
+	/* running and being pushed into this inode's pages: the bytes
+	 * pushed so far, or the kernel would drop them (not cached) */
+	uint64_t pushed;
+	if (rec && rec->state == MF_SHARD_RUNNING &&
+	    mfs_node_pushed(m, ino, rec->generation, &pushed)) {
+		st->st_size = (off_t)pushed;
+		return 0.0;
+	}
 	/* the size 0 of a shard not materialized is never kept: a reply
 	 * made before a computation can reach the kernel after an open
 	 * that told it to forget what it cached, and another process may

@@ -108,7 +108,7 @@ static void retire_locked(struct mfs *m, uint32_t id, uint32_t k)
 	if (!base)
 		return;
 	struct mfs_node *live = base->live ? node_find(m, base->live) : base;
-	if (!live || !live->cur)
+	if (!live || (!live->cur && !live->pushing))
 		return; /* the kernel drops an inode nobody holds */
 	struct mfs_node *n = node_add(m, MFS_INO_INC | ++m->next_inc, id, k);
 	if (!n)
@@ -137,8 +137,10 @@ fuse_ino_t mfs_shard_ino_rec(struct mfs *m, uint32_t id, uint32_t k,
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *b = node_find(m, base);
 	struct mfs_node *live = b && b->live ? node_find(m, b->live) : b;
-	if (live && live->cur && live->cur->gen != gen)
-		retire_locked(m, id, k); /* its handles read another */
+	if (live &&
+	    ((live->cur && live->cur->gen != gen) ||
+	     (live->pushing && live->pushing != gen)))
+		retire_locked(m, id, k); /* its pages are another's */
 	fuse_ino_t ino = b && b->live ? b->live : base;
 	pthread_mutex_unlock(&m->node_lock);
 	return ino;
@@ -164,6 +166,18 @@ void mfs_snap_retire(struct mfs *m, uint32_t id)
 		retire_locked(m, id, ks[i]);
 	pthread_mutex_unlock(&m->node_lock);
 	free(ks);
+}
+
+bool mfs_node_pushed(struct mfs *m, fuse_ino_t ino, uint64_t gen,
+		     uint64_t *bytes)
+{
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *n = node_find(m, ino);
+	bool ok = n && gen && n->pushing == gen;
+	if (ok)
+		*bytes = n->pushed;
+	pthread_mutex_unlock(&m->node_lock);
+	return ok;
 }
 
 bool mfs_node_held(struct mfs *m, fuse_ino_t ino, struct mf_shard_stat *st,

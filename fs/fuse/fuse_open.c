@@ -129,7 +129,10 @@ static int fh_open(struct mfs *m, fuse_ino_t ino, struct mfs_data *d,
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *n = fh ? mfs_node_get(m, ino) : NULL;
 	int rc = n ? 0 : -ENOMEM;
-	if (n && n->cur && n->cur->gen != d->gen) {
+	/* pages of another computation are being pushed: the same */
+	if (n &&
+	    ((n->cur && n->cur->gen != d->gen) ||
+	     (n->pushing && n->pushing != d->gen))) {
 		mfs_node_retire_locked(m, n);
 		rc = -ESTALE;
 	}

@@ -53,17 +53,27 @@ static void inval_pages(struct mfs_push *p)
 	(void)fuse_lowlevel_notify_inval_inode(p->m->se, p->ino, 0, 0);
 }
 
+/* Ends the node's record of the push (kept too, unless done). */
+static void node_end(struct mfs_push *p, bool done)
+{
+	struct mfs *m = p->m;
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *n = mfs_node_get(m, p->ino);
+	if (n && n->pushing == p->gen) {
+		n->pushing = 0;
+		n->pushed = 0;
+	}
+	if (n && !done && n->kept == p->gen)
+		n->kept = 0;
+	pthread_mutex_unlock(&m->node_lock);
+}
+
 /* Gives up the pages of the computation pushed, if any. */
 static void unpush(struct mfs_push *p)
 {
 	if (p->gen == 0)
 		return;
-	struct mfs *m = p->m;
-	pthread_mutex_lock(&m->node_lock);
-	struct mfs_node *n = mfs_node_get(m, p->ino);
-	if (n && n->kept == p->gen)
-		n->kept = 0;
-	pthread_mutex_unlock(&m->node_lock);
+	node_end(p, false);
 	if (p->bytes)
 		inval_pages(p);
 	p->gen = 0;
@@ -72,16 +82,23 @@ static void unpush(struct mfs_push *p)
 	p->done = false;
 }
 
-/* The node has no handle open: none reads another computation. With
- * gen, it is then recorded as the computation the kernel caches. */
-static bool node_free(struct mfs_push *p, uint64_t gen)
+/*
+ * Records gen as the computation pushed into the node, when it has no
+ * handle open (which would read another) and is not retired: opens of
+ * another computation are then sent to a new inode (fh_open), and
+ * getattr answers the bytes pushed. kept is cleared meanwhile.
+ */
+static bool node_begin(struct mfs_push *p, uint64_t gen)
 {
 	struct mfs *m = p->m;
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *n = mfs_node_get(m, p->ino);
-	bool ok = n && !n->cur && !n->retired;
-	if (ok)
-		n->kept = gen;
+	bool ok = n && !n->cur && !n->retired && !n->pushing;
+	if (ok) {
+		n->kept = 0;
+		n->pushing = gen;
+		n->pushed = 0;
+	}
 	pthread_mutex_unlock(&m->node_lock);
 	return ok;
 }
@@ -90,12 +107,29 @@ static bool node_free(struct mfs_push *p, uint64_t gen)
 static void start(struct mfs_push *p, uint64_t gen)
 {
 	unpush(p); /* an earlier computation on this thread */
-	if (!node_free(p, 0))
+	if (!node_begin(p, gen))
 		return;
-	inval_pages(p); /* the kernel's pages of another computation */
 	p->gen = gen;
 	p->next = 0;
-	p->on = node_free(p, gen);
+	p->on = true;
+	inval_pages(p); /* the kernel's pages of another computation */
+}
+
+/* Announces `end` bytes pushed (before the store: getattr then never
+ * answers less than the kernel holds) while the node is still ours; the
+ * opens it answers will keep the pages once they are all in. */
+static bool node_grow(struct mfs_push *p, uint64_t end)
+{
+	struct mfs *m = p->m;
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *n = mfs_node_get(m, p->ino);
+	bool ok = n && n->pushing == p->gen && !n->retired && !n->cur;
+	if (ok) {
+		n->pushed = end;
+		n->kept = p->gen;
+	}
+	pthread_mutex_unlock(&m->node_lock);
+	return ok;
 }
 
 static bool push_data(struct mfs_push *p, const struct mf_chunk_event *ev)
@@ -103,7 +137,8 @@ static bool push_data(struct mfs_push *p, const struct mf_chunk_event *ev)
 	if (ev->index == 0)
 		start(p, ev->generation);
 	if (!p->on || ev->generation != p->gen || ev->index != p->next ||
-	    p->bytes + ev->len > p->limit) {
+	    p->bytes + ev->len > p->limit ||
+	    !node_grow(p, p->bytes + ev->len)) {
 		p->on = false;
 		return false;
 	}
@@ -149,6 +184,9 @@ void mfs_push_end(struct mfs_push *p)
 		unpush(p);
 		return;
 	}
+	if (p->gen == 0)
+		return;
+	node_end(p, true);
 	/* the size the stores grew the inode to is the file's only when
 	 * every chunk went in: the next stat asks */
 	atomic_fetch_add(&p->m->attr_epoch, 1);

@@ -5,7 +5,8 @@
  * materialization hands the cache (the engine's events, their stages,
  * adopted only for the exact committed computation by the thread that ran
  * it, dropped on failure, within the budget), the worker pool (FIFO,
- * cancelling what is queued at stop) and shard file names.
+ * cancelling what is queued at stop), shard file names, and an inode
+ * being pushed into retired when another computation shows up.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -693,6 +694,46 @@ static void test_shard_names(void **state)
 	assert_int_equal(k, 99999);
 }
 
+/* A shard's inode whose pages another computation is pushed into
+ * (fuse_push.c) goes to a new inode as soon as a lookup finds the shard
+ * computed anew, as one with handles open does; the pushed size is the
+ * pushing computation's only. */
+static void test_node_pushing_retired(void **state)
+{
+	(void)state;
+	struct mfs *m = calloc(1, sizeof(*m));
+	assert_non_null(m);
+	assert_int_equal(mf_mutex_init(&m->node_lock), 0);
+	fuse_ino_t base = mfs_ino_shard(3, 1);
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *n = mfs_node_get(m, base);
+	assert_non_null(n);
+	n->pushing = 5;
+	n->pushed = 4096;
+	pthread_mutex_unlock(&m->node_lock);
+	uint64_t bytes = 0;
+	assert_true(mfs_node_pushed(m, base, 5, &bytes));
+	assert_int_equal(bytes, 4096);
+	assert_false(mfs_node_pushed(m, base, 6, &bytes));
+	struct mf_shard_rec rec = {.state = MF_SHARD_RUNNING, .generation = 5};
+	/* the computation being pushed: the same inode */
+	assert_int_equal(mfs_shard_ino_rec(m, 3, 1, &rec), base);
+	/* another one committed meanwhile (a takeover): a new inode */
+	rec.state = MF_SHARD_MATERIALIZED;
+	rec.generation = 6;
+	fuse_ino_t ino = mfs_shard_ino_rec(m, 3, 1, &rec);
+	assert_true(ino != base);
+	assert_true(ino & MFS_INO_INC);
+	pthread_mutex_lock(&m->node_lock);
+	assert_true(mfs_node_get(m, base)->retired);
+	pthread_mutex_unlock(&m->node_lock);
+	/* and stays the shard's inode */
+	assert_int_equal(mfs_shard_ino_rec(m, 3, 1, &rec), ino);
+	mfs_nodes_release(m);
+	pthread_mutex_destroy(&m->node_lock);
+	free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -721,6 +762,7 @@ int main(void)
 	    cmocka_unit_test(test_engine_chunk_events),
 	    cmocka_unit_test(test_pool_fifo_and_stop),
 	    cmocka_unit_test(test_shard_names),
+	    cmocka_unit_test(test_node_pushing_retired),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,9 +3,10 @@
 # its pages put in the kernel's cache as the stages write them: its first
 # reader gets exact bytes without one read reaching the daemon (the
 # root's user.matfs.bytes_served stays, .bytes_pushed counts them), with
-# every codec, through read and through mmap; a failed attempt's pages,
-# longer than the output that follows, are never read, with or without a
-# stat first; after rm, a nondeterministic stage's new bytes are read,
+# every codec, through read and through mmap, and with stat, ls -l and
+# listings while it computes; a failed attempt's pages, longer than the
+# output that follows, are never read, with or without a stat first, and
+# the next attempt's are all kept; after rm, a nondeterministic stage's new bytes are read,
 # never the old pages; with a descriptor open on the old computation its
 # bytes stay its own; and -o nopush leaves the pages to reads (the chunk
 # cache's tap, test_mount_tap.sh).
@@ -37,7 +38,17 @@ compression: zstd:1
 stages:
   - exec: [/bin/sh, -c, 'cat >/dev/null; if [ -e fail ]; then head -c 300000 /dev/urandom; exit 1; fi; head -c 100000 /dev/urandom | tee last.$MATFS_SHARD']
 YAML
+# slow: two bursts a second apart, so that a stat lands in between
+cat >"$pipes/slow.yaml" <<'YAML'
+name: slow
+inputs: in/0.txt
+chunk_size: 64KiB
+compression: zstd:1
+stages:
+  - exec: [/bin/sh, -c, 'cat >/dev/null; seq 1 60000; sleep 1; seq 1 60000']
+YAML
 for k in 0 1; do seq $((k * 7)) 120000 >"$tmp/want$k"; done
+{ seq 1 60000; seq 1 60000; } >"$tmp/want_slow"
 size0=$(stat -c %s "$tmp/want0")
 [ "$size0" -gt $((4 * 65536)) ] || fail "det shards are not several chunks"
 
@@ -71,12 +82,27 @@ assert got == open(sys.argv[2], "rb").read(), "mmap read other bytes"
 PY
 pass "mmap of a cold shard: exact"
 
+# --- stat, ls -l and a listing while it computes keep the pages ---
+s0=$(served)
+cat "$mnt/slow/shard-00000" >"$tmp/got_slow" &
+reader=$!
+for _ in $(seq 1 30); do
+  stat "$mnt/slow/shard-00000" >/dev/null 2>&1
+  ls -l "$mnt/slow/" >/dev/null 2>&1
+  sleep 0.05
+done
+wait "$reader" || fail "read of slow"
+cmp "$tmp/got_slow" "$tmp/want_slow" || fail "slow: bytes differ"
+[ "$(served)" = "$s0" ] ||
+  fail "slow: stats during the computation cost $(( $(served) - s0 )) bytes through the daemon"
+pass "stat, ls -l and listings during the computation: exact, still every byte from the kernel's pages"
+
 # --- a failed attempt's longer pages are never read ---
 r=$mnt/rnd/shard-00000
 touch "$pipes/fail"
 cat "$r" >/dev/null 2>&1 && fail "a failing stage was served"
 rm "$pipes/fail"
-p0=$(pushed)
+p0=$(pushed) s0=$(served)
 # first without a stat: open and read straight away
 "$py" - "$r" "$pipes/last.0" <<'PY' || fail "read after a failed attempt"
 import os, sys
@@ -95,6 +121,11 @@ PY
 [ "$(stat -c %s "$r")" = 100000 ] || fail "size after a failed attempt: $(stat -c %s "$r")"
 cmp "$r" "$pipes/last.0" || fail "read after a stat: bytes differ"
 [ $(( $(pushed) - p0 )) = 100000 ] || fail "the new attempt pushed $(( $(pushed) - p0 ))"
+# all kept but the last partial page: the kernel marks a partial page
+# read only at what it takes for the end of the file, which still is the
+# failed attempt's until the next stat
+[ $(( $(served) - s0 )) -lt 4096 ] ||
+  fail "the new attempt's bytes read again through the daemon: $(( $(served) - s0 ))"
 pass "a failed attempt's 300000 bytes never read: the next one's 100000 exactly"
 
 # --- rm, and the recomputed bytes replace the old pages ---

@@ -3,12 +3,14 @@
  * (mf_buf_alloc): every byte asked for is usable, big ones are their own
  * page-aligned mapping (2 MiB-aligned from 2 MiB) that a forked child
  * does not have, so the parent's writes after a fork never fault to copy
- * them; small ones come from malloc and the child has them as usual.
+ * them, kept when freed for the next of the same size; small ones come
+ * from malloc and the child has them as usual.
  *
  * Not for: who uses them (the chunk cache, the shard writer, the pump of
  * a stage's output).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,12 +101,72 @@ static void test_too_big_refused(void **state)
 	assert_int_equal(cap, 7); /* untouched on failure */
 }
 
+/* A mapping freed is kept for the next of its size (its pages in
+ * already), never for one that wants it more aligned, nor beyond 64 MiB;
+ * a forked child, which has none of them, gets new ones that work. */
+static void test_freed_kept_for_the_same_size(void **state)
+{
+	(void)state;
+	size_t cap, cap2;
+	uint8_t *p = mf_buf_alloc(3u << 20, &cap);
+	assert_non_null(p);
+	fill_and_check(p, cap);
+	mf_buf_free(p, cap);
+	uint8_t *q = mf_buf_alloc(3u << 20, &cap2);
+	assert_ptr_equal(q, p);
+	assert_int_equal(cap2, cap);
+	/* the child has no kept mapping: it maps a new one */
+	mf_buf_free(q, cap2);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		size_t c;
+		uint8_t *r = mf_buf_alloc(3u << 20, &c);
+		if (!r || r == p)
+			_exit(1);
+		memset(r, 1, c);
+		_exit(0);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_ptr_equal(mf_buf_alloc(3u << 20, &cap2), p);
+	mf_buf_free(p, cap2);
+	/* a page-aligned 2 MiB mapping is not handed out for 2 MiB, which
+	 * wants 2 MiB alignment */
+	uint8_t *a = mf_buf_alloc((2u << 20) - 1, &cap);
+	assert_int_equal(cap, 2u << 20);
+	bool huge = ((uintptr_t)a & ((2u << 20) - 1)) == 0;
+	mf_buf_free(a, cap);
+	uint8_t *b = mf_buf_alloc(2u << 20, &cap2);
+	assert_int_equal((uintptr_t)b & ((2u << 20) - 1), 0);
+	assert_true(huge || b != a);
+	mf_buf_free(b, cap2);
+	/* at most 64 MiB kept: of 80 MiB freed, some is unmapped */
+	uint8_t *v[20];
+	for (int i = 0; i < 20; i++)
+		assert_non_null(v[i] = mf_buf_alloc(4u << 20, &cap));
+	for (int i = 0; i < 20; i++)
+		mf_buf_free(v[i], cap);
+	int again = 0;
+	for (int i = 0; i < 20; i++) {
+		uint8_t *x = mf_buf_alloc(4u << 20, &cap);
+		for (int j = 0; j < 20; j++)
+			again += x == v[j];
+		v[i] = x;
+	}
+	assert_true(again <= 16);
+	for (int i = 0; i < 20; i++)
+		mf_buf_free(v[i], cap);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_big_left_out_of_children),
 	    cmocka_unit_test(test_small_from_malloc),
 	    cmocka_unit_test(test_too_big_refused),
+	    cmocka_unit_test(test_freed_kept_for_the_same_size),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
