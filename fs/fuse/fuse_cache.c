@@ -9,7 +9,8 @@
  * file, so chunks of a recomputed shard never mix with the old ones.
  *
  * The engine's chunk events (mfs_cache_tap) put the raw chunks of a shard
- * being materialized here as they are produced, while the budget has
+ * being materialized here as they are produced (those fuse_push.c did not
+ * put in the kernel's page cache), while the budget has
  * room (readers' chunks nobody holds make way, another computation's
  * never), under a stage id no data has: one computation (fp, shard,
  * generation) per stage. The thread that received the events (the open job

@@ -52,8 +52,6 @@ void mfs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-	/* a listing costs one catalog query with or without attributes:
-	 * always send them, so ls -l needs no LOOKUP per shard */
 	/* the kernel's pages of a shard go only when told (an open without
 	 * FOPEN_KEEP_CACHE, an invalidation): a size that changes, as a
 	 * shard's being computed does while its pages are pushed
@@ -62,6 +60,8 @@ void mfs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_EXPLICIT_INVAL_DATA;
 		conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
 	}
+	/* a listing costs one catalog query with or without attributes:
+	 * always send them, so ls -l needs no LOOKUP per shard */
 	if (conn->capable & FUSE_CAP_READDIRPLUS) {
 		conn->want |= FUSE_CAP_READDIRPLUS;
 		conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
