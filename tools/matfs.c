@@ -18,6 +18,7 @@
  * Not for: anything the mount does (fs/fuse/).
  */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stddef.h>
@@ -390,6 +391,9 @@ static int serve(struct mfs *m, struct fuse_args *args, const char *mnt,
 		return 1;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto destroy;
+	/* a store file past the file size limit fails its shard (EFBIG)
+	 * instead of killing the daemon; stages get the default back */
+	(void)signal(SIGXFSZ, SIG_IGN);
 	if (fuse_session_mount(se, mnt) != 0)
 		goto signals;
 	int rc = mfs_start(m, se);

@@ -73,3 +73,19 @@ cmp "$mnt/ok/shard-00000" "$tmp/want" || fail "read after a planted symlink"
 [ "$(calls "$pipes/calls")" -eq 2 ] || fail "planted symlink: $(calls "$pipes/calls") calls, want 2"
 [ -L "$f" ] && fail "the planted symlink is still the shard file"
 pass "a planted symlink in the store is refused and the shard recomputed"
+
+# --- a shard past the daemon's file size limit fails; the daemon lives ---
+printf 'name: big\ninputs: in/*.txt\nchunk_size: 1MiB\ncompression: none\nstages:\n  - exec: [/bin/sh, -c, %s]\n' \
+  "'cat >/dev/null; head -c \$(cat size) /dev/zero'" >"$pipes/big.yaml"
+echo 20000000 >"$pipes/size"
+wait_for 10 test -L "$mnt/big" || fail "big not registered"
+prlimit --pid "$mpid" --fsize=8388608:8388608 || fail "prlimit"
+cat "$mnt/big/shard-00000" >/dev/null 2>"$tmp/err" && fail "a shard past the limit was served"
+kill -0 "$mpid" 2>/dev/null || fail "the daemon died at its file size limit"
+grep -q 'File too large' <<<"$(xattr "$mnt/big/shard-00000" error)" ||
+  fail "big: error $(xattr "$mnt/big/shard-00000" error)"
+echo 3000000 >"$pipes/size"
+rm -f "$mnt/big/shard-00000"
+[ "$(head -c 3000000 /dev/zero | cmp - "$mnt/big/shard-00000" && echo same)" = same ] ||
+  fail "a shard within the limit after one past it"
+pass "a shard past the daemon's file size limit fails with EFBIG; the daemon serves on"
