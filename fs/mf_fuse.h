@@ -35,6 +35,8 @@ struct mfs_opts {
 	/* -o nopush: a computation's pages are not put in the kernel's
 	 * cache as the stages write them (fuse_push.c) */
 	bool no_push;
+	uint64_t push_max; /* bytes of a shard pushed at most; 0: a quarter
+			     of the memory (-o push_max) */
 	const char *mountpoint; /* absolute; for the read-ahead below */
 	unsigned readahead_kb; /* kernel read-ahead to set; 0: as is */
 	/* 0: deps and inputs watched with inotify; N: checked by stat every

@@ -39,7 +39,7 @@
 
 struct cli {
 	char *store, *catalog, *pipelines, *max_size, *workers, *cache;
-	char *spec_poll;
+	char *spec_poll, *push_max;
 	char *cgroup;
 	char *spec_timeout;
 	char *log, *log_size;
@@ -69,6 +69,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("workers=%s", workers),
     OPT("cache=%s", cache),
     OPT("spec_poll=%s", spec_poll),
+    OPT("push_max=%s", push_max),
     OPT("cgroup=%s", cgroup),
     OPT("spec_timeout=%s", spec_timeout),
     OPT("log=%s", log),
@@ -125,6 +126,8 @@ static const char usage[] =
     "       nopush          first readers read through the daemon: no\n"
     "                       pages put in the kernel's cache as the stages\n"
     "                       write them\n"
+    "       push_max=SIZE   at most SIZE of a shard put there (default a\n"
+    "                       quarter of the memory)\n"
     "       allow_other     let other users in (adds default_permissions)\n"
     "       and the FUSE options of mount.fuse3(8)\n"
     "  -h, --help         this text\n"
@@ -254,6 +257,8 @@ static int make_opts(struct cli *c, struct mfs_opts *o)
 	int rc = parse_size("max_size", c->max_size, &o->max_size);
 	if (rc == 0)
 		rc = parse_size("cache", c->cache, &o->cache_bytes);
+	if (rc == 0)
+		rc = parse_size("push_max", c->push_max, &o->push_max);
 	if (rc == 0)
 		rc = parse_size("log_size", c->log_size, &c->log_max);
 	if (rc == 0)
@@ -570,6 +575,7 @@ static void cli_release(struct cli *c)
 	free(c->workers);
 	free(c->cache);
 	free(c->spec_poll);
+	free(c->push_max);
 	free(c->cgroup);
 	free(c->spec_timeout);
 	free(c->log);

@@ -429,6 +429,7 @@ uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_shard_rec *rec,
 /* Drops the stages of the calling thread that nobody adopted. */
 void mfs_cache_unstage(struct mfs_cache *c);
 
+#define MFS_PUSH_PAGE_MAX 65536 /* pages up to this size are pushed */
 /* fuse_push.c: a computation's pages put in the kernel's cache as the
  * stages write them. State of one open job's materialization, on its
  * thread's stack. */
@@ -443,6 +444,11 @@ struct mfs_push {
 	uint32_t next; /* the chunk expected next */
 	bool on; /* pushing */
 	bool done; /* gen was sealed or committed */
+	/* the bytes after the last whole page, pushed with the next chunk's
+	 * first ones or at the end: every store but the last is whole
+	 * pages, so no page is ever half written */
+	size_t carry_len, page;
+	uint8_t carry[MFS_PUSH_PAGE_MAX];
 };
 /* The chunk events of shard `shard` of fp on the calling thread go to
  * inode ino until mfs_push_end, which gives the pages up unless the

@@ -43,7 +43,11 @@ void mfs_push_begin(struct mfs_push *p, struct mfs *m, fuse_ino_t ino,
 	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
 	p->limit = pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size / 4
 					 : m->o.cache_bytes;
-	cur = m->o.no_push ? NULL : p;
+	if (m->o.push_max)
+		p->limit = m->o.push_max;
+	p->page = size > 0 ? (size_t)size : 4096;
+	/* pages the carry cannot hold: not pushed */
+	cur = m->o.no_push || p->page > MFS_PUSH_PAGE_MAX ? NULL : p;
 }
 
 /* The kernel forgets the inode's pages (and attributes). */
@@ -78,6 +82,7 @@ static void unpush(struct mfs_push *p)
 		inval_pages(p);
 	p->gen = 0;
 	p->bytes = 0;
+	p->carry_len = 0;
 	p->on = false;
 	p->done = false;
 }
@@ -111,6 +116,7 @@ static void start(struct mfs_push *p, uint64_t gen)
 		return;
 	p->gen = gen;
 	p->next = 0;
+	p->carry_len = 0;
 	p->on = true;
 	inval_pages(p); /* the kernel's pages of another computation */
 }
@@ -132,25 +138,61 @@ static bool node_grow(struct mfs_push *p, uint64_t end)
 	return ok;
 }
 
+/* Stores len bytes at p->bytes, announced first; false stops the push. */
+static bool store(struct mfs_push *p, const void *data, size_t len)
+{
+	if (!node_grow(p, p->bytes + len))
+		return false;
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+	bv.buf[0].mem = (void *)data;
+	if (fuse_lowlevel_notify_store(p->m->se, p->ino, (off_t)p->bytes, &bv,
+				       0) != 0)
+		return false;
+	p->bytes += len;
+	atomic_fetch_add(&p->m->bytes_pushed, len);
+	return true;
+}
+
+/*
+ * Pushes a chunk as whole pages: the carry completed first, then the
+ * chunk's whole pages, its tail carried. A page stored in part would be
+ * zero-filled by the kernel when it ends the file then; with whole pages
+ * only, a push that stops (or a size that cuts the file meanwhile) leaves
+ * whole pages or none.
+ */
+static bool push_pages(struct mfs_push *p, const uint8_t *data, size_t len)
+{
+	if (p->carry_len) {
+		size_t n = p->page - p->carry_len;
+		n = n < len ? n : len;
+		memcpy(p->carry + p->carry_len, data, n);
+		p->carry_len += n;
+		data += n;
+		len -= n;
+		if (p->carry_len < p->page)
+			return true;
+		if (!store(p, p->carry, p->page))
+			return false;
+		p->carry_len = 0;
+	}
+	size_t whole = len - len % p->page;
+	if (whole && !store(p, data, whole))
+		return false;
+	memcpy(p->carry, data + whole, len - whole);
+	p->carry_len = len - whole;
+	return true;
+}
+
 static bool push_data(struct mfs_push *p, const struct mf_chunk_event *ev)
 {
 	if (ev->index == 0)
 		start(p, ev->generation);
 	if (!p->on || ev->generation != p->gen || ev->index != p->next ||
-	    p->bytes + ev->len > p->limit ||
-	    !node_grow(p, p->bytes + ev->len)) {
+	    p->bytes + p->carry_len + ev->len > p->limit ||
+	    !push_pages(p, ev->raw, ev->len)) {
 		p->on = false;
 		return false;
 	}
-	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(ev->len);
-	bv.buf[0].mem = (void *)ev->raw;
-	if (fuse_lowlevel_notify_store(p->m->se, p->ino, (off_t)p->bytes, &bv,
-				       0) != 0) {
-		p->on = false;
-		return false;
-	}
-	p->bytes += ev->len;
-	atomic_fetch_add(&p->m->bytes_pushed, ev->len);
 	p->next++;
 	return true;
 }
@@ -166,8 +208,13 @@ bool mfs_push_chunk(struct mfs *m, const struct mf_chunk_event *ev)
 		return push_data(p, ev);
 	case MF_CHUNK_SEALED:
 	case MF_CHUNK_COMMITTED:
-		if (ev->generation == p->gen)
-			p->done = true;
+		if (ev->generation != p->gen)
+			break;
+		p->done = true;
+		/* the last page, which ends the file */
+		if (p->on && p->carry_len && !store(p, p->carry, p->carry_len))
+			p->on = false;
+		p->carry_len = 0;
 		break;
 	case MF_CHUNK_FAILED:
 		if (ev->generation == p->gen)

@@ -28,6 +28,7 @@ shard_file() {
     'import json,sys; print(json.load(sys.stdin)["shards"][0]["run_id"])')
   echo "$store/snapshots/$fp/$run/shard-00000.mfs"
 }
+materialized() { [ "$(xattr "$mnt/c/shard-00000" state)" = materialized ]; }
 remount() {
   if is_mounted "$mnt"; then fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt"; fi
   [ -n "${mpid:-}" ] && reap "$mpid"
@@ -40,6 +41,9 @@ cmp "$mnt/c/shard-00000" "$tmp/want" || fail "first read"
 cases=0 eio=0
 for i in $(seq 0 $((chunks - 1))); do
   for how in flip zero cut; do
+    # a read can end before the commit of what it read (it is served
+    # sealed): the store file is there once the shard is materialized
+    wait_for 20 materialized || fail "not materialized for case $how $i"
     f=$(shard_file)
     [ -f "$f" ] || fail "no store file for case $how $i"
     at=$((16 + i * 4096))   # the chunks of codec none follow a 16-byte header

@@ -8,8 +8,9 @@
 # output that follows, are never read, with or without a stat first, and
 # the next attempt's are all kept; after rm, a nondeterministic stage's new bytes are read,
 # never the old pages; with a descriptor open on the old computation its
-# bytes stay its own; and -o nopush leaves the pages to reads (the chunk
-# cache's tap, test_mount_tap.sh).
+# bytes stay its own; -o nopush leaves the pages to reads (the chunk
+# cache's tap, test_mount_tap.sh); and a push stopped by -o push_max in
+# the middle of a chunk leaves whole pages only.
 . "${MF_SOURCE_ROOT:?}/tests/mount/lib.sh" || exit 1
 
 store=$tmp/store pipes=$tmp/p mnt=$tmp/mnt
@@ -38,6 +39,17 @@ compression: zstd:1
 stages:
   - exec: [/bin/sh, -c, 'cat >/dev/null; if [ -e fail ]; then head -c 300000 /dev/urandom; exit 1; fi; head -c 100000 /dev/urandom | tee last.$MATFS_SHARD']
 YAML
+# cut: chunks of 100000 bytes (not whole pages) in a shard larger than
+# the push_max of the third mount below
+cat >"$pipes/cut.yaml" <<'YAML'
+name: cut
+inputs: in/0.txt
+chunk_size: 100000
+compression: none
+stages:
+  - exec: [/bin/sh, -c, 'cat >/dev/null; seq 1 300000']
+YAML
+seq 1 300000 >"$tmp/want_cut"
 # slow: two bursts a second apart, so that a stat lands in between
 cat >"$pipes/slow.yaml" <<'YAML'
 name: slow
@@ -165,3 +177,15 @@ cmp "$tmp/got" "$tmp/want0" || fail "nopush: bytes differ"
 [ "$(xattr "$mnt2" chunks_tapped)" -gt 0 ] || fail "nopush: nothing tapped"
 pass "-o nopush: nothing pushed, the first read served by the daemon from the tap"
 umount_fs "$mnt2" "$mpid"
+
+# --- -o push_max: a push that stops mid-chunk leaves no half page ---
+store3=$tmp/store3 mnt3=$tmp/mnt3
+mount_fs "$mnt3" "$store3" "$pipes" -o push_max=1MiB
+cat "$mnt3/cut/shard-00000" >"$tmp/got" || fail "push_max: cold read"
+cmp "$tmp/got" "$tmp/want_cut" || fail "push_max: bytes differ where the push stopped"
+p3=$(xattr "$mnt3" bytes_pushed) s3=$(xattr "$mnt3" bytes_served)
+[ "$p3" -gt 0 ] && [ "$p3" -le 1048576 ] && [ $((p3 % 4096)) = 0 ] ||
+  fail "push_max: pushed $p3, want whole pages, at most 1 MiB"
+[ $((p3 + s3)) -ge "$(stat -c %s "$tmp/want_cut")" ] || fail "push_max: pushed $p3 + served $s3"
+pass "-o push_max=1MiB: whole pages pushed up to it ($p3 bytes), the rest read through the daemon, exact"
+umount_fs "$mnt3" "$mpid"
