@@ -27,7 +27,11 @@
 # size over the fixed level's). "load" lines give /proc/loadavg before and after:
 # ratios taken under load say little.
 #
-# usage: bench/cold/run.sh [BUILD_DIR]   (env: ROUNDS, MIB, WORK, CHECK, ONLY, PERF)
+# PRIME=1 writes and deletes 3 x MIB in /dev/shm just before each timed
+# run (cold and hand alike), so that both take memory just freed rather
+# than whatever the host of a virtual machine left (bench/cold/pages.sh).
+#
+# usage: bench/cold/run.sh [BUILD_DIR]   (env: ROUNDS, MIB, WORK, CHECK, ONLY, PERF, PRIME)
 # ONLY=NAME[,NAME...] runs only those (for a quick look; the figures in
 # docs/performance.md come from all of them).
 # PERF=FILE then runs each one once more, untimed, on a new fingerprint,
@@ -131,8 +135,7 @@ same() {
   done
 }
 
-# prime: with PRIME=1, memory just freed for the next timed run (see the
-# header)
+# prime: with PRIME=1, memory just freed for the next timed run
 prime() {
   [ "${PRIME:-0}" = 1 ] || return 0
   head -c $((mib * 3))M /dev/zero >/dev/shm/mf-cold-prime.$$
