@@ -137,9 +137,11 @@ fuse_ino_t mfs_shard_ino_rec(struct mfs *m, uint32_t id, uint32_t k,
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *b = node_find(m, base);
 	struct mfs_node *live = b && b->live ? node_find(m, b->live) : b;
+	/* a row read before the push's claim (absent, gen 0) names no
+	 * other computation */
 	if (live &&
 	    ((live->cur && live->cur->gen != gen) ||
-	     (live->pushing && live->pushing != gen)))
+	     (live->pushing && gen && live->pushing != gen)))
 		retire_locked(m, id, k); /* its pages are another's */
 	fuse_ino_t ino = b && b->live ? b->live : base;
 	pthread_mutex_unlock(&m->node_lock);

@@ -129,7 +129,8 @@ static bool node_grow(struct mfs_push *p, uint64_t end)
 	struct mfs *m = p->m;
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *n = mfs_node_get(m, p->ino);
-	bool ok = n && n->pushing == p->gen && !n->retired && !n->cur;
+	bool ok = n && n->pushing == p->gen && !n->retired &&
+	    (!n->cur || n->cur->gen == p->gen); /* opened sealed: ours */
 	if (ok) {
 		n->pushed = end;
 		n->kept = p->gen;

@@ -718,6 +718,10 @@ static void test_node_pushing_retired(void **state)
 	struct mf_shard_rec rec = {.state = MF_SHARD_RUNNING, .generation = 5};
 	/* the computation being pushed: the same inode */
 	assert_int_equal(mfs_shard_ino_rec(m, 3, 1, &rec), base);
+	/* a row read before its claim (absent): the same inode */
+	struct mf_shard_rec absent = {.state = MF_SHARD_ABSENT};
+	assert_int_equal(mfs_shard_ino_rec(m, 3, 1, &absent), base);
+	assert_int_equal(mfs_shard_ino_rec(m, 3, 1, NULL), base);
 	/* another one committed meanwhile (a takeover): a new inode */
 	rec.state = MF_SHARD_MATERIALIZED;
 	rec.generation = 6;
