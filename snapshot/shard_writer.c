@@ -650,6 +650,10 @@ void mf_shard_writer_abort(struct mf_shard_writer *w)
 	if (!w)
 		return;
 	pool_stop(w);
+	/* a write under way on its thread ends before the descriptor goes:
+	 * after it, the number may be another file's */
+	snap_out_free(w->out);
+	w->out = NULL;
 	if (w->fd >= 0) {
 		close(w->fd);
 		w->fd = -1;

@@ -13,13 +13,16 @@
  * thread for that shard come here first (fuse_mount.c). A computation's
  * pages go in only while no handle of this mount has the inode open
  * (which would read another computation), after the kernel was told to
- * forget the inode's old pages, and up to a quarter of the machine's
- * memory (pages put in earlier than that would be evicted before a reader
- * got to them). The node then records the computation as the one the
- * kernel caches (mfs_node.kept), so the opens it answers keep the pages.
- * A computation that fails or is given up has its pages dropped again.
- * A store that fails stops the pushing: the pages in so far are right,
- * and the kernel asks for the others with reads.
+ * forget the inode's old pages, in whole pages, and up to a quarter of
+ * the machine's memory or -o push_max (pages put in earlier than that
+ * would be evicted before a reader got to them). The node records the
+ * computation being pushed (mfs_node.pushing: getattr answers the bytes
+ * pushed so far, and a lookup or open of another computation gets a new
+ * inode) and, once pages are in, as the one the kernel caches
+ * (mfs_node.kept), so the opens it answers keep them. A computation that
+ * fails or is given up has its pages dropped again. A store that fails
+ * stops the pushing: the pages in so far are right, and the kernel asks
+ * for the others with reads.
  *
  * Not for: answering opens (fuse_open.c) or the chunk cache
  * (fuse_cache.c), which takes the chunks not pushed.
@@ -50,11 +53,12 @@ void mfs_push_begin(struct mfs_push *p, struct mfs *m, fuse_ino_t ino,
 	cur = m->o.no_push || p->page > MFS_PUSH_PAGE_MAX ? NULL : p;
 }
 
-/* The kernel forgets the inode's pages (and attributes). */
-static void inval_pages(struct mfs_push *p)
+/* The kernel forgets the inode's attributes, and its pages from off on
+ * (-1: none of them). */
+static void inval(struct mfs_push *p, off_t off)
 {
 	atomic_fetch_add(&p->m->attr_epoch, 1); /* before the kernel's */
-	(void)fuse_lowlevel_notify_inval_inode(p->m->se, p->ino, 0, 0);
+	(void)fuse_lowlevel_notify_inval_inode(p->m->se, p->ino, off, 0);
 }
 
 /* Ends the node's record of the push (kept too, unless done). */
@@ -79,7 +83,7 @@ static void unpush(struct mfs_push *p)
 		return;
 	node_end(p, false);
 	if (p->bytes)
-		inval_pages(p);
+		inval(p, 0);
 	p->gen = 0;
 	p->bytes = 0;
 	p->carry_len = 0;
@@ -118,7 +122,7 @@ static void start(struct mfs_push *p, uint64_t gen)
 	p->next = 0;
 	p->carry_len = 0;
 	p->on = true;
-	inval_pages(p); /* the kernel's pages of another computation */
+	inval(p, 0); /* the kernel's pages of another computation */
 }
 
 /* Announces `end` bytes pushed (before the store: getattr then never
@@ -232,11 +236,8 @@ void mfs_push_end(struct mfs_push *p)
 		unpush(p);
 		return;
 	}
-	if (p->gen == 0)
-		return;
 	node_end(p, true);
 	/* the size the stores grew the inode to is the file's only when
 	 * every chunk went in: the next stat asks */
-	atomic_fetch_add(&p->m->attr_epoch, 1);
-	(void)fuse_lowlevel_notify_inval_inode(p->m->se, p->ino, -1, 0);
+	inval(p, -1);
 }

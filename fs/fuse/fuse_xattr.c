@@ -15,8 +15,9 @@
  *                 .chunks_tapped (taken from shards as they were
  *                 materialized), .cache_hits, .cache_misses,
  *                 .bytes_served, .bytes_pushed (put in the kernel's
- *                 cache as stages wrote them), .materializations_started, _failed,
- *                 _running, and .stage_seconds
+ *                 cache as stages wrote them),
+ *                 .materializations_started, _failed, _running, and
+ *                 .stage_seconds
  *
  * A failure's .error and .stderr can name files (a program, a dep, what
  * the stage printed) that only the spec's owner may see. A reader other
