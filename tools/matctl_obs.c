@@ -23,6 +23,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "matfs_log.h"
+
 #define FOLLOW_POLL_US 200000
 #define LOG_FILE "matfs.log"
 
@@ -176,10 +178,57 @@ static int drain(int fd)
 	return n < 0 ? -errno : 0;
 }
 
+/* The k of path.k (1..MLOG_KEEP) that holds the file fd has open; 0
+ * for none (removed, or moved elsewhere). */
+static int rotated_to(const char *path, const struct stat *fst)
+{
+	char name[PATH_MAX + 8];
+	for (int k = 1; k <= MLOG_KEEP; k++) {
+		struct stat st;
+		snprintf(name, sizeof(name), "%s.%d", path, k);
+		if (lstat(name, &st) == 0 && st.st_ino == fst->st_ino &&
+		    st.st_dev == fst->st_dev)
+			return k;
+	}
+	return 0;
+}
+
+/* Prints path.k-1 down to path.1 whole: the files a daemon filled and
+ * rotated between two looks, after the one followed became path.k, up
+ * to the one opened next (nfd: rotated too meanwhile), which is read
+ * from its descriptor. */
+static int drain_rotated(const char *path, int k, int nfd,
+			 const struct log_owners *owners)
+{
+	char name[PATH_MAX + 8];
+	struct stat nst;
+	if (fstat(nfd, &nst) != 0)
+		return -errno;
+	for (int j = k - 1; j >= 1; j--) {
+		int fd;
+		snprintf(name, sizeof(name), "%s.%d", path, j);
+		if (open_log(name, owners, &fd) != 0)
+			continue; /* rotated away meanwhile, or not the log */
+		struct stat st;
+		if (fstat(fd, &st) == 0 && st.st_ino == nst.st_ino &&
+		    st.st_dev == nst.st_dev) {
+			close(fd);
+			break;
+		}
+		int rc = drain(fd);
+		close(fd);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 /* tail -F: reads on as the file grows; when it is rotated (another file
- * at path) the rest of the old one, then the new one from its start. A
- * file at path that open_log refuses is said once, and the old one is
- * followed on until the path holds the daemon's log again. */
+ * at path) the rest of the old one, the files rotated after it (several
+ * rotations between two looks lose nothing while the old one is still
+ * kept), then the new one from its start. A file at path that open_log
+ * refuses is said once, and the old one is followed on until the path
+ * holds the daemon's log again. */
 static int follow(const char *path, const struct log_owners *owners, int *fdp)
 {
 	int refused = 0;
@@ -210,6 +259,9 @@ static int follow(const char *path, const struct log_owners *owners, int *fdp)
 		}
 		refused = 0;
 		rc = drain(fd);
+		if (rc == 0)
+			rc = drain_rotated(path, rotated_to(path, &fst), nfd,
+					   owners);
 		close(fd);
 		*fdp = nfd;
 		if (rc)
