@@ -430,25 +430,45 @@ uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_shard_rec *rec,
 void mfs_cache_unstage(struct mfs_cache *c);
 
 #define MFS_PUSH_PAGE_MAX 65536 /* pages up to this size are pushed */
+#define MFS_PUSH_BUF ((size_t)2 << 20) /* a multiple of any page pushed */
+#define MFS_PUSH_BUFS 4
 /* fuse_push.c: a computation's pages put in the kernel's cache as the
  * stages write them. State of one open job's materialization, on its
- * thread's stack. */
+ * thread's stack: the fields above `lock` are that thread's (the push
+ * thread reads gen, ino and the buffers handed to it), those below are
+ * shared with the push thread and guarded by lock; bytes is the push
+ * thread's while it runs and read by the job's thread only when no buffer
+ * is handed over. */
 struct mfs_push {
 	struct mfs *m;
 	fuse_ino_t ino; /* the inode the job's opens wait on */
 	char fp[MF_FP_HEX_LEN + 1];
 	uint32_t shard;
-	uint64_t gen; /* the computation whose pages went in; 0: none */
-	uint64_t bytes; /* pushed, from offset 0 */
+	uint64_t gen; /* the computation whose pages go in; 0: none; set
+			 only while no buffer is handed over */
+	uint64_t queued; /* bytes taken, from offset 0: handed or filling */
 	uint64_t limit; /* of bytes pushed */
 	uint32_t next; /* the chunk expected next */
 	bool on; /* pushing */
 	bool done; /* gen was sealed or committed */
-	/* the bytes after the last whole page, pushed with the next chunk's
-	 * first ones or at the end: every store but the last is whole
-	 * pages, so no page is ever half written */
-	size_t carry_len, page;
-	uint8_t carry[MFS_PUSH_PAGE_MAX];
+	size_t page;
+	/* the bytes go through these buffers to the push thread, in
+	 * order; each is handed over with whole pages only (the last page
+	 * of the file at the end), so no page is ever half written */
+	uint8_t *buf[MFS_PUSH_BUFS];
+	size_t cap; /* of each (mf_buf_alloc) */
+	unsigned tail; /* the one being filled: the next handed over */
+	size_t fill; /* bytes in it */
+	uint64_t bytes; /* stored, from offset 0 */
+	bool thread_on;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	unsigned q_head, q_n; /* handed buffers: q_head is the oldest */
+	size_t q_len[MFS_PUSH_BUFS];
+	bool failed; /* a store failed or the node is not ours any more:
+			no more stores for gen */
+	bool stop; /* the push thread ends once no buffer is left */
 };
 /* The chunk events of shard `shard` of fp on the calling thread go to
  * inode ino until mfs_push_end, which gives the pages up unless the

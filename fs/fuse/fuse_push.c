@@ -5,8 +5,9 @@
  * The first read of a cold shard would otherwise pay, after the stages,
  * for every page of the mount's cache it fills; put in while the stages
  * run (FUSE_NOTIFY_STORE), those pages cost the stages' time instead, on
- * the thread that reads their output, and the waiting readers read at
- * page-cache speed once their opens return (docs/performance.md).
+ * a push thread beside the one that reads their output, and the waiting
+ * readers read at page-cache speed once their opens return
+ * (docs/performance.md).
  *
  * The open job (fuse_open.c) names its inode for the thread that runs the
  * materialization (mfs_push_begin); the engine's chunk events on that
@@ -24,12 +25,21 @@
  * stops the pushing: the pages in so far are right, and the kernel asks
  * for the others with reads.
  *
+ * The stores run on a push thread of the job's own, fed through a few
+ * page-aligned buffers, so that the thread reading the stages' output
+ * goes on reading (and the stages on writing) while the kernel fills its
+ * new pages, which on some machines cost as much as the stages
+ * (docs/performance.md). Every event but a chunk's data waits for the
+ * push thread to be idle, so what follows a seal, a failure or the end
+ * sees every store done.
+ *
  * Not for: answering opens (fuse_open.c) or the chunk cache
  * (fuse_cache.c), which takes the chunks not pushed.
  */
 #include "fuse_i.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -49,8 +59,13 @@ void mfs_push_begin(struct mfs_push *p, struct mfs *m, fuse_ino_t ino,
 	if (m->o.push_max)
 		p->limit = m->o.push_max;
 	p->page = size > 0 ? (size_t)size : 4096;
-	/* pages the carry cannot hold: not pushed */
-	cur = m->o.no_push || p->page > MFS_PUSH_PAGE_MAX ? NULL : p;
+	(void)mf_mutex_init(&p->lock);
+	pthread_cond_init(&p->cv, NULL);
+	/* pages a buffer cannot hold whole: not pushed */
+	cur = m->o.no_push || p->page > MFS_PUSH_PAGE_MAX ||
+		MFS_PUSH_BUF % p->page
+	    ? NULL
+	    : p;
 }
 
 /* The kernel forgets the inode's attributes, and its pages from off on
@@ -76,54 +91,7 @@ static void node_end(struct mfs_push *p, bool done)
 	pthread_mutex_unlock(&m->node_lock);
 }
 
-/* Gives up the pages of the computation pushed, if any. */
-static void unpush(struct mfs_push *p)
-{
-	if (p->gen == 0)
-		return;
-	node_end(p, false);
-	if (p->bytes)
-		inval(p, 0);
-	p->gen = 0;
-	p->bytes = 0;
-	p->carry_len = 0;
-	p->on = false;
-	p->done = false;
-}
-
-/*
- * Records gen as the computation pushed into the node, when it has no
- * handle open (which would read another) and is not retired: opens of
- * another computation are then sent to a new inode (fh_open), and
- * getattr answers the bytes pushed. kept is cleared meanwhile.
- */
-static bool node_begin(struct mfs_push *p, uint64_t gen)
-{
-	struct mfs *m = p->m;
-	pthread_mutex_lock(&m->node_lock);
-	struct mfs_node *n = mfs_node_get(m, p->ino);
-	bool ok = n && !n->cur && !n->retired && !n->pushing;
-	if (ok) {
-		n->kept = 0;
-		n->pushing = gen;
-		n->pushed = 0;
-	}
-	pthread_mutex_unlock(&m->node_lock);
-	return ok;
-}
-
-/* Chunk 0 of computation gen: pushing starts when the node allows. */
-static void start(struct mfs_push *p, uint64_t gen)
-{
-	unpush(p); /* an earlier computation on this thread */
-	if (!node_begin(p, gen))
-		return;
-	p->gen = gen;
-	p->next = 0;
-	p->carry_len = 0;
-	p->on = true;
-	inval(p, 0); /* the kernel's pages of another computation */
-}
+/* ---- the push thread ---- */
 
 /* Announces `end` bytes pushed (before the store: getattr then never
  * answers less than the kernel holds) while the node is still ours; the
@@ -158,42 +126,166 @@ static bool store(struct mfs_push *p, const void *data, size_t len)
 	return true;
 }
 
-/*
- * Pushes a chunk as whole pages: the carry completed first, then the
- * chunk's whole pages, its tail carried. A page stored in part would be
- * zero-filled by the kernel when it ends the file then; with whole pages
- * only, a push that stops (or a size that cuts the file meanwhile) leaves
- * whole pages or none.
- */
-static bool push_pages(struct mfs_push *p, const uint8_t *data, size_t len)
+/* Stores the buffers handed over, in order, until stopped; after a
+ * failed store the rest of gen's are let go unstored. */
+static void *push_main(void *arg)
 {
-	if (p->carry_len) {
-		size_t n = p->page - p->carry_len;
-		n = n < len ? n : len;
-		memcpy(p->carry + p->carry_len, data, n);
-		p->carry_len += n;
-		data += n;
-		len -= n;
-		if (p->carry_len < p->page)
-			return true;
-		if (!store(p, p->carry, p->page))
-			return false;
-		p->carry_len = 0;
+	struct mfs_push *p = arg;
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (p->q_n == 0 && !p->stop)
+			pthread_cond_wait(&p->cv, &p->lock);
+		if (p->q_n == 0)
+			break;
+		const uint8_t *data = p->buf[p->q_head];
+		size_t len = p->q_len[p->q_head];
+		bool skip = p->failed;
+		pthread_mutex_unlock(&p->lock);
+		bool ok = skip || store(p, data, len);
+		pthread_mutex_lock(&p->lock);
+		if (!ok)
+			p->failed = true;
+		p->q_head = (p->q_head + 1) % MFS_PUSH_BUFS;
+		p->q_n--;
+		pthread_cond_broadcast(&p->cv);
 	}
-	size_t whole = len - len % p->page;
-	if (whole && !store(p, data, whole))
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* ---- the job's thread ---- */
+
+/* Waits until every buffer handed over is stored (or let go); true when
+ * none failed. */
+static bool idle(struct mfs_push *p)
+{
+	pthread_mutex_lock(&p->lock);
+	while (p->q_n > 0)
+		pthread_cond_wait(&p->cv, &p->lock);
+	bool ok = !p->failed;
+	pthread_mutex_unlock(&p->lock);
+	return ok;
+}
+
+/* The buffers and the push thread, once per job; false without them. */
+static bool thread_up(struct mfs_push *p)
+{
+	if (p->thread_on)
+		return true;
+	for (unsigned i = 0; i < MFS_PUSH_BUFS; i++)
+		if (!p->buf[i] &&
+		    !(p->buf[i] = mf_buf_alloc(MFS_PUSH_BUF, &p->cap)))
+			return false;
+	p->thread_on = pthread_create(&p->thread, NULL, push_main, p) == 0;
+	return p->thread_on;
+}
+
+/* Hands the first len bytes of the buffer being filled to the push
+ * thread and moves its last `fill - len` bytes (less than a page) to the
+ * start of the next, once one is free; false when a store failed. */
+static bool hand_over(struct mfs_push *p, size_t len)
+{
+	unsigned i = p->tail;
+	pthread_mutex_lock(&p->lock);
+	p->q_len[i] = len;
+	p->q_n++;
+	pthread_cond_broadcast(&p->cv);
+	while (p->q_n == MFS_PUSH_BUFS && !p->failed)
+		pthread_cond_wait(&p->cv, &p->lock);
+	bool ok = !p->failed;
+	pthread_mutex_unlock(&p->lock);
+	p->tail = (i + 1) % MFS_PUSH_BUFS;
+	if (!ok)
 		return false;
-	memcpy(p->carry, data + whole, len - whole);
-	p->carry_len = len - whole;
+	unsigned next = p->tail;
+	/* the push thread reads buf[i] below len only */
+	memmove(p->buf[next], p->buf[i] + len, p->fill - len);
+	p->fill -= len;
 	return true;
 }
 
+/* Gives up the pages of the computation pushed, if any. */
+static void unpush(struct mfs_push *p)
+{
+	(void)idle(p);
+	if (p->gen == 0)
+		return;
+	node_end(p, false);
+	if (p->bytes)
+		inval(p, 0);
+	p->gen = 0;
+	p->bytes = 0;
+	p->queued = 0;
+	p->fill = 0;
+	pthread_mutex_lock(&p->lock);
+	p->failed = false;
+	pthread_mutex_unlock(&p->lock);
+	p->on = false;
+	p->done = false;
+}
+
+/*
+ * Records gen as the computation pushed into the node, when it has no
+ * handle open (which would read another) and is not retired: opens of
+ * another computation are then sent to a new inode (fh_open), and
+ * getattr answers the bytes pushed. kept is cleared meanwhile.
+ */
+static bool node_begin(struct mfs_push *p, uint64_t gen)
+{
+	struct mfs *m = p->m;
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_node *n = mfs_node_get(m, p->ino);
+	bool ok = n && !n->cur && !n->retired && !n->pushing;
+	if (ok) {
+		n->kept = 0;
+		n->pushing = gen;
+		n->pushed = 0;
+	}
+	pthread_mutex_unlock(&m->node_lock);
+	return ok;
+}
+
+/* Chunk 0 of computation gen: pushing starts when the node allows. */
+static void start(struct mfs_push *p, uint64_t gen)
+{
+	unpush(p); /* an earlier computation on this thread */
+	if (!thread_up(p) || !node_begin(p, gen))
+		return;
+	p->gen = gen;
+	p->next = 0;
+	p->on = true;
+	inval(p, 0); /* the kernel's pages of another computation */
+}
+
+/*
+ * Takes a chunk's bytes into the buffers: each full one is handed over,
+ * and at the end the whole pages of the one being filled, its last
+ * partial page kept for the next chunk or the end. With whole pages only,
+ * a push that stops (or a size that cuts the file meanwhile) leaves whole
+ * pages or none.
+ */
+static bool push_pages(struct mfs_push *p, const uint8_t *data, size_t len)
+{
+	while (len > 0) {
+		size_t n = MFS_PUSH_BUF - p->fill;
+		n = n < len ? n : len;
+		memcpy(p->buf[p->tail] + p->fill, data, n);
+		p->fill += n;
+		p->queued += n;
+		data += n;
+		len -= n;
+		if (p->fill == MFS_PUSH_BUF && !hand_over(p, MFS_PUSH_BUF))
+			return false;
+	}
+	size_t whole = p->fill - p->fill % p->page;
+	return whole == 0 || hand_over(p, whole);
+}
 static bool push_data(struct mfs_push *p, const struct mf_chunk_event *ev)
 {
 	if (ev->index == 0)
 		start(p, ev->generation);
 	if (!p->on || ev->generation != p->gen || ev->index != p->next ||
-	    p->bytes + p->carry_len + ev->len > p->limit ||
+	    p->queued + ev->len > p->limit ||
 	    !push_pages(p, ev->raw, ev->len)) {
 		p->on = false;
 		return false;
@@ -217,9 +309,10 @@ bool mfs_push_chunk(struct mfs *m, const struct mf_chunk_event *ev)
 			break;
 		p->done = true;
 		/* the last page, which ends the file */
-		if (p->on && p->carry_len && !store(p, p->carry, p->carry_len))
+		if (p->on && p->fill && !hand_over(p, p->fill))
 			p->on = false;
-		p->carry_len = 0;
+		if (!idle(p))
+			p->on = false;
 		break;
 	case MF_CHUNK_FAILED:
 		if (ev->generation == p->gen)
@@ -229,15 +322,35 @@ bool mfs_push_chunk(struct mfs *m, const struct mf_chunk_event *ev)
 	return false;
 }
 
+/* Stops the push thread and lets the buffers go. */
+static void thread_down(struct mfs_push *p)
+{
+	if (p->thread_on) {
+		pthread_mutex_lock(&p->lock);
+		p->stop = true;
+		pthread_cond_broadcast(&p->cv);
+		pthread_mutex_unlock(&p->lock);
+		pthread_join(p->thread, NULL);
+		p->thread_on = false;
+	}
+	for (unsigned i = 0; i < MFS_PUSH_BUFS; i++) {
+		mf_buf_free(p->buf[i], p->cap);
+		p->buf[i] = NULL;
+	}
+}
+
 void mfs_push_end(struct mfs_push *p)
 {
 	cur = NULL;
-	if (!p->done) {
+	if (!p->done)
 		unpush(p);
-		return;
+	thread_down(p);
+	if (p->done) {
+		node_end(p, true);
+		/* the size the stores grew the inode to is the file's only
+		 * when every chunk went in: the next stat asks */
+		inval(p, -1);
 	}
-	node_end(p, true);
-	/* the size the stores grew the inode to is the file's only when
-	 * every chunk went in: the next stat asks */
-	inval(p, -1);
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->lock);
 }

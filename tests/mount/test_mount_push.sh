@@ -51,6 +51,18 @@ stages:
   - exec: [/bin/sh, -c, 'cat >/dev/null; seq 1 300000']
 YAML
 seq 1 300000 >"$tmp/want_cut"
+# wide: chunks of 3000000 bytes, larger than the push thread's buffers
+# (2 MiB) and not whole pages, so that a buffer fills in the middle of a
+# chunk and a partial page goes on into the next buffer
+cat >"$pipes/wide.yaml" <<'YAML'
+name: wide
+inputs: in/0.txt
+chunk_size: 3000000
+compression: zstd:1
+stages:
+  - exec: [/bin/sh, -c, 'cat >/dev/null; seq 1 1500000']
+YAML
+seq 1 1500000 >"$tmp/want_wide"
 # slow: two bursts a second apart, so that a stat lands in between
 cat >"$pipes/slow.yaml" <<'YAML'
 name: slow
@@ -84,6 +96,15 @@ for c in none snappy zstd; do
 done
 [ "$(xattr "$mnt" chunks_decompressed)" = 0 ] || fail "cold reads decompressed chunks"
 pass "cold reads of none, snappy and zstd: exact, every byte pushed into the kernel's pages"
+
+# --- chunks larger than the push buffers, not whole pages ---
+p0=$(pushed)
+cat "$mnt/wide/shard-00000" >"$tmp/got" || fail "cold read of wide"
+cmp "$tmp/got" "$tmp/want_wide" || fail "wide: bytes differ"
+sizew=$(stat -c %s "$tmp/want_wide")
+[ $(( $(pushed) - p0 )) = "$sizew" ] ||
+  fail "wide: pushed $(( $(pushed) - p0 )), want $sizew"
+pass "chunks of 3000000 bytes across the 2 MiB push buffers: exact, every byte pushed"
 
 # --- mmap as the first access of a cold shard ---
 "$py" - "$mnt/det_zstd/shard-00001" "$tmp/want1" <<'PY' || fail "mmap of a cold shard"
