@@ -21,7 +21,12 @@
 #
 # For each: "time NAME cold SECONDS", "time NAME hand SECONDS" (medians of
 # ROUNDS rounds, a new fingerprint each round), "ratio NAME VALUE" (cold
-# over hand: lower is better, 1.0 is the stages' own cost) and
+# over hand: lower is better, 1.0 is the stages' own cost),
+# "time NAME piped SECONDS" and "ratio_piped NAME VALUE": the same stages
+# by hand with their input and output through pipes, as under any mount
+# (`cat IN | STAGE | cat > FILE`), a floor for the mount where the hand
+# run's own `cat IN > FILE` copies inside the kernel (copy_file_range,
+# coreutils 9), which no stage writing to a pipe can; and
 # "stored NAME BYTES" (the store's shard files, which the commit has
 # written by then), and "stored_vs_fixed cat_zstd3 VALUE" (the adapted
 # size over the fixed level's). "load" lines give /proc/loadavg before and after:
@@ -114,6 +119,18 @@ hand_cat() {
   for k in $(seq 0 $((shards - 1))); do cat "$pipes/in/$k.bin" >"$hand/$k"; done
 }
 hand_catfix() { hand_cat; }
+piped_cat() {
+  local k
+  for k in $(seq 0 $((shards - 1))); do cat "$pipes/in/$k.bin" | cat | cat >"$hand/p$k"; done
+}
+piped_catfix() { piped_cat; }
+piped_tok() {
+  local k
+  for k in $(seq 0 $((shards - 1))); do
+    cat "$pipes/in/$k.bin" |
+      { cat >/dev/null; "$gen" "$per" "$work" $((k + 500)); } | cat >"$hand/p$k"
+  done
+}
 hand_tok() {
   local k
   for k in $(seq 0 $((shards - 1))); do
@@ -168,6 +185,8 @@ for r in $(seq 1 "$rounds"); do
     mkdir -p "$hand"
     prime
     T[$name.hand]+="$(timeit "hand_$kind") "
+    prime
+    T[$name.piped]+="$(timeit "piped_$kind") "
     [ "$check" = 1 ] && same "$name$r"
     S[$name]=$name$r
   done
@@ -188,12 +207,13 @@ mount_down
 mount_up # every commit done: the stored sizes are final
 for x in "${runs[@]}"; do
   name=${x%%:*}
-  for w in cold hand; do
+  for w in cold hand piped; do
     T[$name.$w]=$(echo "${T[$name.$w]}" | tr ' ' '\n' | grep . | median)
     echo "time $name $w ${T[$name.$w]}"
   done
   awk -v n="$name" -v x="${T[$name.cold]}" -v y="${T[$name.hand]}" \
-    'BEGIN { printf "ratio %s %.2f\n", n, x / y }'
+    -v z="${T[$name.piped]}" \
+    'BEGIN { printf "ratio %s %.2f\nratio_piped %s %.2f\n", n, x / y, n, x / z }'
   Z[$name]=$(stored "${S[$name]}")
   echo "stored $name ${Z[$name]}"
 done
