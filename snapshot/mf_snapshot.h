@@ -286,6 +286,17 @@ int mf_shard_writer_open(struct mf_store *st, const char *fp,
 int mf_shard_writer_write(struct mf_shard_writer *w, const void *buf,
 			  size_t len);
 /*
+ * Writing in place, without a copy: mf_shard_writer_space gives the room
+ * left in the chunk being filled (*buf, *room >= 1 bytes, the writer's,
+ * valid until the next call on w); the caller puts up to *room bytes
+ * there and tells how many with mf_shard_writer_wrote (0 is allowed), as
+ * if they were given to mf_shard_writer_write. Both return 0, -EINVAL
+ * (w NULL or sealed, n past the room given) or the writer's first error,
+ * as mf_shard_writer_write does.
+ */
+int mf_shard_writer_space(struct mf_shard_writer *w, void **buf, size_t *room);
+int mf_shard_writer_wrote(struct mf_shard_writer *w, size_t n);
+/*
  * Seals w: writes the last chunk, the index and the trailer, so that the
  * temp file is complete (its size and bytes are final) but not yet
  * durable; frees the chunk buffers. *stat (may be NULL) gets what the

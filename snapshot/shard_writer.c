@@ -469,6 +469,30 @@ int mf_shard_writer_set_pressure(struct mf_shard_writer *w,
 	return 0;
 }
 
+/* The slot being filled, after making room for it when it is the next
+ * one and every slot is still in flight. */
+static int fill_slot(struct mf_shard_writer *w, struct wslot **s)
+{
+	int rc;
+	if (w->fill == 0 && w->tail - w->head == w->nslots &&
+	    (rc = drain(w, w->head + 1)) != 0)
+		return rc;
+	*s = &w->slots[w->tail % w->nslots];
+	return 0;
+}
+
+/* n more bytes are in the filling slot s; submits it when full. */
+static int filled(struct mf_shard_writer *w, struct wslot *s, size_t n)
+{
+	w->fill += n;
+	if (w->fill < w->chunk_size)
+		return 0;
+	s->src = s->raw;
+	s->raw_len = w->fill;
+	w->fill = 0;
+	return submit(w, s);
+}
+
 /* Copies what fits of buf into the filling slot; submits it when full. */
 static int write_some(struct mf_shard_writer *w, const uint8_t *buf, size_t len,
 		      size_t *used)
@@ -481,22 +505,15 @@ static int write_some(struct mf_shard_writer *w, const uint8_t *buf, size_t len,
 		*used = w->chunk_size;
 		return submit(w, s);
 	}
-	int rc;
-	if (w->fill == 0 && w->tail - w->head == w->nslots &&
-	    (rc = drain(w, w->head + 1)) != 0)
+	struct wslot *s;
+	int rc = fill_slot(w, &s);
+	if (rc)
 		return rc;
-	struct wslot *s = &w->slots[w->tail % w->nslots];
 	size_t n = w->chunk_size - w->fill;
 	n = n < len ? n : len;
 	memcpy(s->raw + w->fill, buf, n);
-	w->fill += n;
 	*used = n;
-	if (w->fill < w->chunk_size)
-		return 0;
-	s->src = s->raw;
-	s->raw_len = w->fill;
-	w->fill = 0;
-	return submit(w, s);
+	return filled(w, s, n);
 }
 
 int mf_shard_writer_write(struct mf_shard_writer *w, const void *buf,
@@ -511,6 +528,29 @@ int mf_shard_writer_write(struct mf_shard_writer *w, const void *buf,
 		p += used;
 		len -= used;
 	}
+	return w->err;
+}
+
+int mf_shard_writer_space(struct mf_shard_writer *w, void **buf, size_t *room)
+{
+	if (!w || w->sealed || !buf || !room)
+		return -EINVAL;
+	struct wslot *s;
+	if (w->err == 0)
+		w->err = fill_slot(w, &s);
+	if (w->err)
+		return w->err;
+	*buf = s->raw + w->fill;
+	*room = w->chunk_size - w->fill;
+	return 0;
+}
+
+int mf_shard_writer_wrote(struct mf_shard_writer *w, size_t n)
+{
+	if (!w || w->sealed || n > w->chunk_size - w->fill)
+		return -EINVAL;
+	if (w->err == 0 && n > 0)
+		w->err = filled(w, &w->slots[w->tail % w->nslots], n);
 	return w->err;
 }
 

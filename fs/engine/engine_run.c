@@ -60,33 +60,30 @@ static void pump_progress(struct pump *p, bool done)
 	}
 }
 
-/* Moves the job's output into the writer. Returns 0 at the end of output,
+/* Moves the job's output into the writer, read straight into the chunk
+ * it fills (no copy of its own), at most READ_BUF at a time so that the
+ * progress and the heartbeat keep up. Returns 0 at the end of output,
  * the job's read error (-ETIMEDOUT, ...) or the writer's error as
  * *store_rc. */
 static int pump_output(struct pump *p, struct mf_job *job,
 		       struct mf_shard_writer *w, int *store_rc)
 {
-	size_t cap;
-	char *buf = mf_buf_alloc(READ_BUF, &cap); /* out of the stages' fork */
-	if (!buf) {
-		*store_rc = -ENOMEM;
-		return 0;
-	}
-	int rc = 0;
 	for (;;) {
-		ssize_t n = mf_job_read(job, buf, READ_BUF);
-		if (n <= 0) {
-			rc = (int)n;
-			break;
-		}
-		*store_rc = mf_shard_writer_write(w, buf, (size_t)n);
+		void *buf;
+		size_t room;
+		*store_rc = mf_shard_writer_space(w, &buf, &room);
 		if (*store_rc)
-			break;
+			return 0;
+		ssize_t n =
+		    mf_job_read(job, buf, room < READ_BUF ? room : READ_BUF);
+		if (n <= 0)
+			return (int)n;
+		*store_rc = mf_shard_writer_wrote(w, (size_t)n);
+		if (*store_rc)
+			return 0;
 		p->bytes += (uint64_t)n;
 		pump_progress(p, false);
 	}
-	mf_buf_free(buf, cap);
-	return rc;
 }
 
 /* ---- chunk events (opts.chunk) ---- */

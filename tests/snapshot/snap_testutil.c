@@ -137,12 +137,25 @@ int tu_write_shard(struct mf_store *st, uint32_t shard,
 	uint64_t rs = shard * 7919ULL + len;
 	size_t off = 0;
 	while (off < len) {
-		/* pieces from 1 byte to 3 chunks, so every path is taken */
+		/* pieces from 1 byte to 3 chunks, given or written in
+		 * place, so every path is taken */
 		size_t n = (size_t)(tu_rand(&rs) % (3 * cfg->chunk_size)) + 1;
 		if (tu_rand(&rs) % 4 == 0)
 			n = (size_t)(tu_rand(&rs) % 100) + 1;
 		n = n < len - off ? n : len - off;
-		rc = mf_shard_writer_write(w, data + off, n);
+		if (tu_rand(&rs) % 3 == 0) {
+			/* in place: at most the room the writer gives */
+			void *b;
+			size_t room;
+			rc = mf_shard_writer_space(w, &b, &room);
+			n = rc ? 0 : n < room ? n : room;
+			if (rc == 0)
+				memcpy(b, data + off, n);
+			if (rc == 0)
+				rc = mf_shard_writer_wrote(w, n);
+		} else {
+			rc = mf_shard_writer_write(w, data + off, n);
+		}
 		if (rc) {
 			mf_shard_writer_abort(w);
 			return rc;

@@ -158,6 +158,47 @@ static void test_roundtrip_matrix(void **state)
 					      shard++);
 }
 
+/* In-place writes: the room is the rest of the chunk being filled, what
+ * is written there is stored, and no more than the room is taken. */
+static void test_in_place(void **state)
+{
+	struct fixture *f = *state;
+	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 2, false};
+	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN), 0);
+	struct mf_shard_writer *w;
+	assert_int_equal(
+	    mf_shard_writer_open(f->st, TU_FP, TU_RUN, 90, &cfg, &w), 0);
+	size_t len = 3 * CS + 100;
+	uint8_t *src = malloc(len);
+	tu_fill(src, len, 90, true);
+	assert_int_equal(mf_shard_writer_write(w, src, 10), 0);
+	void *b;
+	size_t room;
+	assert_int_equal(mf_shard_writer_space(w, &b, &room), 0);
+	assert_int_equal(room, CS - 10);
+	assert_int_equal(mf_shard_writer_wrote(w, room + 1), -EINVAL);
+	assert_int_equal(mf_shard_writer_wrote(w, 0), 0);
+	size_t off = 10;
+	while (off < len) {
+		assert_int_equal(mf_shard_writer_space(w, &b, &room), 0);
+		assert_true(room >= 1 && room <= CS);
+		size_t n = room < len - off ? room : len - off;
+		memcpy(b, src + off, n);
+		assert_int_equal(mf_shard_writer_wrote(w, n), 0);
+		off += n;
+	}
+	struct mf_shard_stat ws;
+	assert_int_equal(mf_shard_writer_commit(w, &ws), 0);
+	assert_int_equal(ws.raw_bytes, len);
+	struct mf_shard_reader *r;
+	assert_int_equal(mf_shard_reader_open(f->st, TU_FP, TU_RUN, 90, &r), 0);
+	check_reader(r, src, len, &ws);
+	mf_shard_reader_close(r);
+	assert_int_equal(mf_shard_writer_space(NULL, &b, &room), -EINVAL);
+	assert_int_equal(mf_shard_writer_wrote(NULL, 1), -EINVAL);
+	free(src);
+}
+
 static void test_compression_shrinks(void **state)
 {
 	struct fixture *f = *state;
@@ -310,6 +351,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_roundtrip_matrix, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_in_place, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_compression_shrinks, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_empty_shard, setup, teardown),
