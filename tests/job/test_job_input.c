@@ -1,0 +1,151 @@
+/*
+ * test_job_input.c - what stage 0 reads on stdin: a shard of one regular
+ * file gets the file itself (no feeder: one process and one copy of every
+ * byte fewer), its bytes exact and readable as a file; several files, a
+ * FIFO and a missing file go through the feeder as before, a FIFO without
+ * ever blocking mf_job_start.
+ *
+ * Not for: the feeder's failures (test_job_fail.c) or the pipes' sizes
+ * (test_job_pipes.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "job_fixture.h"
+
+/* A stage that says what its stdin is, then copies it. */
+#define WHAT_STDIN                                                             \
+	"if [ -f /dev/stdin ]; then echo file; "                               \
+	"elif [ -p /dev/stdin ]; then echo pipe; else echo other; fi; cat"
+
+static void test_one_file_is_stdin(void **state)
+{
+	struct jt *t = *state;
+	struct jt_run r;
+	jt_input(t, "a", "first\n", 6);
+	jt_stage(t, 0, "sh", "-c", WHAT_STDIN, NULL);
+	jt_stage(t, 0, "cat", NULL);
+	jt_run(t, 0, 4096, &r);
+	assert_int_equal(r.start_rc, 0);
+	assert_int_equal(r.finish_rc, 0);
+	assert_true(r.res.ok);
+	assert_string_equal(r.out, "file\nfirst\n");
+	jt_run_release(&r);
+	jt_assert_clean(t);
+}
+
+/* A file larger than any pipe: every byte, in order. */
+static void test_one_big_file(void **state)
+{
+	struct jt *t = *state;
+	struct jt_run r;
+	size_t len = 5u << 20;
+	char *data = malloc(len);
+	assert_non_null(data);
+	for (size_t i = 0; i < len; i++)
+		data[i] = (char)('a' + (i * 7 + i / 4093) % 26);
+	jt_input(t, "big", data, len);
+	jt_stage(t, 0, "cat", NULL);
+	jt_run(t, 0, 65536, &r);
+	assert_int_equal(r.finish_rc, 0);
+	assert_int_equal(r.len, len);
+	assert_memory_equal(r.out, data, len);
+	jt_run_release(&r);
+	free(data);
+	jt_assert_clean(t);
+}
+
+static void test_two_files_through_the_feeder(void **state)
+{
+	struct jt *t = *state;
+	struct jt_run r;
+	jt_input(t, "a", "first\n", 6);
+	jt_input(t, "b", "second\n", 7);
+	jt_stage(t, 0, "sh", "-c", WHAT_STDIN, NULL);
+	jt_run(t, 0, 4096, &r);
+	assert_int_equal(r.finish_rc, 0);
+	assert_string_equal(r.out, "pipe\nfirst\nsecond\n");
+	jt_run_release(&r);
+	jt_assert_clean(t);
+}
+
+/* A FIFO is never opened by the caller (an open would wait for a
+ * writer): the feeder reads it, after mf_job_start returned. */
+static void test_fifo_through_the_feeder(void **state)
+{
+	struct jt *t = *state;
+	const char *p = jt_input(t, "fifo", "", 0);
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	jt_stage(t, 0, "sh", "-c", WHAT_STDIN, NULL);
+	struct mf_job *j;
+	char *err = NULL;
+	assert_int_equal(mf_job_start(&t->spec, 0, "00ff", &j, &err), 0);
+	free(err);
+	pid_t w = fork();
+	assert_true(w >= 0);
+	if (w == 0) {
+		int fd = open(p, O_WRONLY);
+		_exit(fd >= 0 && write(fd, "fed\n", 4) == 4 ? 0 : 1);
+	}
+	char buf[64];
+	size_t len = 0;
+	ssize_t n;
+	while ((n = mf_job_read(j, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	assert_int_equal(n, 0);
+	buf[len] = '\0';
+	assert_string_equal(buf, "pipe\nfed\n");
+	struct mf_job_result res;
+	assert_int_equal(mf_job_finish(j, &res), 0);
+	int st;
+	assert_int_equal(waitpid(w, &st, 0), w);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	jt_assert_clean(t);
+}
+
+/* One file that is gone: the feeder says which, as with several. */
+static void test_one_file_missing(void **state)
+{
+	struct jt *t = *state;
+	struct jt_run r;
+	char want[512];
+	const char *gone = jt_input(t, "a", "first\n", 6);
+	assert_int_equal(unlink(gone), 0);
+	jt_stage(t, 0, "cat", NULL);
+	jt_run(t, 0, 4096, &r);
+	assert_int_equal(r.finish_rc, -EIO);
+	snprintf(want, sizeof want, "input '%s': No such file or directory",
+		 gone);
+	assert_string_equal(r.res.error, want);
+	jt_run_release(&r);
+	jt_assert_clean(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_one_file_is_stdin, jt_setup,
+					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_one_big_file, jt_setup,
+					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_two_files_through_the_feeder,
+					    jt_setup, jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_fifo_through_the_feeder,
+					    jt_setup, jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_one_file_missing, jt_setup,
+					    jt_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
