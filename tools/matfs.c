@@ -414,9 +414,13 @@ static int serve(struct mfs *m, struct fuse_args *args, const char *mnt,
 	/* > 0: the signal that stopped it (SIGTERM, SIGINT, SIGHUP): a clean
 	 * stop, as systemd's stop is */
 	status = loop(se) >= 0 ? 0 : 1;
-unmount:
+unmount:;
+	/* every job, push and reply ends while /dev/fuse is still open:
+	 * libfuse's unmount closes it, and a write after the close could
+	 * land in whatever file took its number */
+	int stopped = mfs_stop(m, STOP_WAIT_MS);
 	fuse_session_unmount(se);
-	if (mfs_stop(m, STOP_WAIT_MS) != 0) {
+	if (stopped != 0) {
 		/* a stage still runs: its run dies with us and is taken
 		 * over by the next reader */
 		log_msg(NULL, MFS_LOG_WARN,

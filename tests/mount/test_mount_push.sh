@@ -40,6 +40,15 @@ compression: zstd:1
 stages:
   - exec: [/bin/sh, -c, 'cat >/dev/null; if [ -e fail ]; then head -c 300000 /dev/urandom; exit 1; fi; head -c 100000 /dev/urandom | tee last.$MATFS_SHARD']
 YAML
+# endless: output that never ends, for a daemon stopped while it pushes
+cat >"$pipes/endless.yaml" <<'YAML'
+name: endless
+inputs: in/0.txt
+chunk_size: 1MiB
+compression: none
+stages:
+  - exec: [/bin/sh, -c, 'cat >/dev/null; while :; do seq 1 100000; sleep 0.01; done']
+YAML
 # cut: chunks of 100000 bytes (not whole pages) in a shard larger than
 # the push_max of the third mount below
 cat >"$pipes/cut.yaml" <<'YAML'
@@ -217,3 +226,24 @@ p3=$(xattr "$mnt3" bytes_pushed) s3=$(xattr "$mnt3" bytes_served)
 [ $((p3 + s3)) -ge "$(stat -c %s "$tmp/want_cut")" ] || fail "push_max: pushed $p3 + served $s3"
 pass "-o push_max=1MiB: whole pages pushed up to it ($p3 bytes), the rest read through the daemon, exact"
 umount_fs "$mnt3" "$mpid"
+
+# --- SIGTERM while a push is under way: every job ends before /dev/fuse
+# is closed (a store after the close wrote to a descriptor libfuse had
+# closed: "writing device: Bad file descriptor", and with the number
+# reused, into another file of the daemon's) ---
+store4=$tmp/store4 mnt4=$tmp/mnt4
+mount_fs "$mnt4" "$store4" "$pipes" -o push_max=1GiB
+cat "$mnt4/endless/shard-00000" >/dev/null 2>&1 &
+reader=$!
+pushing() { [ "$(xattr "$mnt4" bytes_pushed)" -gt $((8 << 20)) ]; }
+wait_for 20 pushing ||
+  fail "endless: nothing pushed: $(xattr "$mnt4" bytes_pushed)"
+lines=$(wc -l <"$log")
+kill -TERM "$mpid"
+wait_for 60 pid_gone "$mpid" || fail "matfs still runs 60 s after SIGTERM"
+wait "$mpid" || fail "matfs exited $? after SIGTERM during a push"
+wait "$reader" && fail "endless: the reader's open succeeded"
+tail -n +"$((lines + 1))" "$log" >"$tmp/log4"
+! grep -q 'writing device' "$tmp/log4" ||
+  fail "a store or reply after /dev/fuse was closed: $(grep 'writing device' "$tmp/log4" | head -2)"
+pass "SIGTERM during a push: every job ended before /dev/fuse was closed, exit 0"
