@@ -245,13 +245,20 @@ static bool node_begin(struct mfs_push *p, uint64_t gen)
 	return ok;
 }
 
-/* Chunk 0 of computation gen: pushing starts when the node allows. */
-static void start(struct mfs_push *p, uint64_t gen)
+/* Chunk 0 of computation gen, of len bytes: pushing starts when the
+ * node allows and the chunk fits the limit; the push thread and its
+ * buffers only then. */
+static void start(struct mfs_push *p, uint64_t gen, size_t len)
 {
 	unpush(p); /* an earlier computation on this thread */
-	if (!thread_up(p) || !node_begin(p, gen))
+	if (len > p->limit || !node_begin(p, gen))
 		return;
 	p->gen = gen;
+	if (!thread_up(p)) {
+		node_end(p, false);
+		p->gen = 0;
+		return;
+	}
 	p->next = 0;
 	p->on = true;
 	inval(p, 0); /* the kernel's pages of another computation */
@@ -283,7 +290,7 @@ static bool push_pages(struct mfs_push *p, const uint8_t *data, size_t len)
 static bool push_data(struct mfs_push *p, const struct mf_chunk_event *ev)
 {
 	if (ev->index == 0)
-		start(p, ev->generation);
+		start(p, ev->generation, ev->len);
 	if (!p->on || ev->generation != p->gen || ev->index != p->next ||
 	    p->queued + ev->len > p->limit ||
 	    !push_pages(p, ev->raw, ev->len)) {
