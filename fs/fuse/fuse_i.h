@@ -429,7 +429,6 @@ uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_shard_rec *rec,
 /* Drops the stages of the calling thread that nobody adopted. */
 void mfs_cache_unstage(struct mfs_cache *c);
 
-#define MFS_PUSH_PAGE_MAX 65536 /* pages up to this size are pushed */
 #define MFS_PUSH_BUF ((size_t)2 << 20) /* a multiple of any page pushed */
 #define MFS_PUSH_BUFS 4
 /* fuse_push.c: a computation's pages put in the kernel's cache as the

@@ -62,10 +62,7 @@ void mfs_push_begin(struct mfs_push *p, struct mfs *m, fuse_ino_t ino,
 	(void)mf_mutex_init(&p->lock);
 	pthread_cond_init(&p->cv, NULL);
 	/* pages a buffer cannot hold whole: not pushed */
-	cur = m->o.no_push || p->page > MFS_PUSH_PAGE_MAX ||
-		MFS_PUSH_BUF % p->page
-	    ? NULL
-	    : p;
+	cur = m->o.no_push || MFS_PUSH_BUF % p->page ? NULL : p;
 }
 
 /* The kernel forgets the inode's attributes, and its pages from off on
@@ -287,6 +284,7 @@ static bool push_pages(struct mfs_push *p, const uint8_t *data, size_t len)
 	size_t whole = p->fill - p->fill % p->page;
 	return whole == 0 || hand_over(p, whole);
 }
+
 static bool push_data(struct mfs_push *p, const struct mf_chunk_event *ev)
 {
 	if (ev->index == 0)
