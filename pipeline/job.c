@@ -228,7 +228,9 @@ static int fork_feeder(struct mf_job *j, struct spawn *s,
 }
 
 /* The file at O_PATH descriptor pfd opened for reading, when it is a
- * regular file on anything but a FUSE filesystem; -1 otherwise. */
+ * regular file on anything but a FUSE filesystem and the open need not
+ * wait (O_NONBLOCK: a write lease its owner holds would hold the open
+ * until the kernel breaks it, 45 s by default); -1 otherwise. */
 static int reopen_regular(int pfd)
 {
 	struct stat st;
@@ -238,7 +240,12 @@ static int reopen_regular(int pfd)
 		return -1;
 	char proc[64];
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
-	return open(proc, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+	int fd = open(proc, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd >= 0 && fcntl(fd, F_SETFL, O_RDONLY) != 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
 }
 
 /*
@@ -250,9 +257,10 @@ static int reopen_regular(int pfd)
  * is looked up only (O_PATH, as the fingerprint's stat does), and the
  * inode found opened only when it is a regular file on a filesystem whose
  * open cannot hang the caller (a FUSE server, this mount's own shards
- * included, may take any time to answer). Several files, anything else,
- * or a file that cannot be opened (the feeder then says why) go through
- * the feeder. Returns the descriptor, or -1.
+ * included, may take any time to answer), and without waiting for a
+ * lease. Several files, anything else, or a file that cannot be opened
+ * at once (the feeder then waits, killable with the job, or says why) go
+ * through the feeder. Returns the descriptor, or -1.
  */
 static int open_direct_input(const struct job_plan *plan)
 {
