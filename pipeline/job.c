@@ -9,9 +9,6 @@
  *          -> [data n] -> parent (mf_job_read)
  *   stage i 2> [err i] -> parent (a ring keeps the tail)
  *
- * A shard of one regular file has no feeder: stage 0 reads the file
- * itself (open_direct_input).
- *
  * Not for: reading, waiting or the result (job_io.c, job_finish.c), what
  * runs in the children (job_child.c), resolving programs and building the
  * environment (job_plan.c).
@@ -26,15 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/pidfd.h>
-#include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "job_i.h"
-
-#ifndef FUSE_SUPER_MAGIC
-#define FUSE_SUPER_MAGIC 0x65735546
-#endif
 
 /* Descriptors that exist only while the children are forked. Parent ends
  * kept by the job are moved out (set to -1) before spawn_close. */
@@ -227,68 +218,6 @@ static int fork_feeder(struct mf_job *j, struct spawn *s,
 	return 0;
 }
 
-/* The file at O_PATH descriptor pfd opened for reading, when it is a
- * regular file on anything but a FUSE filesystem and the open need not
- * wait (O_NONBLOCK: a write lease its owner holds would hold the open
- * until the kernel breaks it, 45 s by default); -1 otherwise. */
-static int reopen_regular(int pfd)
-{
-	struct stat st;
-	struct statfs sf;
-	if (fstat(pfd, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    fstatfs(pfd, &sf) != 0 || sf.f_type == FUSE_SUPER_MAGIC)
-		return -1;
-	char proc[64];
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
-	int fd = open(proc, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (fd >= 0 && fcntl(fd, F_SETFL, O_RDONLY) != 0) {
-		close(fd);
-		fd = -1;
-	}
-	return fd;
-}
-
-/*
- * A shard of one regular file: stage 0 gets the file itself as stdin,
- * opened with the rights of the user the stages run as, instead of a
- * pipe from a feeder: the same bytes (the concatenation of one file),
- * one process and one pass over every byte fewer, and a stage that may
- * read its input as a file (docs/performance.md, bench/cold). The path
- * is looked up only (O_PATH, as the fingerprint's stat does), and the
- * inode found opened only when it is a regular file on a filesystem whose
- * open cannot hang the caller (a FUSE server, this mount's own shards
- * included, may take any time to answer), and without waiting for a
- * lease. Several files, anything else, or a file that cannot be opened
- * at once (the feeder then waits, killable with the job, or says why) go
- * through the feeder. Returns the descriptor, or -1.
- */
-static int open_direct_input(const struct job_plan *plan)
-{
-	if (plan->n_inputs != 1)
-		return -1;
-	const struct job_creds *c = &plan->creds;
-	const struct mf_user u = {c->uid, c->gid, c->groups, c->n_groups};
-	struct mf_fscreds saved = {0};
-	if (c->drop && mf_fscreds_enter(&saved, &u) < 0)
-		return -1;
-	int fd = -1, pfd = open(plan->inputs[0], O_PATH | O_CLOEXEC);
-	if (pfd >= 0) {
-		fd = reopen_regular(pfd);
-		close(pfd);
-	}
-	mf_fscreds_leave(&saved);
-	return fd;
-}
-
-/* Stage 0 reads the file fd instead of the feeder's pipe. */
-static void use_direct_input(struct spawn *s, int fd)
-{
-	close(s->data[0]);
-	close(s->data[1]);
-	s->data[0] = fd;
-	s->data[1] = -1; /* no feeder */
-}
-
 /* Forks every child with all signals blocked, so that no handler of the
  * caller runs in a child before it reset the dispositions. */
 static int fork_all(struct mf_job *j, struct spawn *s,
@@ -301,7 +230,7 @@ static int fork_all(struct mf_job *j, struct spawn *s,
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (size_t i = 0; i < j->n && rc == 0; i++)
 		rc = fork_stage(j, s, plan, spec, i);
-	if (rc == 0 && s->data[1] >= 0)
+	if (rc == 0)
 		rc = fork_feeder(j, s, plan);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
@@ -424,9 +353,6 @@ static int spawn_job(struct mf_job *j, const struct mf_spec *spec,
 	rc = spawn_open(&s, j);
 	if (rc < 0)
 		goto close_fds;
-	int in = open_direct_input(plan);
-	if (in >= 0)
-		use_direct_input(&s, in);
 	j->start_ns = mf_mono_ns();
 	rc = fork_all(j, &s, plan, spec);
 	keep_parent_ends(j, &s);

@@ -1,9 +1,8 @@
 /*
- * test_job_input.c - what stage 0 reads on stdin: a shard of one regular
- * file gets the file itself (no feeder: one process and one copy of every
- * byte fewer), its bytes exact and readable as a file; several files, a
- * FIFO and a missing file go through the feeder as before, a FIFO without
- * ever blocking mf_job_start.
+ * test_job_input.c - what stage 0 reads on stdin, through the feeder's
+ * pipe: one file larger than any pipe, every byte in order; several files
+ * one after another; a FIFO, read by the feeder once a writer comes,
+ * without ever blocking mf_job_start.
  *
  * Not for: the feeder's failures (test_job_fail.c) or the pipes' sizes
  * (test_job_pipes.c).
@@ -28,22 +27,6 @@
 #define WHAT_STDIN                                                             \
 	"if [ -f /dev/stdin ]; then echo file; "                               \
 	"elif [ -p /dev/stdin ]; then echo pipe; else echo other; fi; cat"
-
-static void test_one_file_is_stdin(void **state)
-{
-	struct jt *t = *state;
-	struct jt_run r;
-	jt_input(t, "a", "first\n", 6);
-	jt_stage(t, 0, "sh", "-c", WHAT_STDIN, NULL);
-	jt_stage(t, 0, "cat", NULL);
-	jt_run(t, 0, 4096, &r);
-	assert_int_equal(r.start_rc, 0);
-	assert_int_equal(r.finish_rc, 0);
-	assert_true(r.res.ok);
-	assert_string_equal(r.out, "file\nfirst\n");
-	jt_run_release(&r);
-	jt_assert_clean(t);
-}
 
 /* A file larger than any pipe: every byte, in order. */
 static void test_one_big_file(void **state)
@@ -80,8 +63,8 @@ static void test_two_files_through_the_feeder(void **state)
 	jt_assert_clean(t);
 }
 
-/* A FIFO is never opened by the caller (an open would wait for a
- * writer): the feeder reads it, after mf_job_start returned. */
+/* A FIFO input: the feeder opens it, after mf_job_start returned, and
+ * reads it once a writer comes. */
 static void test_fifo_through_the_feeder(void **state)
 {
 	struct jt *t = *state;
@@ -115,37 +98,15 @@ static void test_fifo_through_the_feeder(void **state)
 	jt_assert_clean(t);
 }
 
-/* One file that is gone: the feeder says which, as with several. */
-static void test_one_file_missing(void **state)
-{
-	struct jt *t = *state;
-	struct jt_run r;
-	char want[512];
-	const char *gone = jt_input(t, "a", "first\n", 6);
-	assert_int_equal(unlink(gone), 0);
-	jt_stage(t, 0, "cat", NULL);
-	jt_run(t, 0, 4096, &r);
-	assert_int_equal(r.finish_rc, -EIO);
-	snprintf(want, sizeof want, "input '%s': No such file or directory",
-		 gone);
-	assert_string_equal(r.res.error, want);
-	jt_run_release(&r);
-	jt_assert_clean(t);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_one_file_is_stdin, jt_setup,
-					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_one_big_file, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_two_files_through_the_feeder,
 					    jt_setup, jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_fifo_through_the_feeder,
 					    jt_setup, jt_teardown),
-	    cmocka_unit_test_setup_teardown(test_one_file_missing, jt_setup,
-					    jt_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
