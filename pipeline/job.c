@@ -1,7 +1,8 @@
 /*
  * job.c - starting a shard's stages: mf_job_start creates the pipes, forks
- * every stage into one new process group and the input feeder into the
- * same group, and checks that every stage reached execve.
+ * every stage and the input feeder, each into a new session of its own
+ * (so with no controlling terminal: job_child.c), and checks that every
+ * stage reached execve.
  *
  * Layout of one job with n stages:
  *
@@ -148,22 +149,11 @@ static int spawn_open(struct spawn *s, struct mf_job *j)
 	return rc;
 }
 
-/* The parent joins the child to the group as well as the child itself, so
- * that the group exists before the next fork or a kill, whichever runs
- * first. EACCES (the child already exec'd) is harmless: it did it. */
-static void adopt(struct mf_job *j, pid_t pid)
-{
-	(void)setpgid(pid, j->pgid ? j->pgid : pid);
-	if (!j->pgid)
-		j->pgid = pid;
-}
-
 static int fork_stage(struct mf_job *j, struct spawn *s,
 		      const struct job_plan *plan, const struct mf_spec *spec,
 		      size_t i)
 {
 	struct job_exec x = {
-	    .pgid = j->pgid,
 	    .in_fd = s->data[2 * i],
 	    .out_fd = s->data[2 * (i + 1) + 1],
 	    .err_fd = s->err[2 * i + 1],
@@ -188,7 +178,6 @@ static int fork_stage(struct mf_job *j, struct spawn *s,
 		close(j->st[i].cg.procs_fd);
 		j->st[i].cg.procs_fd = -1;
 	}
-	adopt(j, pid);
 	j->st[i].pid = pid;
 	j->st[i].pidfd = pidfd_open(pid, 0);
 	j->n_running++;
@@ -199,7 +188,6 @@ static int fork_feeder(struct mf_job *j, struct spawn *s,
 		       const struct job_plan *plan)
 {
 	struct job_feed f = {
-	    .pgid = j->pgid,
 	    .out_fd = s->data[1],
 	    .report_fd = s->feed[1],
 	    .inputs = plan->inputs,
@@ -213,7 +201,6 @@ static int fork_feeder(struct mf_job *j, struct spawn *s,
 		return -errno;
 	if (pid == 0)
 		job_child_feed(&f);
-	adopt(j, pid);
 	j->feeder = pid;
 	return 0;
 }

@@ -17,6 +17,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <keyutils.h>
+
 #include "job_i.h"
 
 /* Handlers installed by the parent must not run here, and what it ignored
@@ -77,6 +79,29 @@ static int drop_creds(const struct job_creds *c)
 	return syscall(SYS_setresuid, c->uid, c->uid, c->uid) < 0 ? -1 : 0;
 }
 
+/*
+ * A session of its own, so no controlling terminal: a daemon run from an
+ * admin's terminal must not lend it to a user's stage (TIOCSTI would type
+ * into the admin's shell). A fresh child never leads a process group, so
+ * setsid fails only if the kernel is out of ids.
+ */
+static int leave_terminal(void)
+{
+	return setsid() < 0 ? -1 : 0;
+}
+
+/* A new anonymous session keyring, owned by whoever this process is now
+ * (call it after drop_creds), as a login does: the daemon's session keyring
+ * and the keys in it stay out of the stage's reach. A kernel without
+ * keyrings (ENOSYS) has none to leak. keyctl is a plain system call,
+ * safe here. */
+static int fresh_keyring(void)
+{
+	if (keyctl_join_session_keyring(NULL) >= 0 || errno == ENOSYS)
+		return 0;
+	return -1;
+}
+
 /* Moves this process into the stage's cgroup: its pid, in decimal, to
  * cgroup.procs (snprintf is not async-signal-safe). */
 static int join_cgroup(int fd)
@@ -131,10 +156,11 @@ static _Noreturn void give_up(int fd, enum job_report_kind kind, int index,
 }
 
 /*
- * A stage: joins the job's process group and its cgroup if it has one
- * (if that fails, RLIMIT_AS stands in for it), takes its pipes as 0, 1
- * and 2, closes everything else, sets its limits, becomes the spec owner
- * if asked, enters the spec folder and execs. The pipes are first moved
+ * A stage: leads a new session (no controlling terminal), joins its
+ * cgroup if it has one (if that fails, RLIMIT_AS stands in for it), takes
+ * its pipes as 0, 1 and 2, closes everything else, sets its limits,
+ * becomes the spec owner if asked, with a fresh session keyring, enters
+ * the spec folder and execs. The pipes are first moved
  * above 2 so that none of them is overwritten by another's dup2 (the
  * parent may run with 0-2 closed).
  */
@@ -143,7 +169,9 @@ _Noreturn void job_child_exec(const struct job_exec *x)
 	bool in_cgroup;
 	int rep, fds[3];
 
-	(void)setpgid(0, x->pgid);
+	if (leave_terminal() < 0)
+		give_up(x->report_fd, JOB_REPORT_SETUP, x->index, errno,
+			JOB_EXEC_EXIT);
 	in_cgroup = x->cg_fd >= 0 && join_cgroup(x->cg_fd) == 0;
 	reset_signals();
 	rep = fcntl(x->report_fd, F_DUPFD_CLOEXEC, 3);
@@ -163,6 +191,8 @@ _Noreturn void job_child_exec(const struct job_exec *x)
 		give_up(rep, JOB_REPORT_SETUP, x->index, errno, JOB_EXEC_EXIT);
 	if (drop_creds(x->creds) < 0)
 		give_up(rep, JOB_REPORT_CREDS, x->index, errno, JOB_EXEC_EXIT);
+	if (fresh_keyring() < 0)
+		give_up(rep, JOB_REPORT_SETUP, x->index, errno, JOB_EXEC_EXIT);
 	if (chdir(x->dir) < 0)
 		give_up(rep, JOB_REPORT_CHDIR, x->index, errno, JOB_EXEC_EXIT);
 	unblock_signals();
@@ -256,7 +286,9 @@ _Noreturn void job_child_feed(const struct job_feed *f)
 	struct sigaction ign;
 	int kind = JOB_REPORT_NONE, err = 0;
 
-	(void)setpgid(0, f->pgid);
+	if (leave_terminal() < 0)
+		give_up(f->report_fd, JOB_REPORT_SETUP, -1, errno,
+			JOB_FEED_EXIT);
 	reset_signals();
 	memset(&ign, 0, sizeof ign);
 	ign.sa_handler = SIG_IGN;
@@ -264,6 +296,9 @@ _Noreturn void job_child_feed(const struct job_feed *f)
 	close_all_but(f->out_fd, f->report_fd, f->max_fd);
 	if (drop_creds(f->creds) < 0)
 		give_up(f->report_fd, JOB_REPORT_CREDS, -1, errno,
+			JOB_FEED_EXIT);
+	if (fresh_keyring() < 0)
+		give_up(f->report_fd, JOB_REPORT_SETUP, -1, errno,
 			JOB_FEED_EXIT);
 	unblock_signals();
 	for (size_t k = 0; k < f->n_inputs; k++) {

@@ -163,6 +163,9 @@ static bool feeder_exit_failed(const struct mf_job *j, struct mf_job_result *r)
 		snprintf(r->error, sizeof r->error,
 			 "input feeder: cannot switch to the spec owner: %s",
 			 e);
+	else if (rep.kind == JOB_REPORT_SETUP)
+		snprintf(r->error, sizeof r->error,
+			 "input feeder: cannot set up its session: %s", e);
 	else
 		snprintf(r->error, sizeof r->error,
 			 "input feeder exited with status %d", WEXITSTATUS(st));

@@ -29,7 +29,8 @@
 /* What a child writes on its report pipe before it gives up. */
 enum job_report_kind {
 	JOB_REPORT_NONE = 0,
-	JOB_REPORT_SETUP, /* stage: dup of its pipes, or its limits */
+	JOB_REPORT_SETUP, /* stage: its session, pipes, limits or keyring;
+			     feeder: its session or keyring */
 	JOB_REPORT_CREDS, /* stage or feeder: switching to the spec owner */
 	JOB_REPORT_CHDIR, /* stage: entering the spec folder */
 	JOB_REPORT_EXEC, /* stage: execve */
@@ -89,7 +90,6 @@ struct job_cgroup {
 
 /* What a stage child needs between fork and execve. */
 struct job_exec {
-	pid_t pgid; /* 0: make a new group */
 	int in_fd, out_fd, err_fd, report_fd;
 	int index;
 	const char *dir;
@@ -104,7 +104,6 @@ struct job_exec {
 
 /* What the feeder child needs. */
 struct job_feed {
-	pid_t pgid;
 	int out_fd, report_fd;
 	const char *const *inputs;
 	size_t n_inputs;
@@ -146,15 +145,15 @@ struct job_strays {
 };
 
 /*
- * A running job. Owned by one thread at a time; nothing here is shared
- * between jobs. Children are never reaped before mf_job_finish, so the
- * process group id (stage 0's pid) cannot be reused while kill(-pgid) may
- * still be called.
+ * A running job. Owned by one thread at a time (but for mf_job_stop);
+ * nothing here is shared between jobs. Each child leads a session and a
+ * process group of its own, whose id is its pid. Children are never
+ * reaped before mf_job_finish, so none of those ids can be reused while
+ * job_kill_all may still be called.
  */
 struct mf_job {
 	size_t n; /* stages */
 	struct job_proc *st;
-	pid_t pgid; /* 0 until stage 0 is forked */
 	pid_t feeder; /* 0 until forked */
 	int feeder_status; /* -1 until reaped */
 	int report_fd; /* read end of the feeder's report pipe, or -1 */
@@ -189,6 +188,10 @@ _Noreturn void job_child_feed(const struct job_feed *f);
 /* job_io.c */
 int job_wait_events(struct mf_job *j, bool with_out, bool wait);
 void job_drain_stderr(struct mf_job *j);
+/* SIGKILL to every child and to every process group they lead; any
+ * thread, before job_reap_all (it reads only what mf_job_start set). */
+void job_kill_all(const struct mf_job *j);
+bool job_in_groups(const struct mf_job *j, pid_t sid);
 void job_reap_all(struct mf_job *j);
 void job_free(struct mf_job *j);
 

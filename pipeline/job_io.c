@@ -161,8 +161,7 @@ static void time_out(struct mf_job *j, size_t stage)
 {
 	j->timed_out = true;
 	j->timeout_stage = (int)stage;
-	if (j->pgid > 0)
-		(void)kill(-j->pgid, SIGKILL);
+	job_kill_all(j);
 }
 
 /* Notes when the output has no writer left (POLLHUP), which ends the last
@@ -293,13 +292,44 @@ void mf_job_kill(struct mf_job *j)
 	if (!j)
 		return;
 	j->killed = true;
-	if (j->pgid > 0)
-		(void)kill(-j->pgid, SIGKILL);
+	job_kill_all(j);
 }
 
-pid_t mf_job_pgid(const struct mf_job *j)
+void mf_job_stop(const struct mf_job *j)
 {
-	return j ? j->pgid : 0;
+	if (j)
+		job_kill_all(j);
+}
+
+/* The child first: once it has a SIGKILL pending it can fork no more, so
+ * the group's SIGKILL after it reaches every process the group can hold,
+ * also when the child had not called setsid yet (ESRCH then: no group). */
+static void kill_child(pid_t pid)
+{
+	if (pid <= 0)
+		return;
+	(void)kill(pid, SIGKILL);
+	(void)kill(-pid, SIGKILL);
+}
+
+void job_kill_all(const struct mf_job *j)
+{
+	for (size_t i = 0; i < j->n; i++)
+		kill_child(j->st[i].pid);
+	kill_child(j->feeder);
+}
+
+/* Whether sid is the session of one of the job's children. */
+bool job_in_groups(const struct mf_job *j, pid_t sid)
+{
+	if (sid <= 0)
+		return false;
+	if (sid == j->feeder)
+		return true;
+	for (size_t i = 0; i < j->n; i++)
+		if (sid == j->st[i].pid)
+			return true;
+	return false;
 }
 
 static int reap(pid_t pid, int fallback)
@@ -313,14 +343,13 @@ static int reap(pid_t pid, int fallback)
 }
 
 /*
- * Kills what is left of the process group (grandchildren included), then
- * reaps every child. The group id stays valid up to here: stage 0, its
- * leader, is at worst an unreaped zombie.
+ * Kills what is left of the children's process groups (grandchildren
+ * included), then reaps every child. The group ids stay valid up to here:
+ * each group's leader is at worst an unreaped zombie.
  */
 void job_reap_all(struct mf_job *j)
 {
-	if (j->pgid > 0)
-		(void)kill(-j->pgid, SIGKILL);
+	job_kill_all(j);
 	for (size_t i = 0; i < j->n; i++) {
 		struct job_proc *p = &j->st[i];
 

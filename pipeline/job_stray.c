@@ -1,15 +1,17 @@
 /*
  * job_stray.c - what a job's stages left running. Once every stage exited,
- * any other process still in the job's process group (a background child
- * that closed its output but runs on, or one holding the pipe between two
- * stages) fails the job: a shard is computed by processes that are done.
- * Strays are found in /proc, killed with the group by job_reap_all, then
- * waited for through pidfds - and reaped when this process became their
- * parent (a subreaper, or PID 1 in a container) - so that nothing of a
- * finished job runs on.
+ * any other process still in the session of one of the job's children (a
+ * background child that closed its output but runs on, or one holding the
+ * pipe between two stages) fails the job: a shard is computed by processes
+ * that are done. Strays are found in /proc, killed with the groups by
+ * job_reap_all and one by one through pidfds (one that moved to another
+ * process group of the session), then waited for - and reaped when this
+ * process became their parent (a subreaper, or PID 1 in a container) - so
+ * that nothing of a finished job runs on.
  *
- * A process that left the group (setsid, setpgid) is out of reach here, as
- * it is of the group's SIGKILL.
+ * A process that left the session (setsid) is out of reach here, as it is
+ * of the groups' SIGKILL; a stage's cgroup, where it has one, still holds
+ * it.
  *
  * Not for: the stages and the feeder, the job's own children, which
  * job_io.c waits for and reaps.
@@ -17,6 +19,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +39,7 @@
 struct proc_stat {
 	char name[16]; /* comm, control characters as '?' */
 	char state;
-	pid_t pgrp;
+	pid_t session;
 	unsigned long flags;
 };
 
@@ -67,7 +70,7 @@ static bool read_stat(pid_t pid, struct proc_stat *ps)
 {
 	char path[64], buf[1024];
 	const char *rest;
-	int fd, pgrp;
+	int fd, session;
 	ssize_t n;
 
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -81,16 +84,16 @@ static bool read_stat(pid_t pid, struct proc_stat *ps)
 	buf[n] = '\0';
 	/* after comm: state ppid pgrp session tty_nr tpgid flags */
 	if (!stat_name(buf, ps, &rest) ||
-	    sscanf(rest, " %c %*d %d %*d %*d %*d %lu", &ps->state, &pgrp,
+	    sscanf(rest, " %c %*d %*d %d %*d %*d %lu", &ps->state, &session,
 		   &ps->flags) != 3)
 		return false;
-	ps->pgrp = pgrp;
+	ps->session = session;
 	return true;
 }
 
-static bool running_in(const struct proc_stat *ps, pid_t pgid)
+static bool running_in(const struct mf_job *j, const struct proc_stat *ps)
 {
-	return ps->pgrp == pgid && ps->state != 'Z' && ps->state != 'X' &&
+	return job_in_groups(j, ps->session) && ps->state != 'Z' && ps->state != 'X' &&
 	    !(ps->flags & JOB_PF_EXITING);
 }
 
@@ -105,8 +108,8 @@ static bool own_child(const struct mf_job *j, pid_t pid)
 }
 
 /* Counts a stray; the first JOB_STRAY_WAIT get a pidfd, opened only while
- * /proc says the pid is still a stray of this group, so that a reused pid
- * cannot be waited for. */
+ * /proc says the pid is still a stray of this job, so that a reused pid
+ * cannot be waited for or killed. */
 static void note_stray(struct mf_job *j, pid_t pid, const struct proc_stat *ps)
 {
 	struct job_strays *s = &j->strays;
@@ -118,7 +121,7 @@ static void note_stray(struct mf_job *j, pid_t pid, const struct proc_stat *ps)
 		if (fd < 0 && errno == ESRCH)
 			return; /* gone meanwhile */
 		if (fd >= 0 &&
-		    (!read_stat(pid, &again) || !running_in(&again, j->pgid))) {
+		    (!read_stat(pid, &again) || !running_in(j, &again))) {
 			close(fd);
 			return;
 		}
@@ -139,17 +142,15 @@ void job_strays_init(struct job_strays *s)
 }
 
 /*
- * Looks for processes of the job's group other than its own children that
- * are neither zombies nor exiting. Call once every stage exited, before
- * the group is killed. Without /proc, nothing is found.
+ * Looks for processes of the job's sessions other than its own children
+ * that are neither zombies nor exiting. Call once every stage exited,
+ * before the groups are killed. Without /proc, nothing is found.
  */
 void job_find_strays(struct mf_job *j)
 {
 	struct dirent *e;
 	DIR *d;
 
-	if (j->pgid <= 0)
-		return;
 	d = opendir("/proc");
 	if (!d)
 		return;
@@ -161,7 +162,7 @@ void job_find_strays(struct mf_job *j)
 		if (*end || pid <= 0 || pid > INT32_MAX ||
 		    own_child(j, (pid_t)pid))
 			continue;
-		if (read_stat((pid_t)pid, &ps) && running_in(&ps, j->pgid))
+		if (read_stat((pid_t)pid, &ps) && running_in(j, &ps))
 			note_stray(j, (pid_t)pid, &ps);
 	}
 	closedir(d);
@@ -182,8 +183,9 @@ static void wait_exit(int fd, uint64_t until)
 }
 
 /*
- * After the group's SIGKILL: waits for the strays that have a pidfd to
- * exit, at most JOB_STRAY_WAIT_MS in all, and reaps those that are this
+ * After the groups' SIGKILL: kills the strays that have a pidfd (one may
+ * have moved to a group of its own), waits for them to exit, at most
+ * JOB_STRAY_WAIT_MS in all, and reaps those that are this
  * process's children (ECHILD for the others, whose parent reaps them).
  */
 void job_end_strays(struct mf_job *j)
@@ -196,6 +198,7 @@ void job_end_strays(struct mf_job *j)
 
 		if (s->pidfd[k] < 0)
 			continue;
+		(void)pidfd_send_signal(s->pidfd[k], SIGKILL, NULL, 0);
 		wait_exit(s->pidfd[k], until);
 		(void)waitid(P_PIDFD, (id_t)s->pidfd[k], &si,
 			     WEXITED | WNOHANG);

@@ -293,14 +293,16 @@ int mf_job_start(const struct mf_spec *spec, uint32_t shard, const char *fp_hex,
  */
 ssize_t mf_job_read(struct mf_job *j, void *buf, size_t len);
 
-/* Kills the whole process group (SIGKILL). The job must still be finished;
- * both work at any point after mf_job_start. */
+/* Kills every process of the job (SIGKILL): each stage and the feeder
+ * lead a session and process group of their own, and each group is
+ * killed. The job must still be finished; both work at any point after
+ * mf_job_start. */
 void mf_job_kill(struct mf_job *j);
 
-/* The job's process group. Until mf_job_finish reaps the job it names the
- * job's processes only, so another thread may kill(-pgid, SIGKILL) it to
- * stop the job: mf_job_read then ends as if the stages died. */
-pid_t mf_job_pgid(const struct mf_job *j);
+/* mf_job_kill for another thread than the job's: it reads only what
+ * mf_job_start set, and may be called until mf_job_finish begins (the
+ * caller orders the two). mf_job_read then ends as if the stages died. */
+void mf_job_stop(const struct mf_job *j);
 
 /*
  * Waits for every stage of the job; then any other process of its process

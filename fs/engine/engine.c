@@ -969,8 +969,7 @@ int mf_engine_open_shard_rec(struct mf_engine *e, const char *fp,
 static void flight_cancel(struct flight *f)
 {
 	f->cancelled = true;
-	if (f->pgid > 0)
-		(void)kill(-f->pgid, SIGKILL);
+	mf_job_stop(f->job);
 }
 
 void mf_engine_cancel(struct mf_engine *e, const char *fp, uint32_t shard)
@@ -991,17 +990,17 @@ void mf_engine_cancel_all(struct mf_engine *e)
 	pthread_mutex_unlock(&e->lock);
 }
 
-/* The process group is signalled only while registered here, and it is
- * unregistered before mf_job_finish reaps stage 0, its leader: so the id
- * is never another process group's. */
+/* The job is stopped only while registered here, and it is unregistered
+ * before mf_job_finish reaps its processes: so no id it signals is ever
+ * another process's. */
 bool eng_flight_job(struct mf_engine *e, const char *fp, uint32_t shard,
-		    pid_t pgid)
+		    const struct mf_job *job)
 {
 	pthread_mutex_lock(&e->lock);
 	struct flight *f = flight_find(e, fp, shard);
 	bool cancelled = f ? f->cancelled : e->cancel_all;
 	if (f)
-		f->pgid = pgid;
+		f->job = job;
 	pthread_mutex_unlock(&e->lock);
 	return cancelled;
 }

@@ -58,7 +58,7 @@ struct flight {
 	uint32_t shard;
 	unsigned waiters; /* followers still to read rc/err */
 	bool cancelled; /* mf_engine_cancel: stop and fail with -ECANCELED */
-	pid_t pgid; /* its stages' process group while they run; 0 */
+	const struct mf_job *job; /* its stages while they run; NULL */
 	bool done;
 	int rc;
 	char *err;
@@ -246,11 +246,11 @@ int eng_sealed_recall(struct mf_engine *e, const char *fp, uint32_t shard,
 int eng_sealed_open(struct mf_engine *e, struct mf_shard_rec *cur,
 		    struct mf_shard_reader **out);
 
-/* The stages of this process's attempt at (fp, shard) started, in process
- * group pgid, or ended (pgid 0, before they are reaped): true when the
- * attempt is cancelled (the caller then kills them, or stops). */
+/* The stages of this process's attempt at (fp, shard) started as job, or
+ * ended (NULL, before mf_job_finish reaps them): true when the attempt is
+ * cancelled (the caller then kills them, or stops). */
 bool eng_flight_job(struct mf_engine *e, const char *fp, uint32_t shard,
-		    pid_t pgid);
+		    const struct mf_job *job);
 /*
  * Indexing (engine_rebuild.c): records in c what the store st holds and c
  * never knew. fp NULL: every fingerprint folder, a snapshot row from the

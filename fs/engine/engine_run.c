@@ -188,11 +188,11 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 		(void)record_failure(p, -1, *err, NULL);
 		return -EIO;
 	}
-	if (eng_flight_job(p->e, p->fp, p->shard, mf_job_pgid(job)))
+	if (eng_flight_job(p->e, p->fp, p->shard, job))
 		mf_job_kill(job); /* cancelled before it started */
 	int store_rc = 0;
 	(void)pump_output(p, job, w, &store_rc);
-	bool cancelled = eng_flight_job(p->e, p->fp, p->shard, 0);
+	bool cancelled = eng_flight_job(p->e, p->fp, p->shard, NULL);
 	if (store_rc)
 		mf_job_kill(job);
 	struct mf_job_result res;

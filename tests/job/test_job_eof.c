@@ -317,6 +317,27 @@ static void test_left_running_by_middle_stage(void **state)
 	jt_assert_clean(t);
 }
 
+/* The same, by a child that moved to a process group of its own (job
+ * control, setpgid): it is still in the stage's session, so it is found
+ * and killed all the same. */
+static void test_left_running_in_own_group(void **state)
+{
+	struct jt *t = *state;
+	struct jt_run r;
+
+	jt_input(t, "in", "abc\n", 4);
+	jt_stage(t, SAFETY_S, "sh", "-c",
+		 "cat; python3 -c 'import os; os.setpgid(0, 0); "
+		 "os.execvp(\"sleep\", [\"sleep\", \"100\"])' "
+		 ">/dev/null 2>&1 & echo $! >gp.pid;"
+		 " until [ \"$(cat /proc/$!/comm)\" = sleep ]; do :; done",
+		 NULL);
+	jt_run(t, 0, 4096, &r);
+	assert_left_behind(t, &r, "abc\n");
+	jt_run_release(&r);
+	jt_assert_clean(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -340,6 +361,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_left_running_after_eof,
 					    jt_setup, jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_left_running_by_middle_stage,
+					    jt_setup, jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_left_running_in_own_group,
 					    jt_setup, jt_teardown),
 	};
 

@@ -32,6 +32,7 @@ reap() {
 }
 
 is_mounted() { grep -q " $1 fuse" /proc/self/mounts; }
+pid_gone() { ! kill -0 "$1" 2>/dev/null; }
 
 tmp="" daemons=() mounts=() users=() releases=()
 cleanup() {
