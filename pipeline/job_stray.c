@@ -93,8 +93,8 @@ static bool read_stat(pid_t pid, struct proc_stat *ps)
 
 static bool running_in(const struct mf_job *j, const struct proc_stat *ps)
 {
-	return job_in_groups(j, ps->session) && ps->state != 'Z' && ps->state != 'X' &&
-	    !(ps->flags & JOB_PF_EXITING);
+	return job_in_groups(j, ps->session) && ps->state != 'Z' &&
+	    ps->state != 'X' && !(ps->flags & JOB_PF_EXITING);
 }
 
 static bool own_child(const struct mf_job *j, pid_t pid)

@@ -372,6 +372,7 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 		return rc;
 	(void)mf_mutex_init(&e->lock);
 	(void)mf_mutex_init(&e->index_lock);
+	(void)mf_mutex_init(&e->name_lock);
 	/* without it the engine serves nothing during an outage, no more */
 	e->known = calloc(ENG_KNOWN_SLOTS, sizeof(*e->known));
 	pthread_cond_init(&e->flight_cv, NULL);
@@ -467,6 +468,7 @@ void mf_engine_close(struct mf_engine *e)
 	free(e->catalog_path);
 	pthread_cond_destroy(&e->flight_cv);
 	pthread_mutex_destroy(&e->index_lock);
+	pthread_mutex_destroy(&e->name_lock);
 	pthread_mutex_destroy(&e->lock);
 	free(e);
 }

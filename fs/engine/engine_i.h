@@ -125,6 +125,12 @@ struct mf_engine {
 	 * taken while it is held (lock order: none) */
 	pthread_mutex_t index_lock;
 
+	/* held across a registration's name check and its catalog record
+	 * (check_name_claim), catalog and store I/O included; taken holding
+	 * no lock of the engine, and lock is taken under it (order:
+	 * name_lock, then lock) */
+	pthread_mutex_t name_lock;
+
 	pthread_t hb_thread;
 	pthread_cond_t hb_cv;
 	bool hb_started;

@@ -348,6 +348,68 @@ static int add_entry(struct mf_engine *e, struct mf_catalog *c,
 	return 0;
 }
 
+/* Whether the spec file at holder still claims name, and its owner then:
+ * it exists and still says `name: NAME`. Only a file that is gone, or that
+ * now names another pipeline, lets the name go: one that fails to load for
+ * another reason (half-saved by an editor, a right revoked) keeps it, its
+ * owner the file's, so that no one takes a name in the moment its owner's
+ * file is broken. */
+static bool still_claims(const char *holder, const char *name, uid_t *owner)
+{
+	struct mf_spec *s;
+	struct stat st;
+	int rc = mf_spec_load(holder, &s, NULL);
+	if (rc == -ENOENT || rc == -ENOTDIR)
+		return false;
+	if (rc) {
+		*owner = stat(holder, &st) == 0 ? st.st_uid : (uid_t)-1;
+		return true;
+	}
+	bool same = strcmp(s->name, name) == 0;
+	*owner = s->owner_uid;
+	mf_spec_free(s);
+	return same;
+}
+
+/*
+ * A name belongs to the owner of the spec file that registered it last in
+ * the catalog (the one mf_catalog_find_name and so matctl follow), for as
+ * long as that file claims it (still_claims): a spec file of another owner
+ * is refused with -EEXIST and a message naming both files, and its
+ * registration records nothing. An owner's own files may share a name
+ * (versions of one pipeline, a cluster's hosts). docs/security.md,
+ * "Pipeline names".
+ */
+static int check_name_claim(struct mf_catalog *c, const struct mf_spec *s,
+			    char **err)
+{
+	char fp[MF_FP_HEX_LEN + 1];
+	int rc = mf_catalog_find_name(c, s->name, fp);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	struct mf_snapshot_rec rec;
+	rc = mf_catalog_get_snapshot(c, fp, &rec);
+	if (rc == -ENOENT)
+		return 0; /* expired meanwhile */
+	if (rc)
+		return rc;
+	uid_t owner;
+	if (strcmp(rec.spec_path, s->path) != 0 &&
+	    still_claims(rec.spec_path, s->name, &owner) &&
+	    owner != s->owner_uid) {
+		eng_errf(err,
+			 "spec '%s': name '%s' belongs to spec '%s' of another "
+			 "owner: refused (rename this pipeline, or remove or "
+			 "rename that one)",
+			 s->path, s->name, rec.spec_path);
+		rc = -EEXIST;
+	}
+	mf_snapshot_rec_release(&rec);
+	return rc;
+}
+
 int mf_engine_register(struct mf_engine *e, const char *spec_path,
 		       char fp[MF_FP_HEX_LEN + 1], char **err)
 {
@@ -361,7 +423,13 @@ int mf_engine_register(struct mf_engine *e, const char *spec_path,
 	struct mf_catalog *c;
 	rc = eng_catalog_get(e, &c);
 	if (rc == 0) {
-		rc = add_entry(e, c, se, true, err);
+		/* one claim check and record at a time in this process: two
+		 * new spec files taking one new name cannot both pass */
+		pthread_mutex_lock(&e->name_lock);
+		rc = check_name_claim(c, se->spec, err);
+		if (rc == 0)
+			rc = add_entry(e, c, se, true, err);
+		pthread_mutex_unlock(&e->name_lock);
 		eng_catalog_put(e, c);
 	}
 	if (rc) {

@@ -389,6 +389,13 @@ static void test_bad_name(void **state)
 	    want);
 	expect("name: ..\n", "a.yaml:1:7: 'name': must not be '.' or '..'");
 	expect("name: .\n", "a.yaml:1:7: 'name': must not be '.' or '..'");
+	/* 64 hex digits of either case read as a fingerprint */
+	expect(
+	    "name: "
+	    "0123456789abcdef0123456789abcdef0123456789ABCDEF0123456789abcdef"
+	    "\n",
+	    "a.yaml:1:7: 'name': 64 hex digits read as a fingerprint: "
+	    "choose another name");
 }
 
 static void test_missing_required_key(void **state)
