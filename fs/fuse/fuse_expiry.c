@@ -32,15 +32,6 @@ struct mfs_expiry {
 	bool stop;
 };
 
-/* The mount's snapshot of fp and whether a spec registers it. */
-static int snap_lookup(struct mfs *m, const char *fp, struct mfs_snap **s,
-		       struct mfs_snap_info *si)
-{
-	int rc = mfs_snap_get(m, fp, s);
-	if (rc == 0)
-		rc = mfs_snap_info(m, *s, si);
-	return rc;
-}
 
 /* Tells the kernel to forget what it cached of the snapshot: its entry in
  * the root when it left the tree, its directory's attributes and listing,
@@ -70,7 +61,7 @@ static void expire(struct mfs *m, const struct mf_snapshot_rec *r,
 {
 	struct mfs_snap *s;
 	struct mfs_snap_info si;
-	int rc = snap_lookup(m, r->fp, &s, &si);
+	int rc = mfs_snap_known(m, r->fp, &s, &si);
 	if (rc == 0)
 		rc = mf_engine_expire_snapshot(m->eng, r->fp);
 	if (rc == -EBUSY)
@@ -107,7 +98,7 @@ static bool registered(void *arg, const char *fp)
 	struct pass_arg *a = arg;
 	struct mfs_snap *s;
 	struct mfs_snap_info si;
-	if (snap_lookup(a->m, fp, &s, &si) != 0 || si.registered)
+	if (mfs_snap_known(a->m, fp, &s, &si) != 0 || si.registered)
 		return true;
 	for (size_t i = 0; i < a->n_held; i++)
 		if (strcmp(a->held[i], fp) == 0)
@@ -150,7 +141,7 @@ static bool in_use(void *arg, const char *fp)
 	struct mfs *m = ((struct pass_arg *)arg)->m;
 	struct mfs_snap *s;
 	struct mfs_snap_info si;
-	return snap_lookup(m, fp, &s, &si) != 0 || snap_open_here(m, si.id) ||
+	return mfs_snap_known(m, fp, &s, &si) != 0 || snap_open_here(m, si.id) ||
 	    snap_running(m, fp);
 }
 

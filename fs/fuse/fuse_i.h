@@ -187,8 +187,14 @@ struct mfs {
 /* fuse_model.c: the namespace, attributes */
 int mfs_ns_init(struct mfs *m);
 void mfs_ns_release(struct mfs *m);
-/* The snapshot of fp, created (with its id) when first seen. */
+/* The snapshot of fp, created (with its id) when first seen: for a fp
+ * a spec or the catalog gave. */
 int mfs_snap_get(struct mfs *m, const char *fp, struct mfs_snap **out);
+/* The snapshot of fp (any string a reader sent) and its info, when a spec
+ * or the catalog knows it: kept in memory only then, so that lookups of
+ * made-up fingerprints cost nothing. -ENOENT otherwise. */
+int mfs_snap_known(struct mfs *m, const char *fp, struct mfs_snap **out,
+		   struct mfs_snap_info *si);
 struct mfs_snap *mfs_snap_by_id(struct mfs *m, uint32_t id);
 /* Current info of s, re-reading the catalog when older than the TTL.
  * -ENOENT when neither the catalog nor a spec knows it. */

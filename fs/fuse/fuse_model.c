@@ -197,6 +197,35 @@ int mfs_snap_info(struct mfs *m, struct mfs_snap *s, struct mfs_snap_info *out)
 	return known ? 0 : -ENOENT;
 }
 
+int mfs_snap_known(struct mfs *m, const char *fp, struct mfs_snap **out,
+		   struct mfs_snap_info *si)
+{
+	if (!mf_is_hex(fp, MF_FP_HEX_LEN))
+		return -ENOENT;
+	pthread_mutex_lock(&m->ns_lock);
+	uint32_t id = 0;
+	struct mfs_snap *s = snap_find(m, fp, &id);
+	pthread_mutex_unlock(&m->ns_lock);
+	if (!s) {
+		/* asked before it is kept: a lookup of a name nobody made
+		 * must cost no memory (any 64 hex digits are well formed) */
+		struct mf_snapshot_rec rec;
+		int rc = mf_engine_snapshot(m->eng, fp, &rec);
+		if (rc)
+			return -ENOENT; /* unknown, or unknowable now */
+		rc = mfs_snap_get(m, fp, &s);
+		if (rc == 0)
+			mfs_snap_from_rec(m, s, &rec);
+		mf_snapshot_rec_release(&rec);
+		if (rc)
+			return rc;
+	}
+	int rc = mfs_snap_info(m, s, si);
+	if (rc == 0)
+		*out = s;
+	return rc;
+}
+
 void mfs_snap_forget(struct mfs *m, struct mfs_snap *s, bool bump_gen)
 {
 	pthread_mutex_lock(&m->ns_lock);

@@ -34,8 +34,7 @@ const char *mfs_label(struct mfs *m, const char *fp, char *buf, size_t len)
 {
 	struct mfs_snap *s;
 	struct mfs_snap_info si;
-	if (mfs_snap_get(m, fp, &s) == 0 && mfs_snap_info(m, s, &si) == 0 &&
-	    si.name[0])
+	if (mfs_snap_known(m, fp, &s, &si) == 0 && si.name[0])
 		snprintf(buf, len, "%s (%.12s)", si.name, fp);
 	else
 		snprintf(buf, len, "%.12s", fp);
@@ -74,9 +73,7 @@ static int entry_root_child(struct mfs *m, const char *name,
 	if (mf_is_hex(name, MF_FP_HEX_LEN)) {
 		struct mfs_snap *s;
 		struct mfs_snap_info si;
-		int rc = mfs_snap_get(m, name, &s);
-		if (rc == 0)
-			rc = mfs_snap_info(m, s, &si);
+		int rc = mfs_snap_known(m, name, &s, &si);
 		if (rc)
 			return rc;
 		mfs_attr_dir(m, &si, &e->attr);

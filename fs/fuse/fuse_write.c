@@ -33,8 +33,7 @@ static int unlink_in_root(struct mfs *m, const char *name)
 		return -EPERM; /* remove the spec to remove its name */
 	struct mfs_snap *s;
 	struct mfs_snap_info si;
-	if (mf_is_hex(name, MF_FP_HEX_LEN) && mfs_snap_get(m, name, &s) == 0 &&
-	    mfs_snap_info(m, s, &si) == 0)
+	if (mfs_snap_known(m, name, &s, &si) == 0)
 		return -EISDIR;
 	return -ENOENT;
 }
@@ -80,8 +79,7 @@ static int rmdir_snapshot(struct mfs *m, const char *name)
 	struct mfs_snap_info si;
 	if (mfs_link_find(m, name, &l) == 0)
 		return -ENOTDIR;
-	if (!mf_is_hex(name, MF_FP_HEX_LEN) || mfs_snap_get(m, name, &s) ||
-	    mfs_snap_info(m, s, &si))
+	if (mfs_snap_known(m, name, &s, &si))
 		return -ENOENT;
 	int rc = mf_engine_expire_snapshot(m->eng, si.fp);
 	if (rc == -ENOENT)
