@@ -158,26 +158,28 @@ static _Noreturn void give_up(int fd, enum job_report_kind kind, int index,
 /*
  * A stage: leads a new session (no controlling terminal), joins its
  * cgroup if it has one (if that fails, RLIMIT_AS stands in for it), takes
- * its pipes as 0, 1 and 2, closes everything else, sets its limits,
- * becomes the spec owner if asked, with a fresh session keyring, enters
- * the spec folder and execs. The pipes are first moved
- * above 2 so that none of them is overwritten by another's dup2 (the
- * parent may run with 0-2 closed).
+ * its pipes as 0, 1 and 2 and the input list as JOB_INPUTS_FD, closes
+ * everything else, sets its limits, becomes the spec owner if asked, with
+ * a fresh session keyring, enters the spec folder and execs. The
+ * descriptors are first moved above JOB_INPUTS_FD so that none of them is
+ * overwritten by another's dup2 (the parent may run with 0-2 closed).
  */
 _Noreturn void job_child_exec(const struct job_exec *x)
 {
 	bool in_cgroup;
-	int rep, fds[3];
+	int rep, list, fds[3];
+	const int above = JOB_INPUTS_FD + 1;
 
 	if (leave_terminal() < 0)
 		give_up(x->report_fd, JOB_REPORT_SETUP, x->index, errno,
 			JOB_EXEC_EXIT);
 	in_cgroup = x->cg_fd >= 0 && join_cgroup(x->cg_fd) == 0;
 	reset_signals();
-	rep = fcntl(x->report_fd, F_DUPFD_CLOEXEC, 3);
-	fds[0] = fcntl(x->in_fd, F_DUPFD_CLOEXEC, 3);
-	fds[1] = fcntl(x->out_fd, F_DUPFD_CLOEXEC, 3);
-	fds[2] = fcntl(x->err_fd, F_DUPFD_CLOEXEC, 3);
+	rep = fcntl(x->report_fd, F_DUPFD_CLOEXEC, above);
+	fds[0] = fcntl(x->in_fd, F_DUPFD_CLOEXEC, above);
+	fds[1] = fcntl(x->out_fd, F_DUPFD_CLOEXEC, above);
+	fds[2] = fcntl(x->err_fd, F_DUPFD_CLOEXEC, above);
+	list = fcntl(x->inputs_fd, F_DUPFD_CLOEXEC, above);
 	if (rep < 0)
 		give_up(x->report_fd, JOB_REPORT_SETUP, x->index, errno,
 			JOB_EXEC_EXIT);
@@ -185,7 +187,10 @@ _Noreturn void job_child_exec(const struct job_exec *x)
 		if (fds[k] < 0 || dup2(fds[k], k) < 0)
 			give_up(rep, JOB_REPORT_SETUP, x->index, errno,
 				JOB_EXEC_EXIT);
-	close_span(3, (unsigned int)rep - 1, x->max_fd);
+	if (list < 0 || dup2(list, JOB_INPUTS_FD) < 0)
+		give_up(rep, JOB_REPORT_SETUP, x->index, errno, JOB_EXEC_EXIT);
+	close_span(3, JOB_INPUTS_FD - 1, x->max_fd);
+	close_span(above, (unsigned int)rep - 1, x->max_fd);
 	close_span((unsigned int)rep + 1, ~0U, x->max_fd);
 	if (set_limits(x->limits, in_cgroup) < 0)
 		give_up(rep, JOB_REPORT_SETUP, x->index, errno, JOB_EXEC_EXIT);

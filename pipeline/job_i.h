@@ -72,6 +72,7 @@ struct job_plan {
 	size_t n_inputs;
 	struct job_creds creds;
 	struct job_limits *limits; /* one per stage, owned */
+	int inputs_fd; /* sealed memfd of the input list, owned; -1 */
 	int max_fd; /* bound for closing fds when close_range is missing */
 };
 
@@ -88,9 +89,16 @@ struct job_cgroup {
 	uint64_t oom_kills; /* memory.events oom_kill, read at the end */
 };
 
+/* The descriptor every stage gets its shard's input list on
+ * (MATFS_INPUTS_FILE). 3 is left free: it is the one a stage is most
+ * likely to use for a file of its own. */
+#define JOB_INPUTS_FD 4
+#define JOB_INPUTS_FD_STR "4"
+
 /* What a stage child needs between fork and execve. */
 struct job_exec {
 	int in_fd, out_fd, err_fd, report_fd;
+	int inputs_fd; /* the plan's, to become JOB_INPUTS_FD */
 	int index;
 	const char *dir;
 	const char *path;

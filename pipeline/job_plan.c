@@ -11,10 +11,12 @@
  * in the parent, so the children only make system calls.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,6 +29,10 @@ extern char **environ;
 /* Per-stage caps, lowered to the caller's hard limits (docs/spec.md). */
 #define JOB_NOFILE 4096
 #define JOB_NPROC 16384
+
+/* Linux's bound on one argument or environment string, its NUL included
+ * (MAX_ARG_STRLEN, 32 pages): a longer one fails every execve (E2BIG). */
+#define JOB_ARG_STRLEN (32 * 4096)
 
 /* "MATFS_INPUTS=" and the paths, one per line, no newline after the last. */
 static char *inputs_var(const char *const *inputs, size_t n)
@@ -51,6 +57,45 @@ static char *inputs_var(const char *const *inputs, size_t n)
 	}
 	s[off] = '\0';
 	return s;
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* The shard's input paths, one per line, each ending in a newline, in a
+ * sealed memfd (no stage can change what the next reads): the stages get
+ * it as JOB_INPUTS_FD, named by MATFS_INPUTS_FILE. */
+static int inputs_file(struct job_plan *plan)
+{
+	int fd = memfd_create("matfs-inputs", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int rc = fd < 0 ? -errno : 0;
+	for (size_t k = 0; rc == 0 && k < plan->n_inputs; k++) {
+		rc = write_all(fd, plan->inputs[k], strlen(plan->inputs[k]));
+		if (rc == 0)
+			rc = write_all(fd, "\n", 1);
+	}
+	if (rc == 0 &&
+	    fcntl(fd, F_ADD_SEALS,
+		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		rc = -errno;
+	if (rc) {
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	plan->inputs_fd = fd;
+	return 0;
 }
 
 /* Sets name=value (entry is "name=value", owned, or NULL: -ENOMEM) in
@@ -82,6 +127,18 @@ static int env_put(struct job_plan *plan, char *entry)
 	plan->envp[plan->n_env++] = entry;
 	plan->envp[plan->n_env] = NULL;
 	return 0;
+}
+
+/* MATFS_INPUTS when it fits one environment string; the list is in
+ * MATFS_INPUTS_FILE whatever its length. */
+static int env_inputs(struct job_plan *plan)
+{
+	char *var = inputs_var(plan->inputs, plan->n_inputs);
+	if (var && strlen(var) >= JOB_ARG_STRLEN) {
+		free(var);
+		return 0;
+	}
+	return env_put(plan, var);
 }
 
 static char *env_entry(const char *name, const char *value)
@@ -153,7 +210,12 @@ static int build_env(struct job_plan *plan, const struct mf_spec *spec,
 		rc = env_put(
 		    plan, env_entry("MATFS_FINGERPRINT", fp_hex ? fp_hex : ""));
 	if (rc == 0)
-		rc = env_put(plan, inputs_var(plan->inputs, plan->n_inputs));
+		rc = env_put(
+		    plan,
+		    strdup(
+			"MATFS_INPUTS_FILE=/proc/self/fd/" JOB_INPUTS_FD_STR));
+	if (rc == 0)
+		rc = env_inputs(plan);
 	return rc;
 }
 
@@ -292,8 +354,11 @@ int job_plan_init(struct job_plan *plan, const struct mf_spec *spec,
 	int rc;
 
 	memset(plan, 0, sizeof *plan);
+	plan->inputs_fd = -1;
 	plan->max_fd = max_fd > 0 && max_fd < (1 << 20) ? (int)max_fd : 1 << 20;
 	rc = shard_inputs(plan, spec, shard);
+	if (rc == 0)
+		rc = inputs_file(plan);
 	if (rc == 0)
 		rc = creds_init(&plan->creds, spec);
 	if (rc == 0)
@@ -320,5 +385,8 @@ void job_plan_release(struct job_plan *plan, const struct mf_spec *spec)
 	free(plan->inputs);
 	free(plan->creds.groups);
 	free(plan->limits);
+	if (plan->inputs_fd >= 0)
+		close(plan->inputs_fd);
 	memset(plan, 0, sizeof *plan);
+	plan->inputs_fd = -1;
 }

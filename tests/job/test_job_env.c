@@ -92,6 +92,7 @@ static char *want_env(struct jt *t, const char *const *extra, size_t n_extra)
 	    "MATFS_SHARD=0",
 	    "MATFS_SHARDS=1",
 	    "MATFS_FINGERPRINT=00ff",
+	    "MATFS_INPUTS_FILE=/proc/self/fd/4",
 	    inputs,
 	};
 	FILE *f = open_memstream(&s, &len);
@@ -337,10 +338,71 @@ static void test_nice(void **state)
 	jt_assert_clean(t);
 }
 
+/* MATFS_INPUTS_FILE names the input list, one path per line, each ended
+ * by a newline, on a descriptor no stage can write to, in every stage;
+ * MATFS_INPUTS holds the same list; descriptor 3 stays free. */
+static void test_inputs_file(void **state)
+{
+	struct jt *t = *state;
+	struct jt_run r;
+	const char *a = jt_input(t, "a", "1", 1);
+	const char *b = jt_input(t, "b", "2", 1);
+	const char *show = "cat; echo; cat \"$MATFS_INPUTS_FILE\";"
+			   " echo \"[$MATFS_INPUTS]\";"
+			   " echo x >>\"$MATFS_INPUTS_FILE\" 2>/dev/null &&"
+			   " echo writable; [ -e /proc/self/fd/3 ] && echo fd3;"
+			   " true";
+	jt_stage(t, 10, "sh", "-c", show, NULL);
+	jt_stage(t, 10, "sh", "-c", show, NULL);
+	jt_run(t, 0, 4096, &r);
+	assert_ok(&r);
+	char *list, *want;
+	assert_true(asprintf(&list, "%s\n%s\n[%s\n%s]\n", a, b, a, b) > 0);
+	assert_true(asprintf(&want, "12\n%s\n%s", list, list) > 0);
+	assert_string_equal(r.out, want);
+	free(list);
+	free(want);
+	jt_run_release(&r);
+	jt_assert_clean(t);
+}
+
+/* 3000 inputs of long names: the list passes Linux's 128 KiB bound on one
+ * environment string, which made every execve fail with E2BIG. The
+ * stages run; MATFS_INPUTS is left out, MATFS_INPUTS_FILE has it all. */
+static void test_inputs_file_many(void **state)
+{
+	struct jt *t = *state;
+	struct jt_run r;
+	size_t want_len = 0;
+	for (int k = 0; k < 3000; k++) {
+		char name[128];
+		snprintf(name, sizeof name,
+			 "input-with-a-long-name-so-that-the-list-grows-%05d",
+			 k);
+		want_len += strlen(jt_input(t, name, "", 0)) + 1;
+	}
+	assert_true(want_len > 128 * 1024);
+	jt_stage(t, 30, "sh", "-c",
+		 "wc -l <\"$MATFS_INPUTS_FILE\"; wc -c <\"$MATFS_INPUTS_FILE\";"
+		 " echo \"${MATFS_INPUTS-unset}\"",
+		 NULL);
+	jt_run(t, 0, 4096, &r);
+	assert_ok(&r);
+	char want[128];
+	snprintf(want, sizeof want, "3000\n%zu\nunset\n", want_len);
+	assert_string_equal(r.out, want);
+	jt_run_release(&r);
+	jt_assert_clean(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_clean_env, jt_setup,
+					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_inputs_file, jt_setup,
+					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_inputs_file_many, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_spec_env, jt_setup,
 					    jt_teardown),

@@ -168,8 +168,8 @@ static void test_kill_at_any_point(void **state)
 	jt_assert_clean(t);
 }
 
-/* A stage starts with 0, 1 and 2 only, even when the caller has a
- * descriptor without O_CLOEXEC, and with default signal dispositions and
+/* A stage starts with 0, 1 and 2 and its input list (4) only, even when
+ * the caller has a descriptor without O_CLOEXEC, and with default signal dispositions and
  * an empty mask whatever the calling thread had. */
 static void test_stage_starts_clean(void **state)
 {
@@ -185,7 +185,7 @@ static void test_stage_starts_clean(void **state)
 	jt_run(t, 0, 4096, &r);
 	close(leak);
 	assert_int_equal(r.finish_rc, 0);
-	assert_string_equal(r.out, "0 1 2\n");
+	assert_string_equal(r.out, "0 1 2 4\n");
 	jt_run_release(&r);
 
 	free(t->spec.stages[0].argv[1]);

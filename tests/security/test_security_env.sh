@@ -50,6 +50,7 @@ want = {
     "PYTHONPATH": "/opt/lib",
     "MATFS_SHARD": "0", "MATFS_SHARDS": "1",
     "MATFS_FINGERPRINT": fp, "MATFS_INPUTS": inp,
+    "MATFS_INPUTS_FILE": "/proc/self/fd/4",
 }
 want.update({k: v for k, v in os.environ.items() if k.startswith("LC_")})
 extra = sorted(set(got) - set(want))
