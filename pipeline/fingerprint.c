@@ -28,7 +28,39 @@ struct fp_build {
 	uint8_t (*digests)[32];
 	size_t n, cap;
 	char *err;
+	/* the inputs' guards, when asked for (mf_fingerprint_guard_shard):
+	 * one per input added, in order */
+	struct mf_input_guard *guards;
+	size_t n_guards;
+	bool want_guards;
 };
+
+/* Keeps st as the guard of the input just added, when guards are wanted. */
+static int add_guard(struct fp_build *b, const struct stat *st)
+{
+	if (!b->want_guards)
+		return 0;
+	struct mf_input_guard *v =
+	    realloc(b->guards, (b->n_guards + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	b->guards = v;
+	v[b->n_guards++] = (struct mf_input_guard){
+	    .dev = st->st_dev,
+	    .ino = st->st_ino,
+	    .size = st->st_size,
+	    .ctime = st->st_ctim,
+	};
+	return 0;
+}
+
+static bool same_stat(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+	    a->st_size == b->st_size &&
+	    a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	    a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
 
 static int put_u64(struct mf_sha256 *h, uint64_t v)
 {
@@ -57,13 +89,22 @@ static int finish(struct mf_sha256 *h, int rc, uint8_t out[32])
 }
 
 /* SHA-256 of a file's contents and its length. */
+/* The SHA-256 of the file at path and its size; *st (may be NULL) is
+ * the file as it was hashed: -ESTALE when it changed meanwhile (its inode,
+ * size or ctime), or the bytes read are not its size. */
 static int hash_file(struct fp_build *b, const char *path, uint8_t out[32],
-		     uint64_t *size)
+		     uint64_t *size, struct stat *st)
 {
 	int rc = 0;
+	struct stat before, after;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
 		rc = -errno;
+		goto report;
+	}
+	if (fstat(fd, &before) < 0) {
+		rc = -errno;
+		close(fd);
 		goto report;
 	}
 	char *buf = malloc(READ_BUF);
@@ -88,14 +129,25 @@ static int hash_file(struct fp_build *b, const char *path, uint8_t out[32],
 			break;
 	}
 	rc = finish(&h, rc, out);
-	if (rc == 0)
+	if (rc == 0 &&
+	    (fstat(fd, &after) < 0 || !same_stat(&before, &after) ||
+	     total != (uint64_t)before.st_size))
+		rc = -ESTALE;
+	if (rc == 0) {
 		*size = total;
+		if (st)
+			*st = before;
+	}
 free_buf:
 	free(buf);
 	close(fd);
 report:
-	if (rc && rc != -ENOMEM &&
-	    asprintf(&b->err, "cannot read '%s': %s", path, strerror(-rc)) < 0)
+	if (rc == -ESTALE &&
+	    asprintf(&b->err, "'%s' changed while it was read", path) < 0)
+		b->err = NULL;
+	else if (rc && rc != -ENOMEM &&
+		 asprintf(&b->err, "cannot read '%s': %s", path,
+			  strerror(-rc)) < 0)
 		b->err = NULL;
 	return rc;
 }
@@ -222,13 +274,13 @@ static int add_argv(struct fp_build *b, size_t i, const struct mf_stage *st)
 
 /* A file by content: str(rel), then the SHA-256 of the contents. */
 static int add_content(struct fp_build *b, char *label, const char *tag,
-		       const char *rel, const char *abs)
+		       const char *rel, const char *abs, struct stat *st)
 {
 	uint8_t content[32], d[32];
 	char hex[MF_FP_HEX_LEN + 1];
 	uint64_t size = 0;
 	struct mf_sha256 h;
-	int rc = hash_file(b, abs, content, &size);
+	int rc = hash_file(b, abs, content, &size, st);
 	if (rc == 0)
 		rc = mf_sha256_init(&h);
 	if (rc) {
@@ -252,7 +304,8 @@ static int add_content(struct fp_build *b, char *label, const char *tag,
 }
 
 /* input[rel] with identity stat: "stat", rel, size, mtime in ns. */
-static int add_input_stat(struct fp_build *b, const char *rel, const char *abs)
+static int add_input_stat(struct fp_build *b, const char *rel, const char *abs,
+			  struct stat *out)
 {
 	struct stat st;
 	if (stat(abs, &st) != 0) {
@@ -279,6 +332,7 @@ static int add_input_stat(struct fp_build *b, const char *rel, const char *abs)
 	rc = finish(&h, rc, d);
 	if (rc)
 		return rc;
+	*out = st;
 	return add_part(
 	    b, dupf("input[%s]", rel),
 	    dupf("size=%lld mtime=%lld.%09ld", (long long)st.st_size,
@@ -318,9 +372,9 @@ static int add_deps(struct fp_build *b, size_t i, const struct mf_stage *st)
 		if (k && !strcmp(deps[k - 1].rel, deps[k].rel))
 			continue;
 		char *label = dupf("stage[%zu].deps[%s]", i, deps[k].rel);
-		rc = label
-		    ? add_content(b, label, NULL, deps[k].rel, deps[k].abs)
-		    : -ENOMEM;
+		rc = label ? add_content(b, label, NULL, deps[k].rel,
+					 deps[k].abs, NULL)
+			   : -ENOMEM;
 	}
 free_deps:
 	for (size_t k = 0; k < n; k++)
@@ -380,10 +434,16 @@ static int add_input(struct fp_build *b, const struct mf_spec *spec, size_t i)
 {
 	const char *rel = spec->inputs_rel[i];
 	const char *abs = spec->inputs[i];
-	if (spec->identity == MF_IDENTITY_STAT)
-		return add_input_stat(b, rel, abs);
+	if (spec->identity == MF_IDENTITY_STAT) {
+		struct stat st;
+		int rc = add_input_stat(b, rel, abs, &st);
+		return rc ? rc : add_guard(b, &st);
+	}
 	char *label = dupf("input[%s]", rel);
-	return label ? add_content(b, label, "content", rel, abs) : -ENOMEM;
+	struct stat st;
+	int rc =
+	    label ? add_content(b, label, "content", rel, abs, &st) : -ENOMEM;
+	return rc ? rc : add_guard(b, &st);
 }
 
 static int add_parts(struct fp_build *b, const struct mf_spec *spec)
@@ -512,15 +572,29 @@ int mf_fingerprint_check_shard(const struct mf_spec *spec,
 			       const struct mf_fingerprint *fp, uint32_t shard,
 			       char **err)
 {
+	return mf_fingerprint_guard_shard(spec, fp, shard, NULL, NULL, err);
+}
+
+int mf_fingerprint_guard_shard(const struct mf_spec *spec,
+			       const struct mf_fingerprint *fp, uint32_t shard,
+			       struct mf_input_guard **guards, size_t *n,
+			       char **err)
+{
+	if (guards) {
+		*guards = NULL;
+		*n = 0;
+	}
 	if (spec->fingerprint_key)
 		return 0; /* the user vouches for the bytes */
-	struct fp_build b = {0};
+	struct fp_build b = {.want_guards = guards != NULL};
 	int rc = add_parts_as_owner(&b, spec, false, shard);
+	bool differs = false;
 	for (size_t i = 0; rc == 0 && i < b.n; i++) {
 		const struct mf_fp_part *was = find_part(fp, b.parts[i].label);
 		if (was && strcmp(was->hex, b.parts[i].hex) == 0)
 			continue;
 		rc = -ESTALE;
+		differs = true;
 		if (err &&
 		    asprintf(err,
 			     "'%s' changed since the fingerprint "
@@ -531,10 +605,16 @@ int mf_fingerprint_check_shard(const struct mf_spec *spec,
 	free(b.digests);
 	struct mf_fingerprint tmp = {.parts = b.parts, .n_parts = b.n};
 	mf_fingerprint_release(&tmp);
-	if (rc && rc != -ESTALE && err) {
+	if (rc && !differs && err) {
 		*err = b.err ? b.err : strdup(strerror(-rc));
 		b.err = NULL;
 	}
 	free(b.err);
+	if (rc == 0 && guards) {
+		*guards = b.guards;
+		*n = b.n_guards;
+	} else {
+		free(b.guards);
+	}
 	return rc;
 }

@@ -192,6 +192,7 @@ static int fork_feeder(struct mf_job *j, struct spawn *s,
 	    .out_fd = s->data[1],
 	    .report_fd = s->feed[1],
 	    .inputs = plan->inputs,
+	    .guards = plan->guards,
 	    .n_inputs = plan->n_inputs,
 	    .creds = &plan->creds,
 	    .max_fd = plan->max_fd,
@@ -383,6 +384,14 @@ static int check_args(const struct mf_spec *spec, uint32_t shard, char **err)
 int mf_job_start(const struct mf_spec *spec, uint32_t shard, const char *fp_hex,
 		 struct mf_job **out, char **err)
 {
+	return mf_job_start_guarded(spec, shard, fp_hex, NULL, 0, out, err);
+}
+
+int mf_job_start_guarded(const struct mf_spec *spec, uint32_t shard,
+			 const char *fp_hex,
+			 const struct mf_input_guard *guards, size_t n,
+			 struct mf_job **out, char **err)
+{
 	struct job_plan plan;
 	struct mf_job *j = NULL;
 	char *msg = NULL;
@@ -392,8 +401,11 @@ int mf_job_start(const struct mf_spec *spec, uint32_t shard, const char *fp_hex,
 	if (rc < 0)
 		goto fail;
 	rc = job_plan_init(&plan, spec, shard, fp_hex, &msg);
+	if (rc == 0 && guards && n != plan.n_inputs)
+		rc = -EINVAL;
 	if (rc < 0)
 		goto release_plan;
+	plan.guards = guards;
 	rc = job_alloc(spec, &j);
 	if (rc < 0)
 		goto release_plan;

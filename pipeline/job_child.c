@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -205,14 +206,36 @@ _Noreturn void job_child_exec(const struct job_exec *x)
 	give_up(rep, JOB_REPORT_EXEC, x->index, errno, JOB_EXEC_EXIT);
 }
 
+/* What went wrong with one input, for the report. */
+struct feed_err {
+	int kind, err;
+	int64_t got, want;
+};
+
+/* The feeder's give_up, with the byte counts of a changed input. */
+static _Noreturn void report_feed(int fd, int index, const struct feed_err *e)
+{
+	struct job_report rep;
+
+	memset(&rep, 0, sizeof rep);
+	rep.kind = e->kind;
+	rep.index = index;
+	rep.err = e->err;
+	rep.got = e->got;
+	rep.want = e->want;
+	(void)!write(fd, &rep, sizeof rep);
+	_exit(JOB_FEED_EXIT);
+}
+
 enum feed_outcome {
 	FEED_DONE, /* the whole file went */
 	FEED_STOPPED, /* stage 0 stopped reading (EPIPE): not an error */
 	FEED_FAILED, /* *kind and *err say why */
 };
 
-/* The copy loop for files splice cannot take. */
-static enum feed_outcome copy_rest(int in, int out, int *kind, int *err)
+/* The copy loop for files splice cannot take; *sent counts its bytes. */
+static enum feed_outcome copy_rest(int in, int out, int *kind, int *err,
+				   int64_t *sent)
 {
 	char buf[8192];
 
@@ -241,26 +264,77 @@ static enum feed_outcome copy_rest(int in, int out, int *kind, int *err)
 				return FEED_FAILED;
 			}
 			off += w;
+			*sent += w;
 		}
 	}
 }
 
-static enum feed_outcome feed_file(const char *path, int out, int *kind,
-				   int *err)
+/* Whether st is still the file g guarded: no one can set an inode or a
+ * ctime back. */
+static bool same_file(const struct stat *st, const struct mf_input_guard *g)
+{
+	return st->st_dev == g->dev && st->st_ino == g->ino &&
+	    st->st_ctim.tv_sec == g->ctime.tv_sec &&
+	    st->st_ctim.tv_nsec == g->ctime.tv_nsec;
+}
+
+/* The guard's check after the bytes went (stopped: stage 0 stopped
+ * reading, so fewer bytes are right): FEED_FAILED with *e when the file
+ * changed meanwhile or ended short. */
+static enum feed_outcome check_after(int in, const struct mf_input_guard *g,
+				     enum feed_outcome res, int64_t sent,
+				     struct feed_err *e)
+{
+	struct stat st;
+
+	if (!g || res == FEED_FAILED)
+		return res;
+	e->kind = JOB_REPORT_CHANGED;
+	e->got = sent;
+	e->want = (int64_t)g->size;
+	if (fstat(in, &st) < 0 || !same_file(&st, g) || st.st_size != g->size) {
+		e->err = EIO;
+		return FEED_FAILED;
+	}
+	if (res == FEED_DONE && sent != (int64_t)g->size) {
+		e->err = ENODATA;
+		return FEED_FAILED;
+	}
+	return res;
+}
+
+/* Sends the file at path; with a guard g, only while it is the file g
+ * names, and exactly its bytes. */
+static enum feed_outcome feed_file(const char *path,
+				   const struct mf_input_guard *g, int out,
+				   struct feed_err *e)
 {
 	enum feed_outcome res = FEED_DONE;
+	int64_t sent = 0;
+	struct stat st;
 	int in = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 
-	*kind = JOB_REPORT_INPUT;
+	e->kind = JOB_REPORT_INPUT;
 	if (in < 0) {
-		*err = errno;
+		e->err = errno;
+		return FEED_FAILED;
+	}
+	if (g &&
+	    (fstat(in, &st) < 0 || !same_file(&st, g) ||
+	     st.st_size != g->size)) {
+		(void)close(in);
+		e->kind = JOB_REPORT_CHANGED;
+		e->err = 0;
+		e->want = (int64_t)g->size;
 		return FEED_FAILED;
 	}
 	for (;;) {
 		ssize_t n = splice(in, NULL, out, NULL, 1 << 20, 0);
 
-		if (n > 0)
+		if (n > 0) {
+			sent += n;
 			continue;
+		}
 		if (n == 0)
 			break;
 		if (errno == EINTR)
@@ -268,14 +342,15 @@ static enum feed_outcome feed_file(const char *path, int out, int *kind,
 		if (errno == EPIPE) {
 			res = FEED_STOPPED;
 		} else if (errno == EINVAL || errno == ENOSYS) {
-			res = copy_rest(in, out, kind, err);
+			res = copy_rest(in, out, &e->kind, &e->err, &sent);
 		} else {
 			/* the pipe side fails only with EPIPE */
-			*err = errno;
+			e->err = errno;
 			res = FEED_FAILED;
 		}
 		break;
 	}
+	res = check_after(in, g, res, sent, e);
 	(void)close(in);
 	return res;
 }
@@ -289,7 +364,7 @@ static enum feed_outcome feed_file(const char *path, int out, int *kind,
 _Noreturn void job_child_feed(const struct job_feed *f)
 {
 	struct sigaction ign;
-	int kind = JOB_REPORT_NONE, err = 0;
+	struct feed_err e = {JOB_REPORT_NONE, 0, 0, 0};
 
 	if (leave_terminal() < 0)
 		give_up(f->report_fd, JOB_REPORT_SETUP, -1, errno,
@@ -308,12 +383,13 @@ _Noreturn void job_child_feed(const struct job_feed *f)
 	unblock_signals();
 	for (size_t k = 0; k < f->n_inputs; k++) {
 		enum feed_outcome res =
-		    feed_file(f->inputs[k], f->out_fd, &kind, &err);
+		    feed_file(f->inputs[k], f->guards ? &f->guards[k] : NULL,
+			      f->out_fd, &e);
 
 		if (res == FEED_STOPPED)
 			break;
 		if (res == FEED_FAILED)
-			give_up(f->report_fd, kind, (int)k, err, JOB_FEED_EXIT);
+			report_feed(f->report_fd, (int)k, &e);
 	}
 	_exit(0);
 }

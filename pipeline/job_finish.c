@@ -5,7 +5,8 @@
  * Which failure is reported, first match wins:
  *   1. a timeout: the stage whose timeout passed; or mf_job_read failed
  *      (the output was cut), whatever the stages did;
- *   2. the feeder could not read an input: "input 'PATH': reason";
+ *   2. the feeder could not read an input: "input 'PATH': reason", or an
+ *      input was not the file guarded (input_changed);
  *   3. the first stage, by index, that failed for a reason other than
  *      SIGPIPE; a stage killed by SIGPIPE is no failure at all when the
  *      last stage exited 0 (an early stage outlived a `head -c N` that
@@ -138,6 +139,29 @@ static bool died_of(int status, int sig)
 	return status != -1 && WIFSIGNALED(status) && WTERMSIG(status) == sig;
 }
 
+/* Rule 2, an input that was not the file its identity was checked on. */
+static void input_changed(const struct mf_job *j, const struct job_report *rep,
+			  struct mf_job_result *r)
+{
+	const char *path = j->inputs[rep->index];
+
+	r->input_changed = true;
+	if (rep->err == ENODATA)
+		snprintf(r->error, sizeof r->error,
+			 "input '%s' gave %lld bytes, not its %lld, while "
+			 "it was read",
+			 path, (long long)rep->got, (long long)rep->want);
+	else if (rep->err == EIO)
+		snprintf(r->error, sizeof r->error,
+			 "input '%s' changed while it was read (%lld of %lld "
+			 "bytes sent)",
+			 path, (long long)rep->got, (long long)rep->want);
+	else
+		snprintf(r->error, sizeof r->error,
+			 "input '%s' changed after its identity was checked",
+			 path);
+}
+
 /* Rule 2: the feeder exited non-zero; its report says why. */
 static bool feeder_exit_failed(const struct mf_job *j, struct mf_job_result *r)
 {
@@ -152,6 +176,11 @@ static bool feeder_exit_failed(const struct mf_job *j, struct mf_job_result *r)
 	    read(j->report_fd, &rep, sizeof rep) != (ssize_t)sizeof rep)
 		rep.kind = JOB_REPORT_NONE;
 	e = job_strerror(rep.err);
+	if (rep.kind == JOB_REPORT_CHANGED && rep.index >= 0 &&
+	    (size_t)rep.index < j->n_inputs) {
+		input_changed(j, &rep, r);
+		return true;
+	}
 	if (rep.kind == JOB_REPORT_INPUT && rep.index >= 0 &&
 	    (size_t)rep.index < j->n_inputs)
 		snprintf(r->error, sizeof r->error, "input '%s': %s",

@@ -36,6 +36,10 @@ enum job_report_kind {
 	JOB_REPORT_EXEC, /* stage: execve */
 	JOB_REPORT_INPUT, /* feeder: opening or reading input `index` */
 	JOB_REPORT_WRITE, /* feeder: writing stage 0's stdin, not EPIPE */
+	JOB_REPORT_CHANGED, /* feeder: input `index` is not the file guarded:
+			       err 0 another file, ctime or size at the open,
+			       EIO changed while read, ENODATA read short
+			       (got of want bytes) */
 };
 
 /* One record, written with a single write(2) (< PIPE_BUF: atomic). */
@@ -43,6 +47,7 @@ struct job_report {
 	int32_t kind; /* enum job_report_kind */
 	int32_t index; /* stage index, or input index for the feeder */
 	int32_t err; /* errno */
+	int64_t got, want; /* JOB_REPORT_CHANGED: bytes read, and expected */
 };
 
 /* Who the children become before exec when the daemon runs as root. */
@@ -69,6 +74,8 @@ struct job_plan {
 	char **envp; /* NULL-terminated, every entry owned */
 	size_t n_env, env_cap; /* entries in envp, and room for */
 	const char **inputs; /* this shard's input files, borrowed */
+	const struct mf_input_guard *guards; /* n_inputs of them, borrowed;
+						NULL: unguarded */
 	size_t n_inputs;
 	struct job_creds creds;
 	struct job_limits *limits; /* one per stage, owned */
@@ -114,6 +121,7 @@ struct job_exec {
 struct job_feed {
 	int out_fd, report_fd;
 	const char *const *inputs;
+	const struct mf_input_guard *guards; /* or NULL */
 	size_t n_inputs;
 	const struct job_creds *creds;
 	int max_fd;

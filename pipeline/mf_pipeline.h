@@ -195,6 +195,28 @@ int mf_fingerprint_check_shard(const struct mf_spec *spec,
 			       const struct mf_fingerprint *fp, uint32_t shard,
 			       char **err);
 
+/* An input file as its identity was checked: what no one can set back
+ * (inode, ctime) and its size then. The input feeder delivers exactly
+ * size bytes of it while it stays so, or fails the job with
+ * mf_job_result.input_changed. */
+struct mf_input_guard {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec ctime;
+};
+
+/*
+ * mf_fingerprint_check_shard, also giving *guards (caller frees; NULL
+ * with a fixed fingerprint key), one per input of the shard in order: the
+ * files as they were when they were checked. An input with identity
+ * content whose file changed while it was hashed is -ESTALE too.
+ */
+int mf_fingerprint_guard_shard(const struct mf_spec *spec,
+			       const struct mf_fingerprint *fp, uint32_t shard,
+			       struct mf_input_guard **guards, size_t *n,
+			       char **err);
+
 /* ---- running a shard's stages ---- */
 
 struct mf_job_result {
@@ -213,6 +235,11 @@ struct mf_job_result {
 				 0: killed: memory limit (8GiB) reached"
 				 (mf_job_cgroup_setup); "" when ok */
 	char stderr_tail[MF_STDERR_TAIL + 1]; /* failing stage's last stderr */
+	/* the job failed because an input guarded by mf_job_start_guarded
+	 * was not the file it was checked as, or was read short: error says
+	 * which ("input 'PATH' changed while it was read: ..."); the output
+	 * is no one's, and the same job may be run again */
+	bool input_changed;
 };
 
 struct mf_job;
@@ -280,6 +307,16 @@ int mf_job_cgroup_setup(const char *base, mf_job_log_fn log, void *arg);
  */
 int mf_job_start(const struct mf_spec *spec, uint32_t shard, const char *fp_hex,
 		 struct mf_job **out, char **err);
+
+/* mf_job_start whose feeder checks each input against guards[k] (n of
+ * them, one per input of the shard, from mf_fingerprint_guard_shard; NULL:
+ * none) when it opens it and when it reached its end or stage 0 stopped
+ * reading: the same inode and ctime and, at the end, exactly size bytes
+ * delivered; otherwise the job fails with input_changed. */
+int mf_job_start_guarded(const struct mf_spec *spec, uint32_t shard,
+			 const char *fp_hex,
+			 const struct mf_input_guard *guards, size_t n,
+			 struct mf_job **out, char **err);
 
 /*
  * Reads the last stage's stdout as it comes. Returns bytes read, 0 at the

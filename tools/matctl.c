@@ -67,12 +67,18 @@ void ctl_age(long long t, long long now, char *buf, size_t len)
 		snprintf(buf, len, "%lldd ago", d / 86400);
 }
 
+void ctl_note(void *arg, const char *msg)
+{
+	(void)arg;
+	fprintf(stderr, "matctl: %s\n", msg);
+}
+
 struct mf_engine *ctl_engine(struct ctl *ctl)
 {
 	if (ctl->engine)
 		return ctl->engine;
-	struct mf_engine_opts o = {.store_dir = ctl->store,
-				   .catalog = ctl->catalog};
+	struct mf_engine_opts o = {
+	    .store_dir = ctl->store, .catalog = ctl->catalog, .note = ctl_note};
 	char *err = NULL;
 	int rc = mf_engine_open(&o, &ctl->engine, &err);
 	if (rc) {

@@ -27,6 +27,8 @@ struct ctl {
 
 /* Prints "matctl: MESSAGE" to stderr. */
 void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The engine's notes (mf_engine_opts.note), as "matctl: MSG" on stderr. */
+void ctl_note(void *arg, const char *msg);
 
 /* Opens the engine once; prints the error and returns NULL on failure. */
 struct mf_engine *ctl_engine(struct ctl *ctl);

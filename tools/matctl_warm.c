@@ -220,7 +220,8 @@ int cmd_warm(struct ctl *ctl)
 	if (!ctl->engine) {
 		struct mf_engine_opts o = {.store_dir = ctl->store,
 					   .catalog = ctl->catalog,
-					   .progress = on_progress};
+					   .progress = on_progress,
+					   .note = ctl_note};
 		char *err = NULL;
 		int rc = mf_engine_open(&o, &ctl->engine, &err);
 		if (rc) {

@@ -36,6 +36,18 @@ void eng_errf(char **err, const char *fmt, ...)
 	va_end(ap);
 }
 
+void eng_note(struct mf_engine *e, const char *fmt, ...)
+{
+	if (!e->opts.note)
+		return;
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	e->opts.note(e->opts.note_arg, buf);
+}
+
 static int64_t mono_s(void)
 {
 	return (int64_t)(mf_mono_ns() / 1000000000ULL);

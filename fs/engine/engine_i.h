@@ -283,6 +283,9 @@ int eng_catalog_ready(struct mf_engine *e, struct mf_catalog *c);
 int eng_expire_recs(struct mf_engine *e, struct mf_catalog *c,
 		    const struct mf_shard_rec *recs, size_t n);
 
+/* Tells opts.note, when set, a formatted line. */
+void eng_note(struct mf_engine *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Sets *err to a malloc'd formatted message (keeps the first one). */
 void eng_errf(char **err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

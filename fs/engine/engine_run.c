@@ -21,10 +21,19 @@
 
 /* The bytes of fp can only be computed from deps and inputs that still
  * hash as they did: anything else would store wrong data under it. */
-static int check_fingerprint(struct spec_entry *se, uint32_t shard, char **err)
+/* How many times a shard is computed while its inputs change under the
+ * feeder before it fails: each attempt starts from a fresh check. */
+#define ENG_INPUT_TRIES 3
+
+/* The shard's inputs and deps still hash as the fingerprint says; with
+ * guards (may be NULL), the inputs as they were then, for the feeder. */
+static int check_fingerprint(struct spec_entry *se, uint32_t shard,
+			     struct mf_input_guard **guards, size_t *n,
+			     char **err)
 {
 	char *why = NULL;
-	int rc = mf_fingerprint_check_shard(se->spec, &se->fpr, shard, &why);
+	int rc = mf_fingerprint_guard_shard(se->spec, &se->fpr, shard, guards,
+					    n, &why);
 	if (rc)
 		eng_errf(
 		    err, "spec '%s': %s: snapshot %s can no longer be computed",
@@ -45,6 +54,9 @@ struct pump {
 	bool tapped; /* chunk events go to opts.chunk */
 	bool lost; /* the claim was taken over or reset meanwhile */
 	bool sealed; /* served sealed, the commit queued (serve_sealed) */
+	const struct mf_input_guard *guards; /* the inputs as checked */
+	size_t n_guards;
+	bool input_changed; /* the feeder found one not as checked */
 };
 
 static void pump_progress(struct pump *p, bool done)
@@ -180,7 +192,8 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 {
 	struct mf_job *job;
 	char *jerr = NULL;
-	int rc = mf_job_start(se->spec, p->shard, p->fp, &job, &jerr);
+	int rc = mf_job_start_guarded(se->spec, p->shard, p->fp, p->guards,
+				      p->n_guards, &job, &jerr);
 	if (rc) {
 		eng_errf(err, "%s", jerr ? jerr : strerror(-rc));
 		free(jerr);
@@ -209,6 +222,12 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 		eng_errf(err, "store: writing shard %u: %s", p->shard,
 			 strerror(-store_rc));
 		(void)record_failure(p, -1, *err, NULL);
+		return -EIO;
+	}
+	if (!res.ok && res.input_changed) { /* no one's outcome */
+		mf_shard_writer_abort(w);
+		p->input_changed = true;
+		eng_errf(err, "%s", res.error);
 		return -EIO;
 	}
 	if (rc || !res.ok) {
@@ -264,7 +283,7 @@ static int store_shard(struct pump *p, struct spec_entry *se,
 	if (rc)
 		return rc;
 	/* the inputs may have changed while the stages read them */
-	rc = check_fingerprint(se, p->shard, err);
+	rc = check_fingerprint(se, p->shard, NULL, NULL, err);
 	if (rc) {
 		mf_shard_writer_abort(w);
 		return rc; /* ESTALE: the caller gives the claim back */
@@ -314,37 +333,81 @@ static int store_shard(struct pump *p, struct spec_entry *se,
 	return 0;
 }
 
-static int materialize(struct mf_engine *e, struct mf_catalog *c,
-		       struct spec_entry *se, uint32_t shard,
-		       const char *run_id, char **err)
+/* The rest of an attempt, once the inputs are checked: a writer, the
+ * stages, the store and the record. */
+static int store_attempt(struct pump *p, struct spec_entry *se, char **err)
 {
-	struct pump p = {.e = e,
-			 .c = c,
-			 .fp = se->fpr.hex,
-			 .run_id = run_id,
-			 .shard = shard};
-	int rc = check_fingerprint(se, shard, err);
-	if (rc)
-		return rc; /* ESTALE: the caller gives the claim back */
+	struct mf_engine *e = p->e;
 	struct mf_codec_cfg cfg = {
 	    se->spec->codec, se->spec->level, se->spec->chunk_size,
 	    e->opts.compress_threads, se->spec->compression_adapt};
 	struct mf_shard_writer *w;
-	rc = mf_shard_writer_open(e->store, p.fp, run_id, shard, &cfg, &w);
+	int rc = mf_shard_writer_open(e->store, p->fp, p->run_id, p->shard,
+				      &cfg, &w);
 	if (rc) {
-		eng_errf(err, "store: creating shard %u: %s", shard,
+		eng_errf(err, "store: creating shard %u: %s", p->shard,
 			 strerror(-rc));
-		(void)record_failure(&p, -1, *err, NULL);
-		return p.lost ? -EAGAIN : -EIO;
+		(void)record_failure(p, -1, *err, NULL);
+		return -EIO;
 	}
-	tap_start(&p, w);
+	tap_start(p, w);
 	struct mf_shard_stat st;
 	bool committed = false;
-	rc = store_shard(&p, se, w, &st, &committed, err);
-	tap_end(&p, committed, &st);
-	/* what happened to a lost claim is not the shard's outcome; a
-	 * fingerprint that can no longer be computed stays a fact */
-	return p.lost && rc != -ESTALE ? -EAGAIN : rc;
+	rc = store_shard(p, se, w, &st, &committed, err);
+	tap_end(p, committed, &st);
+	return rc;
+}
+
+/* One attempt: checks the inputs, runs the stages on them as checked,
+ * stores and records the output. p->input_changed when the feeder found
+ * an input changed: nothing was recorded, and another attempt may go. */
+static int attempt(struct pump *p, struct spec_entry *se, char **err)
+{
+	struct mf_input_guard *guards;
+	size_t n_guards;
+	int rc = check_fingerprint(se, p->shard, &guards, &n_guards, err);
+	if (rc)
+		return rc; /* ESTALE: the caller gives the claim back */
+	p->guards = guards;
+	p->n_guards = n_guards;
+	rc = store_attempt(p, se, err);
+	free(guards);
+	p->guards = NULL;
+	return rc;
+}
+
+/* An input that changed while the feeder read it fails the attempt, not
+ * the shard: the bytes are no one's. It is computed again from a fresh
+ * check, up to ENG_INPUT_TRIES times, and the log says so. */
+static int materialize(struct mf_engine *e, struct mf_catalog *c,
+		       struct spec_entry *se, uint32_t shard,
+		       const char *run_id, char **err)
+{
+	for (int tries = 1;; tries++) {
+		struct pump p = {.e = e,
+				 .c = c,
+				 .fp = se->fpr.hex,
+				 .run_id = run_id,
+				 .shard = shard};
+		int rc = attempt(&p, se, err);
+		if (!p.input_changed || p.lost)
+			/* what happened to a lost claim is not the shard's
+			 * outcome; a fingerprint that can no longer be
+			 * computed stays a fact */
+			return p.lost && rc != -ESTALE ? -EAGAIN : rc;
+		char *why = *err;
+		*err = NULL;
+		if (tries == ENG_INPUT_TRIES) {
+			eng_errf(err, "%s, in each of %d attempts",
+				 why ? why : "an input changed", tries);
+			free(why);
+			(void)record_failure(&p, -1, *err, NULL);
+			return p.lost ? -EAGAIN : -EIO;
+		}
+		eng_note(e, "shard %u of %.12s: %s: computing it again", shard,
+			 se->fpr.hex, why ? why : "an input changed");
+		free(why);
+	}
 }
 
 /* Counts a materialization in the engine's counters and the catalog's

@@ -133,6 +133,12 @@ struct mf_engine_opts {
 	 * mf_engine_rebuild's report), on whichever thread found it */
 	void (*indexed)(void *arg, const struct mf_rebuild_item *it);
 	void *indexed_arg;
+	/* may be NULL: one line for the log about something that is not a
+	 * failure ("shard 3 of 1a2b3c4d5e6f: input '/d/a.txt' changed while
+	 * it was read (...): computing it again"), on the thread it
+	 * happened on; must not call the engine */
+	void (*note)(void *arg, const char *msg);
+	void *note_arg;
 };
 
 struct mf_engine;

@@ -32,7 +32,6 @@ struct mfs_expiry {
 	bool stop;
 };
 
-
 /* Tells the kernel to forget what it cached of the snapshot: its entry in
  * the root when it left the tree, its directory's attributes and listing,
  * and each shard's entry and attributes (sizes went back to 0). */
@@ -141,8 +140,8 @@ static bool in_use(void *arg, const char *fp)
 	struct mfs *m = ((struct pass_arg *)arg)->m;
 	struct mfs_snap *s;
 	struct mfs_snap_info si;
-	return mfs_snap_known(m, fp, &s, &si) != 0 || snap_open_here(m, si.id) ||
-	    snap_running(m, fp);
+	return mfs_snap_known(m, fp, &s, &si) != 0 ||
+	    snap_open_here(m, si.id) || snap_running(m, fp);
 }
 
 void mfs_expiry_pass(struct mfs *m)

@@ -78,6 +78,11 @@ static void on_indexed(void *arg, const struct mf_rebuild_item *it)
 			 it->path, it->detail);
 }
 
+static void on_note(void *arg, const char *msg)
+{
+	mfs_logf(arg, MFS_LOG_WARN, "%s", msg);
+}
+
 static int setup(struct mfs *m, const struct mfs_opts *o, char **err)
 {
 	int rc = copy_opts(m, o);
@@ -97,7 +102,9 @@ static int setup(struct mfs *m, const struct mfs_opts *o, char **err)
 				    .commit_failed = on_commit_failed,
 				    .commit_failed_arg = m,
 				    .indexed = on_indexed,
-				    .indexed_arg = m};
+				    .indexed_arg = m,
+				    .note = on_note,
+				    .note_arg = m};
 	if (rc == 0)
 		rc = mf_engine_open(&eo, &m->eng, err);
 	if (rc == 0) /* a file under the mountpoint is refused already */

@@ -98,10 +98,75 @@ static void test_fifo_through_the_feeder(void **state)
 	jt_assert_clean(t);
 }
 
+/* Runs the job with guards; fills *res and the output (NUL-ended). */
+static void run_guarded(struct jt *t, const struct mf_input_guard *g, size_t n,
+			struct mf_job_result *res, char *out, size_t cap)
+{
+	struct mf_job *j;
+	char *err = NULL;
+	assert_int_equal(
+	    mf_job_start_guarded(&t->spec, 0, "00ff", g, n, &j, &err), 0);
+	free(err);
+	size_t len = 0;
+	ssize_t k;
+	while ((k = mf_job_read(j, out + len, cap - 1 - len)) > 0)
+		len += (size_t)k;
+	out[len] = '\0';
+	(void)mf_job_finish(j, res);
+}
+
+static void guard_of(const char *path, struct mf_input_guard *g)
+{
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	*g = (struct mf_input_guard){st.st_dev, st.st_ino, st.st_size,
+				     st.st_ctim};
+}
+
+/* The feeder delivers a guarded input only while it is the file the
+ * guard took: as it was, the bytes go; rewritten since (the same bytes,
+ * so only the ctime tells), or another size, the job fails with
+ * input_changed and the file named. */
+static void test_guarded_input(void **state)
+{
+	struct jt *t = *state;
+	const char *p = jt_input(t, "a", "abc\n", 4);
+	jt_stage(t, 10, "cat", NULL);
+	struct mf_input_guard g;
+	struct mf_job_result res;
+	char out[64], want[512];
+	guard_of(p, &g);
+	run_guarded(t, &g, 1, &res, out, sizeof(out));
+	assert_true(res.ok);
+	assert_false(res.input_changed);
+	assert_string_equal(out, "abc\n");
+
+	usleep(20000); /* another ctime, on any clock granularity */
+	FILE *f = fopen(p, "w");
+	assert_non_null(f);
+	assert_true(fputs("abc\n", f) >= 0);
+	assert_int_equal(fclose(f), 0);
+	run_guarded(t, &g, 1, &res, out, sizeof(out));
+	assert_false(res.ok);
+	assert_true(res.input_changed);
+	snprintf(want, sizeof(want),
+		 "input '%s' changed after its identity was checked", p);
+	assert_string_equal(res.error, want);
+
+	guard_of(p, &g);
+	g.size++;
+	run_guarded(t, &g, 1, &res, out, sizeof(out));
+	assert_true(res.input_changed);
+	assert_string_equal(res.error, want);
+	jt_assert_clean(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_one_big_file, jt_setup,
+					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_guarded_input, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_two_files_through_the_feeder,
 					    jt_setup, jt_teardown),
