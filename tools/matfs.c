@@ -385,6 +385,29 @@ static int loop(struct fuse_session *se)
 	return rc;
 }
 
+/*
+ * Every signal whose default would kill the daemon is handled on purpose
+ * (docs/man/matfs.8, SIGNALS): SIGTERM, SIGINT and SIGHUP stop it cleanly
+ * (libfuse's handlers end the session: unmount, jobs stopped, exit 0);
+ * the ones below mean nothing to it and are ignored, so a stray `kill
+ * -USR1` or an alarm never leaves the mount ENOTCONN with its stages
+ * orphaned. SIGPIPE is libfuse's to ignore; SIGXFSZ makes a store file
+ * past the file size limit fail its shard (EFBIG). Stages get every
+ * default back (job_child.c). SIGQUIT and the faults (SIGSEGV, SIGABRT,
+ * ...) keep their core dump; SIGPROF stays a profiler's.
+ */
+static void ignore_signals(void)
+{
+	static const int ignored[] = {SIGUSR1, SIGUSR2, SIGALRM,   SIGVTALRM,
+				      SIGIO,   SIGPWR,	SIGSTKFLT, SIGXFSZ};
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+		(void)signal(ignored[i], SIG_IGN);
+	/* real-time signals terminate by default too; the C library keeps
+	 * those below SIGRTMIN for itself */
+	for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+		(void)signal(sig, SIG_IGN);
+}
+
 /* Mounts, serves until unmounted or signalled, cleans up. */
 static int serve(struct mfs *m, struct fuse_args *args, const char *mnt,
 		 int ready_fd)
@@ -396,9 +419,7 @@ static int serve(struct mfs *m, struct fuse_args *args, const char *mnt,
 		return 1;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto destroy;
-	/* a store file past the file size limit fails its shard (EFBIG)
-	 * instead of killing the daemon; stages get the default back */
-	(void)signal(SIGXFSZ, SIG_IGN);
+	ignore_signals();
 	if (fuse_session_mount(se, mnt) != 0)
 		goto signals;
 	int rc = mfs_start(m, se);

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# test_mount_signals.sh - every signal that would kill the daemon by
+# default is handled on purpose (matfs(8), SIGNALS). SIGUSR1, SIGUSR2,
+# SIGALRM, SIGVTALRM, SIGPWR and a real-time signal, sent while a shard is
+# computed, change nothing: the daemon serves on and the read gets its
+# bytes (each left the mount ENOTCONN and the stages orphaned before).
+# SIGHUP stops it as an unmount does: exit 0, unmounted, no stage left.
+. "$MF_SOURCE_ROOT/tests/mount/lib.sh"
+
+p=$tmp/p
+mkdir -p "$p/in"
+printf 'x\n' >"$p/in/a.txt"
+cat >"$p/s.yaml" <<'YAML'
+name: s
+inputs: in/*.txt
+stages:
+  - exec: [/bin/sh, -c, 'echo $$ >"$0.pid"; until [ -e GO ]; do sleep 0.05; done; cat', stage]
+YAML
+mnt=$tmp/mnt
+mount_fs "$mnt" "$tmp/store" "$p"
+wait_for 10 test -L "$mnt/s" || fail "s is not registered"
+
+cat "$mnt/s/shard-00000" >"$tmp/out" &
+reader=$!
+wait_for 10 test -s "$p/stage.pid" || fail "the stage did not start"
+for sig in USR1 USR2 ALRM VTALRM PWR RTMIN+3 RTMAX; do
+  kill -s "$sig" "$mpid" || fail "kill -$sig"
+done
+sleep 0.3
+kill -0 "$mpid" 2>/dev/null || fail "a signal killed the daemon"
+is_mounted "$mnt" || fail "a signal unmounted the daemon"
+touch "$p/GO"
+wait "$reader" || fail "the read failed after the signals"
+[ "$(cat "$tmp/out")" = x ] || fail "the read got '$(cat "$tmp/out")'"
+pass "SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPWR and real-time signals are ignored"
+
+# SIGHUP during a computation: a clean stop
+rm -f "$p/GO" "$p/stage.pid"
+printf 'y\n' >"$p/in/b.txt"
+wait_for 10 sh -c "[ -e '$mnt/s/shard-00001' ] || ls '$mnt/s' | grep -q 00001" ||
+  fail "the new input is not seen"
+cat "$mnt/s/shard-00001" >/dev/null 2>&1 &
+reader=$!
+wait_for 10 test -s "$p/stage.pid" || fail "the second stage did not start"
+stage=$(cat "$p/stage.pid")
+kill -HUP "$mpid"
+wait_for 60 pid_gone "$mpid" || fail "SIGHUP did not stop the daemon"
+wait "$mpid"
+st=$?
+[ "$st" = 0 ] || fail "the daemon exited $st after SIGHUP"
+is_mounted "$mnt" && fail "the mount is still there after SIGHUP"
+wait_for 10 pid_gone "$stage" || fail "stage $stage runs on after the daemon stopped"
+wait "$reader" 2>/dev/null
+pass "SIGHUP stops the daemon cleanly: unmounted, exit 0, no stage left"
