@@ -36,6 +36,7 @@
  */
 #include "fuse_i.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -323,10 +324,26 @@ void mfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	for (size_t i = 0; i < x.n; i++) {
 		int k = snprintf(buf + len, sizeof(buf) - len, PREFIX "%s",
 				 x.name[i]);
+		/* names are short constants: one that does not fit is a bug,
+		 * never a truncated list */
+		assert(k >= 0 && (size_t)k < sizeof(buf) - len);
+		if (k < 0 || (size_t)k >= sizeof(buf) - len) {
+			xa_release(&x);
+			fuse_reply_err(req, EIO);
+			return;
+		}
 		len += (size_t)k + 1; /* names are NUL-separated */
 	}
 	xa_release(&x);
 	reply_value(req, buf, len, size);
+}
+
+/* A user.* attribute: matfs keeps that namespace, and none of it may be
+ * written (EPERM, as for chmod); another namespace (security., trusted.,
+ * system.) it does not support at all (ENOTSUP). */
+static bool user_name(const char *name)
+{
+	return strncmp(name, "user.", 5) == 0;
 }
 
 void mfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -336,13 +353,11 @@ void mfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	(void)value;
 	(void)size;
 	(void)flags;
-	bool ours = strncmp(name, PREFIX, strlen(PREFIX)) == 0;
-	fuse_reply_err(req, ours ? EPERM : ENOTSUP);
+	fuse_reply_err(req, user_name(name) ? EPERM : ENOTSUP);
 }
 
 void mfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	(void)ino;
-	bool ours = strncmp(name, PREFIX, strlen(PREFIX)) == 0;
-	fuse_reply_err(req, ours ? EPERM : ENOTSUP);
+	fuse_reply_err(req, user_name(name) ? EPERM : ENOTSUP);
 }
