@@ -13,6 +13,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,25 +37,36 @@ static int constraint_errno(int rc)
 	}
 }
 
+/* The system's errno behind SQLite's last failure, as a negative errno;
+ * 0 when SQLite saw none (its own finding). */
+static int system_errno(sqlite3 *db)
+{
+	int sys = db ? sqlite3_system_errno(db) : 0;
+	return sys > 0 ? -sys : 0;
+}
+
 int cat_errno(sqlite3 *db, int rc)
 {
 	mf_catalog_set_last_error(db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+	int sys = system_errno(db);
 	switch (rc & 0xff) {
 	case SQLITE_BUSY:
 	case SQLITE_LOCKED:
 		return -EBUSY;
-	case SQLITE_CORRUPT:
-		return MF_CORRUPT("SQLite database disk image malformed");
+	case SQLITE_CORRUPT: /* a disk that fails reads is no corruption */
+		return sys == -EIO ? -EIO
+				   : MF_CORRUPT("SQLite database disk image "
+						"malformed");
 	case SQLITE_NOTADB:
-		return MF_CORRUPT("not an SQLite database");
+		return sys == -EIO ? -EIO
+				   : MF_CORRUPT("not an SQLite database");
 	case SQLITE_NOMEM:
 		return -ENOMEM;
 	case SQLITE_FULL:
 		return -ENOSPC;
-	case SQLITE_CANTOPEN: {
-		int sys = db ? sqlite3_system_errno(db) : 0;
-		return sys == ENOENT || sys == ENOTDIR ? -ENOENT : -EACCES;
-	}
+	case SQLITE_CANTOPEN: /* what open(2) said: EIO of a failed disk,
+				 EACCES only when it was refused */
+		return sys == -ENOTDIR ? -ENOENT : sys ? sys : -EIO;
 	case SQLITE_PERM:
 	case SQLITE_AUTH:
 		return -EACCES;
@@ -357,8 +369,24 @@ static int prepare_db(sqlite3 *db, int busy_timeout_ms)
 	return rc;
 }
 
+/* The longest path SQLite's unix VFS opens (its MAX_PATHNAME, 512 with
+ * the NUL): past it every open fails with SQLITE_CANTOPEN and no errno. */
+#define SQ_PATH_MAX 511
+
 int sq_open(const char *path, int busy_ms, struct mf_catalog **out)
 {
+	char cwd[PATH_MAX];
+	size_t len = strlen(path);
+	if (path[0] != '/') /* SQLite makes it absolute first */
+		len += getcwd(cwd, sizeof(cwd)) ? strlen(cwd) + 1 : PATH_MAX;
+	if (len > SQ_PATH_MAX) {
+		char msg[96];
+		snprintf(msg, sizeof(msg),
+			 "its path is %zu bytes; SQLite opens at most %d", len,
+			 SQ_PATH_MAX);
+		mf_catalog_set_last_error(msg);
+		return -ENAMETOOLONG;
+	}
 	struct cat_db *d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
