@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -609,6 +610,19 @@ static void cli_release(struct cli *c)
 		free(c->pos[i]);
 }
 
+/* The soft limit on descriptors up to the hard one: every shard open by a
+ * reader holds one, and readers are many (1024 is the usual soft default;
+ * systemd's hard default is 524288). Each user's share is bounded by the
+ * mount (fuse_open.c); stages keep their own 4096. */
+static void raise_nofile(void)
+{
+	struct rlimit r;
+	if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+		r.rlim_cur = r.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &r);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -619,6 +633,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	status = 0;
+	raise_nofile();
 	if (c.help) {
 		fputs(usage, stdout);
 	} else if (c.version) {

@@ -162,6 +162,12 @@ struct mfs {
 	/* every file handle open: those the kernel never releases (a
 	 * release still queued when the mount goes) go with mfs_free */
 	struct mfs_fh *fhs;
+	/* handles open per reader uid (fuse_open.c), each bounded by
+	 * fh_cap: no one user's open files use up the daemon's
+	 * descriptors, and everybody else's opens and computations with
+	 * them */
+	struct mfs_user_fhs *user_fhs;
+	size_t fh_cap;
 	struct mfs_node **nodes; /* hash on ino */
 	size_t cap_nodes, n_nodes;
 	uint64_t next_inc; /* counter of MFS_INO_INC inodes */
@@ -183,6 +189,9 @@ struct mfs {
 	atomic_bool stopping; /* mfs_stop began: computations are cancelled */
 	atomic_bool ra_tuned; /* readahead_kb applied (or tried) */
 };
+
+/* fuse_open.c: logs (rate-limited) that uid reached mfs.fh_cap */
+void mfs_user_capped(struct mfs *m, uid_t uid);
 
 /* fuse_model.c: the namespace, attributes */
 int mfs_ns_init(struct mfs *m);

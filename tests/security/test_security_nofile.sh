@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# test_security_nofile.sh - an ordinary reader cannot use up the daemon's
+# descriptors. The daemon runs with a hard limit of 400 descriptors (it
+# raises its soft limit to that), so each reader uid may hold 100 open
+# shards. The user's two processes open every shard of a 300-shard
+# pipeline and keep them open: their opens past the bound fail with
+# EMFILE, and meanwhile root opens, computes and reads another pipeline's
+# shards. Before, the user's handles took every descriptor and root's
+# opens and computations failed.
+. "$MF_SOURCE_ROOT/tests/security/lib.sh"
+command -v prlimit >/dev/null || skip "no prlimit"
+add_user
+
+p=$tmp/p
+install -d -m 0755 "$p" "$p/many" "$p/other"
+for i in $(seq 1 300); do echo "$i" >"$p/many/$i.txt"; done
+for i in 1 2 3; do echo "other $i" >"$p/other/$i.txt"; done
+printf 'name: many\ninputs: many/*.txt\nstages:\n  - exec: [cat]\n' >"$p/many.yaml"
+printf 'name: other\ninputs: other/*.txt\nstages:\n  - exec: [cat]\n' >"$p/other.yaml"
+mnt=$tmp/mnt
+mkdir -p "$mnt"
+prlimit --nofile=256:400 -- "$matfs" --store "$tmp/store" --pipelines "$p" -f \
+  -o allow_other "$mnt" >>"$log" 2>&1 &
+mpid=$!
+daemons+=("$mpid")
+mounts+=("$mnt")
+wait_for 20 is_mounted "$mnt" || fail "matfs did not mount"
+wait_for 20 has_name "$mnt" many || fail "many is not registered"
+wait_for 20 has_name "$mnt" other || fail "other is not registered"
+soft=$(awk '/Max open files/ {print $4}' "/proc/$mpid/limits")
+[ "$soft" = 400 ] || fail "the daemon's soft limit is $soft, not its hard 400"
+
+# hold: opens every shard of many from offset $1 on, keeps them open until
+# $2 exists, prints how many it holds and how many opens failed EMFILE
+hold() {
+  as_user python3 - "$mnt/many" "$1" "$2" "$3" <<'PY'
+import errno, os, sys, time
+d, start, stop, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+names = sorted(os.listdir(d))
+held, emfile = [], 0
+for name in names[start:] + names[:start]:
+    try:
+        held.append(os.open(os.path.join(d, name), os.O_RDONLY))
+    except OSError as e:
+        if e.errno != errno.EMFILE:
+            raise
+        emfile += 1
+open(out + ".tmp", "w").write("%d %d\n" % (len(held), emfile))
+os.rename(out + ".tmp", out)
+while not os.path.exists(stop):
+    time.sleep(0.05)
+PY
+}
+stop=$tmp/stop
+releases+=("$stop")
+out=$tmp/out
+install -d -o "$user" -m 0755 "$out"
+hold 0 "$stop" "$out/h1" &
+h1=$!
+hold 150 "$stop" "$out/h2" &
+h2=$!
+wait_for 120 test -e "$out/h1" || fail "the first reader never finished opening"
+wait_for 120 test -e "$out/h2" || fail "the second reader never finished opening"
+read -r held1 refused1 <"$out/h1"
+read -r held2 refused2 <"$out/h2"
+[ $((held1 + held2)) -eq 100 ] ||
+  fail "the user holds $held1 + $held2 shards, not its bound of 100"
+[ $((refused1 + refused2)) -eq 500 ] ||
+  fail "$refused1 + $refused2 opens failed with EMFILE, not 500"
+for i in 0 1 2; do
+  got=$(cat "$mnt/other/shard-0000$i") || fail "root's read of other shard $i failed while the user holds its bound"
+  [ "$got" = "other $((i + 1))" ] || fail "other shard $i: '$got'"
+done
+grep -q "uid $uid holds 100 open shard files" "$log" || fail "the bound is not logged"
+pass "one user's open shards stop at its bound (EMFILE); root opens and computes meanwhile"
+touch "$stop"
+wait "$h1" "$h2"
+umount_fs "$mnt" "$mpid"
