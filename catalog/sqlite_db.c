@@ -13,10 +13,12 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static struct cat_db *cat_db(struct mf_catalog *c)
@@ -369,6 +371,29 @@ static int prepare_db(sqlite3 *db, int busy_timeout_ms)
 	return rc;
 }
 
+/*
+ * The catalog holds failed stages' errors and stderr, which only root,
+ * the daemon's user and the spec's owner may see (docs/security.md): it is
+ * made here 0660 before the umask (SQLite's default is 0644, and its -wal
+ * and -shm files take the database's mode), and one this process owns
+ * loses the other users' bits. A path that is not a plain file is SQLite's
+ * to refuse.
+ */
+static void own_file(const char *path)
+{
+	if (strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0)
+		return;
+	int fd = open(
+	    path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0660);
+	if (fd < 0)
+		return;
+	struct stat st;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_uid == geteuid() && (st.st_mode & 0007))
+		(void)fchmod(fd, st.st_mode & 07770);
+	close(fd);
+}
+
 /* The longest path SQLite's unix VFS opens (its MAX_PATHNAME, 512 with
  * the NUL): past it every open fails with SQLITE_CANTOPEN and no errno. */
 #define SQ_PATH_MAX 511
@@ -387,6 +412,7 @@ int sq_open(const char *path, int busy_ms, struct mf_catalog **out)
 		mf_catalog_set_last_error(msg);
 		return -ENAMETOOLONG;
 	}
+	own_file(path);
 	struct cat_db *d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;

@@ -65,8 +65,11 @@ struct mf_shard_stat {
 struct mf_store;
 
 /*
- * Opens the store at dir, creating dir (mode 0755) and its snapshots/
- * folder when create is true. Returns 0, -ENOENT, -ENOTDIR, -EACCES, ...
+ * Opens the store at dir, creating dir (mode 0700; the folders above it
+ * 0755) and its snapshots/ folder when create is true; with create, a
+ * store folder this process owns that other users may enter loses those
+ * bits (docs/security.md, "The store"). Returns 0, -ENOENT, -ENOTDIR,
+ * -EACCES, ...
  * The handle is thread-safe (it holds only directory descriptors).
  */
 int mf_store_open(const char *dir, bool create, struct mf_store **out);

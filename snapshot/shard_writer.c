@@ -345,9 +345,9 @@ static int slots_alloc(struct mf_shard_writer *w, unsigned n)
  * system takes it. */
 static int tmp_create(struct mf_shard_writer *w)
 {
-	w->fd =
-	    openat(w->dirfd, w->tmp,
-		   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	w->fd = openat(w->dirfd, w->tmp,
+		       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		       SNAP_FILE_MODE);
 	if (w->fd < 0)
 		return -errno;
 	int rc = snap_out_open(w->fd, &w->out);

@@ -215,9 +215,18 @@ int snap_check_ids(const char *fp, const char *run_id);
  * for any other wrong type, -ENOENT, -errno. The descriptor is O_CLOEXEC.
  */
 int snap_open_at(int dirfd, const char *name, bool want_dir, int *out);
-/* Makes folder name under parent (0755) if missing, syncing parent when it
- * does, then opens it as snap_open_at does. */
+/* Modes of what the store makes inside it, before the umask: nothing for
+ * other users, who read through the mount (docs/security.md, "The store");
+ * the group's bits are the umask's, for a store a trusted group shares. */
+#define SNAP_DIR_MODE 0770
+#define SNAP_FILE_MODE 0660
+
+/* Makes folder name under parent (SNAP_DIR_MODE) if missing, syncing
+ * parent when it does, then opens it as snap_open_at does. */
 int snap_open_dir_create(int parent, const char *name, int *out);
+/* Takes the other users' bits off the folder or file fd when this process
+ * owns it (a store made by an older version, or by hand). */
+void snap_close_to_others(int fd);
 /* Opens STORE/snapshots/FP (fp checked) as a directory. */
 int snap_open_fp(struct mf_store *st, const char *fp, int *out);
 /* Opens STORE/snapshots/FP/RUN after checking both names. */

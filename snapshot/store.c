@@ -78,9 +78,17 @@ close_fd:
 	return rc;
 }
 
+void snap_close_to_others(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
+	    (st.st_mode & 0007))
+		(void)fchmod(fd, st.st_mode & 07770);
+}
+
 int snap_open_dir_create(int parent, const char *name, int *out)
 {
-	bool made = mkdirat(parent, name, 0755) == 0;
+	bool made = mkdirat(parent, name, SNAP_DIR_MODE) == 0;
 	if (!made && errno != EEXIST)
 		return -errno;
 	int fd;
@@ -136,7 +144,8 @@ void snap_shard_name(uint32_t shard, const char *ext, char *buf)
 
 /* ---- the store ---- */
 
-/* mkdir -p with mode 0755 for every folder it makes. */
+/* mkdir -p: 0755 for the folders above the store, 0700 for the store's
+ * own (docs/security.md, "The store"). */
 static int make_path(const char *dir)
 {
 	char *p = strdup(dir);
@@ -148,7 +157,7 @@ static int make_path(const char *dir)
 			continue;
 		char c = *s;
 		*s = '\0';
-		if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+		if (mkdir(p, c == '\0' ? 0700 : 0755) != 0 && errno != EEXIST) {
 			rc = -errno;
 			break;
 		}
@@ -189,6 +198,8 @@ int mf_store_open(const char *dir, bool create, struct mf_store **out)
 		rc = -errno;
 		goto free_path;
 	}
+	if (create)
+		snap_close_to_others(st->dirfd);
 	rc = open_snapshots(st->dirfd, create, &st->snapfd);
 	if (rc)
 		goto close_dir;
@@ -265,7 +276,7 @@ static int write_metadata_at(int fpfd, const void *data, size_t len)
 	snprintf(tmp, sizeof(tmp), "%s.tmp-%s", SNAP_METADATA_NAME, rnd);
 	int fd =
 	    openat(fpfd, tmp,
-		   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	rc = write_file_durably(fd, data, len);
