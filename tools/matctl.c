@@ -329,8 +329,10 @@ static const char usage[] =
     "  -V, --version                the version\n"
     "\n"
     "FP is a fingerprint or a unique prefix of it (8+ hex digits); NAME a\n"
-    "pipeline name; SPEC a spec file. Options may come before or after the\n"
-    "command. See matctl(1).\n";
+    "pipeline name; SPEC a spec file. An argument with a '/' or ending in\n"
+    ".yaml or .yml is a SPEC; any other is a NAME or FP, even where a file\n"
+    "of that name exists (./corpus is the file, corpus the pipeline).\n"
+    "Options may come before or after the command. See matctl(1).\n";
 
 struct command {
 	const char *name;

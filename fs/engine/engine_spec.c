@@ -591,16 +591,67 @@ static int check_name_prefix(struct mf_catalog *c, const char *what,
 	return rc;
 }
 
+static bool ends_with(const char *s, const char *tail)
+{
+	size_t n = strlen(s), t = strlen(tail);
+	return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
+bool mf_engine_is_spec_path(const char *what)
+{
+	return strchr(what, '/') || ends_with(what, ".yaml") ||
+	    ends_with(what, ".yml");
+}
+
+/* Registers the spec file what; a file that is not there says why it was
+ * taken for one when nothing but its ending made it a path. */
+static int resolve_spec(struct mf_engine *e, const char *what,
+			char fp[MF_FP_HEX_LEN + 1], char **err)
+{
+	char *why = NULL;
+	int rc = mf_engine_register(e, what, fp, &why);
+	if (rc == -ENOENT && !strchr(what, '/'))
+		eng_errf(err,
+			 "%s (an argument ending in .yaml or .yml is a spec "
+			 "file)",
+			 why ? why : strerror(-rc));
+	else if (why)
+		eng_errf(err, "%s", why);
+	free(why);
+	return rc;
+}
+
+/* *err for a word that names nothing in the catalog; a file of that name
+ * here is pointed out, since a bare word is never read as one. */
+static void not_found(const char *what, char **err)
+{
+	struct stat st;
+	char hint[PATH_MAX + 128] = "";
+	if (stat(what, &st) == 0)
+		snprintf(hint, sizeof(hint),
+			 "; to use the file '%s' as a spec file, write './%s'",
+			 what, what);
+	if (mf_is_hex(what, MF_FP_HEX_LEN))
+		eng_errf(err, "no snapshot with fingerprint %s in the catalog",
+			 what);
+	else if (is_hex_prefix(what))
+		eng_errf(err,
+			 "no pipeline named '%s' and no fingerprint starting "
+			 "with it%s",
+			 what, hint);
+	else
+		eng_errf(err, "no pipeline named '%s'%s", what, hint);
+}
+
 int mf_engine_resolve(struct mf_engine *e, const char *what,
 		      char fp[MF_FP_HEX_LEN + 1], char **err)
 {
-	struct stat st;
+	if (mf_engine_is_spec_path(what))
+		return resolve_spec(e, what, fp, err);
 	if (mf_is_hex(what, MF_FP_HEX_LEN)) {
 		memcpy(fp, what, MF_FP_HEX_LEN + 1);
 		if (eng_is_registered(e, what))
 			return 0;
-	} else if (strchr(what, '/') || stat(what, &st) == 0) {
-		return mf_engine_register(e, what, fp, err);
 	}
 	struct mf_catalog *c;
 	int rc = eng_catalog_get(e, &c);
@@ -621,7 +672,6 @@ int mf_engine_resolve(struct mf_engine *e, const char *what,
 	}
 	eng_catalog_put(e, c);
 	if (rc == -ENOENT)
-		eng_errf(err, "no snapshot, spec file or pipeline named '%s'",
-			 what);
+		not_found(what, err);
 	return rc;
 }

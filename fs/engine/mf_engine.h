@@ -190,14 +190,25 @@ int mf_engine_register(struct mf_engine *e, const char *spec_path,
 void mf_engine_set_mount(struct mf_engine *e, const char *path, dev_t dev);
 
 /*
- * Turns what a user typed into a fingerprint: a path to a spec file
- * (registered on the way), 64 hex digits known to the catalog, a
- * pipeline name (its most recently registered fingerprint), or a prefix of
- * 8 or more hex digits (either case) that one fingerprint in the catalog
- * starts with (a name is tried first). -ENOENT with *err when nothing
- * matches; -EINVAL with *err for a prefix under 8 digits, one that more
- * than one fingerprint starts with (*err lists them), or a name that is
- * also a prefix of another snapshot's fingerprint.
+ * Whether what a user typed names a spec file rather than a pipeline or a
+ * fingerprint: it holds a '/' or ends in ".yaml" or ".yml". Any other word
+ * is never read as a file, even when one of that name exists (a folder
+ * ./corpus must not hide pipeline corpus).
+ */
+bool mf_engine_is_spec_path(const char *what);
+
+/*
+ * Turns what a user typed into a fingerprint. A spec file path
+ * (mf_engine_is_spec_path) is registered on the way (the errors of
+ * mf_engine_register). Any other word is 64 hex digits known to the
+ * catalog, a pipeline name (its most recently registered fingerprint), or
+ * a prefix of 8 or more hex digits (either case) that one fingerprint in
+ * the catalog starts with (a name is tried first). -ENOENT with *err when
+ * nothing matches (naming what was tried, and a file of that name in the
+ * working directory, which is not read); -EINVAL with *err for a prefix
+ * under 8 digits, one that more than one fingerprint starts with (*err
+ * lists them), or a name that is also a prefix of another snapshot's
+ * fingerprint.
  */
 int mf_engine_resolve(struct mf_engine *e, const char *what,
 		      char fp[MF_FP_HEX_LEN + 1], char **err);

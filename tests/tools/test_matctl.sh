@@ -95,6 +95,45 @@ out=$(m cat "${fp:0:8}" 2 2>&1); rc=$?
   fail "cat out of range: rc=$rc '$out'"
 pass "fingerprint prefixes, ambiguity, and the valid range of cat"
 
+# --- a bare word is a pipeline or a fingerprint, never a file here; a
+# word with a '/' or a .yaml/.yml ending is a spec file ---
+cwd=$tmp/cwd
+mkdir -p "$cwd/tokens" "$cwd/f" "$cwd/in"
+printf 'x\n' >"$cwd/in/a.txt"
+: >"$cwd/f/tokens"; : >"$cwd/f/${fp:0:12}"
+for c in c.yaml c.yml images; do
+  printf 'name: %s\ninputs: in/*.txt\nstages:\n  - exec: [/bin/sh, -c, cat, %s]\n' "${c//./-}" "$c" >"$cwd/$c"
+done
+pushd "$cwd" >/dev/null || fail "cd $cwd"
+out=$(m stat tokens --json 2>&1)
+grep -q "\"fingerprint\":\"$fp\"" <<<"$out" || fail "a folder ./tokens hid pipeline tokens: '$out'"
+cd f || fail "cd $cwd/f"
+m cat tokens 0 2>&1 | cmp -s - "$tmp/want0" ||
+  fail "a file ./tokens hid pipeline tokens: $(m cat tokens 0 2>&1 | head -c 300)"
+out=$(m stat "${fp:0:12}" --json 2>&1)
+grep -q "\"fingerprint\":\"$fp\"" <<<"$out" || fail "a file ./${fp:0:12} hid the prefix: '$out'"
+cd .. || fail "cd $cwd"
+for c in c.yaml ./c.yaml c.yml "$cwd/c.yml"; do
+  out=$(m stat "$c" --json 2>&1)
+  grep -q "\"name\":\"c-y" <<<"$out" || fail "'$c' did not load the spec: '$out'"
+done
+out=$(m stat images 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ $out == "matctl: no pipeline named 'images'; to use the file 'images' as a spec file, write './images'" ]] ||
+  fail "a bare word read the file ./images: rc=$rc '$out'"
+out=$(m stat ./images --json 2>&1)
+grep -q '"name":"images"' <<<"$out" || fail "./images did not load the spec: '$out'"
+out=$(m stat nosuch.yaml 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ $out == "matctl: nosuch.yaml: cannot open: No such file or directory (an argument ending in .yaml or .yml is a spec file)" ]] ||
+  fail "a missing nosuch.yaml: rc=$rc '$out'"
+out=$(m stat nosuch 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ $out == "matctl: no pipeline named 'nosuch'" ]] || fail "unknown name: rc=$rc '$out'"
+out=$(m stat "${fp:0:8}$d$d$d$d" 2>&1)
+[[ $out == "matctl: no pipeline named '${fp:0:8}$d$d$d$d' and no fingerprint starting with it" ]] ||
+  fail "unknown prefix: '$out'"
+popd >/dev/null || fail "popd"
+m rm c-yaml c-yml images >/dev/null || fail "rm of the specs of $cwd"
+pass "names and fingerprints before files of the working directory; paths and .yaml are spec files"
+
 # --- warm's progress bar on a terminal: right at the start and at the end ---
 if command -v script >/dev/null; then
   mkdir -p "$tmp/w/in"
@@ -179,7 +218,7 @@ pass "verify finds corruption and the shard heals"
 
 # --- errors and exit codes ---
 out=$(m cat nosuch 0 2>&1); rc=$?
-[ $rc -eq 1 ] && [[ $out == "matctl: no snapshot, spec file or pipeline named 'nosuch'" ]] \
+[ $rc -eq 1 ] && [[ $out == "matctl: no pipeline named 'nosuch'" ]] \
   || fail "unknown name: rc=$rc '$out'"
 out=$(m frobnicate 2>&1); rc=$?
 [ $rc -eq 2 ] && [[ $out == matctl:\ unknown\ command* ]] || fail "unknown command: rc=$rc"
