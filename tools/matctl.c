@@ -1,7 +1,8 @@
 /*
- * matctl.c - the management command: argument parsing, the store default,
- * and the small commands (fingerprint, cat, rm, verify, gc). ls and stat
- * live in matctl_show.c, warm in matctl_warm.c.
+ * matctl.c - the management command: argument parsing, finding the store
+ * (docs/matctl.md, "Which store"), and the small commands (fingerprint,
+ * cat, rm, verify, gc). ls and stat live in matctl_show.c, warm in
+ * matctl_warm.c.
  *
  * matctl works with or without a running daemon: everything goes through
  * the engine and the catalog, which other processes share safely.
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mf_config.h"
@@ -304,9 +306,14 @@ static const char usage[] =
     "catalog's totals\n"
     "\n"
     "options:\n"
-    "  -s, --store DIR              the store (default "
-    "$XDG_CACHE_HOME/matfs,\n"
-    "                               else ~/.cache/matfs)\n"
+    "  -s, --store DIR              the store; without it MATFS_STORE, "
+    "else the\n"
+    "                               store of your or root's one matfs "
+    "mount,\n"
+    "                               else $XDG_CACHE_HOME/matfs or "
+    "~/.cache/matfs\n"
+    "                               if it exists (only warm SPEC creates "
+    "it)\n"
     "  --catalog URL                the catalog (default "
     "sqlite:STORE/catalog.db;\n"
     "                               postgresql://... is the one a "
@@ -334,25 +341,34 @@ static const char usage[] =
     "of that name exists (./corpus is the file, corpus the pipeline).\n"
     "Options may come before or after the command. See matctl(1).\n";
 
+/* What a command needs of the store before it runs (find_store). */
+enum store_use {
+	STORE_NONE, /* none: fingerprint */
+	STORE_FIND, /* an existing one, found */
+	STORE_UNLESS_ARG, /* stats MOUNTPOINT takes the mount's own */
+	STORE_MAKE, /* warm SPEC may create the default folder */
+};
+
 struct command {
 	const char *name;
 	int min_args, max_args;
 	int (*fn)(struct ctl *ctl);
+	enum store_use store;
 };
 
 static const struct command commands[] = {
-    {"ls", 0, 0, cmd_ls},
-    {"stat", 1, 1, cmd_stat},
-    {"fingerprint", 1, 1, cmd_fingerprint},
-    {"warm", 1, 1, cmd_warm},
-    {"cat", 2, 2, cmd_cat},
-    {"rm", 1, 1000, cmd_rm},
-    {"verify", 1, 1, cmd_verify},
-    {"gc", 0, 0, cmd_gc},
-    {"expire", 0, 0, cmd_expire},
-    {"fsck", 0, 0, cmd_fsck},
-    {"log", 0, 0, cmd_log},
-    {"stats", 0, 1, cmd_stats},
+    {"ls", 0, 0, cmd_ls, STORE_FIND},
+    {"stat", 1, 1, cmd_stat, STORE_FIND},
+    {"fingerprint", 1, 1, cmd_fingerprint, STORE_NONE},
+    {"warm", 1, 1, cmd_warm, STORE_MAKE},
+    {"cat", 2, 2, cmd_cat, STORE_FIND},
+    {"rm", 1, 1000, cmd_rm, STORE_FIND},
+    {"verify", 1, 1, cmd_verify, STORE_FIND},
+    {"gc", 0, 0, cmd_gc, STORE_FIND},
+    {"expire", 0, 0, cmd_expire, STORE_FIND},
+    {"fsck", 0, 0, cmd_fsck, STORE_FIND},
+    {"log", 0, 0, cmd_log, STORE_FIND},
+    {"stats", 0, 1, cmd_stats, STORE_UNLESS_ARG},
 };
 
 static int parse_args(int argc, char **argv, struct ctl *ctl)
@@ -438,6 +454,87 @@ static const struct command *find_command(const char *name)
 	return NULL;
 }
 
+/* Whether the command may create the default folder: only warm of a spec
+ * file, which a first run has no other way to fill (docs/decisions.md),
+ * and only once the file is there, so that a typo creates nothing. 1 it
+ * may, 0 it may not, -1 it may not and the message said why. */
+static int may_create(const struct command *cmd, const struct ctl *ctl)
+{
+	struct stat st;
+	if (cmd->store != STORE_MAKE || !mf_engine_is_spec_path(ctl->argv[0]))
+		return 0;
+	int rc = 0;
+	if (stat(ctl->argv[0], &st) != 0)
+		rc = -errno;
+	else if (!S_ISREG(st.st_mode))
+		rc = -EINVAL;
+	if (rc == 0)
+		return 1;
+	ctl_err("%s: cannot open: %s (found no store, and made none for it)",
+		ctl->argv[0],
+		rc == -EINVAL ? "not a regular file" : strerror(-rc));
+	return -1;
+}
+
+/* Sets ctl->store to the default folder when it exists, or when the
+ * command may create it; else says what was not found. 0 or 1. */
+static int default_store(const struct command *cmd, struct ctl *ctl, char **own)
+{
+	struct stat st;
+	if (!(*own = mf_engine_default_store())) {
+		ctl_err("finding the store: %s", strerror(ENOMEM));
+		return 1;
+	}
+	ctl->store = *own;
+	if (stat(*own, &st) == 0)
+		return 0;
+	int make = may_create(cmd, ctl);
+	if (make > 0) {
+		ctl_err("no store yet: creating '%s' (name another with "
+			"--store DIR or MATFS_STORE=DIR)",
+			*own);
+		return 0;
+	}
+	if (make == 0)
+		ctl_err("found no store: no --store, no MATFS_STORE, no matfs "
+			"mount of yours or root's, and no '%s'; name one with "
+			"--store DIR or MATFS_STORE=DIR (matctl warm SPEC "
+			"creates '%s')",
+			*own, *own);
+	return 1;
+}
+
+/* Sets ctl->store when --store did not: MATFS_STORE, else the store of the
+ * mounts the caller sees (its own or root's), else the default folder.
+ * 0, or the exit status after the message; *own is what to free. */
+static int find_store(const struct command *cmd, struct ctl *ctl, char **own)
+{
+	const char *env = getenv("MATFS_STORE");
+	char *list = NULL;
+	if (ctl->store || cmd->store == STORE_NONE ||
+	    (cmd->store == STORE_UNLESS_ARG && ctl->argc > 0))
+		return 0;
+	if (env && *env) {
+		ctl->store = env;
+		return 0;
+	}
+	int rc = ctl_mounted_store(own, &list);
+	if (rc == 0) {
+		ctl->store = *own;
+		return 0;
+	}
+	if (rc == -ENOENT)
+		return default_store(cmd, ctl, own);
+	if (rc == -ENOTUNIQ)
+		ctl_err("matfs mounts of several stores: %s; name one with "
+			"--store DIR or MATFS_STORE=DIR",
+			list);
+	else
+		ctl_err("finding the store: %s", strerror(-rc));
+	free(list);
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct ctl ctl = {.jobs = 0};
@@ -464,11 +561,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	char *store = NULL;
-	if (!ctl.store) {
-		store = mf_engine_default_store();
-		ctl.store = store;
-	}
-	rc = ctl.store ? cmd->fn(&ctl) : 1;
+	rc = find_store(cmd, &ctl, &store);
+	if (rc == 0)
+		rc = cmd->fn(&ctl);
 	mf_engine_close(ctl.engine);
 	free(store);
 	return rc;

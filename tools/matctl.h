@@ -11,7 +11,7 @@
 #include "mf_engine.h"
 
 struct ctl {
-	const char *store; /* --store, or the default */
+	const char *store; /* --store, else the one found (main) */
 	const char *catalog; /* --catalog, or NULL: the store's own */
 	bool json; /* --json */
 	bool explain; /* --explain */
@@ -35,6 +35,13 @@ struct mf_engine *ctl_engine(struct ctl *ctl);
 
 /* Resolves argv[i] (FP, NAME or SPEC) into fp, printing the error. */
 int ctl_resolve(struct ctl *ctl, const char *what, char fp[65]);
+
+/* The store of the live matfs mounts made by the caller or by root whose
+ * root's user.matfs.store confirms it (matctl_obs.c): 0 with *store
+ * (caller frees) when they serve one store; -ENOENT when there is none;
+ * -ENOTUNIQ when they serve several, with *list "MNT (store DIR), ..."
+ * (caller frees); -ENOMEM. */
+int ctl_mounted_store(char **store, char **list);
 
 /* Writes s as a JSON string literal, quotes included. */
 void json_str(FILE *f, const char *s);

@@ -1,7 +1,8 @@
 /*
  * matctl_obs.c - what a daemon did: `matctl log [-f]` (its log file) and
  * `matctl stats` (its counters, read from the root xattrs of every mount
- * of the store, and the catalog's totals over every process).
+ * of the store, and the catalog's totals over every process); and the
+ * store of the one mount a matctl without --store uses.
  *
  * A mount of the store is a fuse.matfs mount in /proc/self/mountinfo
  * whose source (the daemon's fsname) is the store's real path, made by
@@ -103,6 +104,75 @@ static int each_mount(const char *store, void (*fn)(void *, const char *),
 	}
 	fclose(f);
 	return found;
+}
+
+/* ---- the store of the one mount (matctl without --store) ---- */
+
+/* Adds "MNT (store STORE)" to the list being built in *list. */
+static int add_listed(char **list, const char *mnt, const char *store)
+{
+	char *s = NULL;
+	if (asprintf(&s, "%s%s%s (store %s)", *list ? *list : "",
+		     *list ? ", " : "", mnt, store) < 0)
+		return -ENOMEM;
+	free(*list);
+	*list = s;
+	return 0;
+}
+
+/* Whether a mountinfo line (dash: its fields after " - ") is a live matfs
+ * mount made by the caller or by root; its mount point goes to mnt, its
+ * store (the source, which its root's user.matfs.store must confirm) to
+ * store. Another user's mount is never asked: it could block, or name a
+ * store whose catalog makes matctl run that user's stages. */
+static bool visible_mount(const char *line, char *dash, char mnt[PATH_MAX],
+			  char store[PATH_MAX])
+{
+	char opts[1024], attr[PATH_MAX];
+	if (sscanf(dash, " - fuse.matfs %4095s %1023s", store, opts) != 2 ||
+	    sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+		return false;
+	const char *u = strstr(opts, "user_id=");
+	uid_t id = u ? (uid_t)strtoul(u + 8, NULL, 10) : (uid_t)-1;
+	if (!u || (id != geteuid() && id != 0))
+		return false;
+	unescape(store);
+	unescape(mnt);
+	return root_attr(mnt, "store", attr, sizeof(attr)) == 0 &&
+	    strcmp(attr, store) == 0;
+}
+
+int ctl_mounted_store(char **store, char **list)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return -ENOENT;
+	char line[8192], mnt[PATH_MAX], src[PATH_MAX], one[PATH_MAX] = "";
+	int rc = 0, stores = 0;
+	*list = NULL;
+	while (rc == 0 && fgets(line, sizeof(line), f)) {
+		char *dash = strstr(line, " - fuse.matfs ");
+		if (!dash || !visible_mount(line, dash, mnt, src))
+			continue;
+		rc = add_listed(list, mnt, src);
+		/* two mounts of one store are one store: more than one is
+		 * known once a store differs from the one before */
+		if (stores == 0 || strcmp(one, src) != 0)
+			stores++;
+		snprintf(one, sizeof(one), "%s", src);
+	}
+	fclose(f);
+	if (rc == 0 && stores == 0)
+		rc = -ENOENT;
+	else if (rc == 0 && stores > 1)
+		rc = -ENOTUNIQ;
+	else if (rc == 0 && !(*store = strdup(one)))
+		rc = -ENOMEM;
+	if (rc != -ENOTUNIQ) {
+		free(*list);
+		*list = NULL;
+	}
+	return rc;
 }
 
 /* ---- log ---- */
