@@ -371,27 +371,42 @@ static int prepare_db(sqlite3 *db, int busy_timeout_ms)
 	return rc;
 }
 
+/* Takes the other users' bits off the file at path when it is a regular
+ * file this process owns; no descriptor is opened (see own_file). */
+static void narrow(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_uid == geteuid() && (st.st_mode & 0007))
+		(void)chmod(path, st.st_mode & 07770);
+}
+
 /*
  * The catalog holds failed stages' errors and stderr, which only root,
- * the daemon's user and the spec's owner may see (docs/security.md): it is
- * made here 0660 before the umask (SQLite's default is 0644, and its -wal
- * and -shm files take the database's mode), and one this process owns
- * loses the other users' bits. A path that is not a plain file is SQLite's
- * to refuse.
+ * the daemon's user and the spec's owner may see (docs/security.md): a new
+ * one is made here 0660 before the umask (SQLite's default is 0644, and
+ * its -wal and -shm files take the database's mode), and one this process
+ * owns, with its -wal and -shm, loses the other users' bits. An existing
+ * database is never opened here: closing any descriptor of it would drop
+ * every POSIX lock this process's connections hold on it.
  */
 static void own_file(const char *path)
 {
 	if (strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0)
 		return;
 	int fd = open(
-	    path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0660);
-	if (fd < 0)
+	    path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
+	    0660);
+	if (fd >= 0) { /* new: nobody holds a lock on it yet */
+		close(fd);
 		return;
-	struct stat st;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-	    st.st_uid == geteuid() && (st.st_mode & 0007))
-		(void)fchmod(fd, st.st_mode & 07770);
-	close(fd);
+	}
+	char side[PATH_MAX];
+	narrow(path);
+	if (snprintf(side, sizeof(side), "%s-wal", path) < (int)sizeof(side))
+		narrow(side);
+	if (snprintf(side, sizeof(side), "%s-shm", path) < (int)sizeof(side))
+		narrow(side);
 }
 
 /* The longest path SQLite's unix VFS opens (its MAX_PATHNAME, 512 with
