@@ -227,6 +227,40 @@ static int cmd_rm(struct ctl *ctl)
 	return bad;
 }
 
+/* Forgets the failures of a snapshot's failed shards (expired: absent
+ * again), so the next open computes them at once instead of answering
+ * their error while a daemon backs off (docs/guide.md). */
+static int cmd_retry(struct ctl *ctl)
+{
+	char fp[65];
+	if (ctl_resolve(ctl, ctl->argv[0], fp))
+		return 1;
+	struct mf_shard_rec *v;
+	size_t n, retried = 0;
+	int rc = mf_engine_list_shards(ctl->engine, fp, &v, &n), bad = 0;
+	if (rc) {
+		ctl_err("retry '%s': %s", ctl->argv[0], strerror(-rc));
+		return 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].state != MF_SHARD_FAILED)
+			continue;
+		rc = mf_engine_expire_shard(ctl->engine, fp, v[i].index);
+		if (rc && rc != -ENOENT && rc != -EBUSY) {
+			ctl_err("retry '%s': shard %u: %s", ctl->argv[0],
+				v[i].index, strerror(-rc));
+			bad = 1;
+		} else if (rc == 0) {
+			retried++;
+		}
+	}
+	mf_engine_shard_recs_free(v, n);
+	printf("%zu failed shard%s of %.12s to compute again on the next "
+	       "open\n",
+	       retried, retried == 1 ? "" : "s", fp);
+	return bad;
+}
+
 static void verify_report(void *arg, uint32_t shard, int rc)
 {
 	(void)arg;
@@ -288,6 +322,8 @@ static const char usage[] =
     "  warm SPEC|FP|NAME [-j N]     materialize every shard\n"
     "  cat FP|NAME SHARD            write a shard's bytes to stdout\n"
     "  rm FP|NAME...                expire snapshots\n"
+    "  retry FP|NAME                compute failed shards again on the\n"
+    "                               next open (no backoff)\n"
     "  verify FP|NAME               check every checksum\n"
     "  gc                           reclaim unreferenced store space\n"
     "  expire [--older-than DURATION] [--json]\n"
@@ -363,6 +399,7 @@ static const struct command commands[] = {
     {"warm", 1, 1, cmd_warm, STORE_MAKE},
     {"cat", 2, 2, cmd_cat, STORE_FIND},
     {"rm", 1, 1000, cmd_rm, STORE_FIND},
+    {"retry", 1, 1, cmd_retry, STORE_FIND},
     {"verify", 1, 1, cmd_verify, STORE_FIND},
     {"gc", 0, 0, cmd_gc, STORE_FIND},
     {"expire", 0, 0, cmd_expire, STORE_FIND},

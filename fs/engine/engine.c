@@ -787,6 +787,9 @@ static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 			mf_shard_rec_release(&cur);
 		return 0;
 	}
+	/* a failure answers for a while, growing: not a stage run per open */
+	if (rc == -ENOENT && eng_backoff_holds(e, &cur))
+		rc = waited_failed(fp, shard, &cur, err);
 	mf_shard_rec_release(&cur);
 	/* sealed here but not opened (no descriptor left, say): an error,
 	 * never a claim that would compute it again under the same run */

@@ -51,6 +51,17 @@ struct known_shard {
 };
 #define ENG_KNOWN_SLOTS 4096 /* one shard per slot, by hash: bounded */
 
+/* A shard's failed computation this engine answered with its error
+ * (engine_backoff.c), and until when it still does. */
+struct failed_shard {
+	char fp[MF_FP_HEX_LEN + 1]; /* "" for an empty slot */
+	uint32_t index;
+	unsigned count; /* failures seen here after the first */
+	uint64_t generation; /* of the failed row */
+	int64_t until; /* monotonic seconds */
+};
+#define ENG_FAILED_SLOTS 512
+
 /* One attempt at a shard that callers of this process share. */
 struct flight {
 	struct flight *next;
@@ -115,6 +126,7 @@ struct mf_engine {
 				     (eng_catalog_get) */
 	size_t n_pool, cap_pool;
 	struct known_shard *known; /* ENG_KNOWN_SLOTS, or NULL (no memory) */
+	struct failed_shard failed[ENG_FAILED_SLOTS]; /* engine_backoff.c */
 	/* the mount this engine serves (mf_engine_set_mount): "" and 0 when
 	 * none, mount_dev 0 until mounted */
 	char mount_path[PATH_MAX];
@@ -283,6 +295,12 @@ int eng_catalog_ready(struct mf_engine *e, struct mf_catalog *c);
 int eng_expire_recs(struct mf_engine *e, struct mf_catalog *c,
 		    const struct mf_shard_rec *recs, size_t n);
 
+/* Whether cur, a row just read, is a failure to answer as such (-EIO with
+ * its error) instead of computing the shard again: a failure after the
+ * first this engine saw of the shard, within its backoff
+ * (engine_backoff.c). An absent row forgets the shard's count; other
+ * states: false. Takes e->lock. */
+bool eng_backoff_holds(struct mf_engine *e, const struct mf_shard_rec *cur);
 /* Tells opts.note, when set, a formatted line. */
 void eng_note(struct mf_engine *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
