@@ -301,6 +301,11 @@ void mf_job_stop(const struct mf_job *j)
 		job_kill_all(j);
 }
 
+bool mf_job_has_session(const struct mf_job *j, pid_t sid)
+{
+	return j && job_in_groups(j, sid);
+}
+
 /* The child first: once it has a SIGKILL pending it can fork no more, so
  * the group's SIGKILL after it reaches every process the group can hold,
  * also when the child had not called setsid yet (ESRCH then: no group). */

@@ -341,6 +341,11 @@ void mf_job_kill(struct mf_job *j);
  * caller orders the two). mf_job_read then ends as if the stages died. */
 void mf_job_stop(const struct mf_job *j);
 
+/* Whether sid is the session of one of the job's processes (each stage
+ * and the feeder lead one; their children stay in it). Any thread, under
+ * the same rule as mf_job_stop. */
+bool mf_job_has_session(const struct mf_job *j, pid_t sid);
+
 /*
  * Waits for every stage of the job; then any other process of its process
  * group still running (a background child no stage waited for) fails the

@@ -515,6 +515,16 @@ int mf_engine_spec_owner(struct mf_engine *e, const char *fp, uid_t *uid,
 			 char **path);
 
 /*
+ * Whether process pid belongs to a computation this engine runs now: its
+ * session (read from /proc) is one of a running job's (a stage, the
+ * feeder, or a child of one). The FUSE layer refuses such a process an
+ * open that would wait for a computation (a stage reading the mount would
+ * hold a worker while the shard it waits for needs one). False when pid
+ * is gone or /proc cannot tell.
+ */
+bool mf_engine_runs_process(struct mf_engine *e, pid_t pid);
+
+/*
  * Forgets the registrations of the spec file spec_path (as the spec's
  * path, absolute), except its most recent one when that has fingerprint
  * keep_fp (NULL: forget them all): a spec file that was removed or now

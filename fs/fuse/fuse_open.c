@@ -559,6 +559,22 @@ static int open_slow(struct mfs *m, fuse_req_t req, struct fuse_file_info *fi,
 	return rc;
 }
 
+/* One of this daemon's own stages opened a shard that is not materialized:
+ * waiting would hold the stage's worker while the shard needs one, and
+ * with every worker so held nothing would ever finish (docs/guide.md,
+ * "Pipelines that read other pipelines"). EDEADLK, and the log says how
+ * to compose instead. */
+static int refuse_own_stage(struct mfs *m, const struct mfs_inode *in)
+{
+	char l[MFS_LABEL_MAX];
+	mfs_logf(m, MFS_LOG_WARN,
+		 "shard %u of %s: opened by a stage of this daemon while not "
+		 "materialized: refused (EDEADLK); materialize it first "
+		 "(matctl warm)",
+		 in->shard, mfs_label(m, in->si.fp, l, sizeof(l)));
+	return -EDEADLK;
+}
+
 void mfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mfs *m = fuse_req_userdata(req);
@@ -578,6 +594,9 @@ void mfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_opened(m, req, fi, ino, d);
 		return;
 	}
+	if (rc == -EAGAIN &&
+	    mf_engine_runs_process(m->eng, fuse_req_ctx(req)->pid))
+		rc = refuse_own_stage(m, &in);
 	if (rc == -EAGAIN)
 		rc = open_slow(m, req, fi, ino, &in);
 	if (rc)
