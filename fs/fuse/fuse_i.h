@@ -384,11 +384,17 @@ void mfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		     const char *value, size_t size, int flags);
 void mfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
-/* fuse_pool.c: a fixed set of threads running queued jobs in order. A job
- * runs with cancelled = true when the pool stops before starting it. */
+/* fuse_pool.c: a fixed set of threads running queued jobs, taking keys in
+ * turn and each key's jobs in order. A job runs with cancelled = true when
+ * the pool stops before starting it. */
 typedef void (*mfs_job_fn)(void *arg, bool cancelled);
 int mfs_pool_new(unsigned threads, struct mfs_pool **out);
+/* mfs_pool_submit_keyed with key 0. */
 int mfs_pool_submit(struct mfs_pool *p, mfs_job_fn fn, void *arg);
+/* Queues fn(arg) under key (a reader's uid): a key with many jobs queued
+ * waits its turn behind the others' next ones. 0, -ENOMEM, -ESHUTDOWN. */
+int mfs_pool_submit_keyed(struct mfs_pool *p, uint64_t key, mfs_job_fn fn,
+			  void *arg);
 /* Jobs not started yet. */
 size_t mfs_pool_backlog(struct mfs_pool *p);
 /* Cancels what is queued and waits up to timeout_ms for running jobs;

@@ -544,7 +544,8 @@ static int open_slow(struct mfs *m, fuse_req_t req, struct fuse_file_info *fi,
 	int rc = fuse_req_interrupted(req) ? -EINTR : 0;
 	bool submit = rc == 0 && !n->queued;
 	if (submit)
-		rc = mfs_pool_submit(m->open_pool, open_job_run, j);
+		rc = mfs_pool_submit_keyed(m->open_pool, fuse_req_ctx(req)->uid,
+					   open_job_run, j);
 	if (rc == 0) {
 		w->next = n->waiters;
 		n->waiters = w;

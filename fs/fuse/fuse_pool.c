@@ -1,7 +1,10 @@
 /*
- * fuse_pool.c - a fixed set of threads running queued jobs in FIFO order:
- * the workers that wait for materializations (workers=N) and the
- * read-ahead decompression threads.
+ * fuse_pool.c - a fixed set of threads running queued jobs: the workers
+ * that wait for materializations (workers=N) and the read-ahead
+ * decompression threads. Jobs carry a key (the reader's uid for
+ * materializations); the next job is the oldest of the next key in turn,
+ * so one reader's thousand cold shards do not queue another's one behind
+ * them. Jobs of one key run in FIFO order.
  *
  * Not for: knowing what a job does. A job queued when the pool stops runs
  * with cancelled = true on the stopping thread, so it can answer its
@@ -15,6 +18,7 @@
 
 struct job {
 	struct job *next;
+	uint64_t key;
 	mfs_job_fn fn;
 	void *arg;
 };
@@ -27,8 +31,34 @@ struct mfs_pool {
 	size_t backlog;
 	unsigned threads, running; /* started, not yet exited */
 	bool stopping;
+	uint64_t last_key; /* of the job taken last */
 	pthread_t *tids;
 };
+
+/* Unlinks and returns the next job in turn: the oldest of the smallest key
+ * above the last one taken, else of the smallest key. Caller holds the
+ * lock; the queue is not empty. One pass over the queue, which only holds
+ * jobs waiting for a thread. */
+static struct job *take_next(struct mfs_pool *p)
+{
+	struct job **pick = NULL, **first = NULL;
+	for (struct job **pp = &p->head; *pp; pp = &(*pp)->next) {
+		uint64_t k = (*pp)->key;
+		if (!first || k < (*first)->key)
+			first = pp;
+		if (k > p->last_key && (!pick || k < (*pick)->key))
+			pick = pp;
+	}
+	struct job **pp = pick ? pick : first, *j = *pp;
+	*pp = j->next;
+	if (p->tail == j) { /* the new tail is the last job left */
+		p->tail = NULL;
+		for (struct job *q = p->head; q; q = q->next)
+			p->tail = q;
+	}
+	p->last_key = j->key;
+	return j;
+}
 
 static void *pool_main(void *arg)
 {
@@ -39,10 +69,7 @@ static void *pool_main(void *arg)
 			pthread_cond_wait(&p->work, &p->lock);
 		if (p->stopping)
 			break;
-		struct job *j = p->head;
-		p->head = j->next;
-		if (!p->head)
-			p->tail = NULL;
+		struct job *j = take_next(p);
 		p->backlog--;
 		pthread_mutex_unlock(&p->lock);
 		j->fn(j->arg, false);
@@ -92,10 +119,16 @@ int mfs_pool_new(unsigned threads, struct mfs_pool **out)
 
 int mfs_pool_submit(struct mfs_pool *p, mfs_job_fn fn, void *arg)
 {
+	return mfs_pool_submit_keyed(p, 0, fn, arg);
+}
+
+int mfs_pool_submit_keyed(struct mfs_pool *p, uint64_t key, mfs_job_fn fn,
+			  void *arg)
+{
 	struct job *j = malloc(sizeof(*j));
 	if (!j)
 		return -ENOMEM;
-	*j = (struct job){NULL, fn, arg};
+	*j = (struct job){NULL, key, fn, arg};
 	pthread_mutex_lock(&p->lock);
 	if (p->stopping) {
 		pthread_mutex_unlock(&p->lock);
