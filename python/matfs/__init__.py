@@ -21,9 +21,10 @@ use); the rest needs the standard library alone.
 """
 
 from ._shards import shards
-from ._xattr import fingerprint, state
+from ._xattr import ShardError, fingerprint, open_shard, state
 
-__all__ = ["ShardDataset", "fingerprint", "shards", "state"]
+__all__ = ["ShardDataset", "ShardError", "fingerprint", "open_shard",
+           "shards", "state"]
 __version__ = "0.1.0"
 
 

@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from ._shards import list_shards, resolve_rank, split
+from ._xattr import open_shard
 
 # Record types numpy has and torch lacks (Debian's torch 1.13 cannot take
 # unsigned integers wider than 8 bits): widened to the next signed type,
@@ -99,8 +100,9 @@ class ShardDataset(IterableDataset):
     Raises here ValueError for a bad rank, world_size, shape or seed, a
     folder without shard files or with fewer shards than world_size;
     OSError when path cannot be listed. While iterating: ValueError
-    naming the file whose size is not a multiple of the record's, and the
-    OSError of opening a shard (EIO when its pipeline failed).
+    naming the file whose size is not a multiple of the record's, the
+    OSError of opening a shard, and matfs.ShardError (an OSError, EIO) with
+    the failure's error and stderr tail when its pipeline failed.
     """
 
     def __init__(self, path, dtype, shape=(), rank=None, world_size=None,
@@ -145,7 +147,7 @@ class ShardDataset(IterableDataset):
     def _records(self, path):
         # Opening a shard on a mount computes it if needed and waits; then
         # fstat has its exact size (stat before may say 0).
-        with open(path, "rb") as f:
+        with open_shard(path) as f:
             size = os.fstat(f.fileno()).st_size
             if size % self.record_bytes:
                 raise ValueError(

@@ -54,3 +54,42 @@ def fingerprint(path):
         raise OSError(errno.EBADMSG, "user.matfs.fingerprint of '%s' is "
                       "not 64 hex digits: %r" % (path, value), path)
     return value
+
+
+class ShardError(OSError):
+    """A shard whose pipeline failed: errno EIO, with what the mount says
+    of the failure. error is user.matfs.error (the stage and its exit, or,
+    for a reader who may not see the details, who may), stderr the tail of
+    the failing stage's stderr (None where it is hidden or empty)."""
+
+    def __init__(self, path, error, stderr):
+        msg = "matfs: shard '%s' failed: %s" % (path, error or "no error "
+                                                "recorded")
+        if stderr:
+            tail = stderr.rstrip().splitlines()[-5:]
+            msg += "\n  stderr (last lines): " + "\n    ".join(tail)
+        super().__init__(errno.EIO, msg, path)
+        self.error, self.stderr = error, stderr
+
+    def __str__(self):
+        return self.strerror
+
+
+def _optional(path, name):
+    try:
+        return os.getxattr(path, _PREFIX + name).decode(errors="replace")
+    except OSError:
+        return None
+
+
+def open_shard(path):
+    """Opens a shard for reading in binary, as open(path, "rb") does, but an
+    EIO at open (its pipeline failed) raises ShardError carrying
+    user.matfs.error and user.matfs.stderr instead of a bare OSError."""
+    try:
+        return open(path, "rb")
+    except OSError as e:
+        if e.errno != errno.EIO:
+            raise
+        raise ShardError(path, _optional(path, "error"),
+                         _optional(path, "stderr")) from None

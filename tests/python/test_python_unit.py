@@ -192,6 +192,46 @@ class XattrTest(Folder):
         self.assertEqual(out.stdout.strip(), "False")
 
 
+class ShardErrorTest(Folder):
+    """A shard whose pipeline failed: EIO at open. Off a mount the xattrs
+    are faked; test_python_mount.sh has none that fail, so the errno and
+    the attributes are the mount's contract (docs/guide.md)."""
+
+    def test_failed_shard_carries_error_and_stderr(self):
+        snap = self.snapshot([b"x"])
+        shard = os.path.join(snap, "shard-00000.u32")
+        attrs = {"user.matfs.error": b"stage 0 'python3' exited with "
+                 b"status 1",
+                 "user.matfs.stderr": b"Traceback...\nKeyError: 'text'\n"}
+
+        def getxattr(path, name):
+            if name in attrs:
+                return attrs[name]
+            raise OSError(errno.ENODATA, "no attr")
+
+        with mock.patch("builtins.open",
+                        side_effect=OSError(errno.EIO, "Input/output error")), \
+                mock.patch("os.getxattr", side_effect=getxattr):
+            with self.assertRaises(matfs.ShardError) as cm:
+                matfs.open_shard(shard)
+        e = cm.exception
+        self.assertIsInstance(e, OSError)
+        self.assertEqual(e.errno, errno.EIO)
+        self.assertEqual(e.filename, shard)
+        self.assertEqual(e.error, "stage 0 'python3' exited with status 1")
+        self.assertIn("KeyError: 'text'", e.stderr)
+        self.assertIn("failed: stage 0 'python3' exited with status 1",
+                      str(e))
+        self.assertIn("KeyError: 'text'", str(e))
+
+    def test_other_errors_pass_through(self):
+        with self.assertRaises(FileNotFoundError):
+            matfs.open_shard(os.path.join(self.dir, "missing"))
+        snap = self.snapshot([b"abc"])
+        with matfs.open_shard(os.path.join(snap, "shard-00000.u32")) as f:
+            self.assertEqual(f.read(), b"abc")
+
+
 def fake_worker(worker, workers):
     """Patches get_worker_info as a DataLoader worker process sees it."""
     return mock.patch("matfs._dataset.get_worker_info", return_value=(
