@@ -699,7 +699,7 @@ static int waited_failed(const char *fp, uint32_t shard,
 			 const struct mf_shard_rec *cur, char **err)
 {
 	if (cur->error)
-		eng_errf(err, "%s", cur->error);
+		eng_failure_errf(err, cur->error, cur->stderr_tail);
 	else
 		eng_errf(err, "shard %u of %.12s failed in another process",
 			 shard, fp);

@@ -301,6 +301,10 @@ int eng_expire_recs(struct mf_engine *e, struct mf_catalog *c,
  * (engine_backoff.c). An absent row forgets the shard's count; other
  * states: false. Takes e->lock. */
 bool eng_backoff_holds(struct mf_engine *e, const struct mf_shard_rec *cur);
+/* The message of a failure (engine_run.c): its error, then the last line
+ * its stage wrote on stderr (tail may be NULL), which usually says why
+ * ("...: stage 0 'sh' exited with status 3: no such column 'text'"). */
+void eng_failure_errf(char **err, const char *error, const char *tail);
 /* Tells opts.note, when set, a formatted line. */
 void eng_note(struct mf_engine *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

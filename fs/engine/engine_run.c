@@ -164,12 +164,11 @@ static int record_failure(struct pump *p, int32_t status, const char *error,
 	return rc == -ESTALE ? 0 : rc;
 }
 
-/* The failure's message: its error, then the last line its stage wrote
- * on stderr, which usually says why ("...: stage 0 'sh' exited with
- * status 3: no such column 'text'"). The catalog keeps the whole tail. */
-static void stage_errf(char **err, const struct mf_job_result *res)
+/* eng_failure_errf: the catalog keeps the whole tail; the message takes
+ * its last line, at most 200 bytes of it. */
+void eng_failure_errf(char **err, const char *error, const char *tail)
 {
-	const char *t = res->stderr_tail;
+	const char *t = tail ? tail : "";
 	size_t end = strlen(t);
 	while (end > 0 &&
 	       (t[end - 1] == '\n' || t[end - 1] == '\r' || t[end - 1] == ' ' ||
@@ -181,10 +180,9 @@ static void stage_errf(char **err, const struct mf_job_result *res)
 	if (end > start + 200) /* one line, not a page */
 		start = end - 200;
 	if (end > start)
-		eng_errf(err, "%s: %.*s", res->error, (int)(end - start),
-			 t + start);
+		eng_errf(err, "%s: %.*s", error, (int)(end - start), t + start);
 	else
-		eng_errf(err, "%s", res->error);
+		eng_errf(err, "%s", error);
 }
 
 static int run_stages(struct pump *p, struct spec_entry *se,
@@ -232,7 +230,7 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 	}
 	if (rc || !res.ok) {
 		mf_shard_writer_abort(w);
-		stage_errf(err, &res);
+		eng_failure_errf(err, res.error, res.stderr_tail);
 		(void)record_failure(p, res.wait_status, res.error,
 				     res.stderr_tail[0] ? res.stderr_tail
 							: NULL);
