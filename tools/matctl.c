@@ -193,6 +193,27 @@ static int cmd_cat(struct ctl *ctl)
 	return rc ? 1 : 0;
 }
 
+/* True (and says why) when fp holds materialized shards and cannot be
+ * computed again: rm would remove the only copy, so it wants --force. */
+static bool only_copy(struct ctl *ctl, const char *what, const char *fp)
+{
+	struct mf_snapshot_rec snap;
+	if (mf_engine_snapshot(ctl->engine, fp, &snap) != 0)
+		return false;
+	uint32_t kept = snap.materialized;
+	mf_snapshot_rec_release(&snap);
+	char *why = NULL;
+	if (kept == 0 || mf_engine_computable(ctl->engine, fp, &why) == 0)
+		return false;
+	ctl_err("rm '%s': snapshot %.12s can no longer be computed (%s): its "
+		"%u materialized shard%s would be gone for good; matctl rm "
+		"--force removes it",
+		what, fp, why ? why : "its spec cannot be checked", kept,
+		kept == 1 ? "" : "s");
+	free(why);
+	return true;
+}
+
 static int cmd_rm(struct ctl *ctl)
 {
 	int bad = 0;
@@ -203,6 +224,10 @@ static int cmd_rm(struct ctl *ctl)
 				return 1;
 			memcpy(fp, ctl->argv[i], sizeof(fp));
 		} else if (ctl_resolve(ctl, ctl->argv[i], fp)) {
+			bad = 1;
+			continue;
+		}
+		if (!ctl->force && only_copy(ctl, ctl->argv[i], fp)) {
 			bad = 1;
 			continue;
 		}
@@ -321,7 +346,8 @@ static const char usage[] =
     "  fingerprint SPEC [--explain] fingerprint of a spec file\n"
     "  warm SPEC|FP|NAME [-j N]     materialize every shard\n"
     "  cat FP|NAME SHARD            write a shard's bytes to stdout\n"
-    "  rm FP|NAME...                expire snapshots\n"
+    "  rm [--force] FP|NAME...      expire snapshots (--force: also one\n"
+    "                               that can no longer be computed)\n"
     "  retry FP|NAME                compute failed shards again on the\n"
     "                               next open (no backoff)\n"
     "  verify FP|NAME               check every checksum\n"
@@ -420,6 +446,7 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 	    {"older-than", required_argument, NULL, 'O'},
 	    {"follow", no_argument, NULL, 'f'},
 	    {"prometheus", no_argument, NULL, 'P'},
+	    {"force", no_argument, NULL, 'F'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -443,6 +470,9 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 			break;
 		case 'J':
 			ctl->json = true;
+			break;
+		case 'F':
+			ctl->force = true;
 			break;
 		case 'E':
 			ctl->explain = true;

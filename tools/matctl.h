@@ -20,6 +20,7 @@ struct ctl {
 	const char *older_than; /* --older-than DURATION */
 	bool follow; /* log -f */
 	bool prometheus; /* stats --prometheus */
+	bool force; /* rm --force */
 	int argc; /* operands after the command */
 	char **argv;
 	struct mf_engine *engine; /* opened on demand by ctl_engine */

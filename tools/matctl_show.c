@@ -218,16 +218,22 @@ static void print_tail(const char *tail)
 }
 
 static void stat_table(const struct mf_snapshot_rec *snap,
-		       const struct mf_shard_rec *v, size_t n)
+		       const struct mf_shard_rec *v, size_t n, const char *why)
 {
 	char raw[32], stored[32];
 	mf_format_size(snap->raw_bytes, raw, sizeof(raw));
 	mf_format_size(snap->stored_bytes, stored, sizeof(stored));
 	printf("name         %s\nfingerprint  %s\nspec         %s\n",
 	       snap->name, snap->fp, snap->spec_path);
-	printf("shards       %u/%u materialized, %s raw, %s stored (%s)\n\n",
+	printf("shards       %u/%u materialized, %s raw, %s stored (%s)\n",
 	       snap->materialized, snap->shards, raw, stored,
 	       snap->compression);
+	if (why)
+		printf("computable   no: %s; what the store holds is the only "
+		       "copy\n\n",
+		       why);
+	else
+		printf("computable   yes\n\n");
 	printf("%6s  %-12s %10s %10s %6s %8s  %s\n", "SHARD", "STATE", "RAW",
 	       "STORED", "CHUNKS", "ATTEMPTS", "RUN");
 	for (size_t i = 0; i < n; i++) {
@@ -262,9 +268,19 @@ int cmd_stat(struct ctl *ctl)
 		ctl_err("stat '%s': %s", ctl->argv[0], strerror(-rc));
 		return 1;
 	}
+	char *why = NULL;
+	bool computable = mf_engine_computable(ctl->engine, fp, &why) == 0;
+	if (!computable && !why)
+		why = strdup("its spec cannot be checked");
 	if (ctl->json) {
 		fputs("{\"snapshot\":", stdout);
 		snap_json(stdout, &snap);
+		fprintf(stdout, ",\"computable\":%s,\"not_computable_why\":",
+			computable ? "true" : "false");
+		if (why)
+			json_str(stdout, why);
+		else
+			fputs("null", stdout);
 		fputs("},\n \"shards\":[", stdout);
 		for (size_t i = 0; i < n; i++) {
 			fputs(i ? ",\n  " : "", stdout);
@@ -272,8 +288,9 @@ int cmd_stat(struct ctl *ctl)
 		}
 		fputs("]}\n", stdout);
 	} else {
-		stat_table(&snap, v, n);
+		stat_table(&snap, v, n, computable ? NULL : why);
 	}
+	free(why);
 	mf_engine_shard_recs_free(v, n);
 	mf_snapshot_rec_release(&snap);
 	return 0;

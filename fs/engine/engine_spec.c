@@ -440,6 +440,36 @@ int mf_engine_register(struct mf_engine *e, const char *spec_path,
 	return 0;
 }
 
+int mf_engine_computable(struct mf_engine *e, const char *fp, char **why)
+{
+	if (eng_is_registered(e, fp))
+		return 0;
+	struct mf_snapshot_rec rec;
+	int rc = mf_engine_snapshot(e, fp, &rec);
+	if (rc)
+		return rc;
+	struct spec_entry *se;
+	char *err = NULL;
+	rc = load_entry(e, rec.spec_path, &se, &err);
+	if (rc == 0) {
+		if (strcmp(se->fpr.hex, fp) != 0) {
+			eng_errf(why,
+				 "its spec '%s' now gives fingerprint %.12s "
+				 "(the spec, its deps or its inputs changed)",
+				 rec.spec_path, se->fpr.hex);
+			rc = -ESTALE;
+		}
+		free_entry(se);
+	} else {
+		eng_errf(why, "its spec cannot be loaded: %s",
+			 err ? err : strerror(-rc));
+		rc = -ESTALE;
+	}
+	free(err);
+	mf_snapshot_rec_release(&rec);
+	return rc;
+}
+
 int eng_spec_for(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 		 struct spec_entry **out, char **err)
 {

@@ -525,6 +525,15 @@ int mf_engine_spec_owner(struct mf_engine *e, const char *fp, uid_t *uid,
 bool mf_engine_runs_process(struct mf_engine *e, pid_t pid);
 
 /*
+ * Whether snapshot fp can still be computed: registered here, or its spec
+ * file (as the catalog names it) loads and still gives fp. 0; -ESTALE with
+ * *why (caller frees) when its spec, deps or inputs changed or it no longer
+ * loads: then the shards the store holds are its only copy. -ENOENT for no
+ * such snapshot, -errno. Reads only (loads and fingerprints the spec).
+ */
+int mf_engine_computable(struct mf_engine *e, const char *fp, char **why);
+
+/*
  * Forgets the registrations of the spec file spec_path (as the spec's
  * path, absolute), except its most recent one when that has fingerprint
  * keep_fp (NULL: forget them all): a spec file that was removed or now

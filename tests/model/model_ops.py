@@ -298,7 +298,9 @@ class Model(Checks):
 
     def matctl_rm(self, target, fp):
         t = time.monotonic()
-        st, _, err = self.rig.matctl("rm", target)
+        # --force: an old fingerprint whose inputs changed since can no
+        # longer be computed, and rm of its only copy wants it
+        st, _, err = self.rig.matctl("rm", "--force", target)
         gone = "no snapshot" in err or "No such file or directory" in err
         # a shard being computed stays (the others expired): EBUSY
         busy = st == 1 and all("a shard is being computed" in l
