@@ -68,8 +68,11 @@ struct mf_store;
  * Opens the store at dir, creating dir (mode 0700; the folders above it
  * 0755) and its snapshots/ folder when create is true; with create, a
  * store folder this process owns that other users may enter loses those
- * bits (docs/security.md, "The store"). Returns 0, -ENOENT, -ENOTDIR,
- * -EACCES, ...
+ * bits (docs/security.md, "The store"). -EPERM when the store folder is
+ * not this process's user's or root's, or others may write in it, or a
+ * folder above it is another user's or writable by others without the
+ * sticky bit: they could plant or swap the store's files. Returns 0,
+ * -ENOENT, -ENOTDIR, -EACCES, ...
  * The handle is thread-safe (it holds only directory descriptors).
  */
 int mf_store_open(const char *dir, bool create, struct mf_store **out);

@@ -178,6 +178,50 @@ static int open_snapshots(int dirfd, bool create, int *out)
 	return snap_open_at(dirfd, "snapshots", true, out);
 }
 
+/* Whether st may hold a store this process trusts: owned by this
+ * process's user or root, and, when others may write in it, sticky (as
+ * /tmp is: none of them can move away what is not theirs). */
+static bool trusted_dir(const struct stat *st, bool store_itself)
+{
+	if (st->st_uid != geteuid() && st->st_uid != 0)
+		return false;
+	if (store_itself)
+		return !(st->st_mode & 0002);
+	return !(st->st_mode & 0022) || (st->st_mode & S_ISVTX);
+}
+
+/*
+ * The store folder and every folder above it must be trusted_dir: another
+ * user who owns or may rename them could plant or read the store's files
+ * (a catalog they made in /tmp/.cache/matfs, a folder they swap in).
+ * -EPERM otherwise.
+ */
+static int check_trusted(int dirfd, const char *dir)
+{
+	struct stat st;
+	if (fstat(dirfd, &st) != 0)
+		return -errno;
+	if (!trusted_dir(&st, true))
+		return -EPERM;
+	char *real = realpath(dir, NULL);
+	if (!real)
+		return -errno;
+	int rc = 0;
+	for (char *slash = strrchr(real, '/'); rc == 0 && slash;
+	     slash = strrchr(real, '/')) {
+		*slash = '\0';
+		const char *up = real[0] ? real : "/";
+		if (stat(up, &st) != 0)
+			rc = -errno;
+		else if (!trusted_dir(&st, false))
+			rc = -EPERM;
+		if (!real[0])
+			break;
+	}
+	free(real);
+	return rc;
+}
+
 int mf_store_open(const char *dir, bool create, struct mf_store **out)
 {
 	if (!dir || !*dir || !out)
@@ -198,6 +242,9 @@ int mf_store_open(const char *dir, bool create, struct mf_store **out)
 		rc = -errno;
 		goto free_path;
 	}
+	rc = check_trusted(st->dirfd, dir);
+	if (rc)
+		goto close_dir;
 	if (create)
 		snap_close_to_others(st->dirfd);
 	rc = open_snapshots(st->dirfd, create, &st->snapfd);

@@ -390,6 +390,12 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 	pthread_cond_init(&e->flight_cv, NULL);
 
 	rc = mf_store_open(o->store_dir, true, &e->store);
+	if (rc == -EPERM)
+		eng_errf(err,
+			 "store '%s': refused: it, or a folder above it, is "
+			 "another user's or open to others' writes "
+			 "(docs/security.md, 'The store')",
+			 o->store_dir);
 	if (rc) {
 		eng_errf(err, "store '%s': %s", o->store_dir, strerror(-rc));
 		return rc;

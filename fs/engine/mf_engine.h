@@ -34,8 +34,9 @@
 #define MF_CATALOG_FILE "catalog.db"
 
 /* The store folder when none is given (engine_defaults.c):
- * $XDG_CACHE_HOME/matfs, else ~/.cache/matfs ($HOME, else /tmp). Caller
- * frees; NULL when out of memory. */
+ * $XDG_CACHE_HOME/matfs, else ~/.cache/matfs ($HOME, else the password
+ * entry's home). Caller frees; NULL when out of memory or no home is
+ * known (never /tmp). */
 char *mf_engine_default_store(void);
 
 /* Whether a catalog location (mf_engine_opts.catalog) carries a password:

@@ -8,7 +8,9 @@
 # 0600, and another user can neither list the store, read catalog.db nor
 # get the secrets with matctl. A store an older version left 0755/0644
 # loses the other users' bits at the next mount (its group's stay: a
-# group that shares a store is the admin's choice).
+# group that shares a store is the admin's choice). A store folder another
+# user made (in a sticky /tmp), or one in a folder others may write, is
+# refused: the daemon does not start and writes nothing there.
 . "$MF_SOURCE_ROOT/tests/security/lib.sh"
 add_user
 umask 022
@@ -64,3 +66,23 @@ done
 as_user cat "$store/catalog.db" >/dev/null 2>&1 && fail "another user reads an old store's catalog.db"
 pass "a store an older version left open is narrowed at the next mount"
 umount_fs "$mnt" "$mpid"
+
+# a store another user made first (as in a world-writable /tmp): refused,
+# and nothing of it is used
+pub=$tmp/pub
+install -d -m 1777 "$pub"
+as_user sh -c "umask 0; mkdir -p '$pub/.cache/matfs/snapshots' && : >'$pub/.cache/matfs/catalog.db'"
+mkdir -p "$tmp/mnt2"
+if "$matfs" --store "$pub/.cache/matfs" --pipelines "$u/pipelines" -f \
+  -o allow_other "$tmp/mnt2" >"$tmp/squat.out" 2>&1; then
+  fusermount3 -u "$tmp/mnt2" 2>/dev/null
+  fail "a daemon served a store another user made"
+fi
+grep -q "refused: it, or a folder above it, is another user's" "$tmp/squat.out" ||
+  fail "the refusal does not say why: $(cat "$tmp/squat.out")"
+[ ! -s "$pub/.cache/matfs/catalog.db" ] || fail "the daemon wrote to the user's catalog"
+# a store in a folder others may write without the sticky bit: the same
+install -d -m 0777 "$tmp/open"
+out=$("$matctl" --store "$tmp/open/store" ls 2>&1) && fail "matctl used a store in an open folder"
+grep -q "refused" <<<"$out" || fail "matctl in an open folder says: $out"
+pass "a store another user made or could swap is refused, nothing written"
