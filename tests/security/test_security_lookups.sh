@@ -50,8 +50,12 @@ sleep 1.1
 links1=$(links) rss1=$(rss)
 [ "$links1" = "$links0" ] ||
   fail "the root's link count went from $links0 to $links1: lookups made snapshots"
-[ $((rss1 - rss0)) -lt 4096 ] ||
-  fail "the daemon grew from $rss0 to $rss1 KiB over 5000 lookups"
+# AddressSanitizer holds freed memory in quarantine: only the link count
+# tells there
+if ! ldd "$matfs" 2>/dev/null | grep -q libasan; then
+  [ $((rss1 - rss0)) -lt 4096 ] ||
+    fail "the daemon grew from $rss0 to $rss1 KiB over 5000 lookups"
+fi
 pass "5000 lookups of made-up fingerprints keep no snapshot"
 
 [ "$(as_user cat "$mnt/$old/shard-00000")" = "$(printf 'x\none')" ] ||
