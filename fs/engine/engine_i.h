@@ -62,6 +62,18 @@ struct failed_shard {
 };
 #define ENG_FAILED_SLOTS 512
 
+/* A registration this engine forgot (its spec file left), remembered for a
+ * while so that its name is not free in the moment a file is removed and
+ * made again (engine_spec.c, holder_claims). */
+struct left_name {
+	char fp[MF_FP_HEX_LEN + 1]; /* "" for an empty slot */
+	char name[MF_NAME_MAX + 1];
+	uid_t owner;
+	int64_t at; /* monotonic seconds */
+};
+#define ENG_LEFT_SLOTS 64
+#define ENG_LEFT_GRACE_S 60
+
 /* One attempt at a shard that callers of this process share. */
 struct flight {
 	struct flight *next;
@@ -127,6 +139,8 @@ struct mf_engine {
 	size_t n_pool, cap_pool;
 	struct known_shard *known; /* ENG_KNOWN_SLOTS, or NULL (no memory) */
 	struct failed_shard failed[ENG_FAILED_SLOTS]; /* engine_backoff.c */
+	struct left_name left[ENG_LEFT_SLOTS]; /* a ring; next at n_left */
+	size_t n_left;
 	/* the mount this engine serves (mf_engine_set_mount): "" and 0 when
 	 * none, mount_dev 0 until mounted */
 	char mount_path[PATH_MAX];
@@ -305,6 +319,10 @@ bool eng_backoff_holds(struct mf_engine *e, const struct mf_shard_rec *cur);
  * its stage wrote on stderr (tail may be NULL), which usually says why
  * ("...: stage 0 'sh' exited with status 3: no such column 'text'"). */
 void eng_failure_errf(char **err, const char *error, const char *tail);
+/* Remembers that fp's registration of name by owner left (unregistered);
+ * caller holds e->lock. */
+void eng_name_left(struct mf_engine *e, const char *fp, const char *name,
+		   uid_t owner);
 /* Tells opts.note, when set, a formatted line. */
 void eng_note(struct mf_engine *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -133,6 +133,9 @@ int mf_engine_unregister(struct mf_engine *e, const char *spec_path,
 		*p = s->next;
 		s->next = dead;
 		dead = s;
+		if (s->registered)
+			eng_name_left(e, s->fpr.hex, s->spec->name,
+				      s->spec->owner_uid);
 	}
 	pthread_mutex_unlock(&e->lock);
 	struct mf_catalog *c = NULL;

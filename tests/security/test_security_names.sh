@@ -74,6 +74,21 @@ wait_for 20 grep -q "64 hex digits read as a fingerprint" "$log" ||
 check_victim "an attacker naming her pipeline after the fingerprint"
 pass "a name of 64 hex digits is refused"
 
+# the holder's file is gone for a moment (an editor, git checkout, ln -sf
+# remove and make it again) while the attacker's changes: still refused
+write_spec "$attacker" "$tmp/a" mine attacker-bytes
+wait_for 20 has_name "$mnt" mine || fail "mine is not registered again"
+runuser -u "$victim" -- mv "$tmp/v/spec.yaml" "$tmp/v/spec.yaml.away"
+n=$(grep -c "name 'tokens' belongs to" "$log")
+write_spec "$attacker" "$tmp/a" tokens attacker-bytes
+wait_for 20 sh -c "[ \$(grep -c \"name 'tokens' belongs to\" '$log') -gt $n ]" ||
+  fail "the attacker's spec was not refused while the holder's file was away"
+runuser -u "$victim" -- mv "$tmp/v/spec.yaml.away" "$tmp/v/spec.yaml"
+runuser -u "$victim" -- touch "$tmp/v/spec.yaml"
+sleep 1
+check_victim "the holder's file away for a moment"
+pass "a holder's file gone for a moment keeps its name"
+
 # the holder renames its pipeline: the name is free for another file
 write_spec "$victim" "$tmp/v" tokens2 victim-bytes
 wait_for 20 has_name "$mnt" tokens2 || fail "tokens2 is not registered"
