@@ -21,14 +21,22 @@
 
 #include "mf_config.h"
 
+/* Messages quote what stages wrote (their errors, stderr lines): shown
+ * cleaned, as the daemon's log is, never as escapes to the terminal. */
 void ctl_err(const char *fmt, ...)
 {
 	va_list ap;
-	fputs("matctl: ", stderr);
+	char *msg = NULL;
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	int n = vasprintf(&msg, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	if (n < 0) {
+		fputs("matctl: out of memory\n", stderr);
+		return;
+	}
+	mf_text_clean(msg, false);
+	fprintf(stderr, "matctl: %s\n", msg);
+	free(msg);
 }
 
 void json_str(FILE *f, const char *s)

@@ -206,8 +206,12 @@ static void shard_json(FILE *f, const struct mf_shard_rec *s)
 	fputc('}', f);
 }
 
-static void print_tail(const char *tail)
+static void print_tail(const char *raw)
 {
+	char *tail = strdup(raw);
+	if (!tail)
+		return;
+	mf_text_clean(tail, true);
 	const char *p = tail;
 	while (*p) {
 		const char *nl = strchr(p, '\n');
@@ -215,6 +219,7 @@ static void print_tail(const char *tail)
 		printf("      | %.*s\n", len, p);
 		p += len + (nl ? 1 : 0);
 	}
+	free(tail);
 }
 
 static void stat_table(const struct mf_snapshot_rec *snap,
@@ -243,8 +248,13 @@ static void stat_table(const struct mf_snapshot_rec *snap,
 		       mf_shard_state_name(v[i].state), raw, stored,
 		       v[i].chunks, v[i].attempts,
 		       v[i].run_id[0] ? v[i].run_id : "-");
-		if (v[i].error)
-			printf("      error: %s\n", v[i].error);
+		if (v[i].error) {
+			char *e = strdup(v[i].error);
+			if (e)
+				mf_text_clean(e, false);
+			printf("      error: %s\n", e ? e : "?");
+			free(e);
+		}
 		if (v[i].stderr_tail && v[i].state == MF_SHARD_FAILED)
 			print_tail(v[i].stderr_tail);
 	}

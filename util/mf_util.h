@@ -81,6 +81,11 @@ size_t mf_utf8_len(const unsigned char *s);
 /* Replaces in place every byte of s that starts no valid UTF-8 sequence
  * with '?'. */
 void mf_utf8_clean(char *s);
+/* Makes s safe to show on a terminal, in place: every control (C0 but tab
+ * and, with newlines, '\n'; DEL; C1, which terminals obey as escapes) and
+ * every byte that starts no valid UTF-8 sequence becomes '?', so text a
+ * stage wrote can neither forge a line nor send an escape. */
+void mf_text_clean(char *s, bool newlines);
 
 /* Fills out (2*nbytes+1 bytes) with nbytes of OpenSSL randomness as hex.
  * Returns 0 or -EIO when the generator fails. */

@@ -194,6 +194,26 @@ void mf_utf8_clean(char *s)
 	}
 }
 
+void mf_text_clean(char *s, bool newlines)
+{
+	for (unsigned char *p = (unsigned char *)s; *p;) {
+		size_t n = *p >= 0x80 ? mf_utf8_len(p) : 1;
+		bool c1 = n == 2 && p[0] == 0xc2 && p[1] < 0xa0;
+		if (n == 0 || c1) {
+			*p++ = '?';
+			if (c1)
+				*p++ = '?';
+		} else if (n == 1 &&
+			   ((*p < 0x20 && *p != '\t' &&
+			     !(newlines && *p == '\n')) ||
+			    *p == 0x7f)) {
+			*p++ = '?';
+		} else {
+			p += n;
+		}
+	}
+}
+
 int mf_random_hex(size_t nbytes, char *out)
 {
 	uint8_t buf[64];
