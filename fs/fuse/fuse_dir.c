@@ -34,7 +34,15 @@ struct listing {
 	size_t n, cap;
 	struct dent *v;
 	uint64_t epoch; /* mfs.attr_epoch before the catalog was read */
+	uid_t uid; /* the opener's, counted by mfs_user_dir_take */
 };
+
+static void listing_free(struct mfs *m, struct listing *l)
+{
+	mfs_user_dir_give(m, l->uid);
+	free(l->v);
+	free(l);
+}
 
 static struct dent *dent_add(struct listing *l, const char *name)
 {
@@ -187,8 +195,16 @@ void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mfs *m = fuse_req_userdata(req);
 	struct mfs_inode in;
+	uid_t uid = fuse_req_ctx(req)->uid;
+	int rc = mfs_user_dir_take(m, uid);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
 	struct listing *l = calloc(1, sizeof(*l));
-	int rc = l ? mfs_inode_decode(m, ino, &in) : -ENOMEM;
+	rc = l ? mfs_inode_decode(m, ino, &in) : -ENOMEM;
+	if (l)
+		l->uid = uid;
 	if (rc == 0 && in.kind == MFS_ROOT)
 		rc = list_root(m, l);
 	else if (rc == 0 && in.kind == MFS_DIR)
@@ -197,16 +213,15 @@ void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = -ENOTDIR;
 	if (rc) {
 		if (l)
-			free(l->v);
-		free(l);
+			listing_free(m, l);
+		else
+			mfs_user_dir_give(m, uid);
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)l;
-	if (fuse_reply_open(req, fi) != 0) { /* no release will come */
-		free(l->v);
-		free(l);
-	}
+	if (fuse_reply_open(req, fi) != 0) /* no release will come */
+		listing_free(m, l);
 }
 
 static void reply_listing(fuse_req_t req, size_t size, off_t off,
@@ -267,9 +282,7 @@ void mfs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
 {
 	(void)ino;
 	struct listing *l = (struct listing *)(uintptr_t)fi->fh;
-	if (l) {
-		free(l->v);
-		free(l);
-	}
+	if (l)
+		listing_free(fuse_req_userdata(req), l);
 	fuse_reply_err(req, 0);
 }

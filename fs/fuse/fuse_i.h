@@ -192,6 +192,13 @@ struct mfs {
 
 /* fuse_open.c: logs (rate-limited) that uid reached mfs.fh_cap */
 void mfs_user_capped(struct mfs *m, uid_t uid);
+/* Directory handles of one reader uid: each holds a copy of its listing
+ * (a snapshot of 100,000 shards is megabytes), so at most MFS_DIR_CAP at
+ * once per uid; past it -EMFILE. Take before making the listing, give at
+ * releasedir. Take locks node_lock; 0, -EMFILE, -ENOMEM. */
+#define MFS_DIR_CAP 256
+int mfs_user_dir_take(struct mfs *m, uid_t uid);
+void mfs_user_dir_give(struct mfs *m, uid_t uid);
 
 /* fuse_model.c: the namespace, attributes */
 int mfs_ns_init(struct mfs *m);

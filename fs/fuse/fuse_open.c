@@ -81,7 +81,8 @@ struct open_job {
 struct mfs_user_fhs {
 	struct mfs_user_fhs *next;
 	uid_t uid;
-	size_t n;
+	size_t n; /* shard handles */
+	size_t dirs; /* directory handles, each holding a listing */
 };
 
 /* The handles one uid may hold: a quarter of the daemon's descriptors
@@ -100,24 +101,46 @@ static size_t fh_cap(void)
 	return n / 4 > MFS_FH_CAP_MIN ? (size_t)(n / 4) : MFS_FH_CAP_MIN;
 }
 
+/* uid's entry, made when missing (NULL: no memory). Caller holds
+ * node_lock. */
+static struct mfs_user_fhs *user_get(struct mfs *m, uid_t uid)
+{
+	struct mfs_user_fhs *u = m->user_fhs;
+	while (u && u->uid != uid)
+		u = u->next;
+	if (!u && (u = calloc(1, sizeof(*u)))) {
+		u->uid = uid;
+		u->next = m->user_fhs;
+		m->user_fhs = u;
+	}
+	return u;
+}
+
+/* Drops uid's entry once it holds nothing. Caller holds node_lock. */
+static void user_put(struct mfs *m, struct mfs_user_fhs *u)
+{
+	if (u->n || u->dirs)
+		return;
+	struct mfs_user_fhs **pp = &m->user_fhs;
+	while (*pp && *pp != u)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = u->next;
+	free(u);
+}
+
 /* A handle for uid, unless uid holds m->fh_cap already: -EMFILE. Caller
  * holds node_lock. */
 static int user_take(struct mfs *m, uid_t uid)
 {
 	if (!m->fh_cap)
 		m->fh_cap = fh_cap(); /* the limit is set before the mount */
-	struct mfs_user_fhs *u = m->user_fhs;
-	while (u && u->uid != uid)
-		u = u->next;
-	if (u && u->n >= m->fh_cap)
+	struct mfs_user_fhs *u = user_get(m, uid);
+	if (!u)
+		return -ENOMEM;
+	if (u->n >= m->fh_cap) {
+		user_put(m, u);
 		return -EMFILE;
-	if (!u) {
-		u = calloc(1, sizeof(*u));
-		if (!u)
-			return -ENOMEM;
-		u->uid = uid;
-		u->next = m->user_fhs;
-		m->user_fhs = u;
 	}
 	u->n++;
 	return 0;
@@ -140,15 +163,37 @@ void mfs_user_capped(struct mfs *m, uid_t uid)
 /* Gives back uid's handle. Caller holds node_lock. */
 static void user_give(struct mfs *m, uid_t uid)
 {
-	struct mfs_user_fhs **pp = &m->user_fhs;
-	while (*pp && (*pp)->uid != uid)
-		pp = &(*pp)->next;
-	struct mfs_user_fhs *u = *pp;
+	struct mfs_user_fhs *u = user_get(m, uid);
 	assert(u && u->n > 0);
-	if (u && --u->n == 0) {
-		*pp = u->next;
-		free(u);
-	}
+	if (u && u->n > 0)
+		u->n--;
+	if (u)
+		user_put(m, u);
+}
+
+int mfs_user_dir_take(struct mfs *m, uid_t uid)
+{
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_user_fhs *u = user_get(m, uid);
+	int rc = !u ? -ENOMEM : u->dirs >= MFS_DIR_CAP ? -EMFILE : 0;
+	if (rc == 0)
+		u->dirs++;
+	else if (u)
+		user_put(m, u);
+	pthread_mutex_unlock(&m->node_lock);
+	return rc;
+}
+
+void mfs_user_dir_give(struct mfs *m, uid_t uid)
+{
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_user_fhs *u = user_get(m, uid);
+	assert(u && u->dirs > 0);
+	if (u && u->dirs > 0)
+		u->dirs--;
+	if (u)
+		user_put(m, u);
+	pthread_mutex_unlock(&m->node_lock);
 }
 
 /* ---- data and nodes ---- */

@@ -6,7 +6,8 @@
 # pipeline and keep them open: their opens past the bound fail with
 # EMFILE, and meanwhile root opens, computes and reads another pipeline's
 # shards. Before, the user's handles took every descriptor and root's
-# opens and computations failed.
+# opens and computations failed. Directory handles, each holding a copy
+# of its listing, stop at 256 per uid.
 . "$MF_SOURCE_ROOT/tests/security/lib.sh"
 command -v prlimit >/dev/null || skip "no prlimit"
 add_user
@@ -75,4 +76,19 @@ grep -q "uid $uid holds 100 open shard files" "$log" || fail "the bound is not l
 pass "one user's open shards stop at its bound (EMFILE); root opens and computes meanwhile"
 touch "$stop"
 wait "$h1" "$h2"
+
+# directory handles each hold a listing: 256 per uid, then EMFILE
+as_user python3 - "$mnt/many" <<'PY' || fail "the directory handles"
+import errno, os, sys
+held, refused = [], 0
+for i in range(400):
+    try:
+        held.append(os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY))
+    except OSError as e:
+        assert e.errno == errno.EMFILE, e
+        refused += 1
+assert (len(held), refused) == (256, 144), (len(held), refused)
+PY
+ls "$mnt/many" >/dev/null || fail "root cannot list while the user held its directory bound"
+pass "one user's directory handles stop at 256 (EMFILE)"
 umount_fs "$mnt" "$mpid"
