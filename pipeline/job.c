@@ -158,7 +158,7 @@ static int fork_stage(struct mf_job *j, struct spawn *s,
 	    .out_fd = s->data[2 * (i + 1) + 1],
 	    .err_fd = s->err[2 * i + 1],
 	    .report_fd = s->exec[1],
-	    .inputs_fd = plan->inputs_fd,
+	    .inputs_fd = -1,
 	    .index = (int)i,
 	    .dir = spec->dir,
 	    .path = plan->paths[i],
@@ -169,12 +169,21 @@ static int fork_stage(struct mf_job *j, struct spawn *s,
 	    .cg_fd = j->st[i].cg.procs_fd,
 	    .max_fd = plan->max_fd,
 	};
+	/* a description of its own, read-only: a stage reading descriptor 4
+	 * itself moves no other stage's offset */
+	char self[32];
+	snprintf(self, sizeof self, "/proc/self/fd/%d", plan->inputs_fd);
+	x.inputs_fd = open(self, O_RDONLY | O_CLOEXEC);
+	if (x.inputs_fd < 0)
+		return -errno;
 	pid_t pid = fork();
 
-	if (pid < 0)
-		return -errno;
 	if (pid == 0)
 		job_child_exec(&x);
+	int fork_errno = errno;
+	close(x.inputs_fd);
+	if (pid < 0)
+		return -fork_errno;
 	if (j->st[i].cg.procs_fd >= 0) {
 		close(j->st[i].cg.procs_fd);
 		j->st[i].cg.procs_fd = -1;

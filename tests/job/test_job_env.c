@@ -366,6 +366,25 @@ static void test_inputs_file(void **state)
 	jt_assert_clean(t);
 }
 
+/* Each stage reads the list from offset 0, also when an earlier stage
+ * read descriptor 4 itself to its end: each has a description of its
+ * own. */
+static void test_inputs_fd_own_offset(void **state)
+{
+	struct jt *t = *state;
+	struct jt_run r;
+	const char *a = jt_input(t, "a", "1", 1);
+	jt_stage(t, 10, "sh", "-c", "cat <&4 >/dev/null; cat", NULL);
+	jt_stage(t, 10, "sh", "-c", "cat; cat <&4", NULL);
+	jt_run(t, 0, 4096, &r);
+	assert_ok(&r);
+	char want[512];
+	snprintf(want, sizeof(want), "1%s\n", a);
+	assert_string_equal(r.out, want);
+	jt_run_release(&r);
+	jt_assert_clean(t);
+}
+
 /* 3000 inputs of long names: the list passes Linux's 128 KiB bound on one
  * environment string, which made every execve fail with E2BIG. The
  * stages run; MATFS_INPUTS is left out, MATFS_INPUTS_FILE has it all. */
@@ -403,6 +422,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_inputs_file, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_inputs_file_many, jt_setup,
+					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_inputs_fd_own_offset, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_spec_env, jt_setup,
 					    jt_teardown),
