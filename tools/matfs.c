@@ -393,14 +393,30 @@ static int loop(struct fuse_session *se)
  * the ones below mean nothing to it and are ignored, so a stray `kill
  * -USR1` or an alarm never leaves the mount ENOTCONN with its stages
  * orphaned. SIGPIPE is libfuse's to ignore; SIGXFSZ makes a store file
- * past the file size limit fail its shard (EFBIG). Stages get every
- * default back (job_child.c). SIGQUIT and the faults (SIGSEGV, SIGABRT,
- * ...) keep their core dump; SIGPROF stays a profiler's.
+ * past the file size limit fail its shard (EFBIG). SIGTSTP, SIGTTIN and
+ * SIGTTOU would stop the daemon, and every reader with it: ignored too.
+ * SIGXCPU (LimitCPU, ulimit -t) stops it cleanly, as SIGTERM does. Stages
+ * get every default back (job_child.c). SIGQUIT and the faults (SIGSEGV,
+ * SIGABRT, ...) keep their core dump; SIGPROF stays a profiler's.
  */
-static void ignore_signals(void)
+static struct fuse_session *stop_se; /* for on_xcpu */
+
+static void on_xcpu(int sig)
+{
+	(void)sig;
+	if (stop_se)
+		fuse_session_exit(stop_se);
+}
+
+static void ignore_signals(struct fuse_session *se)
 {
 	static const int ignored[] = {SIGUSR1, SIGUSR2, SIGALRM,   SIGVTALRM,
-				      SIGIO,   SIGPWR,	SIGSTKFLT, SIGXFSZ};
+				      SIGIO,   SIGPWR,	SIGSTKFLT, SIGXFSZ,
+				      SIGTSTP, SIGTTIN, SIGTTOU};
+	struct sigaction sa = {.sa_handler = on_xcpu};
+	sigemptyset(&sa.sa_mask);
+	stop_se = se;
+	(void)sigaction(SIGXCPU, &sa, NULL);
 	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
 		(void)signal(ignored[i], SIG_IGN);
 	/* real-time signals terminate by default too; the C library keeps
@@ -420,7 +436,7 @@ static int serve(struct mfs *m, struct fuse_args *args, const char *mnt,
 		return 1;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto destroy;
-	ignore_signals();
+	ignore_signals(se);
 	if (fuse_session_mount(se, mnt) != 0)
 		goto signals;
 	int rc = mfs_start(m, se);
@@ -450,6 +466,7 @@ unmount:;
 		_exit(status);
 	}
       signals:
+	stop_se = NULL;
 	fuse_remove_signal_handlers(se);
 destroy:
 	fuse_session_destroy(se);

@@ -4,7 +4,8 @@
 # SIGALRM, SIGVTALRM, SIGPWR and a real-time signal, sent while a shard is
 # computed, change nothing: the daemon serves on and the read gets its
 # bytes (each left the mount ENOTCONN and the stages orphaned before).
-# SIGHUP stops it as an unmount does: exit 0, unmounted, no stage left.
+# SIGHUP stops it as an unmount does: exit 0, unmounted, no stage left;
+# SIGXCPU the same. SIGTSTP, SIGTTIN and SIGTTOU stop nothing.
 . "$MF_SOURCE_ROOT/tests/mount/lib.sh"
 
 p=$tmp/p
@@ -23,16 +24,17 @@ wait_for 10 test -L "$mnt/s" || fail "s is not registered"
 cat "$mnt/s/shard-00000" >"$tmp/out" &
 reader=$!
 wait_for 10 test -s "$p/stage.pid" || fail "the stage did not start"
-for sig in USR1 USR2 ALRM VTALRM PWR RTMIN+3 RTMAX; do
+for sig in USR1 USR2 ALRM VTALRM PWR TSTP TTIN TTOU RTMIN+3 RTMAX; do
   kill -s "$sig" "$mpid" || fail "kill -$sig"
 done
 sleep 0.3
 kill -0 "$mpid" 2>/dev/null || fail "a signal killed the daemon"
+grep -q '^State:[[:space:]]*T' "/proc/$mpid/status" && fail "a signal stopped the daemon"
 is_mounted "$mnt" || fail "a signal unmounted the daemon"
 touch "$p/GO"
 wait "$reader" || fail "the read failed after the signals"
 [ "$(cat "$tmp/out")" = x ] || fail "the read got '$(cat "$tmp/out")'"
-pass "SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPWR and real-time signals are ignored"
+pass "SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPWR, SIGTSTP, SIGTTIN, SIGTTOU and real-time signals are ignored"
 
 # SIGHUP during a computation: a clean stop
 rm -f "$p/GO" "$p/stage.pid"
@@ -52,3 +54,13 @@ is_mounted "$mnt" && fail "the mount is still there after SIGHUP"
 wait_for 10 pid_gone "$stage" || fail "stage $stage runs on after the daemon stopped"
 wait "$reader" 2>/dev/null
 pass "SIGHUP stops the daemon cleanly: unmounted, exit 0, no stage left"
+
+# SIGXCPU (a CPU time limit reached) stops it as cleanly
+mount_fs "$mnt" "$tmp/store" "$p"
+kill -XCPU "$mpid"
+wait_for 60 pid_gone "$mpid" || fail "SIGXCPU did not stop the daemon"
+wait "$mpid"
+st=$?
+[ "$st" = 0 ] || fail "the daemon exited $st after SIGXCPU"
+is_mounted "$mnt" && fail "the mount is still there after SIGXCPU"
+pass "SIGXCPU stops the daemon cleanly"
