@@ -152,14 +152,18 @@ struct mf_store *mf_engine_store(struct mf_engine *e)
 
 static void sleep_ns(uint64_t ns);
 
-static struct known_shard *known_slot(struct mf_engine *e, const char *fp,
-				      uint32_t index)
+uint64_t eng_shard_hash(const char *fp, uint32_t index)
 {
 	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
 	for (const char *s = fp; *s; s++)
 		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	h = (h ^ index) * 1099511628211ULL;
-	return &e->known[h % ENG_KNOWN_SLOTS];
+	return (h ^ index) * 1099511628211ULL;
+}
+
+static struct known_shard *known_slot(struct mf_engine *e, const char *fp,
+				      uint32_t index)
+{
+	return &e->known[eng_shard_hash(fp, index) % ENG_KNOWN_SLOTS];
 }
 
 void eng_known_remember(struct mf_engine *e, const struct mf_shard_rec *rec)
@@ -351,9 +355,12 @@ static void *heartbeat_main(void *arg)
 static int start_heartbeat(struct mf_engine *e)
 {
 	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	int rc = pthread_cond_init(&e->hb_cv, &ca);
+	int rc = pthread_condattr_init(&ca);
+	if (rc)
+		return -rc;
+	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	if (rc == 0)
+		rc = pthread_cond_init(&e->hb_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	if (rc)
 		return -rc;
@@ -366,44 +373,69 @@ static int start_heartbeat(struct mf_engine *e)
 	return 0;
 }
 
+static void stop_heartbeat(struct mf_engine *e)
+{
+	if (!e->hb_started)
+		return;
+	pthread_mutex_lock(&e->lock);
+	e->stopping = true;
+	pthread_cond_signal(&e->hb_cv);
+	pthread_mutex_unlock(&e->lock);
+	pthread_join(e->hb_thread, NULL);
+	pthread_cond_destroy(&e->hb_cv);
+	e->hb_started = false;
+}
+
 /* ---- open and close ---- */
 
-static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
-		       char **err)
+/* The engine's locks and flight_cv, all or none: a failure undoes the
+ * ones made before it, so that sync_ready tells mf_engine_close exactly
+ * whether there is anything to destroy. */
+static int sync_init(struct mf_engine *e)
 {
-	e->opts = *o;
-	if (e->opts.heartbeat_s == 0)
-		e->opts.heartbeat_s = 5;
-	e->pid = getpid();
-	e->pid_start = mf_proc_start_time(e->pid);
-	mf_hostname(e->host, sizeof(e->host));
-	(void)mf_boot_id(e->boot_id); /* "" when unknown: judged by heartbeat */
-	e->pid_ns = mf_pid_ns();
-	int rc = mf_random_hex(MF_RUN_ID_HEX_LEN / 2, e->holder);
+	int rc = mf_mutex_init(&e->lock);
 	if (rc)
 		return rc;
-	(void)mf_mutex_init(&e->lock);
-	(void)mf_mutex_init(&e->index_lock);
-	(void)mf_mutex_init(&e->name_lock);
-	/* without it the engine serves nothing during an outage, no more */
-	e->known = calloc(ENG_KNOWN_SLOTS, sizeof(*e->known));
-	pthread_cond_init(&e->flight_cv, NULL);
+	rc = mf_mutex_init(&e->index_lock);
+	if (rc)
+		goto undo_lock;
+	rc = mf_mutex_init(&e->name_lock);
+	if (rc)
+		goto undo_index_lock;
+	rc = -pthread_cond_init(&e->flight_cv, NULL);
+	if (rc)
+		goto undo_name_lock;
+	e->sync_ready = true;
+	return 0;
+undo_name_lock:
+	pthread_mutex_destroy(&e->name_lock);
+undo_index_lock:
+	pthread_mutex_destroy(&e->index_lock);
+undo_lock:
+	pthread_mutex_destroy(&e->lock);
+	return rc;
+}
 
-	rc = mf_store_open(o->store_dir, true, &e->store);
-	if (rc == -EPERM)
-		eng_errf(err,
-			 "store '%s': refused: it, or a folder above it, is "
-			 "another user's or open to others' writes "
-			 "(docs/security.md, 'The store')",
-			 o->store_dir);
-	if (rc) {
-		eng_errf(err, "store '%s': %s", o->store_dir, strerror(-rc));
-		return rc;
-	}
+static void sync_release(struct mf_engine *e)
+{
+	if (!e->sync_ready)
+		return;
+	pthread_cond_destroy(&e->flight_cv);
+	pthread_mutex_destroy(&e->name_lock);
+	pthread_mutex_destroy(&e->index_lock);
+	pthread_mutex_destroy(&e->lock);
+	e->sync_ready = false;
+}
+
+/* The catalog's first connection, into the pool once a new catalog got
+ * the store's data. */
+static int first_catalog(struct mf_engine *e, const struct mf_engine_opts *o,
+			 char **err)
+{
 	if (eng_catalog_location(o, e->store, &e->catalog_path) != 0)
 		return -ENOMEM;
 	struct mf_catalog *c;
-	rc = mf_catalog_open(e->catalog_path, o->busy_timeout_ms, &c);
+	int rc = mf_catalog_open(e->catalog_path, o->busy_timeout_ms, &c);
 	if (rc) {
 		/* a server says why (a refused role, no such database) */
 		const char *why = o->catalog ? mf_catalog_last_error() : "";
@@ -429,6 +461,43 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 		return rc;
 	}
 	eng_catalog_put(e, c);
+	return 0;
+}
+
+static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
+		       char **err)
+{
+	e->opts = *o;
+	if (e->opts.heartbeat_s == 0)
+		e->opts.heartbeat_s = 5;
+	e->pid = getpid();
+	e->pid_start = mf_proc_start_time(e->pid);
+	mf_hostname(e->host, sizeof(e->host));
+	(void)mf_boot_id(e->boot_id); /* "" when unknown: judged by heartbeat */
+	e->pid_ns = mf_pid_ns();
+	int rc = sync_init(e);
+	if (rc)
+		return rc;
+	rc = mf_random_hex(MF_RUN_ID_HEX_LEN / 2, e->holder);
+	if (rc)
+		return rc;
+	/* without it the engine serves nothing during an outage, no more */
+	e->known = calloc(ENG_KNOWN_SLOTS, sizeof(*e->known));
+
+	rc = mf_store_open(o->store_dir, true, &e->store);
+	if (rc == -EPERM)
+		eng_errf(err,
+			 "store '%s': refused: it, or a folder above it, is "
+			 "another user's or open to others' writes "
+			 "(docs/security.md, 'The store')",
+			 o->store_dir);
+	if (rc) {
+		eng_errf(err, "store '%s': %s", o->store_dir, strerror(-rc));
+		return rc;
+	}
+	rc = first_catalog(e, o, err);
+	if (rc)
+		return rc;
 	if (e->opts.serve_sealed && (rc = eng_commit_start(e)) != 0)
 		return rc;
 	return start_heartbeat(e);
@@ -447,8 +516,24 @@ int mf_engine_open(const struct mf_engine_opts *opts, struct mf_engine **out,
 		mf_engine_close(e);
 		return rc;
 	}
+	e->opened = true;
 	*out = e;
 	return 0;
+}
+
+/* What this engine served is no longer held: its holds go from the
+ * catalog as it is now. Not simply through the pool's first connection:
+ * the pool may be empty (connections to a moved catalog.db are dropped
+ * when taken, one the pool had no room for is closed), and its first may
+ * be to a catalog.db deleted or replaced since. eng_catalog_get passes
+ * over those and opens a connection when none is left. */
+static void release_holds(struct mf_engine *e)
+{
+	struct mf_catalog *c;
+	if (eng_catalog_get(e, &c) != 0)
+		return;
+	(void)mf_catalog_release(c, e->holder, NULL);
+	eng_catalog_put(e, c);
 }
 
 void mf_engine_close(struct mf_engine *e)
@@ -456,16 +541,9 @@ void mf_engine_close(struct mf_engine *e)
 	if (!e)
 		return;
 	eng_commit_stop(e); /* the shards served get committed first */
-	if (e->hb_started) {
-		pthread_mutex_lock(&e->lock);
-		e->stopping = true;
-		pthread_cond_signal(&e->hb_cv);
-		pthread_mutex_unlock(&e->lock);
-		pthread_join(e->hb_thread, NULL);
-		pthread_cond_destroy(&e->hb_cv);
-	}
-	if (e->n_pool > 0) /* what this process served: no longer held */
-		(void)mf_catalog_release(e->pool[0], e->holder, NULL);
+	stop_heartbeat(e); /* before the release: it may hold again */
+	if (e->opened)
+		release_holds(e);
 	for (size_t i = 0; i < e->n_pool; i++)
 		mf_catalog_close(e->pool[i]);
 	free(e->pool);
@@ -484,10 +562,7 @@ void mf_engine_close(struct mf_engine *e)
 	}
 	mf_store_close(e->store);
 	free(e->catalog_path);
-	pthread_cond_destroy(&e->flight_cv);
-	pthread_mutex_destroy(&e->index_lock);
-	pthread_mutex_destroy(&e->name_lock);
-	pthread_mutex_destroy(&e->lock);
+	sync_release(e);
 	free(e);
 }
 

@@ -30,11 +30,7 @@
 static struct failed_shard *failed_slot(struct mf_engine *e, const char *fp,
 					uint32_t index)
 {
-	uint64_t h = 14695981039346656037ULL; /* FNV-1a */
-	for (const char *s = fp; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	h = (h ^ index) * 1099511628211ULL;
-	return &e->failed[h % ENG_FAILED_SLOTS];
+	return &e->failed[eng_shard_hash(fp, index) % ENG_FAILED_SLOTS];
 }
 
 static int64_t backoff_s(unsigned count)

@@ -118,6 +118,11 @@ struct mf_engine {
 	char holder[MF_RUN_ID_HEX_LEN + 1];
 	int64_t holds_refreshed; /* mono seconds of the last eng_holds_refresh;
 				    the heartbeat thread's */
+	/* set by the opening thread before any other thread starts */
+	bool sync_ready; /* lock, index_lock, name_lock and flight_cv exist:
+			    only then does mf_engine_close destroy them */
+	bool opened; /* mf_engine_open succeeded: registrations may have made
+			holds, which mf_engine_close gives up */
 
 	/* Lock order: lock is a leaf: nothing else is locked while it is
 	 * held (no other mutex of the engine, the catalog or a caller; no
@@ -319,6 +324,8 @@ bool eng_backoff_holds(struct mf_engine *e, const struct mf_shard_rec *cur);
  * its stage wrote on stderr (tail may be NULL), which usually says why
  * ("...: stage 0 'sh' exited with status 3: no such column 'text'"). */
 void eng_failure_errf(char **err, const char *error, const char *tail);
+/* A hash of (fp, shard index) for the engine's bounded slot tables. */
+uint64_t eng_shard_hash(const char *fp, uint32_t index);
 /* Remembers that fp's registration of name by owner left (unregistered);
  * caller holds e->lock. */
 void eng_name_left(struct mf_engine *e, const char *fp, const char *name,
