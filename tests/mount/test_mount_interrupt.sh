@@ -53,7 +53,7 @@ kill "$c1"
 wait_for 5 gone_proc "$c1" || fail "a killed reader kept waiting"
 wait "$c1" 2>/dev/null
 wait_for $((grace + 10)) dead "$stage" || fail "the stage still runs with no reader"
-wait_for 5 test "$(xattr "$s" state)" = absent || fail "state after the stop: $(xattr "$s" state)"
+wait_for 5 eval '[ "$(xattr "$s" state)" = absent ]' || fail "state after the stop: $(xattr "$s" state)"
 [ -z "$(xattr "$s" error)" ] || fail "the stop was recorded as a failure: $(xattr "$s" error)"
 pass "a killed reader goes at once; the stage stops once nobody waits"
 

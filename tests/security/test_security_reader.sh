@@ -47,6 +47,12 @@ done
 # reading
 out=$(as_user cat "$mnt/ok/shard-00000") || fail "ok: the reader cannot read"
 [ "$out" = input ] || fail "ok: got '$out'"
+# committed after the read (served sealed): the attempts below must
+# leave it materialized
+ok_state() {
+  getfattr --absolute-names --only-values -n user.matfs.state "$mnt/ok/shard-00000"
+}
+wait_for 20 eval '[ "$(ok_state)" = materialized ]' || fail "ok: $(ok_state) after its read"
 pass "another user reads shards"
 
 # expiring and writing
