@@ -2,11 +2,15 @@
  * test_engine_defaults.c - where the daemon and matctl look for the store
  * when none is given (mf_engine_default_store): $XDG_CACHE_HOME/matfs, an
  * empty XDG_CACHE_HOME counting as unset, else $HOME/.cache/matfs, else
- * /tmp/.cache/matfs.
+ * the password entry's home/.cache/matfs: never /tmp, where another user
+ * could make the folder first.
  *
  * Not for: the command lines that use it (tests/tools).
  */
+#include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,8 +41,12 @@ static void test_default_store(void **state)
 	store_is("/x/cache", "/home/u", "/x/cache/matfs");
 	store_is("", "/home/u", "/home/u/.cache/matfs");
 	store_is(NULL, "/home/u", "/home/u/.cache/matfs");
-	store_is(NULL, "", "/tmp/.cache/matfs");
-	store_is(NULL, NULL, "/tmp/.cache/matfs");
+	struct passwd *pw = getpwuid(geteuid());
+	assert_non_null(pw);
+	char want[4096];
+	snprintf(want, sizeof(want), "%s/.cache/matfs", pw->pw_dir);
+	store_is(NULL, "", want);
+	store_is(NULL, NULL, want);
 }
 
 int main(void)
