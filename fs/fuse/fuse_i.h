@@ -26,6 +26,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "mf_engine.h"
 #include "mf_fuse.h"
@@ -319,6 +320,15 @@ void mfs_reaper_watch(struct mfs *m, fuse_ino_t ino, uint64_t seq);
  * workers finish at once: mfs_stop calls it first) and stops the
  * thread. */
 void mfs_reaper_stop(struct mfs *m);
+
+/* fuse_mountinfo.c: /proc/self/mountinfo (proc(5)), read from f. */
+/* Undoes its escapes in place: a backslash and three octal digits of one
+ * byte (\040 a space, \134 a backslash); anything else is left as is. */
+void mfs_mountinfo_unescape(char *s);
+/* "MAJ:MIN" of the last mount at mountpoint (unescaped) into out; 0 or
+ * -ENOENT. */
+int mfs_mountinfo_devno(FILE *f, const char *mountpoint, char *out,
+			size_t len);
 
 /* fuse_node.c: shard inodes with open-time state. Removing a shard that
  * has open handles, or finding it computed anew, retires its inode (the

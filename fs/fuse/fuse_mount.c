@@ -245,43 +245,13 @@ void mfs_free(struct mfs *m)
 	free(m);
 }
 
-/* Undoes mountinfo's octal escapes (\040 for a space) in place. */
-static void unescape(char *s)
-{
-	char *w = s;
-	for (char *r = s; *r; r++) {
-		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '7' && r[2] &&
-		    r[3]) {
-			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 +
-				      (r[3] - '0'));
-			r += 3;
-		} else {
-			*w++ = *r;
-		}
-	}
-	*w = 0;
-}
-
 /* "MAJ:MIN" of the mount at mountpoint, from /proc/self/mountinfo. */
 static int mount_devno(const char *mountpoint, char *out, size_t len)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return -errno;
-	char *line = NULL;
-	size_t cap = 0;
-	int rc = -ENOENT;
-	while (getline(&line, &cap, f) > 0) {
-		char dev[64], mnt[4096];
-		if (sscanf(line, "%*s %*s %63s %*s %4095s", dev, mnt) != 2)
-			continue;
-		unescape(mnt);
-		if (strcmp(mnt, mountpoint) == 0) { /* the last one wins */
-			snprintf(out, len, "%s", dev);
-			rc = 0;
-		}
-	}
-	free(line);
+	int rc = mfs_mountinfo_devno(f, mountpoint, out, len);
 	fclose(f);
 	return rc;
 }

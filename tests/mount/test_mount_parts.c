@@ -738,6 +738,54 @@ static void test_node_pushing_retired(void **state)
 	free(m);
 }
 
+/* mountinfo's escapes: a backslash and three octal digits of one byte
+ * become that byte; every other backslash stays, with what follows. */
+static void test_mountinfo_unescape(void **state)
+{
+	(void)state;
+	static const char *const cases[][2] = {
+	    {"/mnt/a\\040b", "/mnt/a b"},
+	    {"\\011tab\\012nl\\134bs", "\ttab\nnl\\bs"},
+	    {"/plain", "/plain"},
+	    {"\\0", "\\0"}, /* too short */
+	    {"\\04", "\\04"}, /* too short */
+	    {"\\04x1", "\\04x1"}, /* not three octal digits */
+	    {"\\0x41", "\\0x41"}, /* not octal */
+	    {"\\089", "\\089"}, /* 8 and 9 are not octal */
+	    {"\\477", "\\477"}, /* past one byte */
+	    {"\\\\040", "\\ "}, /* the first backslash stays */
+	    {"end\\", "end\\"},
+	    {"\\101\\102", "AB"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char buf[64];
+		snprintf(buf, sizeof(buf), "%s", cases[i][0]);
+		mfs_mountinfo_unescape(buf);
+		assert_string_equal(buf, cases[i][1]);
+	}
+}
+
+/* The device of the last mount at a mountpoint (escaped in the table). */
+static void test_mountinfo_lookups(void **state)
+{
+	(void)state;
+	static const char table[] =
+	    "22 1 0:21 / /proc rw - proc proc rw\n"
+	    "40 22 0:55 / /tmp/a\\040b rw - fuse.matfs /s rw\n"
+	    "41 22 0:56 / /tmp/x rw - fuse.matfs /s rw\n"
+	    "42 41 0:57 /sub /tmp/a\\040b rw - fuse.matfs /s rw\n";
+	char dev[64];
+	FILE *f = fmemopen((void *)table, sizeof(table) - 1, "r");
+	assert_non_null(f);
+	assert_int_equal(mfs_mountinfo_devno(f, "/tmp/a b", dev, sizeof(dev)),
+			 0);
+	assert_string_equal(dev, "0:57");
+	rewind(f);
+	assert_int_equal(
+	    mfs_mountinfo_devno(f, "/tmp/a\\040b", dev, sizeof(dev)), -ENOENT);
+	fclose(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -767,6 +815,8 @@ int main(void)
 	    cmocka_unit_test(test_pool_fifo_and_stop),
 	    cmocka_unit_test(test_shard_names),
 	    cmocka_unit_test(test_node_pushing_retired),
+	    cmocka_unit_test(test_mountinfo_unescape),
+	    cmocka_unit_test(test_mountinfo_lookups),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
