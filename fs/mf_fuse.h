@@ -68,7 +68,14 @@ int mfs_new(const struct mfs_opts *o, struct mfs **out, char **err);
 /* The operations to give fuse_session_new, with m as userdata. */
 const struct fuse_lowlevel_ops *mfs_ops(void);
 
-/* Starts the worker pools and the pipelines watcher; se is mounted. */
+/*
+ * Starts the worker pools and the pipelines watcher; se is mounted. Call
+ * it from the thread that then runs the session loop, with libfuse's
+ * signal handlers set (fuse_set_signal_handlers): once no mount of se is
+ * left in this mount namespace while a copy elsewhere keeps the session
+ * open, the session is ended (its connection aborted, else that thread
+ * sent SIGTERM), and the loop returns as after an unmount.
+ */
 int mfs_start(struct mfs *m, struct fuse_session *se);
 
 /*

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "mf_engine.h"
 #include "mf_fuse.h"
@@ -134,6 +135,7 @@ struct mfs_cache;
 struct mfs_specs;
 struct mfs_expiry;
 struct mfs_reaper;
+struct mfs_nswatch;
 
 struct mfs_fh;
 
@@ -187,6 +189,8 @@ struct mfs {
 	struct mfs_specs *specs;
 	struct mfs_expiry *expiry; /* the policy thread (fuse_expiry.c) */
 	struct mfs_reaper *reaper; /* stops abandoned computations */
+	struct mfs_nswatch *nswatch; /* ends the session when the mount
+					left this namespace (or NULL) */
 	atomic_bool stopping; /* mfs_stop began: computations are cancelled */
 	atomic_bool ra_tuned; /* readahead_kb applied (or tried) */
 };
@@ -329,6 +333,20 @@ void mfs_mountinfo_unescape(char *s);
  * -ENOENT. */
 int mfs_mountinfo_devno(FILE *f, const char *mountpoint, char *out,
 			size_t len);
+/* Whether a mount of device dev is listed: 1, 0 or -EIO. */
+int mfs_mountinfo_has_dev(FILE *f, dev_t dev);
+
+/* fuse_nswatch.c: a thread that ends the session (aborts the connection,
+ * else SIGTERM to the thread that called mfs_nswatch_start, which must
+ * be the one to run the session loop) once no mount of dev is left in
+ * this mount namespace and the connection lives on
+ * MFS_NSWATCH_GRACE_MS later: a copy of the mount in another namespace
+ * keeps it alive after an unmount here. 0, or -errno (-ENOENT: dev is
+ * not mounted here). */
+#define MFS_NSWATCH_GRACE_MS 1000
+int mfs_nswatch_start(struct mfs *m, dev_t dev);
+/* Stops the thread (NULL-safe, idempotent). */
+void mfs_nswatch_stop(struct mfs *m);
 
 /* fuse_node.c: shard inodes with open-time state. Removing a shard that
  * has open handles, or finding it computed anew, retires its inode (the

@@ -6,8 +6,9 @@
  * the mount's device: deps and inputs on it are refused), with one
  * reclaim of what
  * dead runs left in the store (mf_engine_gc, on a worker, off the FUSE
- * threads) and the expiry policy thread (fuse_expiry.c); stopping them
- * after the session loop (mfs_stop); freeing everything (mfs_free).
+ * threads), the expiry policy thread (fuse_expiry.c) and the watch of
+ * the mount namespace (fuse_nswatch.c); stopping them after the session
+ * loop (mfs_stop); freeing everything (mfs_free).
  *
  * Not for: the command line, daemonizing or where messages go
  * (tools/matfs.c), or any request (the other fuse_*.c files).
@@ -192,9 +193,24 @@ static dev_t mount_dev(struct mfs *m)
 	return makedev(maj, min);
 }
 
+/* Ends the session once the mount is only in other namespaces. Without
+ * it the daemon outlives an unmount here while a copy is elsewhere, as
+ * it always did: a warning, not a failure to mount. */
+static void watch_namespace(struct mfs *m, dev_t dev)
+{
+	int rc = dev ? mfs_nswatch_start(m, dev) : -ENOENT;
+	if (rc)
+		mfs_logf(m, MFS_LOG_WARN,
+			 "the mount is not watched (%s): with a copy of it in "
+			 "another mount namespace, the daemon outlives an "
+			 "unmount here",
+			 strerror(-rc));
+}
+
 int mfs_start(struct mfs *m, struct fuse_session *se)
 {
-	int rc = mfs_specs_start(m, se, mount_dev(m));
+	dev_t dev = mount_dev(m);
+	int rc = mfs_specs_start(m, se, dev);
 	if (rc == 0)
 		rc = mfs_pool_new(m->o.workers, &m->open_pool);
 	if (rc == 0)
@@ -205,11 +221,14 @@ int mfs_start(struct mfs *m, struct fuse_session *se)
 		rc = mfs_expiry_start(m);
 	if (rc == 0)
 		rc = mfs_reaper_start(m);
+	if (rc == 0)
+		watch_namespace(m, dev);
 	return rc;
 }
 
 int mfs_stop(struct mfs *m, unsigned timeout_ms)
 {
+	mfs_nswatch_stop(m); /* the loop ended: nothing left to end */
 	mfs_reaper_stop(m); /* cancels computations: no stage is waited for */
 	mfs_expiry_stop(m);
 	int rc = mfs_specs_stop(m, timeout_ms);

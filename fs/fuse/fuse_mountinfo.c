@@ -1,10 +1,12 @@
 /*
  * fuse_mountinfo.c - what /proc/self/mountinfo (proc(5)) says about the
  * mount: the device of the mount at a mountpoint (its st_dev, known before
- * the session loop could answer a stat). Its paths come escaped (a space
- * as \040), undone here.
+ * the session loop could answer a stat), and whether any mount of a device
+ * is left in this mount namespace. Its paths come escaped (a space as
+ * \040), undone here.
  *
- * Not for: tuning the mount's device (fuse_mount.c).
+ * Not for: watching the table (fuse_nswatch.c) or tuning the mount's
+ * device (fuse_mount.c).
  */
 #include "fuse_i.h"
 
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 
 static bool is_octal(char c)
 {
@@ -60,4 +63,20 @@ int mfs_mountinfo_devno(FILE *f, const char *mountpoint, char *out, size_t len)
 	}
 	free(line);
 	return rc;
+}
+
+int mfs_mountinfo_has_dev(FILE *f, dev_t dev)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+	while (!found && getline(&line, &cap, f) > 0) {
+		char d[64], mnt[MNT_MAX];
+		unsigned maj, min;
+		found = parse_line(line, d, mnt) &&
+		    sscanf(d, "%u:%u", &maj, &min) == 2 &&
+		    makedev(maj, min) == dev;
+	}
+	free(line);
+	return ferror(f) ? -EIO : found;
 }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -765,7 +766,8 @@ static void test_mountinfo_unescape(void **state)
 	}
 }
 
-/* The device of the last mount at a mountpoint (escaped in the table). */
+/* The device of the last mount at a mountpoint (escaped in the table),
+ * and whether a device is mounted anywhere. */
 static void test_mountinfo_lookups(void **state)
 {
 	(void)state;
@@ -783,6 +785,12 @@ static void test_mountinfo_lookups(void **state)
 	rewind(f);
 	assert_int_equal(
 	    mfs_mountinfo_devno(f, "/tmp/a\\040b", dev, sizeof(dev)), -ENOENT);
+	rewind(f);
+	assert_int_equal(mfs_mountinfo_has_dev(f, makedev(0, 56)), 1);
+	rewind(f);
+	assert_int_equal(mfs_mountinfo_has_dev(f, makedev(0, 58)), 0);
+	rewind(f);
+	assert_int_equal(mfs_mountinfo_has_dev(f, makedev(1, 56)), 0);
 	fclose(f);
 }
 
