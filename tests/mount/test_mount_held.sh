@@ -104,10 +104,10 @@ for how in py sh; do
   wait_for 10 bash -c "[ \"\$(readlink '$mnt/mr$how')\" != $fp ]" ||
     fail "an edit did not move mr$how"
   if [ $how = py ]; then
-    held "$s" "$tmp/want" "$matctl" --store "$store" rm "$fp" ||
+    held "$s" "$tmp/want" "$matctl" --store "$store" rm --force "$fp" ||
       fail "matctl rm: held descriptor ($how)"
   else
-    shell_held "$s" "$tmp/want" "$matctl" --store "$store" rm "$fp" ||
+    shell_held "$s" "$tmp/want" "$matctl" --store "$store" rm --force "$fp" ||
       fail "matctl rm: held descriptor ($how)"
   fi
 done
