@@ -331,8 +331,7 @@ void mfs_reaper_stop(struct mfs *m);
 void mfs_mountinfo_unescape(char *s);
 /* "MAJ:MIN" of the last mount at mountpoint (unescaped) into out; 0 or
  * -ENOENT. */
-int mfs_mountinfo_devno(FILE *f, const char *mountpoint, char *out,
-			size_t len);
+int mfs_mountinfo_devno(FILE *f, const char *mountpoint, char *out, size_t len);
 /* Whether a mount of device dev is listed: 1, 0 or -EIO. */
 int mfs_mountinfo_has_dev(FILE *f, dev_t dev);
 
