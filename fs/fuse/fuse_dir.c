@@ -34,12 +34,12 @@ struct listing {
 	size_t n, cap;
 	struct dent *v;
 	uint64_t epoch; /* mfs.attr_epoch before the catalog was read */
-	uid_t uid; /* the opener's, counted by mfs_user_dir_take */
+	uid_t uid; /* the opener's, counted by mfs_user_take */
 };
 
 static void listing_free(struct mfs *m, struct listing *l)
 {
-	mfs_user_dir_give(m, l->uid);
+	mfs_user_give(m, l->uid, MFS_HANDLE_DIR);
 	free(l->v);
 	free(l);
 }
@@ -196,7 +196,7 @@ void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct mfs *m = fuse_req_userdata(req);
 	struct mfs_inode in;
 	uid_t uid = fuse_req_ctx(req)->uid;
-	int rc = mfs_user_dir_take(m, uid);
+	int rc = mfs_user_take(m, uid, MFS_HANDLE_DIR);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -215,7 +215,7 @@ void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (l)
 			listing_free(m, l);
 		else
-			mfs_user_dir_give(m, uid);
+			mfs_user_give(m, uid, MFS_HANDLE_DIR);
 		fuse_reply_err(req, -rc);
 		return;
 	}

@@ -165,10 +165,8 @@ struct mfs {
 	/* every file handle open: those the kernel never releases (a
 	 * release still queued when the mount goes) go with mfs_free */
 	struct mfs_fh *fhs;
-	/* handles open per reader uid (fuse_open.c), each bounded by
-	 * fh_cap: no one user's open files use up the daemon's
-	 * descriptors, and everybody else's opens and computations with
-	 * them */
+	/* handles open per reader uid, and the bound on shard handles
+	 * (fuse_users.c); under node_lock */
 	struct mfs_user_fhs *user_fhs;
 	size_t fh_cap;
 	struct mfs_node **nodes; /* hash on ino */
@@ -195,15 +193,19 @@ struct mfs {
 	atomic_bool ra_tuned; /* readahead_kb applied (or tried) */
 };
 
-/* fuse_open.c: logs (rate-limited) that uid reached mfs.fh_cap */
-void mfs_user_capped(struct mfs *m, uid_t uid);
-/* Directory handles of one reader uid: each holds a copy of its listing
- * (a snapshot of 100,000 shards is megabytes), so at most MFS_DIR_CAP at
- * once per uid; past it -EMFILE. Take before making the listing, give at
- * releasedir. Take locks node_lock; 0, -EMFILE, -ENOMEM. */
+/* fuse_users.c: the handles one reader uid may hold open, by kind (its
+ * header says the bounds). Take: 0, -EMFILE past the bound (logged once a
+ * minute), -ENOMEM; give back what was taken. The _locked forms are for a
+ * caller holding node_lock, which logs the bound with mfs_user_capped
+ * once it let go of the lock; the others take the lock, and log. */
+enum mfs_handle_kind { MFS_HANDLE_SHARD, MFS_HANDLE_DIR, MFS_HANDLE_KINDS };
 #define MFS_DIR_CAP 256
-int mfs_user_dir_take(struct mfs *m, uid_t uid);
-void mfs_user_dir_give(struct mfs *m, uid_t uid);
+int mfs_user_take_locked(struct mfs *m, uid_t uid, enum mfs_handle_kind k);
+void mfs_user_give_locked(struct mfs *m, uid_t uid, enum mfs_handle_kind k);
+int mfs_user_take(struct mfs *m, uid_t uid, enum mfs_handle_kind k);
+void mfs_user_give(struct mfs *m, uid_t uid, enum mfs_handle_kind k);
+/* Logs that uid reached its bound of kind k, once a minute at most. */
+void mfs_user_capped(struct mfs *m, uid_t uid, enum mfs_handle_kind k);
 
 /* fuse_model.c: the namespace, attributes */
 int mfs_ns_init(struct mfs *m);

@@ -36,13 +36,11 @@
  */
 #include "fuse_i.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/uio.h>
 
 #define RA_MIN_BYTES (8ULL << 20) /* read-ahead window, at least */
@@ -59,7 +57,7 @@ struct mfs_fh {
 	struct mfs_fh *prev, *next; /* m->fhs, under node_lock */
 	struct mfs_data *d;
 	fuse_ino_t ino;
-	uid_t uid; /* the opener's, counted in m->user_fhs */
+	uid_t uid; /* the opener's, counted by mfs_user_take_locked */
 	pthread_mutex_t lock; /* guards the read-ahead state below */
 	uint64_t next_off; /* where a sequential reader reads next */
 	uint32_t ra_next; /* first chunk not yet sent to read-ahead */
@@ -73,128 +71,6 @@ struct open_job {
 	bool registered;
 	int64_t created; /* the snapshot's */
 };
-
-/* ---- handles per user ---- */
-
-/* How many handles one reader uid holds; in m->user_fhs while it holds
- * any. Guarded by node_lock. */
-struct mfs_user_fhs {
-	struct mfs_user_fhs *next;
-	uid_t uid;
-	size_t n; /* shard handles */
-	size_t dirs; /* directory handles, each holding a listing */
-};
-
-/* The handles one uid may hold: a quarter of the daemon's descriptors
- * (matfs raises its soft limit to the hard one at start), at least
- * MFS_FH_CAP_MIN. Each handle of a shard no one else has open holds one
- * descriptor; the rest stay for other users, the catalog, the store and
- * the stages' pipes. */
-#define MFS_FH_CAP_MIN 32
-
-static size_t fh_cap(void)
-{
-	struct rlimit r;
-	rlim_t n = getrlimit(RLIMIT_NOFILE, &r) == 0 ? r.rlim_cur : 1024;
-	if (n == RLIM_INFINITY || n > (rlim_t)1 << 30)
-		n = (rlim_t)1 << 30;
-	return n / 4 > MFS_FH_CAP_MIN ? (size_t)(n / 4) : MFS_FH_CAP_MIN;
-}
-
-/* uid's entry, made when missing (NULL: no memory). Caller holds
- * node_lock. */
-static struct mfs_user_fhs *user_get(struct mfs *m, uid_t uid)
-{
-	struct mfs_user_fhs *u = m->user_fhs;
-	while (u && u->uid != uid)
-		u = u->next;
-	if (!u && (u = calloc(1, sizeof(*u)))) {
-		u->uid = uid;
-		u->next = m->user_fhs;
-		m->user_fhs = u;
-	}
-	return u;
-}
-
-/* Drops uid's entry once it holds nothing. Caller holds node_lock. */
-static void user_put(struct mfs *m, struct mfs_user_fhs *u)
-{
-	if (u->n || u->dirs)
-		return;
-	struct mfs_user_fhs **pp = &m->user_fhs;
-	while (*pp && *pp != u)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = u->next;
-	free(u);
-}
-
-/* A handle for uid, unless uid holds m->fh_cap already: -EMFILE. Caller
- * holds node_lock. */
-static int user_take(struct mfs *m, uid_t uid)
-{
-	if (!m->fh_cap)
-		m->fh_cap = fh_cap(); /* the limit is set before the mount */
-	struct mfs_user_fhs *u = user_get(m, uid);
-	if (!u)
-		return -ENOMEM;
-	if (u->n >= m->fh_cap) {
-		user_put(m, u);
-		return -EMFILE;
-	}
-	u->n++;
-	return 0;
-}
-
-/* A reader reached its bound: logged once a minute at most, as a log
- * line per refused open would be the reader's to fill the disk with. */
-void mfs_user_capped(struct mfs *m, uid_t uid)
-{
-	static _Atomic int64_t last;
-	int64_t now = mf_now_s(), was = atomic_load(&last);
-	if (now - was < 60 || !atomic_compare_exchange_strong(&last, &was, now))
-		return;
-	mfs_logf(m, MFS_LOG_WARN,
-		 "uid %u holds %zu open shard files, its bound: its further "
-		 "opens fail with EMFILE until it closes some",
-		 (unsigned)uid, m->fh_cap);
-}
-
-/* Gives back uid's handle. Caller holds node_lock. */
-static void user_give(struct mfs *m, uid_t uid)
-{
-	struct mfs_user_fhs *u = user_get(m, uid);
-	assert(u && u->n > 0);
-	if (u && u->n > 0)
-		u->n--;
-	if (u)
-		user_put(m, u);
-}
-
-int mfs_user_dir_take(struct mfs *m, uid_t uid)
-{
-	pthread_mutex_lock(&m->node_lock);
-	struct mfs_user_fhs *u = user_get(m, uid);
-	int rc = !u ? -ENOMEM : u->dirs >= MFS_DIR_CAP ? -EMFILE : 0;
-	if (rc == 0)
-		u->dirs++;
-	else if (u)
-		user_put(m, u);
-	pthread_mutex_unlock(&m->node_lock);
-	return rc;
-}
-
-void mfs_user_dir_give(struct mfs *m, uid_t uid)
-{
-	pthread_mutex_lock(&m->node_lock);
-	struct mfs_user_fhs *u = user_get(m, uid);
-	assert(u && u->dirs > 0);
-	if (u && u->dirs > 0)
-		u->dirs--;
-	if (u)
-		user_put(m, u);
-	pthread_mutex_unlock(&m->node_lock);
-}
 
 /* ---- data and nodes ---- */
 
@@ -262,7 +138,7 @@ static int fh_open(struct mfs *m, fuse_ino_t ino, uid_t uid, struct mfs_data *d,
 		rc = -ESTALE;
 	}
 	if (rc == 0)
-		rc = user_take(m, uid);
+		rc = mfs_user_take_locked(m, uid, MFS_HANDLE_SHARD);
 	if (rc) {
 		pthread_mutex_unlock(&m->node_lock);
 		free(fh);
@@ -304,7 +180,7 @@ static void fh_close(struct mfs *m, struct mfs_fh *fh)
 		m->fhs = fh->next;
 	if (fh->next)
 		fh->next->prev = fh->prev;
-	user_give(m, fh->uid);
+	mfs_user_give_locked(m, fh->uid, MFS_HANDLE_SHARD);
 	struct mfs_node *n = mfs_node_get(m, fh->ino);
 	if (n && n->cur == fh->d && --n->nfh == 0) {
 		put = n->cur; /* nobody has it open: close the file */
@@ -340,7 +216,7 @@ static void reply_opened(struct mfs *m, fuse_req_t req,
 	bool keep;
 	int rc = fh_open(m, ino, fuse_req_ctx(req)->uid, d, &fh, &keep);
 	if (rc == -EMFILE)
-		mfs_user_capped(m, fuse_req_ctx(req)->uid);
+		mfs_user_capped(m, fuse_req_ctx(req)->uid, MFS_HANDLE_SHARD);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;

@@ -36,6 +36,16 @@ wait "$reader" || fail "the read failed after the signals"
 [ "$(cat "$tmp/out")" = x ] || fail "the read got '$(cat "$tmp/out")'"
 pass "SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPWR, SIGTSTP, SIGTTIN, SIGTTOU and real-time signals are ignored"
 
+# stops_cleanly SIG: SIG makes the daemon exit 0, unmounted
+stops_cleanly() {
+  kill -s "$1" "$mpid"
+  wait_for 60 pid_gone "$mpid" || fail "SIG$1 did not stop the daemon"
+  wait "$mpid"
+  local st=$?
+  [ "$st" = 0 ] || fail "the daemon exited $st after SIG$1"
+  ! is_mounted "$mnt" || fail "the mount is still there after SIG$1"
+}
+
 # SIGHUP during a computation: a clean stop
 rm -f "$p/GO" "$p/stage.pid"
 printf 'y\n' >"$p/in/b.txt"
@@ -45,22 +55,12 @@ cat "$mnt/s/shard-00001" >/dev/null 2>&1 &
 reader=$!
 wait_for 10 test -s "$p/stage.pid" || fail "the second stage did not start"
 stage=$(cat "$p/stage.pid")
-kill -HUP "$mpid"
-wait_for 60 pid_gone "$mpid" || fail "SIGHUP did not stop the daemon"
-wait "$mpid"
-st=$?
-[ "$st" = 0 ] || fail "the daemon exited $st after SIGHUP"
-is_mounted "$mnt" && fail "the mount is still there after SIGHUP"
+stops_cleanly HUP
 wait_for 10 pid_gone "$stage" || fail "stage $stage runs on after the daemon stopped"
 wait "$reader" 2>/dev/null
 pass "SIGHUP stops the daemon cleanly: unmounted, exit 0, no stage left"
 
 # SIGXCPU (a CPU time limit reached) stops it as cleanly
 mount_fs "$mnt" "$tmp/store" "$p"
-kill -XCPU "$mpid"
-wait_for 60 pid_gone "$mpid" || fail "SIGXCPU did not stop the daemon"
-wait "$mpid"
-st=$?
-[ "$st" = 0 ] || fail "the daemon exited $st after SIGXCPU"
-is_mounted "$mnt" && fail "the mount is still there after SIGXCPU"
+stops_cleanly XCPU
 pass "SIGXCPU stops the daemon cleanly"

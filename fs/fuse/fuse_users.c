@@ -1,0 +1,136 @@
+/*
+ * fuse_users.c - what one reader uid may hold open at once, so that no
+ * one user's open files use up the daemon's descriptors or memory, and
+ * with them everybody else's opens and computations (docs/security.md,
+ * matfs(8) LIMITS):
+ *   - shard handles: a quarter of the daemon's descriptors (matfs raises
+ *     its soft limit to the hard one at start), at least MFS_FH_CAP_MIN.
+ *     A shard no one else has open costs one descriptor; the rest stay
+ *     for other users, the catalog, the store and the stages' pipes;
+ *   - directory handles: MFS_DIR_CAP, as each holds a copy of its
+ *     folder's listing (a snapshot of 100,000 shards is megabytes).
+ * Past its bound a uid's opens fail with EMFILE, logged once a minute.
+ *
+ * Not for: the handles themselves (fuse_open.c, fuse_dir.c).
+ */
+#include "fuse_i.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+
+#define MFS_FH_CAP_MIN 32
+
+/* The handles one reader uid holds, by kind; in m->user_fhs while it
+ * holds any. Guarded by node_lock. */
+struct mfs_user_fhs {
+	struct mfs_user_fhs *next;
+	uid_t uid;
+	size_t n[MFS_HANDLE_KINDS];
+};
+
+static size_t shard_cap(void)
+{
+	struct rlimit r;
+	rlim_t n = getrlimit(RLIMIT_NOFILE, &r) == 0 ? r.rlim_cur : 1024;
+	if (n == RLIM_INFINITY || n > (rlim_t)1 << 30)
+		n = (rlim_t)1 << 30;
+	return n / 4 > MFS_FH_CAP_MIN ? (size_t)(n / 4) : MFS_FH_CAP_MIN;
+}
+
+static size_t cap_of(struct mfs *m, enum mfs_handle_kind k)
+{
+	if (k == MFS_HANDLE_DIR)
+		return MFS_DIR_CAP;
+	if (!m->fh_cap)
+		m->fh_cap = shard_cap(); /* the limit is set before the mount */
+	return m->fh_cap;
+}
+
+/* uid's entry, made when missing (NULL: no memory). */
+static struct mfs_user_fhs *user_get(struct mfs *m, uid_t uid)
+{
+	struct mfs_user_fhs *u = m->user_fhs;
+	while (u && u->uid != uid)
+		u = u->next;
+	if (!u && (u = calloc(1, sizeof(*u)))) {
+		u->uid = uid;
+		u->next = m->user_fhs;
+		m->user_fhs = u;
+	}
+	return u;
+}
+
+/* Drops uid's entry once it holds nothing. */
+static void user_put(struct mfs *m, struct mfs_user_fhs *u)
+{
+	for (int k = 0; k < MFS_HANDLE_KINDS; k++)
+		if (u->n[k])
+			return;
+	struct mfs_user_fhs **pp = &m->user_fhs;
+	while (*pp && *pp != u)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = u->next;
+	free(u);
+}
+
+/* A reader reached its bound: logged once a minute at most, as a log
+ * line per refused open would be the reader's to fill the disk with. */
+void mfs_user_capped(struct mfs *m, uid_t uid, enum mfs_handle_kind k)
+{
+	static _Atomic int64_t last;
+	int64_t now = mf_now_s(), was = atomic_load(&last);
+	if (now - was < 60 || !atomic_compare_exchange_strong(&last, &was, now))
+		return;
+	pthread_mutex_lock(&m->node_lock);
+	size_t cap = cap_of(m, k);
+	pthread_mutex_unlock(&m->node_lock);
+	mfs_logf(m, MFS_LOG_WARN,
+		 "uid %u holds %zu open %s, its bound: its further opens fail "
+		 "with EMFILE until it closes some",
+		 (unsigned)uid, cap,
+		 k == MFS_HANDLE_DIR ? "directories" : "shard files");
+}
+
+int mfs_user_take_locked(struct mfs *m, uid_t uid, enum mfs_handle_kind k)
+{
+	struct mfs_user_fhs *u = user_get(m, uid);
+	if (!u)
+		return -ENOMEM;
+	if (u->n[k] >= cap_of(m, k)) {
+		user_put(m, u);
+		return -EMFILE;
+	}
+	u->n[k]++;
+	return 0;
+}
+
+void mfs_user_give_locked(struct mfs *m, uid_t uid, enum mfs_handle_kind k)
+{
+	struct mfs_user_fhs *u = user_get(m, uid);
+	assert(u && u->n[k] > 0);
+	if (!u)
+		return;
+	if (u->n[k] > 0)
+		u->n[k]--;
+	user_put(m, u);
+}
+
+int mfs_user_take(struct mfs *m, uid_t uid, enum mfs_handle_kind k)
+{
+	pthread_mutex_lock(&m->node_lock);
+	int rc = mfs_user_take_locked(m, uid, k);
+	pthread_mutex_unlock(&m->node_lock);
+	if (rc == -EMFILE)
+		mfs_user_capped(m, uid, k);
+	return rc;
+}
+
+void mfs_user_give(struct mfs *m, uid_t uid, enum mfs_handle_kind k)
+{
+	pthread_mutex_lock(&m->node_lock);
+	mfs_user_give_locked(m, uid, k);
+	pthread_mutex_unlock(&m->node_lock);
+}
