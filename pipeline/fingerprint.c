@@ -88,7 +88,6 @@ static int finish(struct mf_sha256 *h, int rc, uint8_t out[32])
 	return mf_sha256_final(h, out);
 }
 
-/* SHA-256 of a file's contents and its length. */
 /* The SHA-256 of the file at path and its size; *st (may be NULL) is
  * the file as it was hashed: -ESTALE when it changed meanwhile (its inode,
  * size or ctime), or the bytes read are not its size. */
