@@ -87,6 +87,12 @@ void mf_utf8_clean(char *s);
  * stage wrote can neither forge a line nor send an escape. */
 void mf_text_clean(char *s, bool newlines);
 
+/* Frees what OpenSSL keeps for the calling thread (its random generator
+ * state, ...) now rather than in the thread's exit: a detached thread
+ * calls it before it tells anyone it is done, so that a process that
+ * exits once all are done leaves nothing of theirs behind. */
+void mf_thread_end(void);
+
 /* Fills out (2*nbytes+1 bytes) with nbytes of OpenSSL randomness as hex.
  * Returns 0 or -EIO when the generator fails. */
 int mf_random_hex(size_t nbytes, char *out);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <pthread.h>
@@ -212,6 +213,11 @@ void mf_text_clean(char *s, bool newlines)
 			p += n;
 		}
 	}
+}
+
+void mf_thread_end(void)
+{
+	OPENSSL_thread_stop();
 }
 
 int mf_random_hex(size_t nbytes, char *out)

@@ -297,6 +297,10 @@ static void *reg_main(void *arg)
 	mfs_forget_run(m, &g);
 	if (publish)
 		mfs_specs_publish(m, s);
+	/* before threads-- lets mfs_stop, and so the process's exit, go on:
+	 * OpenSSL's state of this thread would otherwise be freed only as it
+	 * exits, maybe after the process did (reported as a leak) */
+	mf_thread_end();
 	pthread_mutex_lock(&s->lock);
 	reg_end(m, s, j, &g);
 	reg_free(j);
