@@ -265,24 +265,39 @@ void eng_commit_wait(struct mf_engine *e, const char *fp, int64_t shard)
 	pthread_mutex_unlock(&e->lock);
 }
 
+/* The one test of "served from the sealed file here": the file this
+ * engine sealed for rec's claim (a running row, its fingerprint, shard,
+ * run and generation) and is committing, or NULL. Caller holds e->lock. */
+static const struct sealed *sealed_of(const struct mf_engine *e,
+				      const struct mf_shard_rec *rec)
+{
+	if (rec->state != MF_SHARD_RUNNING || rec->generation == 0)
+		return NULL;
+	for (const struct sealed *s = e->sealed; s; s = s->next)
+		if (s->generation == rec->generation &&
+		    s->shard == rec->index && strcmp(s->fp, rec->fp) == 0 &&
+		    strcmp(s->run_id, rec->run_id) == 0)
+			return s;
+	return NULL;
+}
+
+uint64_t mf_engine_shard_file_gen(const struct mf_shard_rec *rec)
+{
+	bool file = rec &&
+	    (rec->state == MF_SHARD_MATERIALIZED ||
+	     rec->state == MF_SHARD_RUNNING);
+	return file ? rec->generation : 0;
+}
+
 int mf_engine_sealed_stat(struct mf_engine *e, const struct mf_shard_rec *rec,
 			  struct mf_shard_stat *st)
 {
-	if (rec->state != MF_SHARD_RUNNING || rec->generation == 0)
-		return -ENOENT;
-	int rc = -ENOENT;
 	pthread_mutex_lock(&e->lock);
-	for (const struct sealed *s = e->sealed; s; s = s->next) {
-		if (s->generation == rec->generation &&
-		    s->shard == rec->index && strcmp(s->fp, rec->fp) == 0 &&
-		    strcmp(s->run_id, rec->run_id) == 0) {
-			*st = s->st;
-			rc = 0;
-			break;
-		}
-	}
+	const struct sealed *s = sealed_of(e, rec);
+	if (s)
+		*st = s->st;
 	pthread_mutex_unlock(&e->lock);
-	return rc;
+	return s ? 0 : -ENOENT;
 }
 
 int eng_sealed_recall(struct mf_engine *e, const char *fp, uint32_t shard,
@@ -314,25 +329,17 @@ int eng_sealed_recall(struct mf_engine *e, const char *fp, uint32_t shard,
 int eng_sealed_open(struct mf_engine *e, struct mf_shard_rec *cur,
 		    struct mf_shard_reader **out)
 {
-	if (cur->state != MF_SHARD_RUNNING || cur->generation == 0)
-		return -ENOENT;
 	struct mf_shard_stat st;
 	int fd = -1;
-	bool found = false;
 	/* the descriptor is duplicated under the lock: the commit thread
 	 * closes the original once the row no longer names this claim */
 	pthread_mutex_lock(&e->lock);
-	for (struct sealed *s = e->sealed; s; s = s->next) {
-		if (s->generation == cur->generation &&
-		    s->shard == cur->index && strcmp(s->fp, cur->fp) == 0 &&
-		    strcmp(s->run_id, cur->run_id) == 0) {
-			found = true;
-			st = s->st;
-			fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
-			break;
-		}
+	const struct sealed *s = sealed_of(e, cur);
+	if (s) {
+		st = s->st;
+		fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
 	}
-	int rc = !found ? -ENOENT : fd < 0 ? -errno : 0;
+	int rc = !s ? -ENOENT : fd < 0 ? -errno : 0;
 	pthread_mutex_unlock(&e->lock);
 	if (rc)
 		return rc;

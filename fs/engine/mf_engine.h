@@ -364,6 +364,13 @@ int mf_engine_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
  * (opts.serve_sealed): 0 with *st, else -ENOENT. */
 int mf_engine_sealed_stat(struct mf_engine *e, const struct mf_shard_rec *rec,
 			  struct mf_shard_stat *st);
+/* The computation whose file an open of rec reads: rec's generation when
+ * it is materialized, or running (the row of an open that this engine
+ * serves from the sealed file while it commits it; for a row read
+ * otherwise, mf_engine_sealed_stat says whether it is one); 0 when rec
+ * is NULL, absent or failed. A front end names what an inode shows by
+ * it, and never reads the state itself. */
+uint64_t mf_engine_shard_file_gen(const struct mf_shard_rec *rec);
 /* The run rows of fp, or of every snapshot when fp is NULL, with the
  * host each ran on; *out (caller frees) has *n entries. */
 int mf_engine_list_runs(struct mf_engine *e, const char *fp,

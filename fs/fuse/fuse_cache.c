@@ -569,8 +569,7 @@ uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_shard_rec *rec,
 			 const struct mf_shard_stat *st)
 {
 	/* running: sealed, its commit under way (serve_sealed) */
-	if (rec->state != MF_SHARD_MATERIALIZED &&
-	    rec->state != MF_SHARD_RUNNING)
+	if (!mf_engine_shard_file_gen(rec))
 		return 0;
 	uint64_t id = 0;
 	pthread_mutex_lock(&c->lock);

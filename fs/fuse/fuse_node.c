@@ -128,11 +128,7 @@ fuse_ino_t mfs_shard_ino_rec(struct mfs *m, uint32_t id, uint32_t k,
 {
 	/* running with the generation the handles read: this engine sealed
 	 * it and commits it (serve_sealed), the same computation */
-	uint64_t gen = rec &&
-		(rec->state == MF_SHARD_MATERIALIZED ||
-		 rec->state == MF_SHARD_RUNNING)
-	    ? rec->generation
-	    : 0;
+	uint64_t gen = mf_engine_shard_file_gen(rec);
 	fuse_ino_t base = mfs_ino_shard(id, k);
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_node *b = node_find(m, base);
