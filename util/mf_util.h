@@ -6,6 +6,14 @@
  *
  * Not for: anything that knows about specs, stores or FUSE. Nothing here
  * prints or exits; every fallible function returns 0 or a negative errno.
+ *
+ * One header for one small module; its files are named by concern:
+ * util_parse.c (sizes, durations, codec names), util_text.c (hex, UTF-8,
+ * string vectors), util_crypto.c (OpenSSL: SHA-256, random ids),
+ * util_io.c (full reads and writes), util_buf.c (buffers kept out of
+ * forks), util_time.c (clocks, a thread's deadline), util_corrupt.c
+ * (MF_CORRUPT), util_proc.c (host, boot id, process liveness, mutexes),
+ * fscreds.c (a thread's filesystem credentials).
  */
 #ifndef MF_UTIL_H
 #define MF_UTIL_H
