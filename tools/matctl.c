@@ -164,20 +164,20 @@ static int cmd_cat(struct ctl *ctl)
 	}
 	if (ctl_resolve(ctl, ctl->argv[0], fp))
 		return 1;
-	struct mf_snapshot_rec snap;
+	struct mf_engine_snapshot snap;
 	int rc = mf_engine_snapshot(ctl->engine, fp, &snap);
 	if (rc == 0 && shard >= snap.shards) {
 		ctl_err("cat '%s': no shard %u: the snapshot has %s %u",
 			ctl->argv[0], shard,
 			snap.shards == 1 ? "only shard" : "shards 0 to",
 			snap.shards - 1);
-		mf_snapshot_rec_release(&snap);
+		mf_engine_snapshot_release(&snap);
 		return 1;
 	}
 	if (rc == 0)
-		mf_snapshot_rec_release(&snap);
+		mf_engine_snapshot_release(&snap);
 	struct mf_shard_reader *r;
-	struct mf_shard_rec rec;
+	struct mf_engine_shard rec;
 	char *err = NULL;
 	rc = mf_engine_open_shard_rec(ctl->engine, fp, shard, &r, &rec, &err);
 	if (rc) {
@@ -191,7 +191,7 @@ static int cmd_cat(struct ctl *ctl)
 	if (rc == -EBADMSG) /* only the file read: it may be expired since */
 		(void)mf_engine_report_corrupt(ctl->engine, fp, shard,
 					       rec.generation);
-	mf_shard_rec_release(&rec);
+	mf_engine_shard_release(&rec);
 	if (rc == -EBADMSG)
 		ctl_err("shard %u of %.12s: corrupt in the store (%s); expired "
 			"for recomputation",
@@ -205,11 +205,11 @@ static int cmd_cat(struct ctl *ctl)
  * computed again: rm would remove the only copy, so it wants --force. */
 static bool only_copy(struct ctl *ctl, const char *what, const char *fp)
 {
-	struct mf_snapshot_rec snap;
+	struct mf_engine_snapshot snap;
 	if (mf_engine_snapshot(ctl->engine, fp, &snap) != 0)
 		return false;
 	uint32_t kept = snap.materialized;
-	mf_snapshot_rec_release(&snap);
+	mf_engine_snapshot_release(&snap);
 	char *why = NULL;
 	if (kept == 0 || mf_engine_computable(ctl->engine, fp, &why) == 0)
 		return false;
@@ -268,7 +268,7 @@ static int cmd_retry(struct ctl *ctl)
 	char fp[65];
 	if (ctl_resolve(ctl, ctl->argv[0], fp))
 		return 1;
-	struct mf_shard_rec *v;
+	struct mf_engine_shard *v;
 	size_t n, retried = 0;
 	int rc = mf_engine_list_shards(ctl->engine, fp, &v, &n), bad = 0;
 	if (rc) {
@@ -276,7 +276,7 @@ static int cmd_retry(struct ctl *ctl)
 		return 1;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (v[i].state != MF_SHARD_FAILED)
+		if (v[i].state != MF_ENGINE_FAILED)
 			continue;
 		rc = mf_engine_expire_shard(ctl->engine, fp, v[i].index);
 		if (rc && rc != -ENOENT && rc != -EBUSY) {

@@ -8,7 +8,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "mf_catalog.h"
 #include "mf_engine.h"
+#include "mf_pipeline.h"
+#include "mf_snapshot.h"
 
 struct ctl {
 	const char *store; /* --store, else the one found (main) */

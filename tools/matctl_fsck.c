@@ -242,7 +242,7 @@ static bool held_registered(void *arg, const char *fp)
 	return false;
 }
 
-static void expired_line(struct ctl *ctl, const struct mf_snapshot_rec *s,
+static void expired_line(struct ctl *ctl, const struct mf_engine_snapshot *s,
 			 const char *why, int64_t now, unsigned n)
 {
 	if (ctl->json) {
@@ -264,7 +264,7 @@ static void expired_line(struct ctl *ctl, const struct mf_snapshot_rec *s,
 /* The catalog's snapshots and which of them are due under the policy,
  * with older (-1: none) as --older-than. Prints the error. */
 static int expiry_due(struct ctl *ctl, int64_t older,
-		      struct mf_snapshot_rec **v, size_t *n,
+		      struct mf_engine_snapshot **v, size_t *n,
 		      struct mf_expiry_due **due, size_t *nd)
 {
 	struct mf_engine *e = ctl_engine(ctl);
@@ -302,7 +302,7 @@ int cmd_expire(struct ctl *ctl)
 			ctl->older_than);
 		return 2;
 	}
-	struct mf_snapshot_rec *v;
+	struct mf_engine_snapshot *v;
 	struct mf_expiry_due *due;
 	size_t n, nd;
 	if (expiry_due(ctl, older, &v, &n, &due, &nd))
@@ -312,7 +312,7 @@ int cmd_expire(struct ctl *ctl)
 	if (ctl->json)
 		fputc('[', stdout);
 	for (size_t i = 0; i < nd; i++) {
-		const struct mf_snapshot_rec *s = &v[due[i].index];
+		const struct mf_engine_snapshot *s = &v[due[i].index];
 		int rc = mf_engine_expire_snapshot(ctl->engine, s->fp);
 		/* -ENOENT: another process expired it since the listing;
 		 * nothing is left to do. -EBUSY: a shard is being computed;

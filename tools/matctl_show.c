@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void expiry_text(const struct mf_snapshot_rec *s, long long now,
+static void expiry_text(const struct mf_engine_snapshot *s, long long now,
 			char *buf, size_t len)
 {
 	if (s->expire_after < 0) {
@@ -36,12 +36,12 @@ static int host_cmp(const void *a, const void *b)
 }
 
 /* Whether run_id holds a shard of v: materialized, or computing it. */
-static bool run_holds(const char *run_id, const struct mf_shard_rec *v,
+static bool run_holds(const char *run_id, const struct mf_engine_shard *v,
 		      size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if ((v[i].state == MF_SHARD_MATERIALIZED ||
-		     v[i].state == MF_SHARD_RUNNING) &&
+		if ((v[i].state == MF_ENGINE_MATERIALIZED ||
+		     v[i].state == MF_ENGINE_RUNNING) &&
 		    strcmp(v[i].run_id, run_id) == 0)
 			return true;
 	return false;
@@ -53,7 +53,7 @@ static int snap_hosts(struct mf_engine *e, const char *fp,
 		      const struct mf_run_rec *runs, size_t nruns, host_t **out,
 		      size_t *n)
 {
-	struct mf_shard_rec *v;
+	struct mf_engine_shard *v;
 	size_t nv, k = 0;
 	int rc = mf_engine_list_shards(e, fp, &v, &nv);
 	if (rc)
@@ -77,7 +77,7 @@ static int snap_hosts(struct mf_engine *e, const char *fp,
 }
 
 /* The snapshot's fields as an open JSON object: the caller closes it. */
-static void snap_json(FILE *f, const struct mf_snapshot_rec *s)
+static void snap_json(FILE *f, const struct mf_engine_snapshot *s)
 {
 	fputs("{\"name\":", f);
 	json_str(f, s->name);
@@ -108,7 +108,7 @@ static void hosts_json(FILE *f, host_t *h, size_t n)
 }
 
 /* One row of the ls table; hosts joined by ',', "-" when none. */
-static void ls_row(const struct mf_snapshot_rec *s, long long now, host_t *h,
+static void ls_row(const struct mf_engine_snapshot *s, long long now, host_t *h,
 		   size_t nh)
 {
 	char stored[32], raw[32], shards[32], age[32], exp[32];
@@ -126,8 +126,8 @@ static void ls_row(const struct mf_snapshot_rec *s, long long now, host_t *h,
 
 /* The table, or JSON: each snapshot with the hosts whose runs hold its
  * shards (materialized or computing), from every host on the catalog. */
-static int ls_print(struct ctl *ctl, const struct mf_snapshot_rec *v, size_t n,
-		    const struct mf_run_rec *runs, size_t nruns)
+static int ls_print(struct ctl *ctl, const struct mf_engine_snapshot *v,
+		    size_t n, const struct mf_run_rec *runs, size_t nruns)
 {
 	long long now = mf_now_s();
 	size_t shown = 0;
@@ -167,7 +167,7 @@ int cmd_ls(struct ctl *ctl)
 	struct mf_engine *e = ctl_engine(ctl);
 	if (!e)
 		return 1;
-	struct mf_snapshot_rec *v = NULL;
+	struct mf_engine_snapshot *v = NULL;
 	struct mf_run_rec *runs = NULL;
 	size_t n = 0, nruns = 0;
 	int rc = mf_engine_list_snapshots(e, &v, &n);
@@ -184,10 +184,10 @@ int cmd_ls(struct ctl *ctl)
 	return rc ? 1 : 0;
 }
 
-static void shard_json(FILE *f, const struct mf_shard_rec *s)
+static void shard_json(FILE *f, const struct mf_engine_shard *s)
 {
 	fprintf(f, "{\"index\":%u,\"state\":\"%s\",\"run_id\":\"%s\"", s->index,
-		mf_shard_state_name(s->state), s->run_id);
+		mf_engine_state_name(s->state), s->run_id);
 	fprintf(f, ",\"raw_bytes\":%llu,\"stored_bytes\":%llu,\"chunks\":%u",
 		(unsigned long long)s->raw_bytes,
 		(unsigned long long)s->stored_bytes, s->chunks);
@@ -222,8 +222,9 @@ static void print_tail(const char *raw)
 	free(tail);
 }
 
-static void stat_table(const struct mf_snapshot_rec *snap,
-		       const struct mf_shard_rec *v, size_t n, const char *why)
+static void stat_table(const struct mf_engine_snapshot *snap,
+		       const struct mf_engine_shard *v, size_t n,
+		       const char *why)
 {
 	char raw[32], stored[32];
 	mf_format_size(snap->raw_bytes, raw, sizeof(raw));
@@ -245,7 +246,7 @@ static void stat_table(const struct mf_snapshot_rec *snap,
 		mf_format_size(v[i].raw_bytes, raw, sizeof(raw));
 		mf_format_size(v[i].stored_bytes, stored, sizeof(stored));
 		printf("%6u  %-12s %10s %10s %6u %8u  %s\n", v[i].index,
-		       mf_shard_state_name(v[i].state), raw, stored,
+		       mf_engine_state_name(v[i].state), raw, stored,
 		       v[i].chunks, v[i].attempts,
 		       v[i].run_id[0] ? v[i].run_id : "-");
 		if (v[i].error) {
@@ -255,7 +256,7 @@ static void stat_table(const struct mf_snapshot_rec *snap,
 			printf("      error: %s\n", e ? e : "?");
 			free(e);
 		}
-		if (v[i].stderr_tail && v[i].state == MF_SHARD_FAILED)
+		if (v[i].stderr_tail && v[i].state == MF_ENGINE_FAILED)
 			print_tail(v[i].stderr_tail);
 	}
 }
@@ -265,14 +266,14 @@ int cmd_stat(struct ctl *ctl)
 	char fp[65];
 	if (ctl_resolve(ctl, ctl->argv[0], fp))
 		return 1;
-	struct mf_snapshot_rec snap;
-	struct mf_shard_rec *v = NULL;
+	struct mf_engine_snapshot snap;
+	struct mf_engine_shard *v = NULL;
 	size_t n = 0;
 	int rc = mf_engine_snapshot(ctl->engine, fp, &snap);
 	if (rc == 0) {
 		rc = mf_engine_list_shards(ctl->engine, fp, &v, &n);
 		if (rc)
-			mf_snapshot_rec_release(&snap);
+			mf_engine_snapshot_release(&snap);
 	}
 	if (rc) {
 		ctl_err("stat '%s': %s", ctl->argv[0], strerror(-rc));
@@ -302,6 +303,6 @@ int cmd_stat(struct ctl *ctl)
 	}
 	free(why);
 	mf_engine_shard_recs_free(v, n);
-	mf_snapshot_rec_release(&snap);
+	mf_engine_snapshot_release(&snap);
 	return 0;
 }

@@ -163,12 +163,12 @@ static void *warm_thread(void *arg)
 
 static int snapshot_shards(struct ctl *ctl, const char *fp, uint32_t *n)
 {
-	struct mf_snapshot_rec rec;
+	struct mf_engine_snapshot rec;
 	int rc = mf_engine_snapshot(ctl->engine, fp, &rec);
 	if (rc)
 		return rc;
 	*n = rec.shards;
-	mf_snapshot_rec_release(&rec);
+	mf_engine_snapshot_release(&rec);
 	return 0;
 }
 
@@ -180,14 +180,14 @@ static int count_done(struct warm *w)
 	w->raw_before = calloc(w->shards, sizeof(*w->raw_before));
 	if (!w->was_done || !w->raw_before)
 		return -ENOMEM;
-	struct mf_shard_rec *recs;
+	struct mf_engine_shard *recs;
 	size_t n;
 	int rc = mf_engine_list_shards(w->e, w->fp, &recs, &n);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t k = recs[i].index;
-		if (k >= w->shards || recs[i].state != MF_SHARD_MATERIALIZED)
+		if (k >= w->shards || recs[i].state != MF_ENGINE_MATERIALIZED)
 			continue;
 		w->was_done[k] = true;
 		w->raw_before[k] = recs[i].raw_bytes;

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "mf_engine.h"
+#include "mf_snapshot.h"
 
 #define MAX_THREADS 8
 #define MAX_ROUNDS 64

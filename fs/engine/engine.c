@@ -1011,12 +1011,12 @@ static int follow(struct mf_engine *e, struct flight *f, char **err)
 int mf_engine_open_shard(struct mf_engine *e, const char *fp, uint32_t shard,
 			 struct mf_shard_reader **out, char **err)
 {
-	return mf_engine_open_shard_rec(e, fp, shard, out, NULL, err);
+	return eng_open_shard_rec(e, fp, shard, out, NULL, err);
 }
 
-int mf_engine_open_shard_rec(struct mf_engine *e, const char *fp,
-			     uint32_t shard, struct mf_shard_reader **out,
-			     struct mf_shard_rec *rec, char **err)
+int eng_open_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
+		       struct mf_shard_reader **out, struct mf_shard_rec *rec,
+		       char **err)
 {
 	if (!mf_is_hex(fp, MF_FP_HEX_LEN))
 		return -EINVAL;

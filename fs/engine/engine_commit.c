@@ -281,21 +281,24 @@ static const struct sealed *sealed_of(const struct mf_engine *e,
 	return NULL;
 }
 
-uint64_t mf_engine_shard_file_gen(const struct mf_shard_rec *rec)
+uint64_t mf_engine_shard_file_gen(const struct mf_engine_shard *rec)
 {
 	bool file = rec &&
-	    (rec->state == MF_SHARD_MATERIALIZED ||
-	     rec->state == MF_SHARD_RUNNING);
+	    (rec->state == MF_ENGINE_MATERIALIZED ||
+	     rec->state == MF_ENGINE_RUNNING);
 	return file ? rec->generation : 0;
 }
 
-int mf_engine_sealed_stat(struct mf_engine *e, const struct mf_shard_rec *rec,
-			  struct mf_shard_stat *st)
+int mf_engine_sealed_stat(struct mf_engine *e,
+			  const struct mf_engine_shard *rec,
+			  struct mf_engine_file *st)
 {
+	struct mf_shard_rec row;
+	eng_shard_back(rec, &row);
 	pthread_mutex_lock(&e->lock);
-	const struct sealed *s = sealed_of(e, rec);
+	const struct sealed *s = sealed_of(e, &row);
 	if (s)
-		*st = s->st;
+		eng_file_of(&s->st, st);
 	pthread_mutex_unlock(&e->lock);
 	return s ? 0 : -ENOENT;
 }

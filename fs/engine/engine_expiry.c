@@ -30,7 +30,7 @@ const char *mf_expiry_why_name(enum mf_expiry_why why)
 /* One pass's view of the listing: answers of the predicates, asked once
  * each and only when needed, and what is decided so far. */
 struct pass {
-	const struct mf_snapshot_rec *v;
+	const struct mf_engine_snapshot *v;
 	size_t n;
 	const struct mf_expiry_policy *p;
 	signed char *reg; /* -1: not asked yet, else 0 or 1 */
@@ -40,7 +40,7 @@ struct pass {
 };
 
 /* Last use of a snapshot: its last read, else its creation. */
-static int64_t last_use(const struct mf_snapshot_rec *r)
+static int64_t last_use(const struct mf_engine_snapshot *r)
 {
 	return r->last_read > 0 ? r->last_read : r->created;
 }
@@ -56,8 +56,8 @@ static bool registered(struct pass *ps, size_t i)
 /* True when o was used more recently than r (both of one name, both
  * registered or both not): the later last use, then the later created,
  * then the larger fingerprint. */
-static bool more_recent(const struct mf_snapshot_rec *o,
-			const struct mf_snapshot_rec *r)
+static bool more_recent(const struct mf_engine_snapshot *o,
+			const struct mf_engine_snapshot *r)
 {
 	int64_t a = last_use(o), b = last_use(r);
 	if (a != b)
@@ -109,7 +109,7 @@ static uint32_t keep_of_name(struct pass *ps, size_t i)
 /* Why v[i] is due under expire_after or keep; 0 when it is not. */
 static enum mf_expiry_why due_by_rule(struct pass *ps, size_t i)
 {
-	const struct mf_snapshot_rec *r = &ps->v[i];
+	const struct mf_engine_snapshot *r = &ps->v[i];
 	int64_t limit =
 	    ps->p->older_than >= 0 ? ps->p->older_than : r->expire_after;
 	bool expired = limit >= 0 && ps->p->now - last_use(r) >= limit;
@@ -174,7 +174,7 @@ static int evict(struct pass *ps)
 	return 0;
 }
 
-int mf_engine_expiry_due(const struct mf_snapshot_rec *v, size_t n,
+int mf_engine_expiry_due(const struct mf_engine_snapshot *v, size_t n,
 			 const struct mf_expiry_policy *p,
 			 struct mf_expiry_due **out, size_t *n_out)
 {

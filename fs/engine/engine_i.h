@@ -12,7 +12,10 @@
 #include <stdatomic.h>
 #include <sys/types.h>
 
+#include "mf_catalog.h"
 #include "mf_engine.h"
+#include "mf_pipeline.h"
+#include "mf_snapshot.h"
 
 /* A spec known to this engine, by fingerprint. Never freed before the
  * engine: jobs borrow spec and fpr without holding the lock. */
@@ -339,5 +342,28 @@ void eng_errf(char **err, const char *fmt, ...)
 /* strerror(-rc), with the reason of this thread's last corruption report
  * after an -EBADMSG: "Bad message (chunk checksum)". Returns buf. */
 const char *eng_strerror(int rc, char *buf, size_t len);
+
+/* ---- the front ends' records (engine_front.c) ---- */
+
+/* *out as *in says, its strings borrowed from in. */
+void eng_shard_view(const struct mf_shard_rec *in, struct mf_engine_shard *out);
+/* *out as *in says, its strings taken from in (which keeps none). */
+void eng_shard_take(struct mf_shard_rec *in, struct mf_engine_shard *out);
+/* The catalog row *in names (fingerprint, index, state, run, generation;
+ * no sizes or texts), for the engine's own tests of it. */
+void eng_shard_back(const struct mf_engine_shard *in, struct mf_shard_rec *out);
+/* *out as *in says, its strings taken from in. */
+void eng_snapshot_take(struct mf_snapshot_rec *in,
+		       struct mf_engine_snapshot *out);
+void eng_file_of(const struct mf_shard_stat *in, struct mf_engine_file *out);
+/* mf_engine_open_shard_rec (engine.c) with the catalog's row. */
+int eng_open_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
+		       struct mf_shard_reader **out, struct mf_shard_rec *rec,
+		       char **err);
+/* mf_engine_register of spec, loaded from path (engine_spec.c); takes
+ * spec whatever it returns. */
+int eng_register_loaded(struct mf_engine *e, const char *path,
+			struct mf_spec *spec, char fp[MF_FP_HEX_LEN + 1],
+			char **err);
 
 #endif

@@ -13,58 +13,90 @@
 #include <stdlib.h>
 #include <string.h>
 
-void mf_engine_snapshot_recs_free(struct mf_snapshot_rec *v, size_t n)
+void mf_engine_snapshot_recs_free(struct mf_engine_snapshot *v, size_t n)
 {
 	for (size_t i = 0; v && i < n; i++)
-		mf_snapshot_rec_release(&v[i]);
+		mf_engine_snapshot_release(&v[i]);
 	free(v);
 }
 
-void mf_engine_shard_recs_free(struct mf_shard_rec *v, size_t n)
+void mf_engine_shard_recs_free(struct mf_engine_shard *v, size_t n)
 {
 	for (size_t i = 0; v && i < n; i++)
-		mf_shard_rec_release(&v[i]);
+		mf_engine_shard_release(&v[i]);
 	free(v);
 }
 
-int mf_engine_list_snapshots(struct mf_engine *e, struct mf_snapshot_rec **out,
-			     size_t *n)
+int mf_engine_list_snapshots(struct mf_engine *e,
+			     struct mf_engine_snapshot **out, size_t *n)
 {
 	struct mf_catalog *c;
 	int rc = eng_catalog_get(e, &c);
 	if (rc)
 		return rc;
-	rc = mf_catalog_list_snapshots(c, out, n);
+	struct mf_snapshot_rec *v = NULL;
+	size_t k = 0;
+	rc = mf_catalog_list_snapshots(c, &v, &k);
 	eng_catalog_put(e, c);
+	struct mf_engine_snapshot *w = rc ? NULL : calloc(k + 1, sizeof(*w));
+	for (size_t i = 0; w && i < k; i++)
+		eng_snapshot_take(&v[i], &w[i]);
+	for (size_t i = 0; v && i < k; i++)
+		mf_snapshot_rec_release(&v[i]); /* only where not taken */
+	free(v);
+	if (rc == 0 && !w)
+		return -ENOMEM;
+	if (rc == 0) {
+		*out = w;
+		*n = k;
+	}
 	return rc;
 }
 
 int mf_engine_snapshot(struct mf_engine *e, const char *fp,
-		       struct mf_snapshot_rec *out)
+		       struct mf_engine_snapshot *out)
 {
 	struct mf_catalog *c;
 	int rc = eng_catalog_get(e, &c);
 	if (rc)
 		return rc;
-	rc = mf_catalog_get_snapshot(c, fp, out);
+	struct mf_snapshot_rec rec;
+	rc = mf_catalog_get_snapshot(c, fp, &rec);
 	eng_catalog_put(e, c);
+	if (rc == 0)
+		eng_snapshot_take(&rec, out);
 	return rc;
 }
 
 int mf_engine_list_shards(struct mf_engine *e, const char *fp,
-			  struct mf_shard_rec **out, size_t *n)
+			  struct mf_engine_shard **out, size_t *n)
 {
 	struct mf_catalog *c;
 	int rc = eng_catalog_get(e, &c);
 	if (rc)
 		return rc;
-	rc = mf_catalog_list_shards(c, fp, out, n);
+	struct mf_shard_rec *v = NULL;
+	size_t k = 0;
+	rc = mf_catalog_list_shards(c, fp, &v, &k);
 	eng_catalog_put(e, c);
+	struct mf_engine_shard *w = rc ? NULL : calloc(k + 1, sizeof(*w));
+	for (size_t i = 0; w && i < k; i++)
+		eng_shard_take(&v[i], &w[i]);
+	for (size_t i = 0; v && i < k; i++)
+		mf_shard_rec_release(&v[i]); /* only where not taken */
+	free(v);
+	if (rc == 0 && !w)
+		return -ENOMEM;
+	if (rc == 0) {
+		*out = w;
+		*n = k;
+	}
 	return rc;
 }
 
-int mf_engine_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
-			struct mf_shard_rec *out)
+/* mf_engine_shard_rec, the catalog's row. */
+static int shard_row(struct mf_engine *e, const char *fp, uint32_t shard,
+		     struct mf_shard_rec *out)
 {
 	struct mf_catalog *c;
 	int rc = eng_catalog_get(e, &c);
@@ -83,6 +115,16 @@ int mf_engine_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
 		rc = 0;
 	else if (mf_catalog_unreachable(rc))
 		rc = -ENOENT;
+	return rc;
+}
+
+int mf_engine_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
+			struct mf_engine_shard *out)
+{
+	struct mf_shard_rec rec;
+	int rc = shard_row(e, fp, shard, &rec);
+	if (rc == 0)
+		eng_shard_take(&rec, out);
 	return rc;
 }
 
@@ -141,23 +183,25 @@ static void touch(struct mf_engine *e, const struct mf_shard_rec *rec)
 
 int mf_engine_open_materialized(
     struct mf_engine *e, const char *fp, uint32_t shard,
-    bool (*have)(void *arg, const struct mf_shard_rec *rec), void *arg,
-    struct mf_shard_reader **out, struct mf_shard_rec *rec)
+    bool (*have)(void *arg, const struct mf_engine_shard *rec), void *arg,
+    struct mf_shard_reader **out, struct mf_engine_shard *rec)
 {
 	struct mf_shard_rec cur;
-	int rc = mf_engine_shard_rec(e, fp, shard, &cur);
+	int rc = shard_row(e, fp, shard, &cur);
 	if (rc)
 		return rc == -ENOENT ? -EAGAIN : rc;
+	struct mf_engine_shard view;
+	eng_shard_view(&cur, &view);
 	struct mf_shard_reader *r = NULL;
 	if (cur.state == MF_SHARD_RUNNING) {
 		/* sealed here and being committed: the same file */
-		if (!(have && have(arg, &cur)) &&
+		if (!(have && have(arg, &view)) &&
 		    eng_sealed_open(e, &cur, &r) != 0) {
 			mf_shard_rec_release(&cur);
 			return -EAGAIN;
 		}
 		*out = r;
-		*rec = cur;
+		eng_shard_take(&cur, rec);
 		return 0;
 	}
 	if (cur.state != MF_SHARD_MATERIALIZED) {
@@ -165,14 +209,14 @@ int mf_engine_open_materialized(
 		return -EAGAIN;
 	}
 	/* the row first, then the file: never older than the row */
-	if (!(have && have(arg, &cur)) &&
+	if (!(have && have(arg, &view)) &&
 	    mf_shard_reader_open(e->store, fp, cur.run_id, shard, &r) != 0) {
 		mf_shard_rec_release(&cur);
 		return -EAGAIN;
 	}
 	touch(e, &cur);
 	*out = r;
-	*rec = cur;
+	eng_shard_take(&cur, rec);
 	return 0;
 }
 

@@ -104,6 +104,9 @@ static void chunk_event(const struct pump *p, enum mf_chunk_kind kind,
 			uint32_t index, const void *raw, size_t len,
 			const struct mf_shard_stat *st)
 {
+	struct mf_engine_file file;
+	if (st)
+		eng_file_of(st, &file);
 	struct mf_chunk_event ev = {
 	    .kind = kind,
 	    .fp = p->fp,
@@ -112,7 +115,7 @@ static void chunk_event(const struct pump *p, enum mf_chunk_kind kind,
 	    .index = index,
 	    .raw = raw,
 	    .len = len,
-	    .stat = st,
+	    .stat = st ? &file : NULL,
 	};
 	p->e->opts.chunk(p->e->opts.chunk_arg, &ev);
 }

@@ -169,29 +169,32 @@ static int check_off_mount(struct mf_engine *e, const char *path,
 	return rc;
 }
 
+/* Fingerprints spec, loaded from path (taken: freed on failure), into a
+ * new registry entry. */
+static int entry_of(struct mf_engine *e, const char *path, struct mf_spec *spec,
+		    struct spec_entry **out, char **err)
+{
+	struct spec_entry *se = calloc(1, sizeof(*se));
+	int rc = se ? check_off_mount(e, path, spec, err) : -ENOMEM;
+	if (rc == 0)
+		rc = mf_fingerprint_compute(spec, &se->fpr, err);
+	if (rc) {
+		mf_spec_free(spec);
+		free(se);
+		return rc;
+	}
+	se->spec = spec;
+	*out = se;
+	return 0;
+}
+
 /* Loads and fingerprints a spec file into a new registry entry. */
 static int load_entry(struct mf_engine *e, const char *path,
 		      struct spec_entry **out, char **err)
 {
-	struct spec_entry *se = calloc(1, sizeof(*se));
-	if (!se)
-		return -ENOMEM;
-	int rc = mf_spec_load(path, &se->spec, err);
-	if (rc)
-		goto fail;
-	rc = check_off_mount(e, path, se->spec, err);
-	if (rc)
-		goto fail_spec;
-	rc = mf_fingerprint_compute(se->spec, &se->fpr, err);
-	if (rc)
-		goto fail_spec;
-	*out = se;
-	return 0;
-fail_spec:
-	mf_spec_free(se->spec);
-fail:
-	free(se);
-	return rc;
+	struct mf_spec *spec;
+	int rc = mf_spec_load(path, &spec, err);
+	return rc ? rc : entry_of(e, path, spec, out, err);
 }
 
 static void free_entry(struct spec_entry *se)
@@ -458,18 +461,16 @@ static int check_name_claim(struct mf_engine *e, struct mf_catalog *c,
 	return rc;
 }
 
-int mf_engine_register(struct mf_engine *e, const char *spec_path,
-		       char fp[MF_FP_HEX_LEN + 1], char **err)
+/* Records the snapshot of se and publishes se in the registry; frees se
+ * on failure. */
+static int register_entry(struct mf_engine *e, struct spec_entry *se,
+			  char fp[MF_FP_HEX_LEN + 1], char **err)
 {
-	struct spec_entry *se;
-	int rc = load_entry(e, spec_path, &se, err);
-	if (rc)
-		return rc;
 	/* copied first: once published, an unregister may free se */
 	char hex[MF_FP_HEX_LEN + 1];
 	memcpy(hex, se->fpr.hex, sizeof(hex));
 	struct mf_catalog *c;
-	rc = eng_catalog_get(e, &c);
+	int rc = eng_catalog_get(e, &c);
 	if (rc == 0) {
 		/* one claim check and record at a time in this process: two
 		 * new spec files taking one new name cannot both pass */
@@ -488,11 +489,28 @@ int mf_engine_register(struct mf_engine *e, const char *spec_path,
 	return 0;
 }
 
+int mf_engine_register(struct mf_engine *e, const char *spec_path,
+		       char fp[MF_FP_HEX_LEN + 1], char **err)
+{
+	struct spec_entry *se;
+	int rc = load_entry(e, spec_path, &se, err);
+	return rc ? rc : register_entry(e, se, fp, err);
+}
+
+int eng_register_loaded(struct mf_engine *e, const char *path,
+			struct mf_spec *spec, char fp[MF_FP_HEX_LEN + 1],
+			char **err)
+{
+	struct spec_entry *se;
+	int rc = entry_of(e, path, spec, &se, err);
+	return rc ? rc : register_entry(e, se, fp, err);
+}
+
 int mf_engine_computable(struct mf_engine *e, const char *fp, char **why)
 {
 	if (eng_is_registered(e, fp))
 		return 0;
-	struct mf_snapshot_rec rec;
+	struct mf_engine_snapshot rec;
 	int rc = mf_engine_snapshot(e, fp, &rec);
 	if (rc)
 		return rc;
@@ -514,7 +532,7 @@ int mf_engine_computable(struct mf_engine *e, const char *fp, char **why)
 		rc = -ESTALE;
 	}
 	free(err);
-	mf_snapshot_rec_release(&rec);
+	mf_engine_snapshot_release(&rec);
 	return rc;
 }
 

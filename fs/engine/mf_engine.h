@@ -7,7 +7,11 @@
  *
  * It ties the other modules together: pipeline/ (specs, fingerprints,
  * stages), catalog/ (who owns which shard) and snapshot/ (the chunk store).
- * It never includes a FUSE header and never prints.
+ * It never includes a FUSE header and never prints. This header stands on
+ * mf_util.h alone and says everything in the engine's own terms (shard and
+ * snapshot records, a file's sizes, a reader's chunks, a spec's watch
+ * list), so a front end needs no header below it; the few catalog and
+ * store types only matctl and the tests use are declared opaque here.
  *
  * Single flight: inside one process, concurrent callers for one shard share
  * one attempt (and its result, success or error). Across processes on the
@@ -27,11 +31,100 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "mf_catalog.h"
-#include "mf_pipeline.h"
-#include "mf_snapshot.h"
+#include "mf_util.h"
 
 #define MF_CATALOG_FILE "catalog.db"
+
+/* The longest pipeline name, in bytes (a spec's `name`). */
+#define MF_ENGINE_NAME_MAX 64
+
+/* Opaque here: a reader of one shard file (mf_engine_open_shard), closed
+ * with mf_engine_reader_close; the store, a catalog connection and the
+ * run rows and totals of the catalog, whose definitions only matctl and
+ * the tests take (mf_snapshot.h, mf_catalog.h). */
+struct mf_shard_reader;
+struct mf_store;
+struct mf_catalog;
+struct mf_run_rec;
+struct mf_catalog_totals;
+
+/* ---- records, in the engine's terms (engine_front.c) ---- */
+
+/* A shard's state, as the catalog records it. */
+enum mf_engine_state {
+	MF_ENGINE_ABSENT = 0,
+	MF_ENGINE_RUNNING = 1,
+	MF_ENGINE_MATERIALIZED = 2,
+	MF_ENGINE_FAILED = 3,
+};
+/* "absent", "running", "materialized", "failed"; "unknown" else. */
+const char *mf_engine_state_name(enum mf_engine_state s);
+
+/* The sizes of one shard file (its trailer's). */
+struct mf_engine_file {
+	uint64_t raw_bytes; /* uncompressed size of the shard */
+	uint64_t stored_bytes; /* size of the file on disk */
+	uint32_t chunks;
+	enum mf_codec codec; /* the ceiling: each chunk has it or none */
+	uint64_t chunk_size;
+};
+
+/* A shard's row. Copies: release with mf_engine_shard_release. */
+struct mf_engine_shard {
+	char fp[MF_FP_HEX_LEN + 1];
+	uint32_t index;
+	enum mf_engine_state state;
+	char run_id[MF_RUN_ID_HEX_LEN + 1]; /* "" when none */
+	uint64_t raw_bytes, stored_bytes;
+	uint32_t chunks;
+	int32_t exit_status; /* wait status of the failing stage; -1: none */
+	char *error; /* one line, or NULL; owned */
+	char *stderr_tail; /* last 4 KiB of its stderr, or NULL; owned */
+	int64_t last_read;
+	uint32_t attempts; /* materializations started */
+	/* the computation the row describes (a random nonzero 63-bit
+	 * number each claim sets anew, never the same for two
+	 * computations); 0: absent, or none recorded */
+	uint64_t generation;
+};
+/* Frees what *s owns; NULL does nothing. */
+void mf_engine_shard_release(struct mf_engine_shard *s);
+
+/* A snapshot's row. Copies: release with mf_engine_snapshot_release. */
+struct mf_engine_snapshot {
+	char fp[MF_FP_HEX_LEN + 1];
+	char name[MF_ENGINE_NAME_MAX + 1];
+	uint32_t shards;
+	char *spec_path; /* absolute; owned */
+	char *compression; /* "zstd:3"; owned */
+	char *suffix; /* "" when none; owned */
+	uint64_t chunk_size;
+	int64_t expire_after; /* seconds; -1: never */
+	int64_t pending_expiry;
+	uint32_t keep; /* 0: no limit */
+	int64_t created; /* unix seconds */
+	int64_t last_read; /* unix seconds; 0: never read */
+	/* from its shard rows: */
+	uint32_t materialized;
+	uint64_t raw_bytes, stored_bytes;
+};
+/* Frees what *s owns; NULL does nothing. */
+void mf_engine_snapshot_release(struct mf_engine_snapshot *s);
+
+/* ---- a reader the engine returned (engine_front.c) ---- */
+
+/* Closes r; NULL does nothing. */
+void mf_engine_reader_close(struct mf_shard_reader *r);
+/* The sizes of the file r reads. */
+void mf_engine_reader_stat(const struct mf_shard_reader *r,
+			   struct mf_engine_file *out);
+/* Uncompressed length of chunk i: chunk_size but for the last one. */
+size_t mf_engine_chunk_len(const struct mf_shard_reader *r, uint32_t i);
+/* Decompresses chunk i into dst (cap >= its length) after checking its
+ * checksum: its length, -EBADMSG (corrupt), -EINVAL (cap too small, i out
+ * of range) or -errno. Many threads may read one reader. */
+ssize_t mf_engine_read_chunk(struct mf_shard_reader *r, uint32_t i, void *dst,
+			     size_t cap);
 
 /* The store folder when none is given (engine_defaults.c):
  * $XDG_CACHE_HOME/matfs, else ~/.cache/matfs ($HOME, else the password
@@ -57,9 +150,9 @@ typedef void (*mf_progress_fn)(void *arg, const char *fp, uint32_t shard,
  * The raw chunks of a materialization this engine performs, for a caller
  * that wants to serve them without reading the file back. A computation is
  * named by fp, shard and generation: the catalog row's generation while
- * the file it wrote is the shard's (struct mf_shard_rec), never the same
+ * the file it wrote is the shard's (struct mf_engine_shard), never the same
  * for two computations. Per computation: one MF_CHUNK_DATA per chunk, in
- * order (the bytes the file holds, as mf_shard_writer_set_tap), then
+ * order (the bytes the file holds), then
  * exactly one MF_CHUNK_COMMITTED (the file is durable and the catalog
  * names it, with its stat), MF_CHUNK_SEALED (with serve_sealed: the file
  * is complete, its bytes and size final, with its stat; the commit
@@ -84,7 +177,7 @@ struct mf_chunk_event {
 	uint32_t index; /* DATA: the chunk's index */
 	const void *raw; /* DATA: its uncompressed bytes */
 	size_t len; /* DATA: their length */
-	const struct mf_shard_stat *stat; /* COMMITTED, SEALED: the file's */
+	const struct mf_engine_file *stat; /* COMMITTED, SEALED: the file's */
 };
 
 /* Called on the materializing thread (the one in mf_engine_open_shard
@@ -102,7 +195,7 @@ struct mf_engine_opts {
 	const char *catalog;
 	int busy_timeout_ms; /* catalog busy timeout; <= 0: 10 s */
 	/* per materialization; 0: the cores the process may run on, at
-	 * most MF_WRITER_THREADS_AUTO_MAX (mf_codec_cfg.threads) */
+	 * most 8 (the shard writer's threads) */
 	unsigned compress_threads;
 	unsigned heartbeat_s; /* run heartbeat period; 0: 5 s */
 	mf_progress_fn progress; /* may be NULL */
@@ -181,6 +274,45 @@ int mf_engine_register(struct mf_engine *e, const char *spec_path,
 		       char fp[MF_FP_HEX_LEN + 1], char **err);
 
 /*
+ * mf_engine_register in two steps, for a caller that must watch what a
+ * spec depends on before its files are read (the FUSE layer), parsing
+ * the spec once: mf_engine_spec_load parses spec_path (0, or -errno with
+ * *err "FILE:LINE:COL: ..."), mf_engine_spec_watch_list lists what its
+ * fingerprint depends on, and mf_engine_register_spec registers it (the
+ * rest of mf_engine_register: hashing, the catalog, the registry), taking
+ * s whatever it returns. mf_engine_spec_free frees a spec not registered;
+ * NULL does nothing. Thread-safe, no lock held while files are read.
+ */
+struct mf_engine_spec;
+int mf_engine_spec_load(const char *spec_path, struct mf_engine_spec **out,
+			char **err);
+int mf_engine_register_spec(struct mf_engine *e, struct mf_engine_spec *s,
+			    char fp[MF_FP_HEX_LEN + 1], char **err);
+void mf_engine_spec_free(struct mf_engine_spec *s);
+
+/* One folder a fingerprint depends on, and the entry name (or glob
+ * component, when glob) that matters in it. */
+struct mf_engine_watch_dir {
+	char *path; /* absolute, as built from the spec folder (may hold ..) */
+	char *name;
+	bool glob;
+};
+/* What a spec's fingerprint depends on: every component folder of each
+ * dep's path, the links and real file of a symlinked one, every folder
+ * its input globs walk, and the deps and input files. */
+struct mf_engine_watch {
+	struct mf_engine_watch_dir *dirs; /* sorted by path, no duplicates */
+	size_t n_dirs;
+	char **files; /* absolute: every deps file, then every input file */
+	size_t n_files;
+};
+/* Fills *out (release it with mf_engine_watch_release): 0 or -ENOMEM. */
+int mf_engine_spec_watch_list(const struct mf_engine_spec *s,
+			      struct mf_engine_watch *out);
+/* Frees what *w holds and empties it; NULL does nothing. */
+void mf_engine_watch_release(struct mf_engine_watch *w);
+
+/*
  * The mount this engine serves, for a daemon: a spec whose deps or input
  * files (symlinks resolved) are on it is refused, since reading them would
  * call the daemon's own mount from its own threads. path is the
@@ -217,7 +349,7 @@ int mf_engine_resolve(struct mf_engine *e, const char *what,
 /*
  * Returns a reader over shard `shard` of snapshot fp, materializing it
  * first if needed (blocks meanwhile). The caller closes the reader with
- * mf_shard_reader_close. Errors: -ENOENT (unknown snapshot or shard index
+ * mf_engine_reader_close. Errors: -ENOENT (unknown snapshot or shard index
  * out of range), -EIO (a stage failed, or the store failed while writing:
  * *err says which and the catalog keeps it), -ESTALE (the spec's inputs or
  * deps changed, so this fingerprint can no longer be computed),
@@ -235,11 +367,11 @@ int mf_engine_open_shard(struct mf_engine *e, const char *fp, uint32_t shard,
  * serve_sealed it may instead be running: the file is sealed and its
  * commit under way in this engine (raw_bytes, stored_bytes and chunks
  * are then the file's). Written only on success; the caller releases it
- * with mf_shard_rec_release.
+ * with mf_engine_shard_release.
  */
 int mf_engine_open_shard_rec(struct mf_engine *e, const char *fp,
 			     uint32_t shard, struct mf_shard_reader **out,
-			     struct mf_shard_rec *rec, char **err);
+			     struct mf_engine_shard *rec, char **err);
 
 /*
  * Tells the engine that a read from a reader it returned found corrupt
@@ -335,42 +467,43 @@ int mf_engine_catalog_open(struct mf_engine *e, struct mf_catalog **out);
  * Each call takes a connection from the engine's pool for its own query
  * (a catalog.db deleted or replaced meanwhile is noticed and the new one
  * indexed first, as in mf_engine_open). Records are copies: the caller
- * releases them (mf_snapshot_rec_release, mf_shard_rec_release, or the
+ * releases them (mf_engine_snapshot_release, mf_engine_shard_release, or the
  * _recs_free helpers for arrays). Thread-safe. Errors: -ENOENT where
  * said, -EBUSY (the catalog stayed locked past the busy timeout), -EIO,
  * -ENOMEM.
  */
 
 /* Every snapshot the catalog knows, ordered by name then created. */
-int mf_engine_list_snapshots(struct mf_engine *e, struct mf_snapshot_rec **out,
-			     size_t *n);
-void mf_engine_snapshot_recs_free(struct mf_snapshot_rec *v, size_t n);
+int mf_engine_list_snapshots(struct mf_engine *e,
+			     struct mf_engine_snapshot **out, size_t *n);
+void mf_engine_snapshot_recs_free(struct mf_engine_snapshot *v, size_t n);
 /* The row of snapshot fp (with its shard counts); -ENOENT when none. */
 int mf_engine_snapshot(struct mf_engine *e, const char *fp,
-		       struct mf_snapshot_rec *out);
+		       struct mf_engine_snapshot *out);
 /* The shard rows of fp by index (a shard never claimed may have none);
  * -ENOENT when fp is no snapshot. */
 int mf_engine_list_shards(struct mf_engine *e, const char *fp,
-			  struct mf_shard_rec **out, size_t *n);
-void mf_engine_shard_recs_free(struct mf_shard_rec *v, size_t n);
+			  struct mf_engine_shard **out, size_t *n);
+void mf_engine_shard_recs_free(struct mf_engine_shard *v, size_t n);
 /* The row of shard `shard` of fp; -ENOENT when it has none (absent).
  * While the catalog cannot be reached, a shard this engine last saw
  * materialized answers as that row (no error texts), any other as absent
  * (-ENOENT). */
 int mf_engine_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
-			struct mf_shard_rec *out);
+			struct mf_engine_shard *out);
 /* The sizes of rec's shard when rec (a `running` row) is a computation
  * this engine sealed and serves while its commit is under way
  * (opts.serve_sealed): 0 with *st, else -ENOENT. */
-int mf_engine_sealed_stat(struct mf_engine *e, const struct mf_shard_rec *rec,
-			  struct mf_shard_stat *st);
+int mf_engine_sealed_stat(struct mf_engine *e,
+			  const struct mf_engine_shard *rec,
+			  struct mf_engine_file *st);
 /* The computation whose file an open of rec reads: rec's generation when
  * it is materialized, or running (the row of an open that this engine
  * serves from the sealed file while it commits it; for a row read
  * otherwise, mf_engine_sealed_stat says whether it is one); 0 when rec
  * is NULL, absent or failed. A front end names what an inode shows by
  * it, and never reads the state itself. */
-uint64_t mf_engine_shard_file_gen(const struct mf_shard_rec *rec);
+uint64_t mf_engine_shard_file_gen(const struct mf_engine_shard *rec);
 /* The run rows of fp, or of every snapshot when fp is NULL, with the
  * host each ran on; *out (caller frees) has *n entries. */
 int mf_engine_list_runs(struct mf_engine *e, const char *fp,
@@ -427,8 +560,8 @@ int mf_engine_list_held(struct mf_engine *e, char (**out)[MF_FP_HEX_LEN + 1],
  */
 int mf_engine_open_materialized(
     struct mf_engine *e, const char *fp, uint32_t shard,
-    bool (*have)(void *arg, const struct mf_shard_rec *rec), void *arg,
-    struct mf_shard_reader **out, struct mf_shard_rec *rec);
+    bool (*have)(void *arg, const struct mf_engine_shard *rec), void *arg,
+    struct mf_shard_reader **out, struct mf_engine_shard *rec);
 
 /* ---- the expiry policy (engine_expiry.c) ----
  *
@@ -487,7 +620,7 @@ struct mf_expiry_due {
  * in listing order, then the max_size ones in eviction order. Returns 0
  * or -ENOMEM. Thread-safe.
  */
-int mf_engine_expiry_due(const struct mf_snapshot_rec *v, size_t n,
+int mf_engine_expiry_due(const struct mf_engine_snapshot *v, size_t n,
 			 const struct mf_expiry_policy *p,
 			 struct mf_expiry_due **out, size_t *n_out);
 
@@ -496,7 +629,7 @@ int mf_engine_expiry_due(const struct mf_snapshot_rec *v, size_t n,
 /* A spec this engine has registered (mf_engine_list_specs). */
 struct mf_engine_spec_info {
 	char fp[MF_FP_HEX_LEN + 1];
-	char name[MF_NAME_MAX + 1];
+	char name[MF_ENGINE_NAME_MAX + 1];
 	char *path; /* absolute path of the spec file; owned */
 	char *suffix; /* "" when none; owned */
 	uint32_t shards;

@@ -67,7 +67,7 @@ struct stage {
 	uint32_t next_chunk; /* chunks offered so far */
 	bool full; /* a chunk was left out: so is the rest */
 	bool committed;
-	struct mf_shard_stat st; /* when committed */
+	struct mf_engine_file st; /* when committed */
 };
 
 struct mfs_cache {
@@ -319,9 +319,8 @@ static int load(struct mfs_cache *c, struct mfs_data *d, struct centry *e)
 	uint8_t *buf = buf_take(c, e->len, &cap);
 	atomic_fetch_add_explicit(&c->loads, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&c->lock);
-	ssize_t n = buf
-	    ? mf_shard_reader_read_chunk(d->r, e->chunk, buf, e->len)
-	    : -ENOMEM;
+	ssize_t n =
+	    buf ? mf_engine_read_chunk(d->r, e->chunk, buf, e->len) : -ENOMEM;
 	pthread_mutex_lock(&c->lock);
 	if (n >= 0 && (size_t)n != e->len)
 		n = MF_CORRUPT("chunk length differs from the index");
@@ -364,12 +363,11 @@ static int cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
 			lru_front(c, e);
 		}
 	} else if ((e = calloc(1, sizeof(*e)))) {
-		*e = (struct centry){
-		    .data_id = d->id,
-		    .chunk = chunk,
-		    .refs = 1,
-		    .state = LOADING,
-		    .len = mf_shard_reader_chunk_len(d->r, chunk)};
+		*e = (struct centry){.data_id = d->id,
+				     .chunk = chunk,
+				     .refs = 1,
+				     .state = LOADING,
+				     .len = mf_engine_chunk_len(d->r, chunk)};
 		make_room(c, e->len, false);
 		link_entry(c, e);
 		rc = load(c, d, e);
@@ -554,8 +552,8 @@ void mfs_cache_tap(struct mfs_cache *c, const struct mf_chunk_event *ev)
 }
 
 /* The committed file g wrote is the one rec names and st describes. */
-static bool stage_is(const struct stage *g, const struct mf_shard_rec *rec,
-		     const struct mf_shard_stat *st)
+static bool stage_is(const struct stage *g, const struct mf_engine_shard *rec,
+		     const struct mf_engine_file *st)
 {
 	return g->committed && pthread_equal(g->owner, pthread_self()) &&
 	    g->st.raw_bytes == st->raw_bytes &&
@@ -565,8 +563,8 @@ static bool stage_is(const struct stage *g, const struct mf_shard_rec *rec,
 	    rec->stored_bytes == st->stored_bytes && rec->chunks == st->chunks;
 }
 
-uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_shard_rec *rec,
-			 const struct mf_shard_stat *st)
+uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_engine_shard *rec,
+			 const struct mf_engine_file *st)
 {
 	/* running: sealed, its commit under way (serve_sealed) */
 	if (!mf_engine_shard_file_gen(rec))

@@ -1,7 +1,7 @@
 /*
  * fuse_deps.c - what one registration of a spec depends on, for the
  * pipelines watcher (fuse_specs.c): the folders and files that
- * mf_spec_watch_list names, an inotify watch on each folder, and the
+ * mf_engine_spec_watch_list names, an inotify watch on each folder, and the
  * identity (stat) of each folder and file as it was just before the
  * registration.
  *
@@ -129,7 +129,7 @@ struct ident {
 };
 
 struct mfs_deps {
-	struct mf_spec_watch w;
+	struct mf_engine_watch w;
 	int *wd; /* per w.dirs; -1: not watched */
 	struct ident *dir_id; /* per w.dirs */
 	struct ident *file_id; /* per w.files */
@@ -214,20 +214,13 @@ static void watch_all(struct mfs_watches *w, struct mfs_deps *d, char *why,
 	}
 }
 
-int mfs_deps_new(struct mfs_watches *w, const char *spec_path, bool inotify,
-		 struct mfs_deps **out, char *why, size_t why_len)
+int mfs_deps_new(struct mfs_watches *w, const struct mf_engine_spec *spec,
+		 bool inotify, struct mfs_deps **out, char *why, size_t why_len)
 {
-	struct mf_spec *spec;
-	int rc = mf_spec_load(spec_path, &spec, NULL);
-	if (rc)
-		return rc;
 	struct mfs_deps *d = calloc(1, sizeof(*d));
-	if (!d) {
-		mf_spec_free(spec);
+	if (!d)
 		return -ENOMEM;
-	}
-	rc = mf_spec_watch_list(spec, &d->w);
-	mf_spec_free(spec);
+	int rc = mf_engine_spec_watch_list(spec, &d->w);
 	if (rc)
 		goto fail;
 	size_t nd = d->w.n_dirs, nf = d->w.n_files;
@@ -261,7 +254,7 @@ void mfs_deps_free(struct mfs_watches *w, struct mfs_deps *d)
 		return;
 	for (size_t i = 0; d->wd && i < d->w.n_dirs; i++)
 		mfs_watch_put(w, d->wd[i]);
-	mf_spec_watch_release(&d->w);
+	mf_engine_watch_release(&d->w);
 	free(d->wd);
 	free(d->dir_id);
 	free(d->file_id);
@@ -283,7 +276,7 @@ bool mfs_deps_hit(const struct mfs_deps *d, int wd, uint32_t mask,
 {
 	bool self = mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED);
 	for (size_t i = 0; i < d->w.n_dirs; i++) {
-		const struct mf_watch_dir *dir = &d->w.dirs[i];
+		const struct mf_engine_watch_dir *dir = &d->w.dirs[i];
 		if (d->wd[i] != wd)
 			continue;
 		if (self)

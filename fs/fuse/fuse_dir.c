@@ -92,7 +92,7 @@ static int add_snap(struct mfs *m, struct listing *l, struct mfs_snap *s)
 /* Fingerprints the catalog knows, with their rows. */
 static int root_catalog(struct mfs *m, struct listing *l)
 {
-	struct mf_snapshot_rec *recs;
+	struct mf_engine_snapshot *recs;
 	size_t n;
 	int rc = mf_engine_list_snapshots(m->eng, &recs, &n);
 	if (rc)
@@ -160,7 +160,7 @@ static int list_snapshot(struct mfs *m, const struct mfs_snap_info *si,
 	mfs_attr_dir(m, si, &self);
 	l->epoch = atomic_load(&m->attr_epoch);
 	int rc = dots(m, l, &self);
-	struct mf_shard_rec *recs = NULL;
+	struct mf_engine_shard *recs = NULL;
 	size_t n = 0;
 	if (rc)
 		return rc;
@@ -174,7 +174,7 @@ static int list_snapshot(struct mfs *m, const struct mfs_snap_info *si,
 		char name[sizeof(((struct dent *)0)->name)];
 		while (j < n && recs[j].index < k)
 			j++;
-		const struct mf_shard_rec *rec =
+		const struct mf_engine_shard *rec =
 		    j < n && recs[j].index == k ? &recs[j] : NULL;
 		struct dent *d = NULL;
 		rc = mfs_shard_name(si, k, name, sizeof(name));

@@ -55,7 +55,7 @@ static void forget_snap(struct mfs *m, const struct mfs_snap_info *si,
 	(void)fuse_lowlevel_notify_inval_inode(m->se, MFS_ROOT_INO, 0, 0);
 }
 
-static void expire(struct mfs *m, const struct mf_snapshot_rec *r,
+static void expire(struct mfs *m, const struct mf_engine_snapshot *r,
 		   const char *why)
 {
 	struct mfs_snap *s;
@@ -122,13 +122,13 @@ static bool snap_open_here(struct mfs *m, uint32_t id)
 /* True when a shard of fp is being computed (or the catalog is busy). */
 static bool snap_running(struct mfs *m, const char *fp)
 {
-	struct mf_shard_rec *recs;
+	struct mf_engine_shard *recs;
 	size_t n;
 	if (mf_engine_list_shards(m->eng, fp, &recs, &n) != 0)
 		return true;
 	bool running = false;
 	for (size_t i = 0; i < n; i++)
-		running |= recs[i].state == MF_SHARD_RUNNING;
+		running |= recs[i].state == MF_ENGINE_RUNNING;
 	mf_engine_shard_recs_free(recs, n);
 	return running;
 }
@@ -146,7 +146,7 @@ static bool in_use(void *arg, const char *fp)
 
 void mfs_expiry_pass(struct mfs *m)
 {
-	struct mf_snapshot_rec *v;
+	struct mf_engine_snapshot *v;
 	size_t n;
 	if (mf_engine_list_snapshots(m->eng, &v, &n) != 0)
 		return; /* busy: the next pass */

@@ -51,7 +51,7 @@ void mfs_logf(struct mfs *m, int level, const char *fmt, ...)
  * digits, "wiki-tokens (3f9c0a1b2c3d)", or the digits alone when it has
  * no name. May read the catalog: never call it holding a lock. Returns
  * buf (MFS_LABEL_MAX bytes suffice). */
-#define MFS_LABEL_MAX (MF_NAME_MAX + 20)
+#define MFS_LABEL_MAX (MF_ENGINE_NAME_MAX + 20)
 const char *mfs_label(struct mfs *m, const char *fp, char *buf, size_t len);
 
 /* One fingerprint this mount has seen. Never freed before the mount. */
@@ -65,7 +65,7 @@ struct mfs_snap {
 	uint64_t checked_ns; /* 0: re-read the catalog */
 	uint32_t shards;
 	char suffix[MFS_SUFFIX_MAX + 1];
-	char name[MF_NAME_MAX + 1];
+	char name[MF_ENGINE_NAME_MAX + 1];
 	int64_t created;
 };
 
@@ -76,14 +76,14 @@ struct mfs_snap_info {
 	uint64_t gen;
 	uint32_t shards;
 	char suffix[MFS_SUFFIX_MAX + 1];
-	char name[MF_NAME_MAX + 1];
+	char name[MF_ENGINE_NAME_MAX + 1];
 	int64_t created;
 	bool registered;
 };
 
 /* One pipeline name's symlink. Never freed before the mount. */
 struct mfs_link {
-	char name[MF_NAME_MAX + 1];
+	char name[MF_ENGINE_NAME_MAX + 1];
 	uint32_t id;
 	bool present; /* guarded by ns_lock, as fp */
 	char fp[MF_FP_HEX_LEN + 1];
@@ -96,10 +96,10 @@ struct mfs_data {
 	atomic_uint refs;
 	uint64_t id; /* unique in the mount: keys the chunk cache */
 	struct mf_shard_reader *r;
-	struct mf_shard_stat st;
+	struct mf_engine_file st;
 	char fp[MF_FP_HEX_LEN + 1];
 	uint32_t shard;
-	uint64_t gen; /* the computation (mf_shard_rec.generation); > 0 */
+	uint64_t gen; /* the computation (mf_engine_shard.generation); > 0 */
 	int64_t created; /* its snapshot's, for the times fstat shows */
 };
 
@@ -225,7 +225,7 @@ int mfs_snap_info(struct mfs *m, struct mfs_snap *s, struct mfs_snap_info *out);
 void mfs_snap_forget(struct mfs *m, struct mfs_snap *s, bool bump_gen);
 /* Updates s from its catalog row (NULL: it has none). */
 void mfs_snap_from_rec(struct mfs *m, struct mfs_snap *s,
-		       const struct mf_snapshot_rec *rec);
+		       const struct mf_engine_snapshot *rec);
 /* Every registered fingerprint (caller frees the array). */
 int mfs_snaps_registered(struct mfs *m, struct mfs_snap ***out, size_t *n);
 /* Symlinks: the target of a name, or of a link inode id. */
@@ -267,7 +267,7 @@ void mfs_attr_link(struct mfs *m, const struct mfs_link *l, struct stat *st);
  * timeout. */
 double mfs_attr_shard(struct mfs *m, fuse_ino_t ino,
 		      const struct mfs_snap_info *si,
-		      const struct mf_shard_rec *rec, struct stat *st);
+		      const struct mf_engine_shard *rec, struct stat *st);
 
 /* What an inode is, decoded; snap info filled for dirs and shards. */
 enum mfs_kind { MFS_ROOT, MFS_DIR, MFS_SHARD, MFS_LINK };
@@ -284,7 +284,7 @@ void mfs_tune_once(struct mfs *m);
 /* The shard's catalog row (mf_engine_shard_rec): 0 with *rec (release
  * it), 1 when it has none (an absent shard), or -errno. */
 int mfs_shard_rec(struct mfs *m, const char *fp, uint32_t k,
-		  struct mf_shard_rec *rec);
+		  struct mf_engine_shard *rec);
 
 /* fuse_ops.c: lookup, getattr, readlink, statfs, init */
 void mfs_op_init(void *userdata, struct fuse_conn_info *conn);
@@ -363,7 +363,7 @@ fuse_ino_t mfs_shard_ino(struct mfs *m, uint32_t id, uint32_t k);
  * current inode is retired first when its handles read another
  * computation than rec's. */
 fuse_ino_t mfs_shard_ino_rec(struct mfs *m, uint32_t id, uint32_t k,
-			     const struct mf_shard_rec *rec);
+			     const struct mf_engine_shard *rec);
 /* Retires n when it is the shard's current inode and has handles open;
  * caller holds node_lock. */
 void mfs_node_retire_locked(struct mfs *m, struct mfs_node *n);
@@ -381,7 +381,7 @@ void mfs_snap_retire(struct mfs *m, uint32_t id);
  * the one being pushed. */
 bool mfs_node_pushed(struct mfs *m, fuse_ino_t ino, uint64_t gen,
 		     uint64_t *bytes);
-bool mfs_node_held(struct mfs *m, fuse_ino_t ino, struct mf_shard_stat *st,
+bool mfs_node_held(struct mfs *m, fuse_ino_t ino, struct mf_engine_file *st,
 		   int64_t *created);
 void mfs_nodes_release(struct mfs *m);
 /* Closes the file handles still open once the session has ended. */
@@ -481,8 +481,8 @@ void mfs_cache_tap(struct mfs_cache *c, const struct mf_chunk_event *ev);
  * reader's stat), to use as that data's id; 0 when there is none. The
  * stage is then the caller's.
  */
-uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_shard_rec *rec,
-			 const struct mf_shard_stat *st);
+uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_engine_shard *rec,
+			 const struct mf_engine_file *st);
 /* Drops the stages of the calling thread that nobody adopted. */
 void mfs_cache_unstage(struct mfs_cache *c);
 

@@ -153,7 +153,7 @@ static void info_copy(const struct mfs_snap *s, struct mfs_snap_info *out)
 }
 
 void mfs_snap_from_rec(struct mfs *m, struct mfs_snap *s,
-		       const struct mf_snapshot_rec *rec)
+		       const struct mf_engine_snapshot *rec)
 {
 	pthread_mutex_lock(&m->ns_lock);
 	s->known = rec || s->registered;
@@ -172,13 +172,13 @@ void mfs_snap_from_rec(struct mfs *m, struct mfs_snap *s,
 /* Reads the catalog row of s; caller holds no lock. */
 static void snap_refresh(struct mfs *m, struct mfs_snap *s)
 {
-	struct mf_snapshot_rec rec;
+	struct mf_engine_snapshot rec;
 	int rc = mf_engine_snapshot(m->eng, s->fp, &rec);
 	if (rc != 0 && rc != -ENOENT)
 		return; /* keep what we had; asked again next time */
 	mfs_snap_from_rec(m, s, rc == 0 ? &rec : NULL);
 	if (rc == 0)
-		mf_snapshot_rec_release(&rec);
+		mf_engine_snapshot_release(&rec);
 }
 
 int mfs_snap_info(struct mfs *m, struct mfs_snap *s, struct mfs_snap_info *out)
@@ -209,14 +209,14 @@ int mfs_snap_known(struct mfs *m, const char *fp, struct mfs_snap **out,
 	if (!s) {
 		/* asked before it is kept: a lookup of a name nobody made
 		 * must cost no memory (any 64 hex digits are well formed) */
-		struct mf_snapshot_rec rec;
+		struct mf_engine_snapshot rec;
 		int rc = mf_engine_snapshot(m->eng, fp, &rec);
 		if (rc)
 			return -ENOENT; /* unknown, or unknowable now */
 		rc = mfs_snap_get(m, fp, &s);
 		if (rc == 0)
 			mfs_snap_from_rec(m, s, &rec);
-		mf_snapshot_rec_release(&rec);
+		mf_engine_snapshot_release(&rec);
 		if (rc)
 			return rc;
 	}
@@ -490,7 +490,7 @@ void mfs_attr_link(struct mfs *m, const struct mfs_link *l, struct stat *st)
 
 double mfs_attr_shard(struct mfs *m, fuse_ino_t ino,
 		      const struct mfs_snap_info *si,
-		      const struct mf_shard_rec *rec, struct stat *st)
+		      const struct mf_engine_shard *rec, struct stat *st)
 {
 	attr_base(m, st, si->created);
 	st->st_ino = ino;
@@ -501,9 +501,9 @@ double mfs_attr_shard(struct mfs *m, fuse_ino_t ino,
 	 * shrink what the kernel knows of it), and one with none gets the
 	 * sealed file's size from the engine (a stat after a read shows what
 	 * the read got); not cached, since the commit may still fail */
-	struct mf_shard_stat held;
+	struct mf_engine_file held;
 	int64_t created;
-	if (rec && rec->state == MF_SHARD_RUNNING &&
+	if (rec && rec->state == MF_ENGINE_RUNNING &&
 	    (mfs_node_held(m, ino, &held, &created) ||
 	     mf_engine_sealed_stat(m->eng, rec, &held) == 0)) {
 		st->st_size = (off_t)held.raw_bytes;
@@ -513,7 +513,7 @@ double mfs_attr_shard(struct mfs *m, fuse_ino_t ino,
 	/* running and being pushed into this inode's pages: the bytes
 	 * pushed so far, or the kernel would drop them (not cached) */
 	uint64_t pushed;
-	if (rec && rec->state == MF_SHARD_RUNNING &&
+	if (rec && rec->state == MF_ENGINE_RUNNING &&
 	    mfs_node_pushed(m, ino, rec->generation, &pushed)) {
 		st->st_size = (off_t)pushed;
 		return 0.0;
@@ -522,7 +522,7 @@ double mfs_attr_shard(struct mfs *m, fuse_ino_t ino,
 	 * made before a computation can reach the kernel after an open
 	 * that told it to forget what it cached, and another process may
 	 * compute the shard at any time */
-	if (!rec || rec->state != MF_SHARD_MATERIALIZED)
+	if (!rec || rec->state != MF_ENGINE_MATERIALIZED)
 		return 0.0;
 	st->st_size = (off_t)rec->raw_bytes;
 	st->st_blocks = (blkcnt_t)((rec->stored_bytes + 511) / 512);
@@ -534,7 +534,7 @@ double mfs_attr_shard(struct mfs *m, fuse_ino_t ino,
 /* ---- inodes ---- */
 
 int mfs_shard_rec(struct mfs *m, const char *fp, uint32_t k,
-		  struct mf_shard_rec *rec)
+		  struct mf_engine_shard *rec)
 {
 	int rc = mf_engine_shard_rec(m->eng, fp, k, rec);
 	return rc == -ENOENT ? 1 : rc;

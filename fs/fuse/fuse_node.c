@@ -124,7 +124,7 @@ void mfs_node_retire_locked(struct mfs *m, struct mfs_node *n)
 }
 
 fuse_ino_t mfs_shard_ino_rec(struct mfs *m, uint32_t id, uint32_t k,
-			     const struct mf_shard_rec *rec)
+			     const struct mf_engine_shard *rec)
 {
 	/* running with the generation the handles read: this engine sealed
 	 * it and commits it (serve_sealed), the same computation */
@@ -178,7 +178,7 @@ bool mfs_node_pushed(struct mfs *m, fuse_ino_t ino, uint64_t gen,
 	return ok;
 }
 
-bool mfs_node_held(struct mfs *m, fuse_ino_t ino, struct mf_shard_stat *st,
+bool mfs_node_held(struct mfs *m, fuse_ino_t ino, struct mf_engine_file *st,
 		   int64_t *created)
 {
 	pthread_mutex_lock(&m->node_lock);

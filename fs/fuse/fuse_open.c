@@ -18,7 +18,7 @@
  * the chunks the engine handed the cache as it wrote them, without
  * decompressing.
  *
- * A computation is known by its generation (mf_shard_rec.generation),
+ * A computation is known by its generation (mf_engine_shard.generation),
  * never by run id and attempts, which repeat. FOPEN_KEEP_CACHE is set only
  * when the kernel last cached this very computation for the inode;
  * otherwise the inode's attributes and pages are invalidated before the
@@ -79,7 +79,7 @@ void mfs_data_put(struct mfs *m, struct mfs_data *d)
 	if (!d || atomic_fetch_sub(&d->refs, 1) != 1)
 		return;
 	mfs_cache_drop(m->cache, d->id);
-	mf_shard_reader_close(d->r);
+	mf_engine_reader_close(d->r);
 	free(d);
 }
 
@@ -91,18 +91,18 @@ static void data_get(struct mfs_data *d)
 /* Wraps a reader of the computation rec describes (taken over, closed on
  * failure). With adopt, the chunks this thread's materialization of that
  * very file put in the cache become the data's. */
-static int data_new(struct mfs *m, const struct mf_shard_rec *rec,
+static int data_new(struct mfs *m, const struct mf_engine_shard *rec,
 		    struct mf_shard_reader *r, bool adopt, int64_t created,
 		    struct mfs_data **out)
 {
 	struct mfs_data *d = calloc(1, sizeof(*d));
 	if (!d) {
-		mf_shard_reader_close(r);
+		mf_engine_reader_close(r);
 		return -ENOMEM;
 	}
 	atomic_init(&d->refs, 1);
 	d->r = r;
-	mf_shard_reader_stat(r, &d->st);
+	mf_engine_reader_stat(r, &d->st);
 	d->id = adopt ? mfs_cache_adopt(m->cache, rec, &d->st) : 0;
 	if (d->id == 0)
 		d->id = atomic_fetch_add(&m->next_data_id, 1);
@@ -237,7 +237,7 @@ static void reply_opened(struct mfs *m, fuse_req_t req,
 
 /* The node's current data when it is the computation rec describes. */
 static struct mfs_data *node_current(struct mfs *m, fuse_ino_t ino,
-				     const struct mf_shard_rec *rec)
+				     const struct mf_engine_shard *rec)
 {
 	struct mfs_data *d = NULL;
 	pthread_mutex_lock(&m->node_lock);
@@ -258,7 +258,7 @@ struct fast_have {
 	struct mfs_data *found;
 };
 
-static bool have_current(void *arg, const struct mf_shard_rec *rec)
+static bool have_current(void *arg, const struct mf_engine_shard *rec)
 {
 	struct fast_have *h = arg;
 	h->found = node_current(h->m, h->ino, rec);
@@ -278,7 +278,7 @@ static int open_fast(struct mfs *m, fuse_ino_t ino, const struct mfs_inode *in,
 {
 	struct fast_have h = {m, ino, NULL};
 	struct mf_shard_reader *r;
-	struct mf_shard_rec rec;
+	struct mf_engine_shard rec;
 	int rc = mf_engine_open_materialized(m->eng, in->si.fp, in->shard,
 					     have_current, &h, &r, &rec);
 	if (rc)
@@ -286,7 +286,7 @@ static int open_fast(struct mfs *m, fuse_ino_t ino, const struct mfs_inode *in,
 	struct mfs_data *d = h.found;
 	if (!d)
 		rc = data_new(m, &rec, r, false, in->si.created, &d);
-	mf_shard_rec_release(&rec);
+	mf_engine_shard_release(&rec);
 	if (rc == 0)
 		*out = d;
 	return rc;
@@ -299,7 +299,7 @@ static int open_engine(struct open_job *j, struct mfs_data **out, char **err)
 {
 	struct mfs *m = j->m;
 	struct mf_shard_reader *r;
-	struct mf_shard_rec rec;
+	struct mf_engine_shard rec;
 	int rc =
 	    mf_engine_open_shard_rec(m->eng, j->fp, j->shard, &r, &rec, err);
 	if (rc == -ENOENT && j->registered) {
@@ -313,7 +313,7 @@ static int open_engine(struct open_job *j, struct mfs_data **out, char **err)
 	if (rc)
 		return rc;
 	rc = data_new(m, &rec, r, true, j->created, out);
-	mf_shard_rec_release(&rec);
+	mf_engine_shard_release(&rec);
 	return rc;
 }
 

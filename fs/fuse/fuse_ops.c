@@ -100,15 +100,15 @@ static int entry_shard(struct mfs *m, const struct mfs_snap_info *si,
 	int rc = mfs_shard_parse(si, name, &k);
 	if (rc)
 		return rc;
-	struct mf_shard_rec rec;
+	struct mf_engine_shard rec;
 	rc = mfs_shard_rec(m, si->fp, k, &rec);
 	if (rc < 0)
 		return rc;
-	const struct mf_shard_rec *r = rc == 0 ? &rec : NULL;
+	const struct mf_engine_shard *r = rc == 0 ? &rec : NULL;
 	e->attr_timeout = mfs_attr_shard(m, mfs_shard_ino_rec(m, si->id, k, r),
 					 si, r, &e->attr);
 	if (rc == 0)
-		mf_shard_rec_release(&rec);
+		mf_engine_shard_release(&rec);
 	e->ino = e->attr.st_ino;
 	e->entry_timeout = ENTRY_TTL;
 	return 0;
@@ -165,7 +165,7 @@ void mfs_op_forget_multi(fuse_req_t req, size_t count,
  * size of their file, whatever the catalog and the specs say by now (it
  * expired, was computed anew, or no spec yields it any more). */
 static void attr_held(struct mfs *m, fuse_ino_t ino,
-		      const struct mf_shard_stat *ss, int64_t created,
+		      const struct mf_engine_file *ss, int64_t created,
 		      struct stat *st)
 {
 	struct mfs_snap_info si = {.created = created};
@@ -181,7 +181,7 @@ static void attr_held(struct mfs *m, fuse_ino_t ino,
 static int inode_attr(struct mfs *m, fuse_ino_t ino, uint64_t fh,
 		      struct stat *st, double *ttl)
 {
-	struct mf_shard_stat ss;
+	struct mf_engine_file ss;
 	int64_t created;
 	*ttl = MFS_ATTR_TTL;
 	if (fh) {
@@ -210,13 +210,13 @@ static int inode_attr(struct mfs *m, fuse_ino_t ino, uint64_t fh,
 	case MFS_SHARD:
 		break;
 	}
-	struct mf_shard_rec rec;
+	struct mf_engine_shard rec;
 	rc = mfs_shard_rec(m, in.si.fp, in.shard, &rec);
 	if (rc < 0)
 		return rc;
 	*ttl = mfs_attr_shard(m, ino, &in.si, rc == 0 ? &rec : NULL, st);
 	if (rc == 0)
-		mf_shard_rec_release(&rec);
+		mf_engine_shard_release(&rec);
 	return 0;
 }
 

@@ -151,14 +151,17 @@ void mfs_reg_submit(struct mfs *m, struct spec_file *f, bool check)
 	pump(s);
 }
 
-/* Loads what the spec depends on and installs it as its entry's deps,
- * before the engine reads anything: a change made while it reads is seen.
- * Keeps the last good set (checked afresh) when the spec does not load. */
-static void deps_update(struct mfs *m, struct mfs_specs *s, struct mfs_reg *j)
+/* Lists what spec (NULL: it did not load) depends on and installs it as
+ * its entry's deps, before the engine reads anything: a change made while
+ * it reads is seen. Keeps the last good set (checked afresh) when the
+ * spec does not load. */
+static void deps_update(struct mfs *m, struct mfs_specs *s, struct mfs_reg *j,
+			const struct mf_engine_spec *spec)
 {
 	struct mfs_deps *d;
 	char why[PATH_MAX + 64];
-	if (mfs_deps_new(&s->watches, j->path, !s->poll_all, &d, why,
+	if (!spec ||
+	    mfs_deps_new(&s->watches, spec, !s->poll_all, &d, why,
 			 sizeof(why)) != 0) {
 		if (j->deps)
 			(void)mfs_deps_changed(j->deps);
@@ -191,11 +194,16 @@ static void reg_run(struct mfs *m, struct mfs_reg *j)
 		j->skipped = true;
 		return;
 	}
-	deps_update(m, s, j);
+	/* parsed once: for its watch list, then for the registration */
+	struct mf_engine_spec *spec = NULL;
+	j->rc = mf_engine_spec_load(j->path, &spec, &j->err);
+	deps_update(m, s, j, spec);
+	if (j->rc)
+		return;
 	/* hashing stops at the limit: a thread past it ends soon after,
 	 * unless one read itself never returns */
 	mf_deadline_set(j->deadline_ns);
-	j->rc = mf_engine_register(m->eng, j->path, j->fp, &j->err);
+	j->rc = mf_engine_register_spec(m->eng, spec, j->fp, &j->err);
 	mf_deadline_set(0);
 }
 

@@ -59,18 +59,19 @@ bool mfs_remote_fs(const char *path);
 struct mfs_deps;
 
 /*
- * Loads the spec at spec_path and lists what its fingerprint depends on
- * (mf_spec_watch_list): watches each folder when inotify is true, then
- * records every folder's and file's identity. Call it before registering
- * the spec, so that a change during the registration is seen. The result
- * is polled (mfs_deps_polled) when inotify is false, a watch failed, there
- * are more than MFS_DEPS_WATCH_MAX folders or one is remote; then why
- * (why_len bytes) says why, else it is "". Returns 0 and *out, or -errno
- * when the spec does not load (the registration then reports why).
+ * Lists what the fingerprint of spec (loaded by mf_engine_spec_load, the
+ * one parse of the registration) depends on (mf_engine_spec_watch_list):
+ * watches each folder when inotify is true, then records every folder's
+ * and file's identity. Call it before registering the spec, so that a
+ * change during the registration is seen. The result is polled
+ * (mfs_deps_polled) when inotify is false, a watch failed, there are more
+ * than MFS_DEPS_WATCH_MAX folders or one is remote; then why (why_len
+ * bytes) says why, else it is "". Returns 0 and *out, or -ENOMEM.
  */
 #define MFS_DEPS_WATCH_MAX 1024
-int mfs_deps_new(struct mfs_watches *w, const char *spec_path, bool inotify,
-		 struct mfs_deps **out, char *why, size_t why_len);
+int mfs_deps_new(struct mfs_watches *w, const struct mf_engine_spec *spec,
+		 bool inotify, struct mfs_deps **out, char *why,
+		 size_t why_len);
 /* Gives back d's watches and frees it; NULL does nothing. */
 void mfs_deps_free(struct mfs_watches *w, struct mfs_deps *d);
 

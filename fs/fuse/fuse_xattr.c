@@ -112,7 +112,7 @@ static bool sees_details(struct mfs *m, uid_t reader, const char *fp)
 
 static void failure_attrs(struct mfs *m, uid_t reader,
 			  const struct mfs_inode *in,
-			  const struct mf_shard_rec *rec, struct xattrs *x)
+			  const struct mf_engine_shard *rec, struct xattrs *x)
 {
 	if (!rec->error && !rec->stderr_tail)
 		return;
@@ -129,19 +129,20 @@ static void failure_attrs(struct mfs *m, uid_t reader,
 static int shard_attrs(struct mfs *m, uid_t reader, const struct mfs_inode *in,
 		       struct xattrs *x)
 {
-	struct mf_shard_rec rec;
+	struct mf_engine_shard rec;
 	int rc = mfs_shard_rec(m, in->si.fp, in->shard, &rec);
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
-		xa_add(x, "state", "%s", mf_shard_state_name(MF_SHARD_ABSENT));
+		xa_add(x, "state", "%s",
+		       mf_engine_state_name(MF_ENGINE_ABSENT));
 		return 0;
 	}
-	xa_add(x, "state", "%s", mf_shard_state_name(rec.state));
+	xa_add(x, "state", "%s", mf_engine_state_name(rec.state));
 	if (rec.run_id[0])
 		xa_add(x, "run_id", "%s", rec.run_id);
 	xa_add(x, "attempts", "%u", rec.attempts);
-	if (rec.state == MF_SHARD_MATERIALIZED) {
+	if (rec.state == MF_ENGINE_MATERIALIZED) {
 		xa_add(x, "raw_bytes", "%llu",
 		       (unsigned long long)rec.raw_bytes);
 		xa_add(x, "stored_bytes", "%llu",
@@ -150,7 +151,7 @@ static int shard_attrs(struct mfs *m, uid_t reader, const struct mfs_inode *in,
 	if (rec.exit_status >= 0)
 		xa_add(x, "exit_status", "%d", rec.exit_status);
 	failure_attrs(m, reader, in, &rec, x);
-	mf_shard_rec_release(&rec);
+	mf_engine_shard_release(&rec);
 	return 0;
 }
 
@@ -162,18 +163,18 @@ struct counts {
 static int count_shards(struct mfs *m, const char *fp, struct counts *ct,
 			char **spec)
 {
-	struct mf_shard_rec *recs = NULL;
-	struct mf_snapshot_rec snap;
+	struct mf_engine_shard *recs = NULL;
+	struct mf_engine_snapshot snap;
 	size_t n = 0;
 	int rc = mf_engine_list_shards(m->eng, fp, &recs, &n);
 	if (rc == 0 && mf_engine_snapshot(m->eng, fp, &snap) == 0) {
 		*spec = snap.spec_path ? strdup(snap.spec_path) : NULL;
-		mf_snapshot_rec_release(&snap);
+		mf_engine_snapshot_release(&snap);
 	}
 	for (size_t i = 0; i < n; i++) {
-		ct->done += recs[i].state == MF_SHARD_MATERIALIZED;
-		ct->running += recs[i].state == MF_SHARD_RUNNING;
-		ct->failed += recs[i].state == MF_SHARD_FAILED;
+		ct->done += recs[i].state == MF_ENGINE_MATERIALIZED;
+		ct->running += recs[i].state == MF_ENGINE_RUNNING;
+		ct->failed += recs[i].state == MF_ENGINE_FAILED;
 		ct->raw += recs[i].raw_bytes;
 		ct->stored += recs[i].stored_bytes;
 	}

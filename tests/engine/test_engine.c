@@ -28,7 +28,9 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "mf_catalog.h"
 #include "mf_engine.h"
+#include "mf_snapshot.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define MF_SANITIZED 1
@@ -383,7 +385,7 @@ static void test_corrupt_recomputes(void **state)
 
 /* Opens shard 0 with its row and checks the row describes the reader. */
 static struct mf_shard_reader *open_rec(struct mf_engine *e, const char *fp,
-					struct mf_shard_rec *rec)
+					struct mf_engine_shard *rec)
 {
 	struct mf_shard_reader *r = NULL;
 	char *err = NULL;
@@ -391,7 +393,7 @@ static struct mf_shard_reader *open_rec(struct mf_engine *e, const char *fp,
 	assert_null(err);
 	struct mf_shard_stat st;
 	mf_shard_reader_stat(r, &st);
-	assert_int_equal(rec->state, MF_SHARD_MATERIALIZED);
+	assert_int_equal(rec->state, MF_ENGINE_MATERIALIZED);
 	assert_int_equal(rec->index, 0);
 	assert_string_equal(rec->fp, fp);
 	assert_int_equal(strlen(rec->run_id), MF_RUN_ID_HEX_LEN);
@@ -439,7 +441,7 @@ static void test_corrupt_report_names_its_file(void **state)
 	struct fx *fx = *state;
 	fx_spec(fx, "  - exec: [/bin/sh, -c, 'echo x >> calls; cat']\n", 1);
 	fx_open(fx);
-	struct mf_shard_rec x, y, w, z;
+	struct mf_engine_shard x, y, w, z;
 	struct mf_shard_reader *rx = open_rec(fx->e, fx->fp, &x);
 	assert_int_equal(x.attempts, 1);
 	assert_true(x.generation > 0);
@@ -496,10 +498,10 @@ static void test_corrupt_report_names_its_file(void **state)
 	mf_shard_reader_close(ry);
 	mf_shard_reader_close(rw);
 	mf_shard_reader_close(rz);
-	mf_shard_rec_release(&x);
-	mf_shard_rec_release(&y);
-	mf_shard_rec_release(&w);
-	mf_shard_rec_release(&z);
+	mf_engine_shard_release(&x);
+	mf_engine_shard_release(&y);
+	mf_engine_shard_release(&w);
+	mf_engine_shard_release(&z);
 	mf_engine_close(e2);
 }
 
@@ -1278,7 +1280,7 @@ static void test_expiry_spares_a_newer_computation(void **state)
 	struct fx *fx = *state;
 	fx_spec(fx, GATED_STAGE, 2);
 	fx_open(fx);
-	struct mf_shard_rec x;
+	struct mf_engine_shard x;
 	struct mf_shard_reader *r;
 	char *data, *err = NULL;
 	size_t len;
@@ -1292,7 +1294,7 @@ static void test_expiry_spares_a_newer_computation(void **state)
 	assert_int_equal(
 	    mf_engine_open_shard_rec(fx->e, fx->fp, 1, &r, &x, &err), 0);
 	mf_shard_reader_close(r);
-	assert_int_equal(x.state, MF_SHARD_MATERIALIZED);
+	assert_int_equal(x.state, MF_ENGINE_MATERIALIZED);
 	assert_int_equal(x.attempts, 2);
 	assert_true(shard_file_exists_at(fx, x.run_id, 1));
 	assert_int_equal(count_calls(fx), 2);
@@ -1300,7 +1302,7 @@ static void test_expiry_spares_a_newer_computation(void **state)
 	assert_int_equal(mf_engine_expire_snapshot(fx->e, fx->fp), 0);
 	assert_state(fx, 1, MF_SHARD_ABSENT);
 	assert_false(shard_file_exists_at(fx, x.run_id, 1));
-	mf_shard_rec_release(&x);
+	mf_engine_shard_release(&x);
 }
 
 struct cancel_opener {
@@ -1470,9 +1472,9 @@ static void test_register_survives_a_removal(void **state)
 }
 
 /* The catalog row of shard k, as the engine's read gives it. */
-static struct mf_shard_rec row_of(struct fx *fx, uint32_t k)
+static struct mf_engine_shard row_of(struct fx *fx, uint32_t k)
 {
-	struct mf_shard_rec rec;
+	struct mf_engine_shard rec;
 	assert_int_equal(mf_engine_shard_rec(fx->e, fx->fp, k, &rec), 0);
 	return rec;
 }
@@ -1488,7 +1490,7 @@ static void set_last_read(struct fx *fx, uint32_t k, int64_t t)
 static bool have_answer;
 static uint64_t have_asked;
 
-static bool have_it(void *arg, const struct mf_shard_rec *rec)
+static bool have_it(void *arg, const struct mf_engine_shard *rec)
 {
 	(void)arg;
 	have_asked = rec->generation;
@@ -1505,7 +1507,7 @@ static void test_open_materialized(void **state)
 	fx_spec(fx, COUNTING_STAGE, 2);
 	fx_open(fx);
 	struct mf_shard_reader *r = NULL;
-	struct mf_shard_rec rec;
+	struct mf_engine_shard rec;
 	char *err = NULL;
 	assert_int_equal(
 	    mf_engine_open_materialized(fx->e, fx->fp, 0, NULL, NULL, &r, &rec),
@@ -1521,8 +1523,8 @@ static void test_open_materialized(void **state)
 						     NULL, &r, &rec),
 			 0);
 	assert_non_null(r);
-	struct mf_shard_rec now = row_of(fx, 0);
-	assert_int_equal(rec.state, MF_SHARD_MATERIALIZED);
+	struct mf_engine_shard now = row_of(fx, 0);
+	assert_int_equal(rec.state, MF_ENGINE_MATERIALIZED);
 	assert_true(rec.generation > 0);
 	assert_int_equal(rec.generation, now.generation);
 	assert_int_equal(have_asked, now.generation);
@@ -1534,8 +1536,8 @@ static void test_open_materialized(void **state)
 	mf_shard_reader_close(r);
 	/* the old last read was touched to now */
 	assert_true(now.last_read >= mf_now_s() - 5);
-	mf_shard_rec_release(&now);
-	mf_shard_rec_release(&rec);
+	mf_engine_shard_release(&now);
+	mf_engine_shard_release(&rec);
 
 	/* the caller has it: no reader; a recent last read stays */
 	int64_t recent = mf_now_s() - MF_ENGINE_TOUCH_EVERY_S / 2;
@@ -1546,7 +1548,7 @@ static void test_open_materialized(void **state)
 						     NULL, &r, &rec),
 			 0);
 	assert_null(r);
-	mf_shard_rec_release(&rec);
+	mf_engine_shard_release(&rec);
 	now = row_of(fx, 0);
 	assert_int_equal(now.last_read, recent);
 
@@ -1559,11 +1561,11 @@ static void test_open_materialized(void **state)
 	assert_int_equal(mf_engine_open_materialized(fx->e, fx->fp, 0, have_it,
 						     NULL, &r, &rec),
 			 -EAGAIN);
-	struct mf_shard_rec after = row_of(fx, 0);
+	struct mf_engine_shard after = row_of(fx, 0);
 	assert_int_equal(after.state, MF_SHARD_MATERIALIZED);
 	assert_int_equal(after.generation, now.generation);
-	mf_shard_rec_release(&after);
-	mf_shard_rec_release(&now);
+	mf_engine_shard_release(&after);
+	mf_engine_shard_release(&now);
 	assert_int_equal(mf_engine_shard_rec(fx->e, fx->fp, 7, &rec), -ENOENT);
 }
 
@@ -1578,7 +1580,7 @@ static void test_front_reads(void **state)
 	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 1, &r, &err), 0);
 	mf_shard_reader_close(r);
 
-	struct mf_snapshot_rec *v;
+	struct mf_engine_snapshot *v;
 	size_t n;
 	assert_int_equal(mf_engine_list_snapshots(fx->e, &v, &n), 0);
 	assert_int_equal(n, 1);
@@ -1587,20 +1589,20 @@ static void test_front_reads(void **state)
 	assert_int_equal(v[0].materialized, 1);
 	mf_engine_snapshot_recs_free(v, n);
 
-	struct mf_snapshot_rec snap;
+	struct mf_engine_snapshot snap;
 	assert_int_equal(mf_engine_snapshot(fx->e, fx->fp, &snap), 0);
 	assert_int_equal(snap.shards, 2);
-	mf_snapshot_rec_release(&snap);
+	mf_engine_snapshot_release(&snap);
 	char other[65];
 	memset(other, 'e', 64);
 	other[64] = '\0';
 	assert_int_equal(mf_engine_snapshot(fx->e, other, &snap), -ENOENT);
 
-	struct mf_shard_rec *sh;
+	struct mf_engine_shard *sh;
 	assert_int_equal(mf_engine_list_shards(fx->e, fx->fp, &sh, &n), 0);
 	assert_int_equal(n, 2);
-	assert_int_equal(sh[0].state, MF_SHARD_ABSENT);
-	assert_int_equal(sh[1].state, MF_SHARD_MATERIALIZED);
+	assert_int_equal(sh[0].state, MF_ENGINE_ABSENT);
+	assert_int_equal(sh[1].state, MF_ENGINE_MATERIALIZED);
 	mf_engine_shard_recs_free(sh, n);
 
 	/* this engine registered the spec: it holds fp */

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "mf_engine.h"
+#include "mf_snapshot.h"
 
 struct fx {
 	char dir[64];
@@ -107,7 +108,7 @@ static void engine_up(struct fx *fx, int i)
 /* The stored bytes of fp in e's listing. */
 static uint64_t stored(struct mf_engine *e, const char *fp)
 {
-	struct mf_snapshot_rec *v;
+	struct mf_engine_snapshot *v;
 	size_t n;
 	uint64_t b = 0;
 	assert_int_equal(mf_engine_list_snapshots(e, &v, &n), 0);
@@ -124,7 +125,7 @@ static uint64_t stored(struct mf_engine *e, const char *fp)
 static size_t due_under(struct fx *fx, uint64_t max_size,
 			char due[2][MF_FP_HEX_LEN + 1])
 {
-	struct mf_snapshot_rec *v;
+	struct mf_engine_snapshot *v;
 	struct mf_expiry_due *d;
 	size_t n, nd, k = 0;
 	struct mf_expiry_policy p = {
@@ -133,7 +134,7 @@ static size_t due_under(struct fx *fx, uint64_t max_size,
 	for (size_t i = 0; i < n; i++) {
 		if (strcmp(v[i].fp, fx->fp[0]) == 0 ||
 		    strcmp(v[i].fp, fx->fp[1]) == 0) {
-			struct mf_snapshot_rec t = v[k];
+			struct mf_engine_snapshot t = v[k];
 			v[k++] = v[i];
 			v[i] = t;
 		}
@@ -172,12 +173,12 @@ static void test_max_size_counts_every_engine(void **state)
 	assert_string_equal(due[0], fx->fp[1]);
 	assert_true(sa <= sa + sb - 1);
 
-	struct mf_shard_rec rec;
+	struct mf_engine_shard rec;
 	struct stat st;
 	assert_int_equal(mf_engine_shard_rec(b, fx->fp[1], 0, &rec), 0);
 	char run[MF_RUN_ID_HEX_LEN + 1];
 	memcpy(run, rec.run_id, sizeof(run));
-	mf_shard_rec_release(&rec);
+	mf_engine_shard_release(&rec);
 	assert_int_equal(mf_store_lstat(mf_engine_store(a), MF_STORE_SHARD,
 					fx->fp[1], run, 0, &st),
 			 0);

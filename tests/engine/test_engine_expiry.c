@@ -63,10 +63,10 @@ static const char *fpx(char c)
 	return b;
 }
 
-static struct mf_snapshot_rec rec(char fp, const char *name, int64_t created,
-				  int64_t last_read)
+static struct mf_engine_snapshot rec(char fp, const char *name, int64_t created,
+				     int64_t last_read)
 {
-	struct mf_snapshot_rec r;
+	struct mf_engine_snapshot r;
 	memset(&r, 0, sizeof(r));
 	memcpy(r.fp, fpx(fp), sizeof(r.fp));
 	snprintf(r.name, sizeof(r.name), "%s", name);
@@ -78,7 +78,7 @@ static struct mf_snapshot_rec rec(char fp, const char *name, int64_t created,
 }
 
 /* The decisions as "FP-CHAR:WHY ..." for one comparison. */
-static void decide(const struct mf_snapshot_rec *v, size_t n,
+static void decide(const struct mf_engine_snapshot *v, size_t n,
 		   struct mf_expiry_policy *p, struct know *k, char *out,
 		   size_t len)
 {
@@ -103,7 +103,7 @@ static void decide(const struct mf_snapshot_rec *v, size_t n,
 static void test_expire_after(void **state)
 {
 	(void)state;
-	struct mf_snapshot_rec v[5] = {
+	struct mf_engine_snapshot v[5] = {
 	    rec('a', "x", NOW - 100, 0), /* never read: created counts */
 	    rec('b', "y", NOW - 100, NOW - 10), /* read recently */
 	    rec('c', "z", NOW - 500, 0), /* never expires */
@@ -139,7 +139,7 @@ static void test_keep_registered(void **state)
 	(void)state;
 	/* keep 1 of name n: b is the most recently used, but a is what the
 	 * registered spec yields now, so a stays and b, c go */
-	struct mf_snapshot_rec v[4] = {
+	struct mf_engine_snapshot v[4] = {
 	    rec('a', "n", NOW - 300, NOW - 200),
 	    rec('b', "n", NOW - 100, NOW - 5),
 	    rec('c', "n", NOW - 200, 0),
@@ -178,7 +178,7 @@ static void test_keep_registered(void **state)
 static void test_keep_of_the_current_spec(void **state)
 {
 	(void)state;
-	struct mf_snapshot_rec v[4] = {
+	struct mf_engine_snapshot v[4] = {
 	    rec('a', "n", NOW - 300, 0),
 	    rec('b', "n", NOW - 400, NOW - 5),
 	    rec('c', "n", NOW - 500, 0),
@@ -209,7 +209,7 @@ static void test_keep_ties(void **state)
 {
 	(void)state;
 	/* the same last use: the later created stays */
-	struct mf_snapshot_rec v[2] = {
+	struct mf_engine_snapshot v[2] = {
 	    rec('a', "n", NOW - 100, NOW - 10),
 	    rec('b', "n", NOW - 200, NOW - 10),
 	};
@@ -222,14 +222,14 @@ static void test_keep_ties(void **state)
 
 	/* the same last use and created (within one second): the larger
 	 * fingerprint stays, whatever the listing order */
-	struct mf_snapshot_rec w[2] = {
+	struct mf_engine_snapshot w[2] = {
 	    rec('f', "n", NOW - 100, 0),
 	    rec('3', "n", NOW - 100, 0),
 	};
 	w[0].keep = w[1].keep = 1;
 	decide(w, 2, &p, &k, got, sizeof(got));
 	assert_string_equal(got, "3:keep");
-	struct mf_snapshot_rec t = w[0];
+	struct mf_engine_snapshot t = w[0];
 	w[0] = w[1];
 	w[1] = t;
 	decide(w, 2, &p, &k, got, sizeof(got));
@@ -239,7 +239,7 @@ static void test_keep_ties(void **state)
 static void test_max_size(void **state)
 {
 	(void)state;
-	struct mf_snapshot_rec v[5] = {
+	struct mf_engine_snapshot v[5] = {
 	    rec('a', "a", NOW - 900, NOW - 50), /* in use */
 	    rec('b', "b", NOW - 900, NOW - 40),
 	    rec('c', "c", NOW - 900, NOW - 60), /* least recent: in use */
@@ -281,7 +281,7 @@ static void test_max_size(void **state)
 static void test_nothing_due_asks_nothing(void **state)
 {
 	(void)state;
-	struct mf_snapshot_rec v[3] = {
+	struct mf_engine_snapshot v[3] = {
 	    rec('a', "n", NOW - 100, 0),
 	    rec('b', "n", NOW - 100, 0),
 	    rec('c', "m", NOW - 100, 0),

@@ -28,7 +28,9 @@
 #include <cmocka.h>
 
 #include "mf_catalog.h"
+#include "mf_catalog.h"
 #include "mf_engine.h"
+#include "mf_snapshot.h"
 
 /* ---- the commit, held or failed by the test ---- */
 
@@ -228,16 +230,16 @@ static void check_bytes(struct mf_shard_reader *r)
 	free(w);
 }
 
-static enum mf_shard_state row_state(struct fx *fx)
+static enum mf_engine_state row_state(struct fx *fx)
 {
-	struct mf_shard_rec rec;
+	struct mf_engine_shard rec;
 	assert_int_equal(mf_engine_shard_rec(fx->e, fx->fp, 0, &rec), 0);
-	enum mf_shard_state s = rec.state;
-	mf_shard_rec_release(&rec);
+	enum mf_engine_state s = rec.state;
+	mf_engine_shard_release(&rec);
 	return s;
 }
 
-static void wait_state(struct fx *fx, enum mf_shard_state s)
+static void wait_state(struct fx *fx, enum mf_engine_state s)
 {
 	for (int i = 0; i < 600 && row_state(fx) != s; i++)
 		usleep(50000);
@@ -251,11 +253,11 @@ static void test_served_before_commit(void **state)
 	struct fx *fx = *state;
 	hold(true, 0);
 	struct mf_shard_reader *r, *r2, *r3;
-	struct mf_shard_rec rec, rec2, rec3;
+	struct mf_engine_shard rec, rec2, rec3;
 	char *err = NULL;
 	assert_int_equal(
 	    mf_engine_open_shard_rec(fx->e, fx->fp, 0, &r, &rec, &err), 0);
-	assert_int_equal(rec.state, MF_SHARD_RUNNING); /* not durable */
+	assert_int_equal(rec.state, MF_ENGINE_RUNNING); /* not durable */
 	assert_true(rec.generation > 0);
 	check_bytes(r);
 	/* in the window: the same file, nothing computed again */
@@ -270,23 +272,23 @@ static void test_served_before_commit(void **state)
 	assert_int_equal(rec3.generation, rec.generation);
 	check_bytes(r3);
 	assert_int_equal(calls(fx), 1);
-	assert_int_equal(row_state(fx), MF_SHARD_RUNNING);
+	assert_int_equal(row_state(fx), MF_ENGINE_RUNNING);
 	/* the commit goes on: materialized, the same computation */
 	hold(false, 0);
-	wait_state(fx, MF_SHARD_MATERIALIZED);
-	struct mf_shard_rec now;
+	wait_state(fx, MF_ENGINE_MATERIALIZED);
+	struct mf_engine_shard now;
 	assert_int_equal(mf_engine_shard_rec(fx->e, fx->fp, 0, &now), 0);
 	assert_int_equal(now.generation, rec.generation);
 	assert_int_equal(now.raw_bytes, rec.raw_bytes);
-	mf_shard_rec_release(&now);
+	mf_engine_shard_release(&now);
 	check_bytes(r); /* renamed under its readers */
 	assert_int_equal(atomic_load(&fx->failed), 0);
 	mf_shard_reader_close(r);
 	mf_shard_reader_close(r2);
 	mf_shard_reader_close(r3);
-	mf_shard_rec_release(&rec);
-	mf_shard_rec_release(&rec2);
-	mf_shard_rec_release(&rec3);
+	mf_engine_shard_release(&rec);
+	mf_engine_shard_release(&rec2);
+	mf_engine_shard_release(&rec3);
 }
 
 static void test_failed_commit_recomputes(void **state)
@@ -294,25 +296,25 @@ static void test_failed_commit_recomputes(void **state)
 	struct fx *fx = *state;
 	hold(true, -EIO);
 	struct mf_shard_reader *r;
-	struct mf_shard_rec rec;
+	struct mf_engine_shard rec;
 	char *err = NULL;
 	assert_int_equal(
 	    mf_engine_open_shard_rec(fx->e, fx->fp, 0, &r, &rec, &err), 0);
 	hold(false, -EIO);
-	wait_state(fx, MF_SHARD_FAILED);
+	wait_state(fx, MF_ENGINE_FAILED);
 	assert_int_equal(atomic_load(&fx->failed), 1);
 	assert_non_null(strstr(fx->why, "committing shard 0"));
 	assert_non_null(strstr(fx->why, strerror(EIO)));
 	check_bytes(r); /* what was served stays readable */
 	mf_shard_reader_close(r);
-	mf_shard_rec_release(&rec);
+	mf_engine_shard_release(&rec);
 	/* the next open computes it again, and this commit succeeds */
 	hold(false, 0);
 	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
 	check_bytes(r);
 	mf_shard_reader_close(r);
 	assert_int_equal(calls(fx), 2);
-	wait_state(fx, MF_SHARD_MATERIALIZED);
+	wait_state(fx, MF_ENGINE_MATERIALIZED);
 }
 
 /* Holds the commit, then computes shard 0 and reads it once: it is served
@@ -348,7 +350,7 @@ static void test_close_commits(void **state)
 	struct mf_engine_opts o = {.store_dir = fx->store};
 	char *err = NULL;
 	assert_int_equal(mf_engine_open(&o, &fx->e, &err), 0);
-	assert_int_equal(row_state(fx), MF_SHARD_MATERIALIZED);
+	assert_int_equal(row_state(fx), MF_ENGINE_MATERIALIZED);
 	assert_int_equal(calls(fx), 1);
 }
 
@@ -365,7 +367,7 @@ static void test_expire_in_window(void **state)
 	assert_int_equal(pthread_create(&t, NULL, release_later, NULL), 0);
 	assert_int_equal(mf_engine_expire_shard(fx->e, fx->fp, 0), 0);
 	pthread_join(t, NULL);
-	assert_int_equal(row_state(fx), MF_SHARD_ABSENT);
+	assert_int_equal(row_state(fx), MF_ENGINE_ABSENT);
 	check_bytes(r); /* a descriptor opened before keeps reading */
 	mf_shard_reader_close(r);
 }
@@ -380,7 +382,7 @@ static void test_lost_reply_keeps_the_file(void **state)
 	char *err = NULL;
 	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
 	mf_shard_reader_close(r);
-	wait_state(fx, MF_SHARD_MATERIALIZED);
+	wait_state(fx, MF_ENGINE_MATERIALIZED);
 	while (atomic_load(&commits) == 0)
 		usleep(10000);
 	mf_engine_close(fx->e); /* the commit is over */
@@ -403,7 +405,7 @@ static void test_refused_commit_gives_the_claim_up(void **state)
 	struct mf_shard_reader *r;
 	char *err = NULL;
 	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, &err), 0);
-	wait_state(fx, MF_SHARD_ABSENT);
+	wait_state(fx, MF_ENGINE_ABSENT);
 	for (int i = 0; i < 200 && atomic_load(&fx->failed) == 0; i++)
 		usleep(10000);
 	assert_int_equal(atomic_load(&fx->failed), 1);
@@ -414,7 +416,7 @@ static void test_refused_commit_gives_the_claim_up(void **state)
 	check_bytes(r);
 	mf_shard_reader_close(r);
 	assert_int_equal(calls(fx), 2);
-	wait_state(fx, MF_SHARD_MATERIALIZED);
+	wait_state(fx, MF_ENGINE_MATERIALIZED);
 }
 
 /* No descriptor left for a second open of a sealed shard: that open
@@ -442,7 +444,7 @@ static void test_no_descriptor_no_second_computation(void **state)
 	free(err);
 	err = NULL;
 	hold(false, 0);
-	wait_state(fx, MF_SHARD_MATERIALIZED);
+	wait_state(fx, MF_ENGINE_MATERIALIZED);
 	assert_int_equal(calls(fx), 1);
 	assert_int_equal(atomic_load(&fx->failed), 0);
 	check_bytes(r);
@@ -460,28 +462,28 @@ static void test_sealed_served_in_an_outage(void **state)
 	struct fx *fx = *state;
 	hold(true, 0);
 	struct mf_shard_reader *r, *r2;
-	struct mf_shard_rec rec, now;
+	struct mf_engine_shard rec, now;
 	char *err = NULL;
 	assert_int_equal(
 	    mf_engine_open_shard_rec(fx->e, fx->fp, 0, &r, &rec, &err), 0);
 	atomic_store(&catalog_down, true);
 	assert_int_equal(mf_engine_shard_rec(fx->e, fx->fp, 0, &now), 0);
-	assert_int_equal(now.state, MF_SHARD_RUNNING);
+	assert_int_equal(now.state, MF_ENGINE_RUNNING);
 	assert_int_equal(now.generation, rec.generation);
-	struct mf_shard_stat st;
+	struct mf_engine_file st;
 	assert_int_equal(mf_engine_sealed_stat(fx->e, &now, &st), 0);
 	assert_int_equal(st.raw_bytes, rec.raw_bytes);
-	mf_shard_rec_release(&now);
+	mf_engine_shard_release(&now);
 	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r2, &err), 0);
 	check_bytes(r2);
 	mf_shard_reader_close(r2);
 	atomic_store(&catalog_down, false);
 	hold(false, 0);
-	wait_state(fx, MF_SHARD_MATERIALIZED);
+	wait_state(fx, MF_ENGINE_MATERIALIZED);
 	assert_int_equal(calls(fx), 1);
 	check_bytes(r);
 	mf_shard_reader_close(r);
-	mf_shard_rec_release(&rec);
+	mf_engine_shard_release(&rec);
 }
 
 /* The snapshot read by another process (another host) while a shard is
@@ -497,7 +499,7 @@ static void test_commit_keeps_later_reads(void **state)
 	assert_int_equal(mf_engine_catalog_open(fx->e, &c), 0);
 	assert_int_equal(mf_catalog_touch(c, fx->fp, 0, later), 0);
 	hold(false, 0);
-	wait_state(fx, MF_SHARD_MATERIALIZED);
+	wait_state(fx, MF_ENGINE_MATERIALIZED);
 	struct mf_snapshot_rec snap;
 	assert_int_equal(mf_catalog_get_snapshot(c, fx->fp, &snap), 0);
 	assert_true(snap.last_read >= later);

@@ -21,7 +21,9 @@
 
 #include <cmocka.h>
 
+#include "mf_catalog.h"
 #include "mf_engine.h"
+#include "mf_snapshot.h"
 
 struct fx {
 	char dir[64]; /* project: spec and inputs */

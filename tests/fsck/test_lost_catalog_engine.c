@@ -24,7 +24,9 @@
 
 #include <cmocka.h>
 
+#include "mf_catalog.h"
 #include "mf_engine.h"
+#include "mf_snapshot.h"
 
 #define SHARDS 3
 

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "fuse_i.h"
+#include "mf_snapshot.h"
 
 #define CHUNK 4096
 #define CHUNKS 64
@@ -62,7 +63,7 @@ static int setup(void **state)
 	assert_int_equal(mf_shard_writer_write(w, f->want, n), 0);
 	assert_int_equal(mf_shard_writer_commit(w, NULL), 0);
 	assert_int_equal(mf_shard_reader_open(f->st, FP, RUN, 0, &f->d.r), 0);
-	mf_shard_reader_stat(f->d.r, &f->d.st);
+	mf_engine_reader_stat(f->d.r, &f->d.st);
 	f->d.id = 7;
 	atomic_init(&f->d.refs, 1);
 	*state = f;
@@ -240,7 +241,7 @@ static struct mf_chunk_event ev_data(uint64_t gen, uint32_t i,
 /* Taps chunks [0, n) of bytes as computation `gen`, then ends it. */
 static void tap_all(struct mfs_cache *c, uint64_t gen, uint32_t n,
 		    const uint8_t *bytes, enum mf_chunk_kind end,
-		    const struct mf_shard_stat *st)
+		    const struct mf_engine_file *st)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		struct mf_chunk_event ev = ev_data(gen, i, bytes);
@@ -258,15 +259,15 @@ static void tap_all(struct mfs_cache *c, uint64_t gen, uint32_t n,
 /* The catalog row of the fixture's file as computation `gen`: run id and
  * attempts are the same for every computation, as after a recompute by
  * one run once the rows were made again. */
-static struct mf_shard_rec rec_of(const struct fx *f, uint64_t gen)
+static struct mf_engine_shard rec_of(const struct fx *f, uint64_t gen)
 {
-	struct mf_shard_rec rec = {.index = 0,
-				   .state = MF_SHARD_MATERIALIZED,
-				   .raw_bytes = f->d.st.raw_bytes,
-				   .stored_bytes = f->d.st.stored_bytes,
-				   .chunks = f->d.st.chunks,
-				   .attempts = 1,
-				   .generation = gen};
+	struct mf_engine_shard rec = {.index = 0,
+				      .state = MF_ENGINE_MATERIALIZED,
+				      .raw_bytes = f->d.st.raw_bytes,
+				      .stored_bytes = f->d.st.stored_bytes,
+				      .chunks = f->d.st.chunks,
+				      .attempts = 1,
+				      .generation = gen};
 	snprintf(rec.fp, sizeof(rec.fp), "%s", FP);
 	snprintf(rec.run_id, sizeof(rec.run_id), "%s", RUN);
 	return rec;
@@ -282,8 +283,8 @@ static void assert_counts(struct mfs_cache *c, uint64_t dec, uint64_t tap)
 
 struct adopter {
 	struct mfs_cache *c;
-	struct mf_shard_rec rec;
-	struct mf_shard_stat st;
+	struct mf_engine_shard rec;
+	struct mf_engine_file st;
 	uint64_t id;
 };
 
@@ -309,7 +310,7 @@ static void test_tap_adopted_exactly(void **state)
 	tap_all(c, 2, CHUNKS, f->want, MF_CHUNK_COMMITTED, &f->d.st);
 	assert_counts(c, 0, 2 * CHUNKS);
 
-	struct mf_shard_rec rec = rec_of(f, 2);
+	struct mf_engine_shard rec = rec_of(f, 2);
 	struct adopter a = {c, rec, f->d.st, 99};
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, adopt_elsewhere, &a), 0);
@@ -317,12 +318,12 @@ static void test_tap_adopted_exactly(void **state)
 	assert_int_equal(a.id, 0); /* only the thread that ran it */
 	/* a failed row names no file (a running one may: sealed and being
 	 * committed by this engine, serve_sealed) */
-	rec.state = MF_SHARD_FAILED;
+	rec.state = MF_ENGINE_FAILED;
 	assert_int_equal(mfs_cache_adopt(c, &rec, &f->d.st), 0);
 	rec = rec_of(f, 3);
 	assert_int_equal(mfs_cache_adopt(c, &rec, &f->d.st), 0);
 	rec = rec_of(f, 2);
-	struct mf_shard_stat st = f->d.st;
+	struct mf_engine_file st = f->d.st;
 	st.stored_bytes++; /* another file of that computation's name */
 	assert_int_equal(mfs_cache_adopt(c, &rec, &st), 0);
 
@@ -349,7 +350,7 @@ static void test_tap_failed_dropped(void **state)
 	assert_int_equal(mfs_cache_new(CHUNKS * CHUNK, &c), 0);
 	tap_all(c, 1, CHUNKS, f->want, MF_CHUNK_FAILED, NULL);
 	assert_counts(c, 0, CHUNKS);
-	struct mf_shard_rec rec = rec_of(f, 1);
+	struct mf_engine_shard rec = rec_of(f, 1);
 	assert_int_equal(mfs_cache_adopt(c, &rec, &f->d.st), 0);
 	/* computation 1's chunks are gone: computation 2 fits whole */
 	tap_all(c, 2, CHUNKS, f->want, MF_CHUNK_COMMITTED, &f->d.st);
@@ -381,7 +382,7 @@ static void test_tap_within_budget(void **state)
 	assert_counts(c, 1, 3);
 	assert_true(mfs_cache_has(c, &f->d, 40));
 	mfs_cache_unref(c, ref);
-	struct mf_shard_rec rec = rec_of(f, 1);
+	struct mf_engine_shard rec = rec_of(f, 1);
 	uint64_t old = f->d.id;
 	f->d.id = mfs_cache_adopt(c, &rec, &f->d.st);
 	assert_int_not_equal(f->d.id, 0);
@@ -413,7 +414,7 @@ static void test_tap_evicts_readers_chunks(void **state)
 	/* computation 2 finds only computation 1's chunks: it keeps none */
 	tap_all(c, 2, CHUNKS, f->want, MF_CHUNK_COMMITTED, &f->d.st);
 	assert_counts(c, 4, 4);
-	struct mf_shard_rec rec = rec_of(f, 1);
+	struct mf_engine_shard rec = rec_of(f, 1);
 	uint64_t old = f->d.id;
 	f->d.id = mfs_cache_adopt(c, &rec, &f->d.st);
 	assert_int_not_equal(f->d.id, 0);
@@ -472,7 +473,7 @@ struct events {
 	size_t len;
 	uint32_t data, committed, failed, bad;
 	uint64_t generation;
-	struct mf_shard_stat st;
+	struct mf_engine_file st;
 	pthread_t thread;
 };
 
@@ -564,8 +565,8 @@ static void test_engine_chunk_events(void **state)
 	free(ev.bytes);
 	ev = (struct events){.thread = pthread_self()};
 	assert_int_equal(mf_engine_open_shard(e, fp, 0, &r, &err), 0);
-	struct mf_shard_stat st;
-	mf_shard_reader_stat(r, &st);
+	struct mf_engine_file st;
+	mf_engine_reader_stat(r, &st);
 	assert_int_equal(ev.bad, 0);
 	assert_int_equal(ev.committed, 1);
 	assert_int_equal(ev.failed, 0);
@@ -583,15 +584,12 @@ static void test_engine_chunk_events(void **state)
 	free(back);
 
 	/* the events name the computation as the catalog does */
-	struct mf_catalog *cat;
-	struct mf_shard_rec rec;
-	assert_int_equal(mf_engine_catalog_open(e, &cat), 0);
-	assert_int_equal(mf_catalog_get_shard(cat, fp, 0, &rec), 0);
+	struct mf_engine_shard rec;
+	assert_int_equal(mf_engine_shard_rec(e, fp, 0, &rec), 0);
 	assert_int_equal(rec.attempts, 2);
 	assert_int_equal(ev.generation, rec.generation);
 	assert_true(ev.generation != failed_gen);
-	mf_shard_rec_release(&rec);
-	mf_catalog_close(cat);
+	mf_engine_shard_release(&rec);
 
 	/* reading a materialized shard computes nothing: no events */
 	uint32_t seen = ev.data + ev.committed;
@@ -716,15 +714,16 @@ static void test_node_pushing_retired(void **state)
 	assert_true(mfs_node_pushed(m, base, 5, &bytes));
 	assert_int_equal(bytes, 4096);
 	assert_false(mfs_node_pushed(m, base, 6, &bytes));
-	struct mf_shard_rec rec = {.state = MF_SHARD_RUNNING, .generation = 5};
+	struct mf_engine_shard rec = {.state = MF_ENGINE_RUNNING,
+				      .generation = 5};
 	/* the computation being pushed: the same inode */
 	assert_int_equal(mfs_shard_ino_rec(m, 3, 1, &rec), base);
 	/* a row read before its claim (absent): the same inode */
-	struct mf_shard_rec absent = {.state = MF_SHARD_ABSENT};
+	struct mf_engine_shard absent = {.state = MF_ENGINE_ABSENT};
 	assert_int_equal(mfs_shard_ino_rec(m, 3, 1, &absent), base);
 	assert_int_equal(mfs_shard_ino_rec(m, 3, 1, NULL), base);
 	/* another one committed meanwhile (a takeover): a new inode */
-	rec.state = MF_SHARD_MATERIALIZED;
+	rec.state = MF_ENGINE_MATERIALIZED;
 	rec.generation = 6;
 	fuse_ino_t ino = mfs_shard_ino_rec(m, 3, 1, &rec);
 	assert_true(ino != base);
