@@ -481,17 +481,17 @@ static int add_fsname(struct fuse_args *args, const char *store)
 {
 	char real[PATH_MAX];
 	const char *name = realpath(store, real) ? real : store;
-	size_t n = strlen(name);
-	char *opt = malloc(2 * n + 32);
+	size_t cap = 2 * strlen(name) + 32;
+	char *opt = malloc(cap);
 	if (!opt)
 		return -1;
-	char *w = opt + sprintf(opt, "-ofsname=");
+	size_t w = (size_t)snprintf(opt, cap, "-ofsname=");
 	for (const char *r = name; *r; r++) {
 		if (*r == ',' || *r == '\\')
-			*w++ = '\\';
-		*w++ = *r;
+			opt[w++] = '\\';
+		opt[w++] = *r;
 	}
-	strcpy(w, ",subtype=matfs");
+	snprintf(opt + w, cap - w, ",subtype=matfs");
 	int rc = fuse_opt_insert_arg(args, 1, opt);
 	free(opt);
 	return rc;
