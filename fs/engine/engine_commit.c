@@ -19,8 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Makes s durable and records it; a failure is recorded as the shard's
- * (the next open computes it again) and told to commit_failed. */
 /* The shard just recorded materialized, as the claim loop would have seen
  * it had it read it back: what a catalog outage serves it from. */
 static void remember(struct mf_engine *e, const struct sealed *s)
@@ -99,6 +97,8 @@ static int record(struct mf_engine *e, struct sealed *s, struct mf_catalog **c,
 	}
 }
 
+/* Makes s durable and records it; a failure is recorded as the shard's
+ * (the next open computes it again) and told to commit_failed. */
 static void commit_one(struct mf_engine *e, struct sealed *s)
 {
 	char *err = NULL;

@@ -17,8 +17,11 @@
 #include "mf_pipeline.h"
 #include "mf_snapshot.h"
 
-/* A spec known to this engine, by fingerprint. Never freed before the
- * engine: jobs borrow spec and fpr without holding the lock. */
+/* A spec known to this engine, by fingerprint. The leader of a flight on
+ * its fingerprint borrows spec and fpr without holding the lock
+ * (eng_spec_for), so mf_engine_unregister frees an entry only while no
+ * flight of its fingerprint is in e->flights; the others go with the
+ * engine. */
 struct spec_entry {
 	struct spec_entry *next;
 	struct mf_spec *spec;
@@ -234,7 +237,8 @@ int eng_catalog_location(const struct mf_engine_opts *o,
 			 const struct mf_store *st, char **out);
 
 /* The spec for fp: from the registry, else loaded from the catalog's
- * spec_path and checked against fp. Borrowed until the engine closes. */
+ * spec_path and checked against fp. Borrowed while the caller leads a
+ * flight on fp (struct spec_entry says why). */
 int eng_spec_for(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 		 struct spec_entry **out, char **err);
 bool eng_is_registered(struct mf_engine *e, const char *fp);
@@ -274,15 +278,15 @@ void eng_commit_queue(struct mf_engine *e, struct sealed *s);
  * still being committed: an expiry of a shard its reader saw complete
  * applies to it, not -EBUSY for a shard being computed. */
 void eng_commit_wait(struct mf_engine *e, const char *fp, int64_t shard);
-/* When cur (a row just read) is running as a computation this engine
- * sealed and is committing: a new reader of its file in *out, and cur's
- * raw_bytes, stored_bytes and chunks set to the file's. -ENOENT when it is
- * not one, or the -errno of opening the reader. */
 /* The row of a shard sealed here, as the catalog holds it until the
  * commit is recorded (running, this claim): what an outage answers for
  * it, so that it stays served. -ENOENT if none. */
 int eng_sealed_recall(struct mf_engine *e, const char *fp, uint32_t shard,
 		      struct mf_shard_rec *out);
+/* When cur (a row just read) is running as a computation this engine
+ * sealed and is committing: a new reader of its file in *out, and cur's
+ * raw_bytes, stored_bytes and chunks set to the file's. -ENOENT when it is
+ * not one, or the -errno of opening the reader. */
 int eng_sealed_open(struct mf_engine *e, struct mf_shard_rec *cur,
 		    struct mf_shard_reader **out);
 
