@@ -210,6 +210,13 @@ uint64_t mf_pid_ns(void);
  * pthread_mutex_destroy.
  */
 int mf_mutex_init(pthread_mutex_t *m);
+/*
+ * Whether the calling thread holds m (any kind of mutex), for asserts of
+ * what a "caller holds" comment says: assert(mf_mutex_held(&e->lock)).
+ * It reads the owner glibc records in m (one gettid call); without
+ * glibc it cannot tell and answers true.
+ */
+bool mf_mutex_held(const pthread_mutex_t *m);
 /* The same for a mutex with static storage, which no code initialises. */
 #ifdef NDEBUG
 #define MF_MUTEX_INITIALIZER PTHREAD_MUTEX_INITIALIZER

@@ -95,6 +95,16 @@ bool mf_process_alive(pid_t pid, uint64_t start_time)
 	return mf_proc_start_time(pid) == start_time;
 }
 
+bool mf_mutex_held(const pthread_mutex_t *m)
+{
+#ifdef __GLIBC__
+	return m->__data.__owner == gettid();
+#else
+	(void)m;
+	return true;
+#endif
+}
+
 int mf_mutex_init(pthread_mutex_t *m)
 {
 	pthread_mutexattr_t a;

@@ -12,6 +12,7 @@
  */
 #include "engine_i.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -160,6 +161,7 @@ static void commit_one(struct mf_engine *e, struct sealed *s)
 /* Takes s out of the list; e->lock held. */
 static void sealed_unlink(struct mf_engine *e, struct sealed *s)
 {
+	assert(mf_mutex_held(&e->lock));
 	for (struct sealed **p = &e->sealed; *p; p = &(*p)->next) {
 		if (*p == s) {
 			*p = s->next;
@@ -241,6 +243,7 @@ void eng_commit_queue(struct mf_engine *e, struct sealed *s)
 
 static bool committing(const struct mf_engine *e, const char *fp, int64_t shard)
 {
+	assert(mf_mutex_held(&e->lock));
 	for (const struct sealed *s = e->sealed; s; s = s->next)
 		if ((shard < 0 || s->shard == (uint32_t)shard) &&
 		    strcmp(s->fp, fp) == 0)
@@ -271,6 +274,7 @@ void eng_commit_wait(struct mf_engine *e, const char *fp, int64_t shard)
 static const struct sealed *sealed_of(const struct mf_engine *e,
 				      const struct mf_shard_rec *rec)
 {
+	assert(mf_mutex_held(&e->lock));
 	if (rec->state != MF_SHARD_RUNNING || rec->generation == 0)
 		return NULL;
 	for (const struct sealed *s = e->sealed; s; s = s->next)

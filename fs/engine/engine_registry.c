@@ -12,6 +12,7 @@
  */
 #include "engine_i.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,7 @@ int mf_engine_spec_owner(struct mf_engine *e, const char *fp, uid_t *uid,
 /* Caller holds e->lock. */
 static bool in_flight(struct mf_engine *e, const char *fp)
 {
+	assert(mf_mutex_held(&e->lock));
 	for (struct flight *f = e->flights; f; f = f->next)
 		if (strcmp(f->fp, fp) == 0)
 			return true;

@@ -7,6 +7,7 @@
  */
 #include "engine_i.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -389,6 +390,7 @@ void eng_name_left(struct mf_engine *e, const char *fp, const char *name,
 static bool left_recently(struct mf_engine *e, const char *fp, const char *name,
 			  uid_t *owner)
 {
+	assert(mf_mutex_held(&e->lock));
 	int64_t now = (int64_t)(mf_mono_ns() / 1000000000ULL);
 	for (size_t i = 0; i < ENG_LEFT_SLOTS; i++) {
 		const struct left_name *l = &e->left[i];

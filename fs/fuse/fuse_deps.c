@@ -17,6 +17,7 @@
 #include "fuse_i.h"
 #include "fuse_specs_i.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@
 /* Counts one more holder of wd, just added. Caller holds w->mu. */
 static int watch_hold(struct mfs_watches *w, int wd)
 {
+	assert(mf_mutex_held(&w->mu));
 	for (size_t i = 0; i < w->n; i++)
 		if (w->v[i].wd == wd) {
 			w->v[i].refs++;
@@ -67,6 +69,7 @@ void mfs_watch_put(struct mfs_watches *w, int wd)
 	for (size_t i = 0; wd >= 0 && i < w->n; i++) {
 		if (w->v[i].wd != wd)
 			continue;
+		assert(w->v[i].refs > 0);
 		if (--w->v[i].refs == 0) {
 			inotify_rm_watch(w->ifd, wd);
 			w->v[i] = w->v[--w->n];

@@ -9,6 +9,7 @@
  */
 #include "fuse_i.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ static uint32_t hex_prefix(const char *fp)
 /* Valid ids are never 0 (the root lives there); caller holds ns_lock. */
 static struct mfs_snap **id_slot(struct mfs *m, uint32_t id)
 {
+	assert(mf_mutex_held(&m->ns_lock));
 	size_t mask = m->cap_id - 1;
 	for (size_t i = id & mask;; i = (i + 1) & mask)
 		if (!m->by_id[i] || m->by_id[i]->id == id)
@@ -249,6 +251,7 @@ static uint32_t name_hash(const char *s)
 /* Caller holds ns_lock. */
 static struct mfs_link *link_find_locked(struct mfs *m, const char *name)
 {
+	assert(mf_mutex_held(&m->ns_lock));
 	for (size_t i = 0; i < m->n_links; i++)
 		if (strcmp(m->links[i].name, name) == 0)
 			return &m->links[i];
@@ -294,6 +297,7 @@ int mfs_link_by_id(struct mfs *m, uint32_t id, struct mfs_link *out)
 /* Caller holds ns_lock. Ids never change once given to a name. */
 static struct mfs_link *link_add(struct mfs *m, const char *name)
 {
+	assert(mf_mutex_held(&m->ns_lock));
 	if (m->n_links == m->cap_links) {
 		size_t cap = m->cap_links ? 2 * m->cap_links : 8;
 		void *p = realloc(m->links, cap * sizeof(*m->links));
@@ -325,6 +329,7 @@ static struct mfs_link *link_add(struct mfs *m, const char *name)
 static int links_update(struct mfs *m, const struct mf_engine_spec_info *v,
 			size_t n, char **changed, size_t *k)
 {
+	assert(mf_mutex_held(&m->ns_lock));
 	bool *seen = calloc(m->n_links + n + 1, sizeof(*seen));
 	if (!seen)
 		return -ENOMEM;

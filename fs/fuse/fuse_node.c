@@ -18,6 +18,7 @@
  */
 #include "fuse_i.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -44,6 +45,7 @@ static int nodes_grow(struct mfs *m)
 /* Caller holds node_lock. */
 static struct mfs_node *node_find(struct mfs *m, fuse_ino_t ino)
 {
+	assert(mf_mutex_held(&m->node_lock));
 	if (m->cap_nodes == 0)
 		return NULL;
 	for (struct mfs_node *n = m->nodes[ino % m->cap_nodes]; n; n = n->next)
@@ -56,6 +58,7 @@ static struct mfs_node *node_find(struct mfs *m, fuse_ino_t ino)
 static struct mfs_node *node_add(struct mfs *m, fuse_ino_t ino, uint32_t id,
 				 uint32_t k)
 {
+	assert(mf_mutex_held(&m->node_lock));
 	if (m->n_nodes * 2 >= m->cap_nodes && nodes_grow(m) != 0)
 		return NULL;
 	struct mfs_node *n = calloc(1, sizeof(*n));
@@ -104,6 +107,7 @@ int mfs_inc_decode(struct mfs *m, fuse_ino_t ino, uint32_t *id, uint32_t *k)
 /* Caller holds node_lock. */
 static void retire_locked(struct mfs *m, uint32_t id, uint32_t k)
 {
+	assert(mf_mutex_held(&m->node_lock));
 	struct mfs_node *base = mfs_node_get(m, mfs_ino_shard(id, k));
 	if (!base)
 		return;

@@ -36,6 +36,7 @@
  */
 #include "fuse_i.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -76,7 +77,11 @@ struct open_job {
 
 void mfs_data_put(struct mfs *m, struct mfs_data *d)
 {
-	if (!d || atomic_fetch_sub(&d->refs, 1) != 1)
+	if (!d)
+		return;
+	unsigned was = atomic_fetch_sub(&d->refs, 1);
+	assert(was >= 1);
+	if (was != 1)
 		return;
 	mfs_cache_drop(m->cache, d->id);
 	mf_engine_reader_close(d->r);

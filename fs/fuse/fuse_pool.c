@@ -12,6 +12,7 @@
  */
 #include "fuse_i.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
@@ -41,6 +42,7 @@ struct mfs_pool {
  * jobs waiting for a thread. */
 static struct job *take_next(struct mfs_pool *p)
 {
+	assert(mf_mutex_held(&p->lock));
 	struct job **pick = NULL, **first = NULL;
 	for (struct job **pp = &p->head; *pp; pp = &(*pp)->next) {
 		uint64_t k = (*pp)->key;

@@ -16,6 +16,7 @@
  */
 #include "fuse_i.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
@@ -54,6 +55,7 @@ static void reap(struct mfs *m, const struct watch *w)
 static struct watch *take_due(struct mfs_reaper *r, uint64_t now,
 			      uint64_t *next_due)
 {
+	assert(mf_mutex_held(&r->mu));
 	struct watch *due = NULL;
 	*next_due = UINT64_MAX;
 	for (struct watch **p = &r->list; *p;) {

@@ -26,6 +26,7 @@
 #include "fuse_i.h"
 #include "fuse_specs_i.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -71,6 +72,7 @@ static void *reg_main(void *arg);
  * Caller holds s->lock. */
 static unsigned owner_threads(const struct mfs_specs *s, uid_t owner)
 {
+	assert(mf_mutex_held(&s->lock));
 	unsigned k = 0;
 	for (size_t i = 0; i < s->n; i++) {
 		const struct mfs_reg *j = s->files[i].job;
@@ -211,6 +213,7 @@ static void reg_run(struct mfs *m, struct mfs_reg *j)
  * mount shows may have changed. Caller holds s->lock. */
 static bool reg_apply(struct mfs *m, struct spec_file *f, struct mfs_reg *j)
 {
+	assert(mf_mutex_held(&m->specs->lock));
 	bool had = f->fp[0] != 0;
 	if (j->rc) {
 		mfs_logf(m, MFS_LOG_ERR, "%s (spec skipped)",
@@ -232,6 +235,7 @@ static bool reg_apply(struct mfs *m, struct spec_file *f, struct mfs_reg *j)
  * s->lock. */
 static bool time_out(struct mfs *m, struct mfs_specs *s, struct spec_file *f)
 {
+	assert(mf_mutex_held(&s->lock));
 	f->job->expired = true;
 	mfs_logf(m, MFS_LOG_ERR,
 		 "%s: reading its deps and inputs took longer than %llu s "
@@ -250,6 +254,7 @@ static bool time_out(struct mfs *m, struct mfs_specs *s, struct spec_file *f)
 static bool reg_done(struct mfs *m, struct mfs_specs *s, struct mfs_reg *j,
 		     struct mfs_forget *g)
 {
+	assert(mf_mutex_held(&s->lock));
 	struct spec_file *f = mfs_specs_find(s, j->path);
 	bool changed = false;
 	if (!j->expired)
@@ -282,6 +287,7 @@ static bool reg_done(struct mfs *m, struct mfs_specs *s, struct mfs_reg *j,
 static void reg_end(struct mfs *m, struct mfs_specs *s, struct mfs_reg *j,
 		    struct mfs_forget *g)
 {
+	assert(mf_mutex_held(&s->lock));
 	mfs_forget_end(s, g);
 	struct spec_file *f = mfs_specs_find(s, j->path);
 	if (!f || f->job != j)
@@ -355,6 +361,7 @@ uint64_t mfs_reg_deadline(const struct mfs_specs *s)
  * within its limit. Caller holds s->lock. */
 static bool busy(const struct mfs_specs *s, const char *path)
 {
+	assert(mf_mutex_held(&s->lock));
 	for (size_t i = 0; i < s->n; i++) {
 		const struct mfs_reg *j = s->files[i].job;
 		if (j && !j->expired &&

@@ -41,6 +41,7 @@
 #include "fuse_i.h"
 #include "fuse_specs_i.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -245,6 +246,7 @@ static void scan_folder(const char *dir_path, struct scan *sc)
 static bool scan_apply(struct mfs *m, struct mfs_specs *s,
 		       const struct scan *sc)
 {
+	assert(mf_mutex_held(&s->lock));
 	if (sc->ticket <= s->scan_applied)
 		return false; /* a newer look at the folder was recorded */
 	s->scan_applied = sc->ticket;
@@ -343,6 +345,7 @@ struct forgets {
 static void file_remove(struct mfs_specs *s, struct spec_file *f,
 			struct forgets *fg)
 {
+	assert(mf_mutex_held(&s->lock));
 	if (f->deps)
 		fg->deps[fg->n_deps++] = f->deps;
 	free(f->path);
@@ -356,6 +359,7 @@ static void file_remove(struct mfs_specs *s, struct spec_file *f,
  * s->lock; fg is filled for forget_run. */
 static bool forget_gone(struct mfs_specs *s, struct forgets *fg)
 {
+	assert(mf_mutex_held(&s->lock));
 	bool changed = false;
 	s->retry = false;
 	fg->v = calloc(s->n ? s->n : 1, sizeof(*fg->v));
@@ -441,6 +445,7 @@ static void forget_name(struct mfs *m, const char *name)
 static void ours_only(struct mfs_specs *s, struct mf_engine_spec_info *v,
 		      size_t n, size_t *k)
 {
+	assert(mf_mutex_held(&s->lock));
 	*k = 0;
 	for (size_t i = 0; i < n; i++) {
 		bool ours = false;
@@ -619,6 +624,7 @@ static bool watch_folder(struct mfs *m, struct mfs_specs *s)
 static void on_event(struct mfs_specs *s, const struct inotify_event *ev,
 		     int *put)
 {
+	assert(mf_mutex_held(&s->lock));
 	if (ev->mask & IN_Q_OVERFLOW) { /* events were lost: look at all */
 		for (size_t i = 0; i < s->n; i++)
 			s->files[i].dirty = s->files[i].deps != NULL;

@@ -96,6 +96,7 @@ void mfs_user_capped(struct mfs *m, uid_t uid, enum mfs_handle_kind k)
 
 int mfs_user_take_locked(struct mfs *m, uid_t uid, enum mfs_handle_kind k)
 {
+	assert(mf_mutex_held(&m->node_lock));
 	struct mfs_user_fhs *u = user_get(m, uid);
 	if (!u)
 		return -ENOMEM;
@@ -109,6 +110,7 @@ int mfs_user_take_locked(struct mfs *m, uid_t uid, enum mfs_handle_kind k)
 
 void mfs_user_give_locked(struct mfs *m, uid_t uid, enum mfs_handle_kind k)
 {
+	assert(mf_mutex_held(&m->node_lock));
 	struct mfs_user_fhs *u = user_get(m, uid);
 	assert(u && u->n[k] > 0);
 	if (!u)

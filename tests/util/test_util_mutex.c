@@ -4,6 +4,7 @@
  * build) they are error-checking, so a thread locking a mutex it already
  * holds gets EDEADLK instead of hanging, and a thread unlocking a mutex
  * another holds gets EPERM; they still work with a condition variable.
+ * mf_mutex_held tells whether the calling thread holds a mutex.
  *
  * Not for: the locks' order (each struct's comment) or who holds them.
  */
@@ -77,6 +78,42 @@ static void *set_flag(void *arg)
 	return NULL;
 }
 
+struct held {
+	pthread_mutex_t *m;
+	bool seen;
+};
+
+static void *held_elsewhere(void *arg)
+{
+	struct held *h = arg;
+	h->seen = mf_mutex_held(h->m);
+	return NULL;
+}
+
+/* Held: by this thread only, whatever kind of mutex; not held once
+ * unlocked. */
+static void test_held(void **state)
+{
+	(void)state;
+	pthread_mutex_t a, b = PTHREAD_MUTEX_INITIALIZER;
+	assert_int_equal(mf_mutex_init(&a), 0);
+	pthread_mutex_t *ms[] = {&a, &b};
+	for (size_t i = 0; i < 2; i++) {
+		assert_false(mf_mutex_held(ms[i]));
+		assert_int_equal(pthread_mutex_lock(ms[i]), 0);
+		assert_true(mf_mutex_held(ms[i]));
+		struct held h = {ms[i], true};
+		pthread_t t;
+		assert_int_equal(pthread_create(&t, NULL, held_elsewhere, &h),
+				 0);
+		assert_int_equal(pthread_join(t, NULL), 0);
+		assert_false(h.seen);
+		assert_int_equal(pthread_mutex_unlock(ms[i]), 0);
+		assert_false(mf_mutex_held(ms[i]));
+	}
+	assert_int_equal(pthread_mutex_destroy(&a), 0);
+}
+
 static void test_works_with_a_condition(void **state)
 {
 	(void)state;
@@ -88,6 +125,7 @@ static void test_works_with_a_condition(void **state)
 	assert_int_equal(pthread_create(&t, NULL, set_flag, &f), 0);
 	while (!f.set)
 		assert_int_equal(pthread_cond_wait(&f.cv, &f.mu), 0);
+	assert_true(mf_mutex_held(&f.mu)); /* taken back by the wait */
 	assert_int_equal(pthread_mutex_unlock(&f.mu), 0);
 	assert_int_equal(pthread_join(t, NULL), 0);
 	pthread_cond_destroy(&f.cv);
@@ -100,6 +138,7 @@ int main(void)
 	    cmocka_unit_test(test_init_is_error_checking),
 	    cmocka_unit_test(test_static_initializer_is_error_checking),
 	    cmocka_unit_test(test_works_with_a_condition),
+	    cmocka_unit_test(test_held),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
