@@ -41,9 +41,9 @@ void tu_rmtree(const char *path)
 	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-int tu_store_setup(void **state)
+int tu_fixture_setup(void **state, size_t size)
 {
-	struct tu_store *f = calloc(1, sizeof(*f));
+	struct tu_store *f = calloc(1, size);
 	if (!f)
 		return -1;
 	f->dir = tu_mkdtemp();
@@ -51,6 +51,11 @@ int tu_store_setup(void **state)
 		return -1;
 	*state = f;
 	return 0;
+}
+
+int tu_store_setup(void **state)
+{
+	return tu_fixture_setup(state, sizeof(struct tu_store));
 }
 
 int tu_store_teardown(void **state)

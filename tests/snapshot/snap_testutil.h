@@ -29,6 +29,10 @@ struct tu_store {
 };
 int tu_store_setup(void **state);
 int tu_store_teardown(void **state);
+/* The same for a test's own fixture of size bytes, a struct whose first
+ * member is a struct tu_store (zeroed but for it); tu_store_teardown
+ * frees it. 0, or -1 when the store does not open. */
+int tu_fixture_setup(void **state, size_t size);
 
 /* A fresh folder under /tmp; caller frees the string after tu_rmtree. */
 char *tu_mkdtemp(void);

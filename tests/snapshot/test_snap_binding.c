@@ -33,29 +33,16 @@
 #define TRAILER 64
 
 struct fixture {
-	char *dir;
-	struct mf_store *st;
+	struct tu_store s;
 	uint8_t src[RAW];
 };
 
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	f->dir = tu_mkdtemp();
-	if (mf_store_open(f->dir, true, &f->st) != 0)
+	if (tu_fixture_setup(state, sizeof(struct fixture)) != 0)
 		return -1;
-	tu_fill(f->src, sizeof(f->src), 7, true);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
 	struct fixture *f = *state;
-	mf_store_close(f->st);
-	tu_rmtree(f->dir);
-	free(f->dir);
-	free(f);
+	tu_fill(f->src, sizeof(f->src), 7, true);
 	return 0;
 }
 
@@ -70,14 +57,14 @@ static void copy_shard(struct fixture *f, const char *fp_a, uint32_t from,
 		       const char *fp_b, uint32_t to)
 {
 	char a[512], b[512];
-	snprintf(a, sizeof(a), "%s/snapshots/%s/%s/shard-%05u.mfs", f->dir,
+	snprintf(a, sizeof(a), "%s/snapshots/%s/%s/shard-%05u.mfs", f->s.dir,
 		 fp_a, TU_RUN, (unsigned)from);
-	snprintf(b, sizeof(b), "%s/snapshots/%s/%s/shard-%05u.mfs", f->dir,
+	snprintf(b, sizeof(b), "%s/snapshots/%s/%s/shard-%05u.mfs", f->s.dir,
 		 fp_b, TU_RUN, (unsigned)to);
 	uint8_t *d;
 	size_t n;
 	assert_int_equal(tu_read_file(a, &d, &n), 0);
-	assert_int_equal(mf_store_run_create(f->st, fp_b, TU_RUN), 0);
+	assert_int_equal(mf_store_run_create(f->s.st, fp_b, TU_RUN), 0);
 	assert_int_equal(tu_write_file(b, d, n), 0);
 	free(d);
 }
@@ -86,7 +73,7 @@ static void copy_shard(struct fixture *f, const char *fp_a, uint32_t from,
 static void assert_refused(struct fixture *f, const char *fp, uint32_t shard)
 {
 	struct mf_shard_reader *r;
-	int rc = mf_shard_reader_open(f->st, fp, TU_RUN, shard, &r);
+	int rc = mf_shard_reader_open(f->s.st, fp, TU_RUN, shard, &r);
 	if (rc) {
 		assert_int_equal(rc, -EBADMSG);
 		return;
@@ -105,8 +92,8 @@ static void assert_reads(struct fixture *f, uint32_t shard)
 {
 	struct mf_shard_reader *r;
 	static uint8_t buf[RAW + 1];
-	assert_int_equal(mf_shard_reader_open(f->st, TU_FP, TU_RUN, shard, &r),
-			 0);
+	assert_int_equal(
+	    mf_shard_reader_open(f->s.st, TU_FP, TU_RUN, shard, &r), 0);
 	assert_int_equal(mf_shard_reader_pread(r, buf, sizeof(buf), 0), RAW);
 	assert_memory_equal(buf, f->src, RAW);
 	assert_int_equal(mf_shard_reader_verify(r, NULL), 0);
@@ -120,7 +107,7 @@ static void test_copied_file_refused(void **state)
 	struct fixture *f = *state;
 	for (size_t c = 0; c < sizeof(cfgs) / sizeof(*cfgs); c++) {
 		assert_int_equal(
-		    tu_write_shard(f->st, 0, &cfgs[c], f->src, RAW, NULL), 0);
+		    tu_write_shard(f->s.st, 0, &cfgs[c], f->src, RAW, NULL), 0);
 		copy_shard(f, TU_FP, 0, TU_FP, 1);
 		copy_shard(f, TU_FP, 0, TU_FP2, 0);
 		copy_shard(f, TU_FP, 0, TU_FP2, 1);
@@ -128,8 +115,8 @@ static void test_copied_file_refused(void **state)
 		assert_refused(f, TU_FP, 1);
 		assert_refused(f, TU_FP2, 0);
 		assert_refused(f, TU_FP2, 1);
-		assert_int_equal(mf_store_snapshot_remove(f->st, TU_FP), 0);
-		assert_int_equal(mf_store_snapshot_remove(f->st, TU_FP2), 0);
+		assert_int_equal(mf_store_snapshot_remove(f->s.st, TU_FP), 0);
+		assert_int_equal(mf_store_snapshot_remove(f->s.st, TU_FP2), 0);
 	}
 }
 
@@ -138,16 +125,17 @@ static void test_copied_file_refused(void **state)
 static void test_copied_empty_refused(void **state)
 {
 	struct fixture *f = *state;
-	assert_int_equal(tu_write_shard(f->st, 3, &cfgs[1], f->src, 0, NULL),
+	assert_int_equal(tu_write_shard(f->s.st, 3, &cfgs[1], f->src, 0, NULL),
 			 0);
 	copy_shard(f, TU_FP, 3, TU_FP, 4);
 	copy_shard(f, TU_FP, 3, TU_FP2, 3);
 	struct mf_shard_reader *r;
-	assert_int_equal(mf_shard_reader_open(f->st, TU_FP, TU_RUN, 3, &r), 0);
+	assert_int_equal(mf_shard_reader_open(f->s.st, TU_FP, TU_RUN, 3, &r),
+			 0);
 	mf_shard_reader_close(r);
-	assert_int_equal(mf_shard_reader_open(f->st, TU_FP, TU_RUN, 4, &r),
+	assert_int_equal(mf_shard_reader_open(f->s.st, TU_FP, TU_RUN, 4, &r),
 			 -EBADMSG);
-	assert_int_equal(mf_shard_reader_open(f->st, TU_FP2, TU_RUN, 3, &r),
+	assert_int_equal(mf_shard_reader_open(f->s.st, TU_FP2, TU_RUN, 3, &r),
 			 -EBADMSG);
 }
 
@@ -170,7 +158,7 @@ static void read_shard_file(struct fixture *f, uint32_t shard, uint8_t **d,
 			    size_t *n)
 {
 	char path[512];
-	tu_shard_path(f->dir, shard, path, sizeof(path));
+	tu_shard_path(f->s.dir, shard, path, sizeof(path));
 	assert_int_equal(tu_read_file(path, d, n), 0);
 }
 
@@ -208,7 +196,7 @@ static void test_checksums_as_documented(void **state)
 	for (size_t c = 0; c < sizeof(cfgs) / sizeof(*cfgs); c++) {
 		for (uint32_t shard = 0; shard < 2; shard++) {
 			uint32_t k = shard * 100000 + (uint32_t)c;
-			assert_int_equal(tu_write_shard(f->st, k, &cfgs[c],
+			assert_int_equal(tu_write_shard(f->s.st, k, &cfgs[c],
 							f->src, RAW, NULL),
 					 0);
 			uint8_t *d;
@@ -228,7 +216,7 @@ static int open_bytes_as(struct fixture *f, const uint8_t *d, size_t n,
 			 struct mf_shard_reader **r)
 {
 	char path[512];
-	snprintf(path, sizeof(path), "%s/loose.mfs", f->dir);
+	snprintf(path, sizeof(path), "%s/loose.mfs", f->s.dir);
 	assert_int_equal(tu_write_file(path, d, n), 0);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
@@ -240,8 +228,8 @@ static int open_bytes_as(struct fixture *f, const uint8_t *d, size_t n,
 static void test_open_fd_binding(void **state)
 {
 	struct fixture *f = *state;
-	assert_int_equal(tu_write_shard(f->st, 6, &cfgs[1], f->src, RAW, NULL),
-			 0);
+	assert_int_equal(
+	    tu_write_shard(f->s.st, 6, &cfgs[1], f->src, RAW, NULL), 0);
 	uint8_t *d;
 	size_t n;
 	read_shard_file(f, 6, &d, &n);
@@ -272,9 +260,9 @@ static void test_spliced_chunks_refused(void **state)
 	struct fixture *f = *state;
 	for (size_t c = 0; c < sizeof(cfgs) / sizeof(*cfgs); c++) {
 		assert_int_equal(
-		    tu_write_shard(f->st, 0, &cfgs[c], f->src, RAW, NULL), 0);
+		    tu_write_shard(f->s.st, 0, &cfgs[c], f->src, RAW, NULL), 0);
 		assert_int_equal(
-		    tu_write_shard(f->st, 1, &cfgs[c], f->src, RAW, NULL), 0);
+		    tu_write_shard(f->s.st, 1, &cfgs[c], f->src, RAW, NULL), 0);
 		uint8_t *a, *b;
 		size_t na, nb;
 		read_shard_file(f, 0, &a, &na);
@@ -317,7 +305,7 @@ static void test_spliced_chunks_refused(void **state)
 
 int main(void)
 {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, tu_store_teardown)
 	const struct CMUnitTest tests[] = {
 	    T(test_copied_file_refused),     T(test_copied_empty_refused),
 	    T(test_checksums_as_documented), T(test_open_fd_binding),

@@ -31,29 +31,16 @@
 #define ENTRY 32
 
 struct fixture {
-	char *dir;
-	struct mf_store *st;
+	struct tu_store s;
 	uint8_t src[4 * CS];
 };
 
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	f->dir = tu_mkdtemp();
-	if (mf_store_open(f->dir, true, &f->st) != 0)
+	if (tu_fixture_setup(state, sizeof(struct fixture)) != 0)
 		return -1;
-	tu_fill(f->src, sizeof(f->src), 42, true);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
 	struct fixture *f = *state;
-	mf_store_close(f->st);
-	tu_rmtree(f->dir);
-	free(f->dir);
-	free(f);
+	tu_fill(f->src, sizeof(f->src), 42, true);
 	return 0;
 }
 
@@ -67,9 +54,9 @@ static const struct mf_codec_cfg cfgs[] = {
 static void make_file(struct fixture *f, const struct mf_codec_cfg *cfg,
 		      size_t len, uint8_t **data, size_t *n)
 {
-	assert_int_equal(tu_write_shard(f->st, 0, cfg, f->src, len, NULL), 0);
+	assert_int_equal(tu_write_shard(f->s.st, 0, cfg, f->src, len, NULL), 0);
 	char path[512];
-	tu_shard_path(f->dir, 0, path, sizeof(path));
+	tu_shard_path(f->s.dir, 0, path, sizeof(path));
 	assert_int_equal(tu_read_file(path, data, n), 0);
 }
 
@@ -78,7 +65,7 @@ static int open_bytes(struct fixture *f, const uint8_t *data, size_t n,
 		      struct mf_shard_reader **r)
 {
 	char path[512];
-	snprintf(path, sizeof(path), "%s/victim.mfs", f->dir);
+	snprintf(path, sizeof(path), "%s/victim.mfs", f->s.dir);
 	assert_int_equal(tu_write_file(path, data, n), 0);
 	int fd = open(path, O_RDONLY);
 	assert_true(fd >= 0);
@@ -129,7 +116,7 @@ static void flip_every_byte(struct fixture *f, const struct mf_codec_cfg *cfg)
 	size_t n;
 	make_file(f, cfg, RAW, &data, &n);
 	char path[512];
-	snprintf(path, sizeof(path), "%s/flip.mfs", f->dir);
+	snprintf(path, sizeof(path), "%s/flip.mfs", f->s.dir);
 	assert_int_equal(tu_write_file(path, data, n), 0);
 	int fd = open(path, O_RDWR);
 	assert_true(fd >= 0);
@@ -261,7 +248,7 @@ static void test_zeroed_chunk(void **state)
 		for (unsigned t = 1; t <= 2; t++) {
 			/* the copy stops at the bad chunk, after good bytes */
 			char path[512];
-			snprintf(path, sizeof(path), "%s/out", f->dir);
+			snprintf(path, sizeof(path), "%s/out", f->s.dir);
 			int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 			assert_int_equal(mf_shard_reader_copy(r, fd, t),
 					 -EBADMSG);
@@ -458,7 +445,7 @@ static void test_not_a_file(void **state)
 {
 	struct fixture *f = *state;
 	struct mf_shard_reader *r;
-	int fd = open(f->dir, O_RDONLY | O_DIRECTORY);
+	int fd = open(f->s.dir, O_RDONLY | O_DIRECTORY);
 	assert_int_equal(mf_shard_reader_open_fd(fd, TU_FP, 0, &r), -EBADMSG);
 	close(fd);
 	int p[2];
@@ -471,7 +458,7 @@ static void test_not_a_file(void **state)
 
 int main(void)
 {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, tu_store_teardown)
 	const struct CMUnitTest tests[] = {
 	    T(test_flip_zstd),
 	    T(test_flip_snappy),

@@ -25,31 +25,6 @@
 
 #define CS (64 * 1024)
 
-struct fixture {
-	char *dir;
-	struct mf_store *st;
-};
-
-static int setup(void **state)
-{
-	struct fixture *f = calloc(1, sizeof(*f));
-	f->dir = tu_mkdtemp();
-	if (mf_store_open(f->dir, true, &f->st) != 0)
-		return -1;
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *f = *state;
-	mf_store_close(f->st);
-	tu_rmtree(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
-}
-
 static const struct {
 	enum mf_codec codec;
 	int level;
@@ -114,7 +89,7 @@ static void check_reader(struct mf_shard_reader *r, const uint8_t *src,
 	free(buf);
 }
 
-static void roundtrip_one(struct fixture *f, int ci, size_t len, bool compr,
+static void roundtrip_one(struct tu_store *f, int ci, size_t len, bool compr,
 			  uint32_t shard)
 {
 	uint8_t *src = malloc(len + 1);
@@ -149,7 +124,7 @@ static void roundtrip_one(struct fixture *f, int ci, size_t len, bool compr,
 
 static void test_roundtrip_matrix(void **state)
 {
-	struct fixture *f = *state;
+	struct tu_store *f = *state;
 	uint32_t shard = 0;
 	for (int ci = 0; ci < 4; ci++)
 		for (size_t si = 0; si < sizeof(sizes) / sizeof(*sizes); si++)
@@ -162,7 +137,7 @@ static void test_roundtrip_matrix(void **state)
  * is written there is stored, and no more than the room is taken. */
 static void test_in_place(void **state)
 {
-	struct fixture *f = *state;
+	struct tu_store *f = *state;
 	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 2, false};
 	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN), 0);
 	struct mf_shard_writer *w;
@@ -201,7 +176,7 @@ static void test_in_place(void **state)
 
 static void test_compression_shrinks(void **state)
 {
-	struct fixture *f = *state;
+	struct tu_store *f = *state;
 	size_t len = 4 * CS;
 	uint8_t *src = malloc(len);
 	tu_fill(src, len, 5, true);
@@ -223,7 +198,7 @@ static void test_compression_shrinks(void **state)
 
 static void test_empty_shard(void **state)
 {
-	struct fixture *f = *state;
+	struct tu_store *f = *state;
 	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 2, false};
 	struct mf_shard_stat ws;
 	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN), 0);
@@ -254,7 +229,7 @@ static void test_empty_shard(void **state)
 }
 
 /* Copies a shard into a temp file with `threads` and compares. */
-static void copy_and_compare(struct fixture *f, uint32_t shard,
+static void copy_and_compare(struct tu_store *f, uint32_t shard,
 			     const uint8_t *src, size_t len, unsigned threads)
 {
 	struct mf_shard_reader *r;
@@ -278,7 +253,7 @@ static void copy_and_compare(struct fixture *f, uint32_t shard,
 
 static void test_copy(void **state)
 {
-	struct fixture *f = *state;
+	struct tu_store *f = *state;
 	size_t len = 20 * CS + 123;
 	uint8_t *src = malloc(len);
 	tu_fill(src, len, 77, true);
@@ -323,7 +298,7 @@ static void *par_main(void *p)
 
 static void test_concurrent_readers(void **state)
 {
-	struct fixture *f = *state;
+	struct tu_store *f = *state;
 	size_t len = 10 * CS + 5;
 	uint8_t *src = malloc(len);
 	tu_fill(src, len, 3, true);
@@ -349,15 +324,18 @@ static void test_concurrent_readers(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_roundtrip_matrix, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_in_place, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_compression_shrinks, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_empty_shard, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_copy, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_concurrent_readers, setup,
-					    teardown),
+	    cmocka_unit_test_setup_teardown(test_roundtrip_matrix,
+					    tu_store_setup, tu_store_teardown),
+	    cmocka_unit_test_setup_teardown(test_in_place, tu_store_setup,
+					    tu_store_teardown),
+	    cmocka_unit_test_setup_teardown(test_compression_shrinks,
+					    tu_store_setup, tu_store_teardown),
+	    cmocka_unit_test_setup_teardown(test_empty_shard, tu_store_setup,
+					    tu_store_teardown),
+	    cmocka_unit_test_setup_teardown(test_copy, tu_store_setup,
+					    tu_store_teardown),
+	    cmocka_unit_test_setup_teardown(test_concurrent_readers,
+					    tu_store_setup, tu_store_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,41 +29,25 @@
 #define CS 4096
 
 struct fixture {
-	char *dir;
-	struct mf_store *st;
+	struct tu_store s;
 	char path[512], path2[512]; /* scratch for p() and q() */
 };
 
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	f->dir = tu_mkdtemp();
-	if (mf_store_open(f->dir, true, &f->st) != 0)
-		return -1;
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *f = *state;
-	mf_store_close(f->st);
-	tu_rmtree(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
+	return tu_fixture_setup(state, sizeof(struct fixture));
 }
 
 static const char *p(struct fixture *f, const char *rel)
 {
-	snprintf(f->path, sizeof(f->path), "%s/%s", f->dir, rel);
+	snprintf(f->path, sizeof(f->path), "%s/%s", f->s.dir, rel);
 	return f->path;
 }
 
 /* Same as p, for a second path in one call. */
 static const char *q(struct fixture *f, const char *rel)
 {
-	snprintf(f->path2, sizeof(f->path2), "%s/%s", f->dir, rel);
+	snprintf(f->path2, sizeof(f->path2), "%s/%s", f->s.dir, rel);
 	return f->path2;
 }
 
@@ -139,10 +123,11 @@ static void test_metadata(void **state)
 	struct fixture *f = *state;
 	char *d;
 	size_t n;
-	assert_int_equal(mf_store_read_metadata(f->st, TU_FP, &d, &n), -ENOENT);
-	assert_int_equal(mf_store_write_metadata(f->st, TU_FP, "hello\n", 6),
+	assert_int_equal(mf_store_read_metadata(f->s.st, TU_FP, &d, &n),
+			 -ENOENT);
+	assert_int_equal(mf_store_write_metadata(f->s.st, TU_FP, "hello\n", 6),
 			 0);
-	assert_int_equal(mf_store_read_metadata(f->st, TU_FP, &d, &n), 0);
+	assert_int_equal(mf_store_read_metadata(f->s.st, TU_FP, &d, &n), 0);
 	assert_int_equal(n, 6);
 	assert_string_equal(d, "hello\n");
 	free(d);
@@ -150,15 +135,15 @@ static void test_metadata(void **state)
 	size_t big = 100000;
 	uint8_t *src = malloc(big);
 	tu_fill(src, big, 1, true);
-	assert_int_equal(mf_store_write_metadata(f->st, TU_FP, src, big), 0);
-	assert_int_equal(mf_store_read_metadata(f->st, TU_FP, &d, &n), 0);
+	assert_int_equal(mf_store_write_metadata(f->s.st, TU_FP, src, big), 0);
+	assert_int_equal(mf_store_read_metadata(f->s.st, TU_FP, &d, &n), 0);
 	assert_int_equal(n, big);
 	assert_memory_equal(d, src, big);
 	assert_int_equal(d[big], '\0');
 	free(d);
 	free(src);
-	assert_int_equal(mf_store_write_metadata(f->st, TU_FP, NULL, 0), 0);
-	assert_int_equal(mf_store_read_metadata(f->st, TU_FP, &d, &n), 0);
+	assert_int_equal(mf_store_write_metadata(f->s.st, TU_FP, NULL, 0), 0);
+	assert_int_equal(mf_store_read_metadata(f->s.st, TU_FP, &d, &n), 0);
 	assert_int_equal(n, 0);
 	assert_string_equal(d, "");
 	free(d);
@@ -166,26 +151,27 @@ static void test_metadata(void **state)
 	char names[256];
 	names_of(p(f, "snapshots/" TU_FP), names, sizeof(names));
 	assert_string_equal(names, "snapshot.metadata");
-	assert_int_equal(mf_store_write_metadata(f->st, TU_FP, NULL, 1),
+	assert_int_equal(mf_store_write_metadata(f->s.st, TU_FP, NULL, 1),
 			 -EINVAL);
 }
 
 static void test_metadata_symlink(void **state)
 {
 	struct fixture *f = *state;
-	assert_int_equal(mf_store_write_metadata(f->st, TU_FP, "a", 1), 0);
+	assert_int_equal(mf_store_write_metadata(f->s.st, TU_FP, "a", 1), 0);
 	assert_int_equal(tu_write_file(p(f, "secret"), "secret", 6), 0);
 	char link[512];
 	snprintf(link, sizeof(link), "%s/snapshots/%s/snapshot.metadata",
-		 f->dir, TU_FP);
+		 f->s.dir, TU_FP);
 	assert_int_equal(unlink(link), 0);
 	assert_int_equal(symlink(q(f, "secret"), link), 0);
 	char *d;
 	size_t n;
-	assert_int_equal(mf_store_read_metadata(f->st, TU_FP, &d, &n), -ELOOP);
+	assert_int_equal(mf_store_read_metadata(f->s.st, TU_FP, &d, &n),
+			 -ELOOP);
 	/* writing replaces the link itself, never its target */
-	assert_int_equal(mf_store_write_metadata(f->st, TU_FP, "b", 1), 0);
-	assert_int_equal(mf_store_read_metadata(f->st, TU_FP, &d, &n), 0);
+	assert_int_equal(mf_store_write_metadata(f->s.st, TU_FP, "b", 1), 0);
+	assert_int_equal(mf_store_read_metadata(f->s.st, TU_FP, &d, &n), 0);
 	assert_string_equal(d, "b");
 	free(d);
 	uint8_t *s;
@@ -206,43 +192,46 @@ static void test_bad_ids(void **state)
 	struct mf_codec_cfg cfg = {MF_CODEC_NONE, 0, CS, 1, false};
 	for (int i = 0; i < 7; i++) {
 		const char *fp = bad_fps[i];
-		assert_int_equal(mf_store_write_metadata(f->st, fp, "x", 1),
+		assert_int_equal(mf_store_write_metadata(f->s.st, fp, "x", 1),
 				 -EINVAL);
-		assert_int_equal(mf_store_read_metadata(f->st, fp, &d, &n),
+		assert_int_equal(mf_store_read_metadata(f->s.st, fp, &d, &n),
 				 -EINVAL);
-		assert_int_equal(mf_store_run_create(f->st, fp, TU_RUN),
+		assert_int_equal(mf_store_run_create(f->s.st, fp, TU_RUN),
 				 -EINVAL);
-		assert_int_equal(mf_store_run_remove(f->st, fp, TU_RUN),
+		assert_int_equal(mf_store_run_remove(f->s.st, fp, TU_RUN),
 				 -EINVAL);
-		assert_int_equal(mf_store_snapshot_remove(f->st, fp), -EINVAL);
-		assert_int_equal(mf_store_list_runs(f->st, fp, &v, &n),
+		assert_int_equal(mf_store_snapshot_remove(f->s.st, fp),
 				 -EINVAL);
-		assert_int_equal(
-		    mf_store_list_shards(f->st, fp, TU_RUN, &idx, &n), -EINVAL);
-		assert_int_equal(mf_store_shard_remove(f->st, fp, TU_RUN, 0),
+		assert_int_equal(mf_store_list_runs(f->s.st, fp, &v, &n),
 				 -EINVAL);
 		assert_int_equal(
-		    mf_shard_writer_open(f->st, fp, TU_RUN, 0, &cfg, &w),
+		    mf_store_list_shards(f->s.st, fp, TU_RUN, &idx, &n),
 		    -EINVAL);
-		assert_int_equal(mf_shard_reader_open(f->st, fp, TU_RUN, 0, &r),
+		assert_int_equal(mf_store_shard_remove(f->s.st, fp, TU_RUN, 0),
 				 -EINVAL);
+		assert_int_equal(
+		    mf_shard_writer_open(f->s.st, fp, TU_RUN, 0, &cfg, &w),
+		    -EINVAL);
+		assert_int_equal(
+		    mf_shard_reader_open(f->s.st, fp, TU_RUN, 0, &r), -EINVAL);
 	}
-	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN), 0);
+	assert_int_equal(mf_store_run_create(f->s.st, TU_FP, TU_RUN), 0);
 	for (int i = 0; i < 6; i++) {
 		const char *run = bad_runs[i];
-		assert_int_equal(mf_store_run_create(f->st, TU_FP, run),
+		assert_int_equal(mf_store_run_create(f->s.st, TU_FP, run),
 				 -EINVAL);
-		assert_int_equal(mf_store_run_remove(f->st, TU_FP, run),
-				 -EINVAL);
-		assert_int_equal(
-		    mf_store_list_shards(f->st, TU_FP, run, &idx, &n), -EINVAL);
-		assert_int_equal(mf_store_shard_remove(f->st, TU_FP, run, 0),
+		assert_int_equal(mf_store_run_remove(f->s.st, TU_FP, run),
 				 -EINVAL);
 		assert_int_equal(
-		    mf_shard_writer_open(f->st, TU_FP, run, 0, &cfg, &w),
+		    mf_store_list_shards(f->s.st, TU_FP, run, &idx, &n),
 		    -EINVAL);
-		assert_int_equal(mf_shard_reader_open(f->st, TU_FP, run, 0, &r),
+		assert_int_equal(mf_store_shard_remove(f->s.st, TU_FP, run, 0),
 				 -EINVAL);
+		assert_int_equal(
+		    mf_shard_writer_open(f->s.st, TU_FP, run, 0, &cfg, &w),
+		    -EINVAL);
+		assert_int_equal(
+		    mf_shard_reader_open(f->s.st, TU_FP, run, 0, &r), -EINVAL);
 	}
 	/* nothing was made by any of them */
 	char names[512];
@@ -257,28 +246,28 @@ static void test_runs(void **state)
 	struct fixture *f = *state;
 	char **v;
 	size_t n;
-	assert_int_equal(mf_store_list_runs(f->st, TU_FP, &v, &n), -ENOENT);
-	assert_int_equal(mf_store_run_remove(f->st, TU_FP, TU_RUN), -ENOENT);
-	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN), 0);
-	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN), 0);
-	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN2), 0);
-	assert_int_equal(mf_store_list_runs(f->st, TU_FP, &v, &n), 0);
+	assert_int_equal(mf_store_list_runs(f->s.st, TU_FP, &v, &n), -ENOENT);
+	assert_int_equal(mf_store_run_remove(f->s.st, TU_FP, TU_RUN), -ENOENT);
+	assert_int_equal(mf_store_run_create(f->s.st, TU_FP, TU_RUN), 0);
+	assert_int_equal(mf_store_run_create(f->s.st, TU_FP, TU_RUN), 0);
+	assert_int_equal(mf_store_run_create(f->s.st, TU_FP, TU_RUN2), 0);
+	assert_int_equal(mf_store_list_runs(f->s.st, TU_FP, &v, &n), 0);
 	assert_int_equal(n, 2);
 	assert_true((!strcmp(v[0], TU_RUN) && !strcmp(v[1], TU_RUN2)) ||
 		    (!strcmp(v[1], TU_RUN) && !strcmp(v[0], TU_RUN2)));
 	mf_strv_free(v, n);
 	uint8_t data[100] = {1};
 	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 1, false};
-	assert_int_equal(tu_write_shard(f->st, 3, &cfg, data, 100, NULL), 0);
+	assert_int_equal(tu_write_shard(f->s.st, 3, &cfg, data, 100, NULL), 0);
 	/* a stray sub-folder inside the run goes too */
 	assert_int_equal(mkdir(p(f, "snapshots/" TU_FP "/" TU_RUN "/x"), 0755),
 			 0);
 	assert_int_equal(
 	    tu_write_file(p(f, "snapshots/" TU_FP "/" TU_RUN "/x/y"), "y", 1),
 	    0);
-	assert_int_equal(mf_store_run_remove(f->st, TU_FP, TU_RUN), 0);
-	assert_int_equal(mf_store_run_remove(f->st, TU_FP, TU_RUN), -ENOENT);
-	assert_int_equal(mf_store_list_runs(f->st, TU_FP, &v, &n), 0);
+	assert_int_equal(mf_store_run_remove(f->s.st, TU_FP, TU_RUN), 0);
+	assert_int_equal(mf_store_run_remove(f->s.st, TU_FP, TU_RUN), -ENOENT);
+	assert_int_equal(mf_store_list_runs(f->s.st, TU_FP, &v, &n), 0);
 	assert_int_equal(n, 1);
 	assert_string_equal(v[0], TU_RUN2);
 	mf_strv_free(v, n);
@@ -290,11 +279,11 @@ static void test_list_skips_junk(void **state)
 	struct fixture *f = *state;
 	char **v;
 	size_t n;
-	assert_int_equal(mf_store_list_snapshots(f->st, &v, &n), 0);
+	assert_int_equal(mf_store_list_snapshots(f->s.st, &v, &n), 0);
 	assert_int_equal(n, 0);
 	free(v);
-	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN), 0);
-	assert_int_equal(mf_store_write_metadata(f->st, TU_FP2, "m", 1), 0);
+	assert_int_equal(mf_store_run_create(f->s.st, TU_FP, TU_RUN), 0);
+	assert_int_equal(mf_store_write_metadata(f->s.st, TU_FP2, "m", 1), 0);
 	assert_int_equal(mkdir(p(f, "snapshots/junk"), 0755), 0);
 	assert_int_equal(
 	    mkdir(p(f,
@@ -314,17 +303,17 @@ static void test_list_skips_junk(void **state)
 				   "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 				   "bbbbbbbbbb")),
 			 0);
-	assert_int_equal(mf_store_list_snapshots(f->st, &v, &n), 0);
+	assert_int_equal(mf_store_list_snapshots(f->s.st, &v, &n), 0);
 	assert_int_equal(n, 2);
 	assert_true((!strcmp(v[0], TU_FP) && !strcmp(v[1], TU_FP2)) ||
 		    (!strcmp(v[1], TU_FP) && !strcmp(v[0], TU_FP2)));
 	mf_strv_free(v, n);
 	/* runs: the metadata file, junk and a symlinked run are skipped */
-	assert_int_equal(mf_store_write_metadata(f->st, TU_FP, "m", 1), 0);
+	assert_int_equal(mf_store_write_metadata(f->s.st, TU_FP, "m", 1), 0);
 	assert_int_equal(mkdir(p(f, "snapshots/" TU_FP "/abc"), 0755), 0);
 	assert_int_equal(symlink(TU_RUN, p(f, "snapshots/" TU_FP "/" TU_RUN2)),
 			 0);
-	assert_int_equal(mf_store_list_runs(f->st, TU_FP, &v, &n), 0);
+	assert_int_equal(mf_store_list_runs(f->s.st, TU_FP, &v, &n), 0);
 	assert_int_equal(n, 1);
 	assert_string_equal(v[0], TU_RUN);
 	mf_strv_free(v, n);
@@ -338,7 +327,7 @@ static void test_list_shards(void **state)
 	uint32_t want[] = {2, 10, 99999, 100000, 4294967295u};
 	for (int i = 4; i >= 0; i--)
 		assert_int_equal(
-		    tu_write_shard(f->st, want[i], &cfg, data, 10, NULL), 0);
+		    tu_write_shard(f->s.st, want[i], &cfg, data, 10, NULL), 0);
 	struct stat sb;
 	assert_int_equal(
 	    stat(p(f, "snapshots/" TU_FP "/" TU_RUN "/shard-100000.mfs"), &sb),
@@ -367,19 +356,19 @@ static void test_list_shards(void **state)
 	    0);
 	uint32_t *idx;
 	size_t n;
-	assert_int_equal(mf_store_list_shards(f->st, TU_FP, TU_RUN, &idx, &n),
+	assert_int_equal(mf_store_list_shards(f->s.st, TU_FP, TU_RUN, &idx, &n),
 			 0);
 	assert_int_equal(n, 5);
 	for (int i = 0; i < 5; i++)
 		assert_int_equal(idx[i], want[i]);
 	free(idx);
-	assert_int_equal(mf_store_list_shards(f->st, TU_FP, TU_RUN2, &idx, &n),
-			 -ENOENT);
+	assert_int_equal(
+	    mf_store_list_shards(f->s.st, TU_FP, TU_RUN2, &idx, &n), -ENOENT);
 	/* and one of them removed */
-	assert_int_equal(mf_store_shard_remove(f->st, TU_FP, TU_RUN, 10), 0);
-	assert_int_equal(mf_store_shard_remove(f->st, TU_FP, TU_RUN, 10),
+	assert_int_equal(mf_store_shard_remove(f->s.st, TU_FP, TU_RUN, 10), 0);
+	assert_int_equal(mf_store_shard_remove(f->s.st, TU_FP, TU_RUN, 10),
 			 -ENOENT);
-	assert_int_equal(mf_store_list_shards(f->st, TU_FP, TU_RUN, &idx, &n),
+	assert_int_equal(mf_store_list_shards(f->s.st, TU_FP, TU_RUN, &idx, &n),
 			 0);
 	assert_int_equal(n, 4);
 	assert_int_equal(idx[1], 99999);
@@ -392,35 +381,36 @@ static void test_planted_symlinks(void **state)
 	uint8_t data[5000];
 	tu_fill(data, sizeof(data), 9, true);
 	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 1, false};
-	assert_int_equal(tu_write_shard(f->st, 2, &cfg, data, 5000, NULL), 0);
+	assert_int_equal(tu_write_shard(f->s.st, 2, &cfg, data, 5000, NULL), 0);
 	char real[512];
-	tu_shard_path(f->dir, 2, real, sizeof(real));
+	tu_shard_path(f->s.dir, 2, real, sizeof(real));
 	/* a shard file that is a symlink to a valid shard */
 	assert_int_equal(
 	    symlink(real,
 		    p(f, "snapshots/" TU_FP "/" TU_RUN "/shard-00005.mfs")),
 	    0);
 	struct mf_shard_reader *r;
-	assert_int_equal(mf_shard_reader_open(f->st, TU_FP, TU_RUN, 2, &r), 0);
+	assert_int_equal(mf_shard_reader_open(f->s.st, TU_FP, TU_RUN, 2, &r),
+			 0);
 	mf_shard_reader_close(r);
-	assert_int_equal(mf_shard_reader_open(f->st, TU_FP, TU_RUN, 5, &r),
+	assert_int_equal(mf_shard_reader_open(f->s.st, TU_FP, TU_RUN, 5, &r),
 			 -ELOOP);
 	/* a run folder that is a symlink to a real run */
 	assert_int_equal(symlink(q(f, "snapshots/" TU_FP "/" TU_RUN),
 				 p(f, "snapshots/" TU_FP "/" TU_RUN2)),
 			 0);
-	assert_int_equal(mf_shard_reader_open(f->st, TU_FP, TU_RUN2, 2, &r),
+	assert_int_equal(mf_shard_reader_open(f->s.st, TU_FP, TU_RUN2, 2, &r),
 			 -ELOOP);
 	struct mf_shard_writer *w;
 	assert_int_equal(
-	    mf_shard_writer_open(f->st, TU_FP, TU_RUN2, 7, &cfg, &w), -ELOOP);
-	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN2), -ELOOP);
+	    mf_shard_writer_open(f->s.st, TU_FP, TU_RUN2, 7, &cfg, &w), -ELOOP);
+	assert_int_equal(mf_store_run_create(f->s.st, TU_FP, TU_RUN2), -ELOOP);
 	uint32_t *idx;
 	size_t n;
-	assert_int_equal(mf_store_list_shards(f->st, TU_FP, TU_RUN2, &idx, &n),
-			 -ELOOP);
-	assert_int_equal(mf_store_run_remove(f->st, TU_FP, TU_RUN2), -ELOOP);
-	assert_int_equal(mf_store_shard_remove(f->st, TU_FP, TU_RUN2, 2),
+	assert_int_equal(
+	    mf_store_list_shards(f->s.st, TU_FP, TU_RUN2, &idx, &n), -ELOOP);
+	assert_int_equal(mf_store_run_remove(f->s.st, TU_FP, TU_RUN2), -ELOOP);
+	assert_int_equal(mf_store_shard_remove(f->s.st, TU_FP, TU_RUN2, 2),
 			 -ELOOP);
 	/* the target run is untouched by all of it */
 	char names[512];
@@ -429,10 +419,10 @@ static void test_planted_symlinks(void **state)
 	/* a fingerprint folder that is a symlink */
 	assert_int_equal(
 	    symlink(q(f, "snapshots/" TU_FP), p(f, "snapshots/" TU_FP2)), 0);
-	assert_int_equal(mf_shard_reader_open(f->st, TU_FP2, TU_RUN, 2, &r),
+	assert_int_equal(mf_shard_reader_open(f->s.st, TU_FP2, TU_RUN, 2, &r),
 			 -ELOOP);
-	assert_int_equal(mf_store_snapshot_remove(f->st, TU_FP2), -ELOOP);
-	assert_int_equal(mf_store_write_metadata(f->st, TU_FP2, "x", 1),
+	assert_int_equal(mf_store_snapshot_remove(f->s.st, TU_FP2), -ELOOP);
+	assert_int_equal(mf_store_write_metadata(f->s.st, TU_FP2, "x", 1),
 			 -ELOOP);
 	names_of(p(f, "snapshots/" TU_FP "/" TU_RUN), names, sizeof(names));
 	assert_string_equal(names, "shard-00002.mfs shard-00005.mfs");
@@ -441,7 +431,7 @@ static void test_planted_symlinks(void **state)
 static void test_planted_fifo(void **state)
 {
 	struct fixture *f = *state;
-	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN), 0);
+	assert_int_equal(mf_store_run_create(f->s.st, TU_FP, TU_RUN), 0);
 	assert_int_equal(
 	    mkfifo(p(f, "snapshots/" TU_FP "/" TU_RUN "/shard-00001.mfs"),
 		   0644),
@@ -451,27 +441,28 @@ static void test_planted_fifo(void **state)
 			 0);
 	struct mf_shard_reader *r;
 	/* refused without blocking on the FIFO */
-	assert_int_equal(mf_shard_reader_open(f->st, TU_FP, TU_RUN, 1, &r),
+	assert_int_equal(mf_shard_reader_open(f->s.st, TU_FP, TU_RUN, 1, &r),
 			 -EBADMSG);
-	assert_int_equal(mf_shard_reader_open(f->st, TU_FP, TU_RUN2, 1, &r),
+	assert_int_equal(mf_shard_reader_open(f->s.st, TU_FP, TU_RUN2, 1, &r),
 			 -EBADMSG);
-	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN2), -EBADMSG);
+	assert_int_equal(mf_store_run_create(f->s.st, TU_FP, TU_RUN2),
+			 -EBADMSG);
 	assert_int_equal(
 	    mkfifo(p(f, "snapshots/" TU_FP "/snapshot.metadata"), 0644), 0);
 	char *d;
 	size_t n;
-	assert_int_equal(mf_store_read_metadata(f->st, TU_FP, &d, &n),
+	assert_int_equal(mf_store_read_metadata(f->s.st, TU_FP, &d, &n),
 			 -EBADMSG);
 }
 
 static void test_snapshot_remove(void **state)
 {
 	struct fixture *f = *state;
-	assert_int_equal(mf_store_snapshot_remove(f->st, TU_FP), -ENOENT);
+	assert_int_equal(mf_store_snapshot_remove(f->s.st, TU_FP), -ENOENT);
 	uint8_t data[100] = {0};
 	struct mf_codec_cfg cfg = {MF_CODEC_SNAPPY, 0, CS, 1, false};
-	assert_int_equal(tu_write_shard(f->st, 0, &cfg, data, 100, NULL), 0);
-	assert_int_equal(mf_store_write_metadata(f->st, TU_FP, "m", 1), 0);
+	assert_int_equal(tu_write_shard(f->s.st, 0, &cfg, data, 100, NULL), 0);
+	assert_int_equal(mf_store_write_metadata(f->s.st, TU_FP, "m", 1), 0);
 	/* an outside folder linked from inside the snapshot survives */
 	assert_int_equal(mkdir(p(f, "outside"), 0755), 0);
 	assert_int_equal(tu_write_file(p(f, "outside/keep"), "k", 1), 0);
@@ -480,14 +471,14 @@ static void test_snapshot_remove(void **state)
 	assert_int_equal(symlink(q(f, "outside"),
 				 p(f, "snapshots/" TU_FP "/" TU_RUN "/link")),
 			 0);
-	assert_int_equal(mf_store_snapshot_remove(f->st, TU_FP), 0);
+	assert_int_equal(mf_store_snapshot_remove(f->s.st, TU_FP), 0);
 	struct stat sb;
 	assert_int_equal(lstat(p(f, "snapshots/" TU_FP), &sb), -1);
 	assert_int_equal(errno, ENOENT);
 	assert_int_equal(stat(p(f, "outside/keep"), &sb), 0);
 	char **v;
 	size_t n;
-	assert_int_equal(mf_store_list_snapshots(f->st, &v, &n), 0);
+	assert_int_equal(mf_store_list_snapshots(f->s.st, &v, &n), 0);
 	assert_int_equal(n, 0);
 	free(v);
 }
@@ -501,26 +492,27 @@ static void test_writer_files(void **state)
 	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, CS, 3, false};
 	struct mf_shard_writer *w;
 	assert_int_equal(
-	    mf_shard_writer_open(f->st, TU_FP, TU_RUN, 0, &cfg, &w), -ENOENT);
-	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN), 0);
+	    mf_shard_writer_open(f->s.st, TU_FP, TU_RUN, 0, &cfg, &w), -ENOENT);
+	assert_int_equal(mf_store_run_create(f->s.st, TU_FP, TU_RUN), 0);
 	uint8_t data[3 * CS];
 	tu_fill(data, sizeof(data), 4, true);
 	/* while writing, only the temp file exists; commit leaves none */
 	assert_int_equal(
-	    mf_shard_writer_open(f->st, TU_FP, TU_RUN, 0, &cfg, &w), 0);
+	    mf_shard_writer_open(f->s.st, TU_FP, TU_RUN, 0, &cfg, &w), 0);
 	assert_int_equal(mf_shard_writer_write(w, data, sizeof(data)), 0);
 	names_of(rundir, names, sizeof(names));
 	assert_string_equal(names, "shard-00000.tmp");
 	/* a second writer of the same shard is refused */
 	struct mf_shard_writer *w2;
 	assert_int_equal(
-	    mf_shard_writer_open(f->st, TU_FP, TU_RUN, 0, &cfg, &w2), -EEXIST);
+	    mf_shard_writer_open(f->s.st, TU_FP, TU_RUN, 0, &cfg, &w2),
+	    -EEXIST);
 	assert_int_equal(mf_shard_writer_commit(w, NULL), 0);
 	names_of(rundir, names, sizeof(names));
 	assert_string_equal(names, "shard-00000.mfs");
 	/* abort leaves nothing */
 	assert_int_equal(
-	    mf_shard_writer_open(f->st, TU_FP, TU_RUN, 1, &cfg, &w), 0);
+	    mf_shard_writer_open(f->s.st, TU_FP, TU_RUN, 1, &cfg, &w), 0);
 	assert_int_equal(mf_shard_writer_write(w, data, sizeof(data)), 0);
 	mf_shard_writer_abort(w);
 	mf_shard_writer_abort(NULL);
@@ -531,7 +523,7 @@ static void test_writer_files(void **state)
 static void test_writer_cfg(void **state)
 {
 	struct fixture *f = *state;
-	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN), 0);
+	assert_int_equal(mf_store_run_create(f->s.st, TU_FP, TU_RUN), 0);
 	struct mf_shard_writer *w;
 	static const struct mf_codec_cfg bad[] = {
 	    {MF_CODEC_ZSTD, 3, 4095, 1, false},
@@ -541,19 +533,20 @@ static void test_writer_cfg(void **state)
 	    {MF_CODEC_ZSTD, 23, CS, 1, false},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
-		assert_int_equal(
-		    mf_shard_writer_open(f->st, TU_FP, TU_RUN, 0, &bad[i], &w),
-		    -EINVAL);
+		assert_int_equal(mf_shard_writer_open(f->s.st, TU_FP, TU_RUN, 0,
+						      &bad[i], &w),
+				 -EINVAL);
 	assert_int_equal(
-	    mf_shard_writer_open(f->st, TU_FP, TU_RUN, 0, NULL, &w), -EINVAL);
+	    mf_shard_writer_open(f->s.st, TU_FP, TU_RUN, 0, NULL, &w), -EINVAL);
 	/* zstd level 0 means the default, and the trailer records it */
 	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 0, CS, 1, false};
 	assert_int_equal(
-	    tu_write_shard(f->st, 0, &cfg, (const uint8_t *)"ab", 2, NULL), 0);
+	    tu_write_shard(f->s.st, 0, &cfg, (const uint8_t *)"ab", 2, NULL),
+	    0);
 	char path[512];
 	uint8_t *d;
 	size_t n;
-	tu_shard_path(f->dir, 0, path, sizeof(path));
+	tu_shard_path(f->s.dir, 0, path, sizeof(path));
 	assert_int_equal(tu_read_file(path, &d, &n), 0);
 	assert_int_equal(d[n - 64 + 16], MF_ZSTD_DEFAULT_LEVEL);
 	free(d);
@@ -562,7 +555,7 @@ static void test_writer_cfg(void **state)
 static void test_write_failure(void **state)
 {
 	struct fixture *f = *state;
-	assert_int_equal(mf_store_run_create(f->st, TU_FP, TU_RUN), 0);
+	assert_int_equal(mf_store_run_create(f->s.st, TU_FP, TU_RUN), 0);
 	struct rlimit old, lim;
 	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
 	void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
@@ -577,7 +570,8 @@ static void test_write_failure(void **state)
 					   (unsigned)threads, false};
 		struct mf_shard_writer *w;
 		assert_int_equal(
-		    mf_shard_writer_open(f->st, TU_FP, TU_RUN, 0, &cfg, &w), 0);
+		    mf_shard_writer_open(f->s.st, TU_FP, TU_RUN, 0, &cfg, &w),
+		    0);
 		lim = old;
 		lim.rlim_cur = 20000; /* the disk is "full" at 20 kB */
 		assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
@@ -597,7 +591,7 @@ static void test_write_failure(void **state)
 
 int main(void)
 {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, tu_store_teardown)
 	const struct CMUnitTest tests[] = {
 	    T(test_open_create),
 	    T(test_metadata),

@@ -23,32 +23,13 @@
 
 #define CS (16 * 1024)
 
-struct fixture {
-	char *dir;
-	struct mf_store *st;
-};
-
+/* A store with run TU_RUN of TU_FP made. */
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	if (!f)
+	if (tu_store_setup(state) != 0)
 		return -1;
-	f->dir = tu_mkdtemp();
-	if (mf_store_open(f->dir, true, &f->st) != 0 ||
-	    mf_store_run_create(f->st, TU_FP, TU_RUN) != 0)
-		return -1;
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *f = *state;
-	mf_store_close(f->st);
-	tu_rmtree(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
+	struct tu_store *f = *state;
+	return mf_store_run_create(f->st, TU_FP, TU_RUN) == 0 ? 0 : -1;
 }
 
 /* What the tap saw: the bytes concatenated, the chunks' lengths. */
@@ -86,7 +67,7 @@ static void tap(void *arg, uint32_t chunk, const void *raw, size_t len)
 /* Writes src in pieces (aligned whole chunks when `aligned`, else of
  * pseudo-random sizes) with the tap on, then checks what it saw and the
  * file. */
-static void tap_case(struct fixture *f, enum mf_codec codec, unsigned threads,
+static void tap_case(struct tu_store *f, enum mf_codec codec, unsigned threads,
 		     size_t len, bool aligned, uint32_t shard)
 {
 	uint8_t *src = malloc(len ? len : 1);
@@ -137,7 +118,7 @@ static const size_t lens[] = {0, 1, CS, 5 * CS + CS / 3};
 
 static void test_tap_sees_every_chunk_in_order(void **state)
 {
-	struct fixture *f = *state;
+	struct tu_store *f = *state;
 	const unsigned threads[] = {1, 3};
 	uint32_t shard = 0;
 	for (size_t t = 0; t < 2; t++)
@@ -149,7 +130,7 @@ static void test_tap_sees_every_chunk_in_order(void **state)
 
 static void test_tap_other_codecs(void **state)
 {
-	struct fixture *f = *state;
+	struct tu_store *f = *state;
 	tap_case(f, MF_CODEC_SNAPPY, 3, 4 * CS + 7, false, 0);
 	tap_case(f, MF_CODEC_NONE, 3, 4 * CS + 7, false, 1);
 	tap_case(f, MF_CODEC_NONE, 1, 4 * CS, true, 2);
@@ -157,7 +138,7 @@ static void test_tap_other_codecs(void **state)
 
 static void test_tap_set_rules(void **state)
 {
-	struct fixture *f = *state;
+	struct tu_store *f = *state;
 	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 1, CS, 3, false};
 	struct mf_shard_writer *w;
 	assert_int_equal(mf_shard_writer_set_tap(NULL, tap, NULL), -EINVAL);
@@ -178,11 +159,11 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_tap_sees_every_chunk_in_order,
-					    setup, teardown),
+					    setup, tu_store_teardown),
 	    cmocka_unit_test_setup_teardown(test_tap_other_codecs, setup,
-					    teardown),
+					    tu_store_teardown),
 	    cmocka_unit_test_setup_teardown(test_tap_set_rules, setup,
-					    teardown),
+					    tu_store_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
