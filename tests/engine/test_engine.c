@@ -155,6 +155,28 @@ static int read_shard(struct mf_engine *e, const char *fp, uint32_t shard,
 	return 0;
 }
 
+/* Reads shard k of fp through e, which must succeed, and checks its
+ * bytes: len of them (SIZE_MAX: any number), starting with prefix (NULL:
+ * anything). The read-and-check every test here makes. */
+static void read_expect(struct mf_engine *e, const char *fp, uint32_t k,
+			size_t len, const char *prefix)
+{
+	char *data, *err = NULL;
+	size_t n;
+	int rc = read_shard(e, fp, k, &data, &n, &err);
+	if (rc)
+		fail_msg("shard %u: %s", (unsigned)k,
+			 err ? err : strerror(-rc));
+	if (len != SIZE_MAX)
+		assert_int_equal(n, len);
+	if (prefix) {
+		assert_true(n >= strlen(prefix));
+		assert_memory_equal(data, prefix, strlen(prefix));
+	}
+	free(data);
+	free(err);
+}
+
 /* A stage that logs its call, waits a little, and upper-cases its input. */
 #define COUNTING_STAGE                                                         \
 	"  - exec: [/bin/sh, -c, 'echo $MATFS_SHARD >> calls; sleep 0.3; "     \
@@ -165,22 +187,16 @@ static void test_bytes_and_reuse(void **state)
 	struct fx *fx = *state;
 	fx_spec(fx, COUNTING_STAGE, 2);
 	fx_open(fx);
-	char *data, *err = NULL;
-	size_t len;
-	assert_int_equal(read_shard(fx->e, fx->fp, 1, &data, &len, &err), 0);
+	char *err = NULL;
 	const char want[] = "INPUT B LINE\nINPUT D LINE\n";
-	assert_int_equal(len, strlen(want));
-	assert_memory_equal(data, want, len);
-	free(data);
+	read_expect(fx->e, fx->fp, 1, strlen(want), want);
 	assert_int_equal(count_calls(fx), 1);
 
 	/* a second engine (a new process's view) reads it from the store */
 	mf_engine_close(fx->e);
 	fx->e = NULL;
 	fx_open(fx);
-	assert_int_equal(read_shard(fx->e, fx->fp, 1, &data, &len, &err), 0);
-	assert_memory_equal(data, want, len);
-	free(data);
+	read_expect(fx->e, fx->fp, 1, strlen(want), want);
 	assert_int_equal(count_calls(fx), 1);
 	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 2, NULL, &err),
 			 -ENOENT);
@@ -321,11 +337,7 @@ static void test_killed_stage_then_retry(void **state)
 	char ok[256];
 	fx_path(fx, "ok", ok, sizeof(ok));
 	write_file(ok, "");
-	char *data;
-	size_t len;
-	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
-	assert_int_equal(len, 4 * strlen("input a line\n"));
-	free(data);
+	read_expect(fx->e, fx->fp, 0, 4 * strlen("input a line\n"), NULL);
 	assert_int_equal(count_calls(fx), 2);
 	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
 }
@@ -339,8 +351,7 @@ static void test_corrupt_recomputes(void **state)
 	fx_open(fx);
 	char *data, *err = NULL;
 	size_t len;
-	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
-	free(data);
+	read_expect(fx->e, fx->fp, 0, SIZE_MAX, NULL);
 
 	struct mf_catalog *c;
 	struct mf_shard_rec rec;
@@ -376,10 +387,7 @@ static void test_corrupt_recomputes(void **state)
 		assert_int_equal(mf_engine_report_corrupt(fx->e, fx->fp, 0, 0),
 				 0);
 	}
-	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
-	assert_int_equal(len, 4 * 13);
-	assert_memory_equal(data, "INPUT A LINE\n", 13);
-	free(data);
+	read_expect(fx->e, fx->fp, 0, 4 * 13, "INPUT A LINE\n");
 	assert_int_equal(count_calls(fx), 2);
 }
 
@@ -510,14 +518,11 @@ static void test_expire_and_gc(void **state)
 	struct fx *fx = *state;
 	fx_spec(fx, COUNTING_STAGE, 2);
 	fx_open(fx);
-	char *data, *err = NULL;
-	size_t len;
-	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
-	free(data);
+	char *err = NULL;
+	read_expect(fx->e, fx->fp, 0, SIZE_MAX, NULL);
 	assert_int_equal(mf_engine_expire_shard(fx->e, fx->fp, 0), 0);
 	assert_state(fx, 0, MF_SHARD_ABSENT);
-	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
-	free(data);
+	read_expect(fx->e, fx->fp, 0, SIZE_MAX, NULL);
 	assert_int_equal(count_calls(fx), 2);
 
 	/* still registered: the snapshot stays, every shard absent */
@@ -618,8 +623,7 @@ static void test_stale_spec_gives_the_claim_back(void **state)
 	fx_open(fx);
 	struct mf_engine *e2;
 	struct mf_engine_opts o = {.store_dir = fx->store};
-	char *err = NULL, *data;
-	size_t len;
+	char *err = NULL;
 	assert_int_equal(mf_engine_open(&o, &e2, &err), 0);
 	/* the spec file now yields another fingerprint */
 	write_file(fx->spec,
@@ -635,10 +639,7 @@ static void test_stale_spec_gives_the_claim_back(void **state)
 	assert_state(fx, 0, MF_SHARD_ABSENT);
 	mf_engine_close(e2);
 	/* the registering engine still computes it from its own spec */
-	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
-	assert_int_equal(len, 52);
-	assert_memory_equal(data, "INPUT A LINE\n", 13);
-	free(data);
+	read_expect(fx->e, fx->fp, 0, 52, "INPUT A LINE\n");
 	assert_int_equal(count_calls(fx), 1);
 }
 
@@ -649,14 +650,10 @@ static void test_run_declared_dead(void **state)
 	struct fx *fx = *state;
 	fx_spec(fx, COUNTING_STAGE, 2);
 	fx_open(fx);
-	char *data, *err = NULL;
-	size_t len;
-	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
-	free(data);
+	char *err = NULL;
+	read_expect(fx->e, fx->fp, 0, SIZE_MAX, NULL);
 	sql_exec(fx, "UPDATE runs SET state = 'dead'");
-	assert_int_equal(read_shard(fx->e, fx->fp, 1, &data, &len, &err), 0);
-	assert_memory_equal(data, "INPUT B LINE\n", 13);
-	free(data);
+	read_expect(fx->e, fx->fp, 1, SIZE_MAX, "INPUT B LINE\n");
 	free(err);
 	assert_int_equal(count_calls(fx), 2);
 }
@@ -718,10 +715,8 @@ static void test_busy_catalog_does_not_wedge(void **state)
 	err = NULL;
 	pthread_join(tid, NULL);
 	alarm(60);
-	assert_int_equal(read_shard(fx->e, fx->fp, 0, &data, &len, &err), 0);
+	read_expect(fx->e, fx->fp, 0, 4 * 13, NULL);
 	alarm(0);
-	assert_int_equal(len, 4 * 13);
-	free(data);
 	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
 }
 
@@ -1163,8 +1158,7 @@ static void test_failure_reaches_every_waiter(void **state)
 	fx_open(fx);
 	struct mf_engine *e2;
 	struct mf_engine_opts o = {.store_dir = fx->store};
-	char *err = NULL, *data;
-	size_t len;
+	char *err = NULL;
 	assert_int_equal(mf_engine_open(&o, &e2, &err), 0);
 	pthread_t ta, tb;
 	struct opener a, b;
@@ -1184,9 +1178,7 @@ static void test_failure_reaches_every_waiter(void **state)
 	assert_state(fx, 0, MF_SHARD_FAILED);
 
 	touch(fx, "ok");
-	assert_int_equal(read_shard(e2, fx->fp, 0, &data, &len, &err), 0);
-	assert_int_equal(len, 4 * 13);
-	free(data);
+	read_expect(e2, fx->fp, 0, 4 * 13, NULL);
 	assert_int_equal(count_calls(fx), 2);
 	mf_engine_close(e2);
 }
@@ -1268,11 +1260,8 @@ static void test_expiry_spares_a_claim_made_meanwhile(void **state)
 static void recompute_meanwhile(void *arg)
 {
 	struct fx *fx = arg;
-	char *data, *err = NULL;
-	size_t len;
 	assert_int_equal(mf_engine_expire_shard(fx->e, fx->fp, 1), 0);
-	assert_int_equal(read_shard(fx->e, fx->fp, 1, &data, &len, &err), 0);
-	free(data);
+	read_expect(fx->e, fx->fp, 1, SIZE_MAX, NULL);
 }
 
 static void test_expiry_spares_a_newer_computation(void **state)
@@ -1282,10 +1271,8 @@ static void test_expiry_spares_a_newer_computation(void **state)
 	fx_open(fx);
 	struct mf_engine_shard x;
 	struct mf_shard_reader *r;
-	char *data, *err = NULL;
-	size_t len;
-	assert_int_equal(read_shard(fx->e, fx->fp, 1, &data, &len, &err), 0);
-	free(data);
+	char *err = NULL;
+	read_expect(fx->e, fx->fp, 1, SIZE_MAX, NULL);
 	after_listing = recompute_meanwhile;
 	after_listing_arg = fx;
 	assert_int_equal(mf_engine_expire_snapshot(fx->e, fx->fp), 0);
