@@ -31,6 +31,7 @@
 #include "mf_catalog.h"
 #include "mf_engine.h"
 #include "mf_snapshot.h"
+#include "mf_testlib.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define MF_SANITIZED 1
@@ -51,14 +52,6 @@ struct fx {
 	char fp[65];
 };
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	assert_int_equal(fclose(f), 0);
-}
-
 static void fx_path(const struct fx *fx, const char *name, char *buf,
 		    size_t len)
 {
@@ -76,13 +69,13 @@ static void fx_spec(struct fx *fx, const char *stage_yaml, unsigned shards)
 		char body[64];
 		snprintf(path, sizeof(path), "%s/in/%s.txt", fx->dir, names[i]);
 		snprintf(body, sizeof(body), "input %s line\n", names[i]);
-		write_file(path, body);
+		tl_write_file(path, body);
 	}
 	snprintf(text, sizeof(text),
 		 "name: t\ninputs: in/*.txt\nshards: %u\nstages:\n%s"
 		 "compression: zstd:1\nchunk_size: 4KiB\n",
 		 shards, stage_yaml);
-	write_file(fx->spec, text);
+	tl_write_file(fx->spec, text);
 }
 
 static int setup(void **state)
@@ -101,9 +94,7 @@ static int teardown(void **state)
 {
 	struct fx *fx = *state;
 	mf_engine_close(fx->e);
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
-	int rc = system(cmd);
+	int rc = tl_rm_rf(fx->dir);
 	free(fx);
 	return rc == 0 ? 0 : -1;
 }
@@ -336,7 +327,7 @@ static void test_killed_stage_then_retry(void **state)
 
 	char ok[256];
 	fx_path(fx, "ok", ok, sizeof(ok));
-	write_file(ok, "");
+	tl_write_file(ok, "");
 	read_expect(fx->e, fx->fp, 0, 4 * strlen("input a line\n"), NULL);
 	assert_int_equal(count_calls(fx), 2);
 	assert_state(fx, 0, MF_SHARD_MATERIALIZED);
@@ -557,7 +548,7 @@ static void test_changed_input_is_stale(void **state)
 	fx_open(fx);
 	char path[256];
 	fx_path(fx, "in/b.txt", path, sizeof(path));
-	write_file(path, "changed after registration, longer\n");
+	tl_write_file(path, "changed after registration, longer\n");
 	struct mf_shard_reader *r = NULL;
 	char *err = NULL;
 	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 1, &r, &err),
@@ -578,7 +569,7 @@ static void test_gib_bounded_memory(void **state)
 		 "name: big\ninputs: in/*.txt\nshards: 1\nstages:\n"
 		 "  - exec: [head, -c, '1073741824', /dev/zero]\n"
 		 "compression: zstd:1\n");
-	write_file(fx->spec, text);
+	tl_write_file(fx->spec, text);
 	fx_open(fx);
 	struct mf_shard_reader *r = NULL;
 	char *err = NULL;
@@ -626,9 +617,9 @@ static void test_stale_spec_gives_the_claim_back(void **state)
 	char *err = NULL;
 	assert_int_equal(mf_engine_open(&o, &e2, &err), 0);
 	/* the spec file now yields another fingerprint */
-	write_file(fx->spec,
-		   "name: t\ninputs: in/*.txt\nstages:\n"
-		   "  - exec: [rev]\n");
+	tl_write_file(fx->spec,
+		      "name: t\ninputs: in/*.txt\nstages:\n"
+		      "  - exec: [rev]\n");
 	struct mf_shard_reader *r = NULL;
 	assert_int_equal(mf_engine_open_shard(e2, fx->fp, 0, &r, &err),
 			 -ESTALE);
@@ -727,7 +718,7 @@ static void *rewrite_input(void *arg)
 	while (access(h->marker, F_OK) != 0)
 		usleep(5000);
 	fx_path(h->fx, "in/a.txt", path, sizeof(path));
-	write_file(path, "rewritten while the stage ran\n");
+	tl_write_file(path, "rewritten while the stage ran\n");
 	return NULL;
 }
 
@@ -809,7 +800,7 @@ static void foreign_writer(struct fx *fx, char seed, uint32_t shard, pid_t pid,
 	    mf_store_run_create(mf_engine_store(fx->e), fx->fp, r->run_id), 0);
 	snprintf(path, sizeof(path), "%s/snapshots/%s/%s/shard-%05u.tmp",
 		 fx->store, fx->fp, r->run_id, shard);
-	write_file(path, "partial");
+	tl_write_file(path, "partial");
 }
 
 static bool tmp_exists(const struct fx *fx, const struct mf_run_rec *r,
@@ -881,7 +872,7 @@ static void touch(const struct fx *fx, const char *name)
 {
 	char path[256];
 	fx_path(fx, name, path, sizeof(path));
-	write_file(path, "");
+	tl_write_file(path, "");
 }
 
 static int count_runs(const struct fx *fx)
@@ -969,19 +960,19 @@ static void test_one_run_per_process(void **state)
 	for (int i = 0; i < MANY; i++) {
 		snprintf(path, sizeof(path), "%s/in/%02d.txt", fx->dir, i);
 		snprintf(text, sizeof(text), "input %02d\n", i);
-		write_file(path, text);
+		tl_write_file(path, text);
 	}
 	snprintf(text, sizeof(text),
 		 "name: warm\ninputs: in/*.txt\nshards: %d\nstages:\n"
 		 "  - exec: [cat, '-']\n",
 		 MANY);
 	fx_path(fx, "warm.yaml", path, sizeof(path));
-	write_file(path, text);
+	tl_write_file(path, text);
 	snprintf(text, sizeof(text),
 		 "name: t\ninputs: in/*.txt\nshards: %d\nstages:\n"
 		 "  - exec: [cat]\n",
 		 MANY);
-	write_file(fx->spec, text);
+	tl_write_file(fx->spec, text);
 	fx_open(fx);
 	assert_int_equal(mf_engine_register(fx->e, path, warm, &err), 0);
 	open_many_at_once(fx->e, warm);
@@ -1083,7 +1074,7 @@ static void test_failure_without_err(void **state)
 	snprintf(path, sizeof(path), "%s/snapshots/%s", fx->store, fx->fp);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
 	assert_int_equal(system(cmd), 0);
-	write_file(path, "not a folder");
+	tl_write_file(path, "not a folder");
 	struct mf_shard_reader *r = NULL;
 	assert_int_equal(mf_engine_open_shard(fx->e, fx->fp, 0, &r, NULL),
 			 -EIO);
@@ -1386,7 +1377,7 @@ static void test_cancel(void **state)
 	assert_false(atomic_load(&b.done));
 	char go[256];
 	fx_path(fx, "go", go, sizeof(go));
-	write_file(go, "");
+	tl_write_file(go, "");
 	pthread_join(tb, NULL);
 	assert_int_equal(b.rc, 0);
 	assert_int_equal(count_calls(fx), 2);

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "engine_i.h"
+#include "mf_testlib.h"
 
 /* ---- the wrapped calls: what was made, what was destroyed ---- */
 
@@ -149,14 +150,6 @@ struct fx {
 	char spec[128];
 };
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	assert_int_equal(fclose(f), 0);
-}
-
 static int setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
@@ -173,9 +166,9 @@ static int setup(void **state)
 	if (mkdir(path, 0755) != 0)
 		return -1;
 	snprintf(path, sizeof(path), "%s/in/a.txt", fx->dir);
-	write_file(path, "a\n");
-	write_file(fx->spec,
-		   "name: t\ninputs: in/*.txt\nstages:\n  - exec: [cat]\n");
+	tl_write_file(path, "a\n");
+	tl_write_file(fx->spec,
+		      "name: t\ninputs: in/*.txt\nstages:\n  - exec: [cat]\n");
 	*state = fx;
 	return 0;
 }
@@ -183,9 +176,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *fx = *state;
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
-	int rc = system(cmd);
+	int rc = tl_rm_rf(fx->dir);
 	free(fx);
 	return rc == 0 ? 0 : -1;
 }

@@ -24,6 +24,7 @@
 
 #include "mf_engine.h"
 #include "mf_snapshot.h"
+#include "mf_testlib.h"
 
 struct fx {
 	char dir[64];
@@ -32,14 +33,6 @@ struct fx {
 	char fp[2][MF_FP_HEX_LEN + 1];
 	struct mf_engine *e[2]; /* "host" A and "host" B */
 };
-
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	assert_int_equal(fclose(f), 0);
-}
 
 /* Spec i: one shard whose input is `body` repeated, copied as is. */
 static void make_spec(struct fx *fx, int i, const char *body, int repeat)
@@ -58,7 +51,7 @@ static void make_spec(struct fx *fx, int i, const char *body, int repeat)
 		 "name: host%c\ninputs: in.txt\nstages:\n  - exec: [cat]\n"
 		 "compression: none\n",
 		 'a' + i);
-	write_file(fx->spec[i], path);
+	tl_write_file(fx->spec[i], path);
 }
 
 static int setup(void **state)
@@ -79,9 +72,7 @@ static int teardown(void **state)
 	struct fx *fx = *state;
 	for (int i = 0; i < 2; i++)
 		mf_engine_close(fx->e[i]);
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
-	int rc = system(cmd);
+	int rc = tl_rm_rf(fx->dir);
 	free(fx);
 	return rc == 0 ? 0 : -1;
 }

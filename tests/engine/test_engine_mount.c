@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "mf_engine.h"
+#include "mf_testlib.h"
 
 struct fx {
 	char dir[PATH_MAX]; /* resolved: messages name real paths */
@@ -84,9 +85,7 @@ static int teardown(void **state)
 {
 	struct fx *fx = *state;
 	mf_engine_close(fx->e);
-	char cmd[PATH_MAX + 16];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
-	int rc = system(cmd);
+	int rc = tl_rm_rf(fx->dir);
 	free(fx);
 	return rc == 0 ? 0 : -1;
 }

@@ -31,6 +31,7 @@
 #include "mf_catalog.h"
 #include "mf_engine.h"
 #include "mf_snapshot.h"
+#include "mf_testlib.h"
 
 /* ---- the commit, held or failed by the test ---- */
 
@@ -131,14 +132,6 @@ static void on_commit_failed(void *arg, const char *fp, uint32_t shard,
 	atomic_fetch_add(&fx->failed, 1);
 }
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	assert_int_equal(fclose(f), 0);
-}
-
 static int setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
@@ -153,12 +146,12 @@ static int setup(void **state)
 	snprintf(path, sizeof(path), "%s/in", fx->dir);
 	mkdir(path, 0755);
 	snprintf(path, sizeof(path), "%s/in/a.txt", fx->dir);
-	write_file(path, "input a\n");
-	write_file(fx->spec,
-		   "name: t\ninputs: in/*.txt\ncompression: zstd:1\n"
-		   "chunk_size: 4KiB\nstages:\n"
-		   "  - exec: [/bin/sh, -c, 'echo x >> calls; cat; "
-		   "seq 1 20000']\n");
+	tl_write_file(path, "input a\n");
+	tl_write_file(fx->spec,
+		      "name: t\ninputs: in/*.txt\ncompression: zstd:1\n"
+		      "chunk_size: 4KiB\nstages:\n"
+		      "  - exec: [/bin/sh, -c, 'echo x >> calls; cat; "
+		      "seq 1 20000']\n");
 	struct mf_engine_opts o = {.store_dir = fx->store,
 				   .serve_sealed = true,
 				   .commit_failed = on_commit_failed,
@@ -182,9 +175,7 @@ static int teardown(void **state)
 	atomic_store(&catalog_down, false);
 	hold(false, 0);
 	mf_engine_close(fx->e);
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
-	int rc = system(cmd);
+	int rc = tl_rm_rf(fx->dir);
 	free(fx);
 	return rc == 0 ? 0 : -1;
 }

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "mf_engine.h"
+#include "mf_testlib.h"
 
 /* Opens and closes an engine on store (relative to a fresh folder), then
  * checks it: its catalog is store/catalog.db, and nothing else is made. */
@@ -44,9 +45,7 @@ static void store_named(const char *store, const char *not_made)
 	free(err);
 
 	assert_int_equal(chdir(cwd), 0);
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(tl_rm_rf(dir), 0);
 
 	assert_int_equal(rc, 0);
 	assert_int_equal(in_store, 0);

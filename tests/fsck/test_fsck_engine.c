@@ -24,6 +24,7 @@
 #include "mf_catalog.h"
 #include "mf_engine.h"
 #include "mf_snapshot.h"
+#include "mf_testlib.h"
 
 struct fx {
 	char dir[64]; /* project: spec and inputs */
@@ -44,14 +45,6 @@ struct seen {
 	char detail[32][512];
 	uint32_t materialized; /* last snapshot recovered */
 };
-
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	assert_int_equal(fclose(f), 0);
-}
 
 static void store_path(const struct fx *fx, char *buf, size_t len,
 		       const char *fmt, const char *a, const char *b)
@@ -77,12 +70,12 @@ static int setup(void **state)
 	snprintf(path, sizeof(path), "%s/in", fx->dir);
 	mkdir(path, 0755);
 	snprintf(path, sizeof(path), "%s/in/a.txt", fx->dir);
-	write_file(path, "alpha\n");
+	tl_write_file(path, "alpha\n");
 	snprintf(path, sizeof(path), "%s/in/b.txt", fx->dir);
-	write_file(path, "beta\n");
-	write_file(fx->spec,
-		   "name: t\ninputs: in/*.txt\nshards: 2\n"
-		   "stages:\n  - exec: [cat]\n");
+	tl_write_file(path, "beta\n");
+	tl_write_file(fx->spec,
+		      "name: t\ninputs: in/*.txt\nshards: 2\n"
+		      "stages:\n  - exec: [cat]\n");
 	struct mf_engine *e;
 	char *err = NULL;
 	struct mf_shard_reader *r;
@@ -111,9 +104,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *fx = *state;
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
-	int rc = system(cmd);
+	int rc = tl_rm_rf(fx->dir);
 	free(fx);
 	return rc == 0 ? 0 : -1;
 }
@@ -257,7 +248,7 @@ static void add_run(struct fx *fx, const char *id, const char *host, pid_t pid,
 	mkdir(path, 0755);
 	store_path(fx, path, sizeof(path), "snapshots/%s/%s/shard-00000.tmp",
 		   fx->fp, id);
-	write_file(path, "partial");
+	tl_write_file(path, "partial");
 }
 
 static void test_live_runs(void **state)
@@ -296,7 +287,7 @@ static void test_live_runs(void **state)
 	char path[512];
 	store_path(fx, path, sizeof(path), "snapshots/%s/%s/shard-00001.tmp",
 		   fx->fp, fx->run);
-	write_file(path, "partial");
+	tl_write_file(path, "partial");
 	fsck(fx, &s);
 	assert_int_equal(s.n, 2);
 	assert_int_equal(s.kind[0] + s.kind[1],

@@ -27,6 +27,7 @@
 #include "mf_catalog.h"
 #include "mf_engine.h"
 #include "mf_snapshot.h"
+#include "mf_testlib.h"
 
 #define SHARDS 3
 
@@ -40,14 +41,6 @@ struct fx {
 	struct mf_engine_opts opts;
 	unsigned indexed, indexed_shards; /* what opts.indexed was told */
 };
-
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	assert_int_equal(fclose(f), 0);
-}
 
 static unsigned count_calls(const struct fx *fx)
 {
@@ -115,12 +108,12 @@ static int setup(void **state)
 	mkdir(path, 0755);
 	for (int i = 0; i < SHARDS; i++) {
 		snprintf(path, sizeof(path), "%s/in/%d.txt", fx->dir, i);
-		write_file(path, "some input\n");
+		tl_write_file(path, "some input\n");
 	}
-	write_file(fx->spec,
-		   "name: t\ninputs: in/*.txt\n"
-		   "stages:\n  - exec: [/bin/sh, -c, "
-		   "'echo x >> calls; cat']\n");
+	tl_write_file(fx->spec,
+		      "name: t\ninputs: in/*.txt\n"
+		      "stages:\n  - exec: [/bin/sh, -c, "
+		      "'echo x >> calls; cat']\n");
 	struct mf_engine *e = engine(fx);
 	char *err = NULL;
 	if (mf_engine_register(e, fx->spec, fx->fp, &err))
@@ -143,9 +136,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *fx = *state;
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
-	int rc = system(cmd);
+	int rc = tl_rm_rf(fx->dir);
 	free(fx);
 	return rc == 0 ? 0 : -1;
 }
@@ -225,7 +216,7 @@ static void test_open_indexes_a_new_catalog(void **state)
 
 	/* an empty file is a new catalog too */
 	remove_catalog(fx);
-	write_file(fx->db, "");
+	tl_write_file(fx->db, "");
 	e = engine(fx);
 	mf_engine_close(e);
 	assert_int_equal(fx->indexed, 2);

@@ -5,9 +5,10 @@
  */
 #include "snap_testutil.h"
 
+#include "mf_testlib.h"
+
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,21 +25,9 @@ char *tu_mkdtemp(void)
 	return strdup(tmpl);
 }
 
-static int rm_one(const char *path, const struct stat *sb, int flag,
-		  struct FTW *ftw)
-{
-	(void)sb;
-	(void)ftw;
-	if (flag == FTW_DP)
-		rmdir(path);
-	else
-		unlink(path);
-	return 0;
-}
-
 void tu_rmtree(const char *path)
 {
-	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	(void)tl_rm_rf(path);
 }
 
 int tu_fixture_setup(void **state, size_t size)
