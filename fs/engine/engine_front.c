@@ -202,16 +202,16 @@ int mf_engine_spec_watch_list(const struct mf_engine_spec *s,
 		mf_spec_watch_release(&w);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < w.n_dirs; i++) {
+	for (size_t i = 0; i < w.n_dirs; i++) { /* borrowed from w */
 		dirs[i].path = w.dirs[i].path;
 		dirs[i].name = w.dirs[i].name;
 		dirs[i].glob = w.dirs[i].glob;
 	}
-	free(w.dirs);
-	out->dirs = dirs;
-	out->n_dirs = w.n_dirs;
-	out->files = w.files;
-	out->n_files = w.n_files;
+	*out = (struct mf_engine_watch){.dirs = dirs,
+					.n_dirs = w.n_dirs,
+					.files = w.files,
+					.n_files = w.n_files,
+					.own = w.dirs};
 	return 0;
 }
 
@@ -219,11 +219,11 @@ void mf_engine_watch_release(struct mf_engine_watch *w)
 {
 	if (!w)
 		return;
-	for (size_t i = 0; i < w->n_dirs; i++) {
-		free(w->dirs[i].path);
-		free(w->dirs[i].name);
-	}
+	struct mf_spec_watch sw = {.dirs = w->own,
+				   .n_dirs = w->n_dirs,
+				   .files = w->files,
+				   .n_files = w->n_files};
+	mf_spec_watch_release(&sw);
 	free(w->dirs);
-	mf_strv_free(w->files, w->n_files);
 	memset(w, 0, sizeof(*w));
 }

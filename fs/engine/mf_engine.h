@@ -305,6 +305,7 @@ struct mf_engine_watch {
 	size_t n_dirs;
 	char **files; /* absolute: every deps file, then every input file */
 	size_t n_files;
+	void *own; /* the engine's: what mf_engine_watch_release frees */
 };
 /* Fills *out (release it with mf_engine_watch_release): 0 or -ENOMEM. */
 int mf_engine_spec_watch_list(const struct mf_engine_spec *s,
