@@ -50,6 +50,10 @@ read_check() {
 # link_is FP [NAME]: NAME (gen) points at FP
 link_is() { [ "$(readlink "$mnt/${2:-gen}")" = "$1" ]; }
 gone() { local names; ! { names=$(ls "$mnt") && grep -qx "$1" <<<"$names"; }; }
+# landed PATH: the shard read last is committed (a read may be served from
+# the sealed file before its commit lands; matctl rm of a shard still being
+# committed is EBUSY, as documented)
+landed() { [ "$(xattr "$1" state)" = materialized ]; }
 
 spec gen one
 mount_fs "$mnt" "$store" "$pipes"
@@ -76,6 +80,7 @@ pass "(a) rm -r and a spec that yields the fingerprint again: every read is whol
 # --- (a) matctl rm and matctl expire of the registered fingerprint ---
 for i in 1 2 3; do
   read_check "$s0" 0 "(a) before matctl rm $i"
+  wait_for 10 landed "$s0" || fail "(a) shard 0 not committed: $(xattr "$s0" state)"
   "$matctl" --store "$store" rm "$fp1" >/dev/null || fail "matctl rm"
   read_check "$s0" 0 "(a) after matctl rm $i"
   "$matctl" --store "$store" expire --older-than 0s >/dev/null || fail "matctl expire"
@@ -113,6 +118,8 @@ pass "(a) keep: 1 and going back: every read is whole"
 for round in $(seq 1 8); do
   for k in 0 1; do
     read_check "$mnt/gen/shard-0000$k" $k "(b) round $round"
+    wait_for 10 landed "$mnt/gen/shard-0000$k" ||
+      fail "(b) shard $k not committed: $(xattr "$mnt/gen/shard-0000$k" state)"
   done
   "$matctl" --store "$store" rm gen >/dev/null || fail "matctl rm gen"
 done
@@ -120,7 +127,7 @@ pass "(b) matctl rm between rounds of reads: every read is whole"
 
 # --- (c) a descriptor held across a recompute; a new reader meanwhile ---
 "$py" - "$s0" "$store" "$matctl" "$pipes/count.gen.0" "$lines" <<'PY' || fail "(c)"
-import os, subprocess, sys
+import os, subprocess, sys, time
 path, store, matctl, count, lines = sys.argv[1:6]
 
 def want(n):
@@ -129,11 +136,19 @@ def want(n):
 def latest():
     return int(open(count).read())
 
+def landed():  # a read may be served before its commit lands; rm waits
+    for _ in range(1000):
+        if os.getxattr(path, "user.matfs.state") == b"materialized":
+            return
+        time.sleep(0.01)
+    raise AssertionError("shard 0 not committed")
+
 for rnd in range(4):
     f = open(path, "rb", buffering=0)
     half = f.read(len(want(0)) // 2)
     mine = int(half[:4])
     size = os.fstat(f.fileno()).st_size
+    landed()
     subprocess.run([matctl, "--store", store, "rm", "gen"], check=True,
                    stdout=subprocess.DEVNULL)
     new = open(path, "rb").read()          # computes it again
