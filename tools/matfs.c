@@ -457,7 +457,11 @@ unmount:;
 	 * libfuse's unmount closes it, and a write after the close could
 	 * land in whatever file took its number */
 	int stopped = mfs_stop(m, STOP_WAIT_MS);
-	fuse_session_unmount(se);
+	/* a mount that left this namespace is gone here: what its mount
+	 * point holds now is someone else's (fuse_session_destroy closes
+	 * /dev/fuse) */
+	if (!mfs_mount_left(m))
+		fuse_session_unmount(se);
 	if (stopped != 0) {
 		/* a stage still runs: its run dies with us and is taken
 		 * over by the next reader */

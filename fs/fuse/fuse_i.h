@@ -187,6 +187,8 @@ struct mfs {
 	struct mfs_specs *specs;
 	struct mfs_expiry *expiry; /* the policy thread (fuse_expiry.c) */
 	struct mfs_reaper *reaper; /* stops abandoned computations */
+	atomic_bool mount_left; /* the session ended as its mount left this
+				 * namespace: not ours to unmount */
 	struct mfs_nswatch *nswatch; /* ends the session when the mount
 					left this namespace (or NULL) */
 	atomic_bool stopping; /* mfs_stop began: computations are cancelled */

@@ -242,6 +242,11 @@ int mfs_stop(struct mfs *m, unsigned timeout_ms)
 	return rc ? rc : rc2 ? rc2 : rc3;
 }
 
+bool mfs_mount_left(struct mfs *m)
+{
+	return atomic_load(&m->mount_left);
+}
+
 void mfs_free(struct mfs *m)
 {
 	if (!m || mfs_specs_stop(m, MFS_FREE_WAIT_MS) != 0)

@@ -105,6 +105,8 @@ static void end_session(struct mfs *m, const struct mfs_nswatch *w)
 	mfs_logf(m, MFS_LOG_INFO,
 		 "the mount left this mount namespace (a copy elsewhere keeps "
 		 "it alive): ending the session as after an unmount");
+	/* the mount point may hold another mount by now */
+	atomic_store(&m->mount_left, true);
 	int rc = abort_conn(w->dev);
 	if (rc == 0 || ended_within(m, w, 0))
 		return; /* the loop reads ENODEV, as after an unmount */
