@@ -480,6 +480,13 @@ int mf_engine_register(struct mf_engine *e, const char *spec_path,
 		pthread_mutex_unlock(&e->name_lock);
 		eng_catalog_put(e, c);
 	}
+	if (mf_catalog_unreachable(rc)) { /* not the spec's fault */
+		const char *why = mf_catalog_last_error();
+		eng_errf(err, "spec '%s': catalog '%s' unreachable: %s",
+			 spec_path, mf_engine_catalog_shown(e->catalog_path),
+			 why && *why ? why : strerror(-rc));
+		rc = -EAGAIN;
+	}
 	if (rc) {
 		free_entry(se);
 		return rc;

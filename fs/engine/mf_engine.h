@@ -173,9 +173,12 @@ struct mf_store *mf_engine_store(struct mf_engine *e);
  * -errno with *err ("FILE:LINE:COL: ..." for a bad spec; -EINVAL with
  * "FILE: deps 'x': REAL: on this matfs mount itself: refused" for a deps
  * or input file on the mount mf_engine_set_mount named, found before
- * anything reads it). No lock of the engine is held while the spec is
- * loaded and its deps and inputs are hashed: registrations of different
- * specs run at once, and a slow file delays only its own spec.
+ * anything reads it). -EAGAIN with *err when the catalog could not be
+ * reached (an outage, mf_catalog_unreachable): nothing was recorded, and
+ * the same registration may succeed once the catalog answers. No lock of
+ * the engine is held while the spec is loaded and its deps and inputs
+ * are hashed: registrations of different specs run at once, and a slow
+ * file delays only its own spec.
  */
 int mf_engine_register(struct mf_engine *e, const char *spec_path,
 		       char fp[MF_FP_HEX_LEN + 1], char **err);
