@@ -274,6 +274,14 @@ bool mf_catalog_location_has_password(const char *location)
 	    be == &cat_pg_backend && cat_pg_has_password(target);
 }
 
+bool mf_catalog_location_shared(const char *location)
+{
+	const struct mf_catalog_backend *be;
+	const char *target;
+	return location && cat_backend_find(location, &be, &target) == 0 &&
+	    be == &cat_pg_backend;
+}
+
 void mf_catalog_location_shown(const char *location, char *buf, size_t len)
 {
 	const struct mf_catalog_backend *be;

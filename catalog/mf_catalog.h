@@ -197,6 +197,12 @@ const char *mf_catalog_last_error(void);
  * or password=): a caller that got it from argv warns, since passwords
  * belong in ~/.pgpass, PGPASSFILE or PGPASSWORD. */
 bool mf_catalog_location_has_password(const char *location);
+/* Whether the catalog at location is shared by processes on several
+ * hosts, where a claim of a live process can be taken over: its run's
+ * liveness is a database session that a cut link, a server restart or
+ * pg_terminate_backend ends while the process lives on (PostgreSQL). On
+ * SQLite a run lives while its process does. */
+bool mf_catalog_location_shared(const char *location);
 /* location as a message may show it: a PostgreSQL password (user:PW@,
  * password=PW) written as "***"; cut to fit buf (len bytes). */
 void mf_catalog_location_shown(const char *location, char *buf, size_t len);

@@ -498,6 +498,11 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 	rc = first_catalog(e, o, err);
 	if (rc)
 		return rc;
+	/* where another host can take a claim over while this process
+	 * lives, bytes served before the commit could be no one's: serve
+	 * only what the catalog recorded (docs/decisions.md) */
+	if (mf_catalog_location_shared(e->catalog_path))
+		e->opts.serve_sealed = false;
 	if (e->opts.serve_sealed && (rc = eng_commit_start(e)) != 0)
 		return rc;
 	return start_heartbeat(e);
