@@ -48,7 +48,7 @@ int cat_state_parse(const char *s, enum mf_shard_state *out)
 bool mf_catalog_unreachable(int rc)
 {
 	return rc == -ENOTCONN || rc == -ECONNREFUSED || rc == -ETIMEDOUT ||
-	    rc == -EHOSTUNREACH || rc == -ENETUNREACH;
+	    rc == -EHOSTUNREACH || rc == -ENETUNREACH || rc == -EUSERS;
 }
 
 void mf_snapshot_rec_release(struct mf_snapshot_rec *r)

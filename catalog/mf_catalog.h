@@ -26,8 +26,9 @@
  * (the row changed hands), -EIO. A catalog on a server that cannot be
  * reached says so apart, so that a caller may wait for it: -ENOTCONN (the
  * connection was lost and could not be made again), -ECONNREFUSED (no
- * server answered), -ETIMEDOUT (the connection attempt timed out);
- * mf_catalog_unreachable tells them.
+ * server answered), -ETIMEDOUT (the connection attempt timed out),
+ * -EUSERS (the server refused a new connection: its max_connections are
+ * all in use); mf_catalog_unreachable tells them.
  */
 #ifndef MF_CATALOG_H
 #define MF_CATALOG_H
@@ -50,7 +51,8 @@ enum mf_shard_state {
 /* "absent", "running", "materialized", "failed" */
 /* Whether rc (an error of this API) means the catalog's server could not
  * be reached (-ENOTCONN, -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH,
- * -ENETUNREACH): an outage, not an answer. */
+ * -ENETUNREACH, -EUSERS: no connection slot left): an outage, not an
+ * answer. */
 bool mf_catalog_unreachable(int rc);
 const char *mf_shard_state_name(enum mf_shard_state s);
 

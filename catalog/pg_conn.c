@@ -109,6 +109,9 @@ static int connect_errno(const char *m)
 	    {"No route to host", -EHOSTUNREACH},
 	    {"Network is unreachable", -ENETUNREACH},
 	    {"the database system is", -ECONNREFUSED}, /* starting, ... */
+	    /* every slot of max_connections taken (those left reserved) */
+	    {"too many clients", -EUSERS},
+	    {"remaining connection slots are reserved", -EUSERS},
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (strstr(m, map[i].words))

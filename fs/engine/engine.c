@@ -89,7 +89,7 @@ int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out)
 	for (;;) {
 		struct mf_catalog *c = NULL;
 		pthread_mutex_lock(&e->lock);
-		if (e->n_pool > 0)
+		if (e->n_pool > 0) /* the newest: the oldest age out */
 			c = e->pool[--e->n_pool];
 		pthread_mutex_unlock(&e->lock);
 		if (!c)
@@ -110,19 +110,34 @@ void eng_catalog_put(struct mf_engine *e, struct mf_catalog *c)
 	if (!c)
 		return;
 	pthread_mutex_lock(&e->lock);
-	if (e->n_pool == e->cap_pool) {
-		size_t cap = e->cap_pool ? 2 * e->cap_pool : 4;
-		void *p = realloc(e->pool, cap * sizeof(*e->pool));
-		if (!p) {
-			pthread_mutex_unlock(&e->lock);
-			mf_catalog_close(c);
-			return;
-		}
-		e->pool = p;
-		e->cap_pool = cap;
+	bool kept = e->n_pool < ENG_POOL_IDLE_MAX;
+	if (kept) {
+		e->pool_at[e->n_pool] = mono_s();
+		e->pool[e->n_pool++] = c;
 	}
-	e->pool[e->n_pool++] = c;
 	pthread_mutex_unlock(&e->lock);
+	if (!kept) /* a burst is over: its connections go */
+		mf_catalog_close(c);
+}
+
+void eng_catalog_trim(struct mf_engine *e)
+{
+	struct mf_catalog *old[ENG_POOL_IDLE_MAX];
+	size_t n = 0;
+	int64_t before = mono_s() - ENG_POOL_IDLE_S;
+	pthread_mutex_lock(&e->lock);
+	/* the oldest first; one stays, for a reader when the server has no
+	 * slot left for a new connection */
+	while (n + 1 < e->n_pool && e->pool_at[n] <= before)
+		n++;
+	memcpy(old, e->pool, n * sizeof(*old));
+	memmove(e->pool, e->pool + n, (e->n_pool - n) * sizeof(*e->pool));
+	memmove(e->pool_at, e->pool_at + n,
+		(e->n_pool - n) * sizeof(*e->pool_at));
+	e->n_pool -= n;
+	pthread_mutex_unlock(&e->lock);
+	for (size_t i = 0; i < n; i++)
+		mf_catalog_close(old[i]);
 }
 
 int mf_engine_catalog_open(struct mf_engine *e, struct mf_catalog **out)
@@ -235,11 +250,24 @@ int eng_catalog_wait(struct mf_engine *e, int rc, uint64_t *deadline,
 		*deadline = now + ENG_CATALOG_WAIT_S * 1000000000ULL;
 	if (now >= *deadline) {
 		const char *why = mf_catalog_last_error();
-		eng_errf(err, "catalog '%s' unreachable for %d s: %s",
+		/* a full server is no failure of the catalog: try later */
+		eng_errf(err,
+			 rc == -EUSERS
+			     ? "catalog '%s' refused new connections "
+			       "for %d s (its max_connections are in "
+			       "use; docs/cluster.md): %s"
+			     : "catalog '%s' unreachable for %d s: %s",
 			 mf_engine_catalog_shown(e->catalog_path),
 			 ENG_CATALOG_WAIT_S, why && *why ? why : strerror(-rc));
-		return -EIO;
+		return rc == -EUSERS ? rc : -EIO;
 	}
+	if (*wait_ns == 0 && rc == -EUSERS)
+		eng_note(
+		    e,
+		    "catalog '%s' refuses new connections (max_connections "
+		    "in use): waiting up to %d s",
+		    mf_engine_catalog_shown(e->catalog_path),
+		    ENG_CATALOG_WAIT_S);
 	/* every try connects again: the backoff spaces the tries */
 	*wait_ns = *wait_ns ? *wait_ns * 2 : OUTAGE_MIN_NS;
 	if (*wait_ns > OUTAGE_MAX_NS)
@@ -344,6 +372,7 @@ static void *heartbeat_main(void *arg)
 		pthread_mutex_unlock(&e->lock);
 		heartbeat_once(e);
 		runs_end_idle(e);
+		eng_catalog_trim(e);
 		if (holds)
 			eng_holds_refresh(e);
 		pthread_mutex_lock(&e->lock);
@@ -551,7 +580,6 @@ void mf_engine_close(struct mf_engine *e)
 		release_holds(e);
 	for (size_t i = 0; i < e->n_pool; i++)
 		mf_catalog_close(e->pool[i]);
-	free(e->pool);
 	free(e->known);
 	while (e->specs) {
 		struct spec_entry *s = e->specs;

@@ -482,7 +482,11 @@ int mf_engine_register(struct mf_engine *e, const char *spec_path,
 	}
 	if (mf_catalog_unreachable(rc)) { /* not the spec's fault */
 		const char *why = mf_catalog_last_error();
-		eng_errf(err, "spec '%s': catalog '%s' unreachable: %s",
+		eng_errf(err,
+			 rc == -EUSERS
+			     ? "spec '%s': catalog '%s' refuses new "
+			       "connections (max_connections): %s"
+			     : "spec '%s': catalog '%s' unreachable: %s",
 			 spec_path, mf_engine_catalog_shown(e->catalog_path),
 			 why && *why ? why : strerror(-rc));
 		rc = -EAGAIN;
