@@ -625,6 +625,17 @@ int mf_catalog_expire_shards(struct mf_catalog *c,
 	return rc;
 }
 
+int mf_catalog_now(struct mf_catalog *c, int64_t *out)
+{
+	if (!c || !out)
+		return -EINVAL;
+	if (!c->be->now) {
+		*out = mf_now_s();
+		return 0;
+	}
+	return c->be->now(c, out);
+}
+
 int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,
 		     int64_t now)
 {

@@ -402,6 +402,13 @@ int mf_catalog_expire_shards(struct mf_catalog *c,
 int mf_catalog_wait_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			  uint64_t generation, int timeout_ms);
 
+/* The time by the clock the catalog compares its stamps with (created,
+ * last_read, heartbeats): the database server's on PostgreSQL, where
+ * every host's stamps are written by it, so that a host whose clock is
+ * wrong neither ages nor expires what others made; this host's on
+ * SQLite. 0 or -errno (an outage: mf_catalog_unreachable). */
+int mf_catalog_now(struct mf_catalog *c, int64_t *out);
+
 /* Sets the last-read time of a shard and its snapshot. */
 int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,
 		     int64_t now);

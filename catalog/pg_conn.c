@@ -490,6 +490,7 @@ const struct mf_catalog_backend cat_pg_backend = {
     .abandon = pgb_abandon,
     .expire = pgb_expire,
     .touch = pgb_touch,
+    .now = pgb_now,
     .wait = pgb_wait,
     .add_totals = pgb_add_totals,
     .get_totals = pgb_get_totals,

@@ -22,6 +22,10 @@
 struct pg_live;
 struct pg_listen;
 
+/* The server's clock in unix seconds, as SQL: every stamp a PostgreSQL
+ * catalog compares (heartbeats, created, last_read) is written by it. */
+#define PG_SERVER_NOW "extract(epoch FROM now())::bigint"
+
 /* Keys of the transaction-level advisory locks that serialize a caller's
  * units (pg_conn.c), migrations (pg_schema.c) and registrations
  * (pg_rows.c): 64-bit numbers no run or holder key is likely to take. */
@@ -236,6 +240,7 @@ int pgb_expire(struct mf_catalog *c, const struct mf_shard_rec *recs, size_t n,
 	       bool *expired);
 int pgb_touch(struct mf_catalog *c, const char *fp, uint32_t index,
 	      int64_t now);
+int pgb_now(struct mf_catalog *c, int64_t *out);
 int pgb_wait(struct mf_catalog *c, const char *fp, uint32_t index,
 	     uint64_t generation, int timeout_ms);
 int pgb_add_totals(struct mf_catalog *c, const struct mf_catalog_totals *d);

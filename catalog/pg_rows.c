@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SERVER_NOW "extract(epoch FROM now())::bigint"
+#define SERVER_NOW PG_SERVER_NOW
 
 /* Holds: a holder refreshes its heartbeat every 60 s (fs/engine), so a
  * hold lives at least three refreshes, as on SQLite. */
@@ -92,7 +92,7 @@ static void snap_release(void *elem)
 int pgb_put_snapshot(struct mf_catalog *c, const struct mf_snapshot_rec *rec)
 {
 	char v[7][PG_INT_LEN];
-	int64_t created = rec->created ? rec->created : mf_now_s();
+	int64_t created = rec->created; /* 0: now, by the server's clock */
 	const char *p[] = {rec->fp,
 			   rec->name,
 			   pg_int(v[0], rec->shards),
@@ -124,7 +124,8 @@ int pgb_put_snapshot(struct mf_catalog *c, const struct mf_snapshot_rec *rec)
 		  "created,"
 		  " last_read, registered) VALUES ($1, $2, $3, $4, $5, $6, $7, "
 		  "$8,"
-		  " $9, $10, $11, $12, (SELECT COALESCE(MAX(registered), 0) + 1"
+		  " $9, $10, COALESCE(NULLIF($11::bigint, 0), " SERVER_NOW
+		  "), $12, (SELECT COALESCE(MAX(registered), 0) + 1"
 		  " FROM snapshots)) ON CONFLICT (fp) DO UPDATE SET"
 		  " name = excluded.name, shards = excluded.shards,"
 		  " spec_path = excluded.spec_path,"
@@ -592,4 +593,15 @@ int pgb_prune_holds(struct mf_catalog *c, int64_t now, size_t *pruned)
 	if (!rc)
 		*pruned = k;
 	return rc;
+}
+
+int pgb_now(struct mf_catalog *c, int64_t *out)
+{
+	PGresult *r;
+	int rc = pg_exec(c, "SELECT " SERVER_NOW, 0, NULL, &r);
+	if (rc)
+		return rc;
+	*out = pg_get_int(r, 0, 0);
+	PQclear(r);
+	return 0;
 }

@@ -381,21 +381,23 @@ int pgb_expire(struct mf_catalog *c, const struct mf_shard_rec *recs, size_t n,
 
 int pgb_touch(struct mf_catalog *c, const char *fp, uint32_t index, int64_t now)
 {
-	char i[PG_INT_LEN], t[PG_INT_LEN];
+	(void)now; /* read now by the server's clock, never the host's */
+	char i[PG_INT_LEN];
 	long changed = 0;
-	const char *p[] = {fp, pg_int(i, index), pg_int(t, now)};
+	const char *p[] = {fp, pg_int(i, index)};
 	int rc = pg_begin(c);
 	if (rc)
 		return rc;
 	/* the snapshot's row before the shard's, as a delete takes them */
-	rc = pg_exec(
-	    c, "UPDATE snapshots SET last_read = $2::bigint WHERE fp = $1", 2,
-	    (const char *[]){fp, t}, NULL);
+	rc = pg_exec(c,
+		     "UPDATE snapshots SET last_read = GREATEST(last_read,"
+		     " " PG_SERVER_NOW ") WHERE fp = $1",
+		     1, p, NULL);
 	rc = rc ? rc
 		: pg_write(c,
-			   "UPDATE shards SET last_read = $3 WHERE fp = $1 AND"
-			   " idx = $2",
-			   3, p, &changed);
+			   "UPDATE shards SET last_read = GREATEST(last_read,"
+			   " " PG_SERVER_NOW ") WHERE fp = $1 AND idx = $2",
+			   2, p, &changed);
 	if (!rc && changed == 0)
 		rc = -ENOENT;
 	return pg_finish(c, rc);

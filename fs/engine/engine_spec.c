@@ -68,7 +68,7 @@ static void snap_rec_of(const struct mf_spec *s, const char *fp, char codec[32],
 	rec->expire_after = s->expire_after;
 	rec->pending_expiry = s->pending_expiry;
 	rec->keep = s->keep;
-	rec->created = mf_now_s();
+	rec->created = 0; /* now, by the catalog's clock (mf_catalog_now) */
 }
 
 static int put_snapshot(struct mf_catalog *c, const struct mf_spec *s,

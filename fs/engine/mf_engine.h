@@ -344,6 +344,12 @@ int mf_engine_catalog_open(struct mf_engine *e, struct mf_catalog **out);
  * -ENOMEM.
  */
 
+/* Now, in unix seconds, by the clock the catalog's stamps are written by
+ * (mf_catalog_now: the database server's on PostgreSQL), the one an
+ * expiry policy compares created and last-read times with; this host's
+ * when the catalog cannot be asked. */
+int64_t mf_engine_now(struct mf_engine *e);
+
 /* Every snapshot the catalog knows, ordered by name then created. */
 int mf_engine_list_snapshots(struct mf_engine *e, struct mf_snapshot_rec **out,
 			     size_t *n);
