@@ -456,6 +456,38 @@ static void sync_release(struct mf_engine *e)
 	e->sync_ready = false;
 }
 
+/* Opens the first connection; a server that does not answer (yet) is
+ * tried again for o->catalog_wait_s, said once through note. */
+static int first_open(struct mf_engine *e, const struct mf_engine_opts *o,
+		      struct mf_catalog **c)
+{
+	uint64_t until = mf_mono_ns() + o->catalog_wait_s * 1000000000ULL;
+	uint64_t wait_ns = 500000000ULL;
+	for (bool told = false;;) {
+		int rc =
+		    mf_catalog_open(e->catalog_path, o->busy_timeout_ms, c);
+		uint64_t now = mf_mono_ns();
+		if (rc == 0 && told)
+			eng_note(e, "catalog '%s' answers: starting",
+				 mf_engine_catalog_shown(e->catalog_path));
+		if (rc == 0 || !mf_catalog_unreachable(rc) || now >= until)
+			return rc;
+		if (!told) {
+			const char *why = mf_catalog_last_error();
+			eng_note(e,
+				 "catalog '%s' unreachable (%s): trying again "
+				 "for up to %u s",
+				 mf_engine_catalog_shown(e->catalog_path),
+				 why && *why ? why : strerror(-rc),
+				 o->catalog_wait_s);
+			told = true;
+		}
+		sleep_ns(now + wait_ns < until ? wait_ns : until - now);
+		wait_ns =
+		    wait_ns * 2 > 5000000000ULL ? 5000000000ULL : wait_ns * 2;
+	}
+}
+
 /* The catalog's first connection, into the pool once a new catalog got
  * the store's data. */
 static int first_catalog(struct mf_engine *e, const struct mf_engine_opts *o,
@@ -464,7 +496,7 @@ static int first_catalog(struct mf_engine *e, const struct mf_engine_opts *o,
 	if (eng_catalog_location(o, e->store, &e->catalog_path) != 0)
 		return -ENOMEM;
 	struct mf_catalog *c;
-	int rc = mf_catalog_open(e->catalog_path, o->busy_timeout_ms, &c);
+	int rc = first_open(e, o, &c);
 	if (rc) {
 		/* a server says why (a refused role, no such database) */
 		const char *why = o->catalog ? mf_catalog_last_error() : "";

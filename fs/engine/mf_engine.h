@@ -43,6 +43,14 @@ char *mf_engine_default_store(void);
  * one given in argv is visible to every user of the host, so a front end
  * warns (passwords belong in ~/.pgpass, PGPASSFILE or PGPASSWORD). */
 bool mf_engine_catalog_has_password(const char *location);
+/* Whether the catalog at location (NULL: the store's SQLite one) is shared
+ * by several hosts' daemons (PostgreSQL). */
+bool mf_engine_catalog_shared(const char *location);
+/* The daemon's log file when none is given: STORE/matfs.log, or
+ * STORE/matfs-HOST.log (HOST as gethostname says, [A-Za-z0-9._-] kept)
+ * on a catalog several hosts share. Caller frees; NULL: no memory. */
+char *mf_engine_default_log(const char *store, const char *catalog);
+#define MF_ENGINE_BOOT_WAIT_S 60
 /* location as messages show it: an SQLite catalog's path, a PostgreSQL
  * URL with its password written as "***". The text lives until the
  * calling thread's next call. */
@@ -101,6 +109,12 @@ struct mf_engine_opts {
 	 * shared by many hosts */
 	const char *catalog;
 	int busy_timeout_ms; /* catalog busy timeout; <= 0: 10 s */
+	/* a catalog server that does not answer at open (a boot where
+	 * PostgreSQL starts after the daemon) is tried again for this many
+	 * seconds, each try after a backoff of 0.5 s doubling to 5 s, told
+	 * to note; 0: not at all (matctl). The daemon waits
+	 * MF_ENGINE_BOOT_WAIT_S. */
+	unsigned catalog_wait_s;
 	/* per materialization; 0: the cores the process may run on, at
 	 * most MF_WRITER_THREADS_AUTO_MAX (mf_codec_cfg.threads) */
 	unsigned compress_threads;
