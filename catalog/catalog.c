@@ -48,7 +48,7 @@ int cat_state_parse(const char *s, enum mf_shard_state *out)
 bool mf_catalog_unreachable(int rc)
 {
 	return rc == -ENOTCONN || rc == -ECONNREFUSED || rc == -ETIMEDOUT ||
-	    rc == -EHOSTUNREACH || rc == -ENETUNREACH;
+	    rc == -EHOSTUNREACH || rc == -ENETUNREACH || rc == -EUSERS;
 }
 
 void mf_snapshot_rec_release(struct mf_snapshot_rec *r)
@@ -272,6 +272,14 @@ bool mf_catalog_location_has_password(const char *location)
 	const char *target;
 	return location && cat_backend_find(location, &be, &target) == 0 &&
 	    be == &cat_pg_backend && cat_pg_has_password(target);
+}
+
+bool mf_catalog_location_shared(const char *location)
+{
+	const struct mf_catalog_backend *be;
+	const char *target;
+	return location && cat_backend_find(location, &be, &target) == 0 &&
+	    be == &cat_pg_backend;
 }
 
 void mf_catalog_location_shown(const char *location, char *buf, size_t len)
@@ -615,6 +623,17 @@ int mf_catalog_expire_shards(struct mf_catalog *c,
 	if (rc)
 		memset(expired, 0, n * sizeof(*expired));
 	return rc;
+}
+
+int mf_catalog_now(struct mf_catalog *c, int64_t *out)
+{
+	if (!c || !out)
+		return -EINVAL;
+	if (!c->be->now) {
+		*out = mf_now_s();
+		return 0;
+	}
+	return c->be->now(c, out);
 }
 
 int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,

@@ -180,6 +180,11 @@ struct mf_catalog_backend {
 		      size_t n, bool *expired);
 	int (*touch)(struct mf_catalog *c, const char *fp, uint32_t index,
 		     int64_t now);
+	/* The clock the catalog's stamps (created, last_read, heartbeats)
+	 * are written by, unix seconds; NULL: this host's (mf_now_s). A
+	 * server database answers its own, and then also stamps created
+	 * and last_read by it, whatever now a caller passes. */
+	int (*now)(struct mf_catalog *c, int64_t *out);
 	/*
 	 * Wake-ups (mf_catalog_wait_shard), for a backend that can tell
 	 * another connection of a change: NULL for one that cannot (the

@@ -26,8 +26,9 @@
  * (the row changed hands), -EIO. A catalog on a server that cannot be
  * reached says so apart, so that a caller may wait for it: -ENOTCONN (the
  * connection was lost and could not be made again), -ECONNREFUSED (no
- * server answered), -ETIMEDOUT (the connection attempt timed out);
- * mf_catalog_unreachable tells them.
+ * server answered), -ETIMEDOUT (the connection attempt timed out),
+ * -EUSERS (the server refused a new connection: its max_connections are
+ * all in use); mf_catalog_unreachable tells them.
  */
 #ifndef MF_CATALOG_H
 #define MF_CATALOG_H
@@ -50,7 +51,8 @@ enum mf_shard_state {
 /* "absent", "running", "materialized", "failed" */
 /* Whether rc (an error of this API) means the catalog's server could not
  * be reached (-ENOTCONN, -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH,
- * -ENETUNREACH): an outage, not an answer. */
+ * -ENETUNREACH, -EUSERS: no connection slot left): an outage, not an
+ * answer. */
 bool mf_catalog_unreachable(int rc);
 const char *mf_shard_state_name(enum mf_shard_state s);
 
@@ -197,6 +199,12 @@ const char *mf_catalog_last_error(void);
  * or password=): a caller that got it from argv warns, since passwords
  * belong in ~/.pgpass, PGPASSFILE or PGPASSWORD. */
 bool mf_catalog_location_has_password(const char *location);
+/* Whether the catalog at location is shared by processes on several
+ * hosts, where a claim of a live process can be taken over: its run's
+ * liveness is a database session that a cut link, a server restart or
+ * pg_terminate_backend ends while the process lives on (PostgreSQL). On
+ * SQLite a run lives while its process does. */
+bool mf_catalog_location_shared(const char *location);
 /* location as a message may show it: a PostgreSQL password (user:PW@,
  * password=PW) written as "***"; cut to fit buf (len bytes). */
 void mf_catalog_location_shown(const char *location, char *buf, size_t len);
@@ -393,6 +401,13 @@ int mf_catalog_expire_shards(struct mf_catalog *c,
  */
 int mf_catalog_wait_shard(struct mf_catalog *c, const char *fp, uint32_t index,
 			  uint64_t generation, int timeout_ms);
+
+/* The time by the clock the catalog compares its stamps with (created,
+ * last_read, heartbeats): the database server's on PostgreSQL, where
+ * every host's stamps are written by it, so that a host whose clock is
+ * wrong neither ages nor expires what others made; this host's on
+ * SQLite. 0 or -errno (an outage: mf_catalog_unreachable). */
+int mf_catalog_now(struct mf_catalog *c, int64_t *out);
 
 /* Sets the last-read time of a shard and its snapshot. */
 int mf_catalog_touch(struct mf_catalog *c, const char *fp, uint32_t index,

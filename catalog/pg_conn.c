@@ -22,12 +22,14 @@
  * (settings of this session) notices a dead or cut-off client, ending its
  * session and so its advisory locks. Idle 5 s, then 3 probes 2 s apart:
  * a session of a dead host ends within about 11 s; tcp_user_timeout
- * (15 s) bounds a connection with data unacknowledged. A location may
- * set other values; these come first and it overrides them.
+ * bounds a connection with data unacknowledged to the same 11 s (on
+ * Linux it also decides when unanswered keepalives end a connection:
+ * at 15 s, every cut took 15 s). A location may set other values; these
+ * come first and it overrides them.
  */
 #define PG_KEEPALIVE_SETTINGS                                                  \
 	"SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2;"        \
-	" SET tcp_keepalives_count = 3; SET tcp_user_timeout = 15000;"
+	" SET tcp_keepalives_count = 3; SET tcp_user_timeout = 11000;"
 
 static void no_notice(void *arg, const char *message)
 {
@@ -46,7 +48,7 @@ int pg_connect(const char *location, int busy_ms, PGconn **out)
 	    "keepalives_count", "tcp_user_timeout", "connect_timeout",
 	    "application_name", "dbname",	    NULL};
 	const char *vals[] = {"1",     "5",	 "2",
-			      "3",     "15000",	 pg_int(timeout, secs),
+			      "3",     "11000",	 pg_int(timeout, secs),
 			      "matfs", location, NULL};
 	PGconn *conn = PQconnectdbParams(keys, vals, 1);
 	if (!conn || PQstatus(conn) != CONNECTION_OK) {
@@ -109,6 +111,9 @@ static int connect_errno(const char *m)
 	    {"No route to host", -EHOSTUNREACH},
 	    {"Network is unreachable", -ENETUNREACH},
 	    {"the database system is", -ECONNREFUSED}, /* starting, ... */
+	    /* every slot of max_connections taken (those left reserved) */
+	    {"too many clients", -EUSERS},
+	    {"remaining connection slots are reserved", -EUSERS},
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (strstr(m, map[i].words))
@@ -487,6 +492,7 @@ const struct mf_catalog_backend cat_pg_backend = {
     .abandon = pgb_abandon,
     .expire = pgb_expire,
     .touch = pgb_touch,
+    .now = pgb_now,
     .wait = pgb_wait,
     .add_totals = pgb_add_totals,
     .get_totals = pgb_get_totals,

@@ -22,6 +22,10 @@
 struct pg_live;
 struct pg_listen;
 
+/* The server's clock in unix seconds, as SQL: every stamp a PostgreSQL
+ * catalog compares (heartbeats, created, last_read) is written by it. */
+#define PG_SERVER_NOW "extract(epoch FROM now())::bigint"
+
 /* Keys of the transaction-level advisory locks that serialize a caller's
  * units (pg_conn.c), migrations (pg_schema.c) and registrations
  * (pg_rows.c): 64-bit numbers no run or holder key is likely to take. */
@@ -108,13 +112,35 @@ int pg_schema_version(struct mf_catalog *c, int *version);
  */
 int pg_live_get(const char *location, int busy_ms, struct pg_live **out);
 void pg_live_put(struct pg_live *l);
-/* Takes the lock of id (a run id or holder, 32 hex digits) if not held. */
-int pg_live_lock(struct pg_live *l, const char *id);
+/* Takes the lock of id (a run id or holder, 32 hex digits) if not held,
+ * after checking with the server that a session that has it still lives
+ * (connecting again, and taking back what it can, when not). *pid (may
+ * be NULL) receives the session's backend pid, for PG_LIVE_HELD. */
+int pg_live_lock(struct pg_live *l, const char *id, int *pid);
 /* Gives it back if held; nothing otherwise. */
 void pg_live_unlock(struct pg_live *l, const char *id);
 /* Checks the session and, when the server lost it, connects again and
- * takes back every lock it can. */
-int pg_live_ping(struct pg_live *l);
+ * takes back every lock it can; *pid (may be NULL) receives its backend
+ * pid, 0 when there is none. */
+int pg_live_ping(struct pg_live *l, int *pid);
+/*
+ * SQL that is true when the session of backend pid P (a parameter, as
+ * text) holds the session advisory lock of key K (a parameter: the
+ * pg_live_key of an id), false otherwise; P 0 is true (a row not of this
+ * process, with no lock to hold). A write that refreshes a heartbeat of
+ * this process's run or holder is conditional on it, in the write's own
+ * statement: a heartbeat newer than the server's start then proves that
+ * the liveness session held the lock after that start, so a free lock
+ * proves the session ended (pg_judge), never that it has not yet taken
+ * its lock back.
+ */
+#define PG_LIVE_HELD(K, P)                                                     \
+	"(" P "::int = 0 OR EXISTS (SELECT 1 FROM pg_locks WHERE"              \
+	" locktype = 'advisory' AND granted AND objsubid = 1 AND"              \
+	" database = (SELECT oid FROM pg_database WHERE"                       \
+	" datname = current_database()) AND pid = " P "::int AND"              \
+	" classid = ((" K "::bigint >> 32) & 4294967295)::oid AND"             \
+	" objid = (" K "::bigint & 4294967295)::oid))"
 /* The advisory lock key of id: its first 64 bits, as a signed decimal. */
 const char *pg_live_key(char buf[PG_INT_LEN], const char *id);
 
@@ -214,6 +240,7 @@ int pgb_expire(struct mf_catalog *c, const struct mf_shard_rec *recs, size_t n,
 	       bool *expired);
 int pgb_touch(struct mf_catalog *c, const char *fp, uint32_t index,
 	      int64_t now);
+int pgb_now(struct mf_catalog *c, int64_t *out);
 int pgb_wait(struct mf_catalog *c, const char *fp, uint32_t index,
 	     uint64_t generation, int timeout_ms);
 int pgb_add_totals(struct mf_catalog *c, const struct mf_catalog_totals *d);

@@ -186,22 +186,31 @@ static int live_add(struct pg_live *l, int64_t k)
 	return 0;
 }
 
-int pg_live_lock(struct pg_live *l, const char *id)
+int pg_live_lock(struct pg_live *l, const char *id, int *pid)
 {
 	char key[PG_INT_LEN];
 	int64_t k = strtoll(pg_live_key(key, id), NULL, 10);
 	pthread_mutex_lock(&live_mu);
 	int rc = live_connect(l);
+	/* a lock held by a session the server lost (a restart) is no lock:
+	 * libpq notices only when the session is used, so use it, and
+	 * connect again (taking back what locks it can) when it is gone */
+	if (!rc && live_has(l, k, NULL) &&
+	    live_exec(l, "SELECT true", NULL, NULL) != 0) {
+		PQfinish(l->conn);
+		l->conn = NULL;
+		rc = live_connect(l);
+	}
 	if (!rc && !live_has(l, k, NULL)) {
 		rc = live_take(l, key);
-		/* a session the server lost (a restart) shows only when used:
-		 * connect again, taking back the other locks, and retry */
 		if (rc == -ENOTCONN) {
 			rc = live_connect(l);
 			rc = rc ? rc : live_take(l, key);
 		}
 		rc = rc ? rc : live_add(l, k);
 	}
+	if (!rc && pid)
+		*pid = PQbackendPID(l->conn);
 	pthread_mutex_unlock(&live_mu);
 	return rc;
 }
@@ -222,7 +231,7 @@ void pg_live_unlock(struct pg_live *l, const char *id)
 	pthread_mutex_unlock(&live_mu);
 }
 
-int pg_live_ping(struct pg_live *l)
+int pg_live_ping(struct pg_live *l, int *pid)
 {
 	pthread_mutex_lock(&live_mu);
 	int rc = 0;
@@ -234,6 +243,8 @@ int pg_live_ping(struct pg_live *l)
 			rc = live_connect(l);
 		}
 	}
+	if (pid)
+		*pid = !rc && l->conn ? PQbackendPID(l->conn) : 0;
 	pthread_mutex_unlock(&live_mu);
 	return rc;
 }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SERVER_NOW "extract(epoch FROM now())::bigint"
+#define SERVER_NOW PG_SERVER_NOW
 
 /* Holds: a holder refreshes its heartbeat every 60 s (fs/engine), so a
  * hold lives at least three refreshes, as on SQLite. */
@@ -92,7 +92,7 @@ static void snap_release(void *elem)
 int pgb_put_snapshot(struct mf_catalog *c, const struct mf_snapshot_rec *rec)
 {
 	char v[7][PG_INT_LEN];
-	int64_t created = rec->created ? rec->created : mf_now_s();
+	int64_t created = rec->created; /* 0: now, by the server's clock */
 	const char *p[] = {rec->fp,
 			   rec->name,
 			   pg_int(v[0], rec->shards),
@@ -124,7 +124,8 @@ int pgb_put_snapshot(struct mf_catalog *c, const struct mf_snapshot_rec *rec)
 		  "created,"
 		  " last_read, registered) VALUES ($1, $2, $3, $4, $5, $6, $7, "
 		  "$8,"
-		  " $9, $10, $11, $12, (SELECT COALESCE(MAX(registered), 0) + 1"
+		  " $9, $10, COALESCE(NULLIF($11::bigint, 0), " SERVER_NOW
+		  "), $12, (SELECT COALESCE(MAX(registered), 0) + 1"
 		  " FROM snapshots)) ON CONFLICT (fp) DO UPDATE SET"
 		  " name = excluded.name, shards = excluded.shards,"
 		  " spec_path = excluded.spec_path,"
@@ -415,16 +416,22 @@ static int run_write(struct mf_catalog *c, const char *sql, int n,
 int pgb_heartbeat(struct mf_catalog *c, const char *run_id, int64_t now)
 {
 	(void)now; /* the server's clock, never the host's */
-	const char *p[] = {run_id};
+	char key[PG_INT_LEN], pid[PG_INT_LEN];
+	int live_pid = 0;
 	/* a lost session comes back, with its locks, before the heartbeat
-	 * says so: a judge takes a heartbeat newer than the server's start
-	 * for a session that had the chance to lock again (pg_judge) */
-	int rc = pg_live_ping(pg_db(c)->live);
+	 * says so; and the heartbeat is written only while the session
+	 * holds the run's lock (PG_LIVE_HELD), so a judge takes a heartbeat
+	 * newer than the server's start for a session that locked again */
+	int rc = pg_live_ping(pg_db(c)->live, &live_pid);
 	if (rc)
 		return rc;
-	return run_write(
-	    c, "UPDATE runs SET heartbeat = " SERVER_NOW " WHERE run_id = $1",
-	    1, p);
+	/* no session (nothing locked): no row of a run of ours to refresh */
+	const char *p[] = {run_id, pg_live_key(key, run_id),
+			   pg_int(pid, live_pid ? live_pid : -1)};
+	return run_write(c,
+			 "UPDATE runs SET heartbeat = " SERVER_NOW
+			 " WHERE run_id = $1 AND " PG_LIVE_HELD("$2", "$3"),
+			 3, p);
 }
 
 int pg_run_set_state(struct mf_catalog *c, const char *run_id,
@@ -466,27 +473,45 @@ int pgb_hold(struct mf_catalog *c, const struct mf_run_rec *h)
 	const char *r[10];
 	int64_t expiry;
 	run_params(h, v, r);
-	/* the columns holds keep: not started, state nor heartbeat */
-	const char *p[] = {r[0], r[1], r[2], r[3], r[4], r[8], r[9]};
+	char key[PG_INT_LEN], pid[PG_INT_LEN];
+	int live_pid = 0;
+	long changed = 0;
 	/* this process's holder is alive while its session is */
-	int rc =
-	    cat_run_is_self(h) ? pg_live_lock(pg_db(c)->live, h->run_id) : 0;
+	int rc = cat_run_is_self(h)
+	    ? pg_live_lock(pg_db(c)->live, h->run_id, &live_pid)
+	    : 0;
+	/* the columns holds keep: not started, state nor heartbeat; the
+	 * heartbeat only while the session holds the lock (PG_LIVE_HELD) */
+	const char *p[] = {r[0],
+			   r[1],
+			   r[2],
+			   r[3],
+			   r[4],
+			   r[8],
+			   r[9],
+			   pg_live_key(key, h->run_id),
+			   pg_int(pid, live_pid)};
 	rc = rc ? rc : pg_begin(c);
 	if (rc)
 		return rc;
 	rc = pg_pending_expiry(c, h->fp, &expiry); /* -ENOENT: no snapshot */
-	rc = rc ? rc
-		: pg_exec(c,
-			  "INSERT INTO holds (holder, fp, host, pid, pid_start,"
-			  " heartbeat, boot_id, pid_ns) VALUES ($1, $2, $3, $4,"
-			  " $5, " SERVER_NOW ", $6, $7)"
-			  " ON CONFLICT (fp, holder) DO UPDATE SET"
-			  " heartbeat = excluded.heartbeat,"
-			  " host = excluded.host, pid = excluded.pid,"
-			  " pid_start = excluded.pid_start,"
-			  " boot_id = excluded.boot_id,"
-			  " pid_ns = excluded.pid_ns",
-			  7, p, NULL);
+	rc = rc
+	    ? rc
+	    : pg_write(
+		  c,
+		  "INSERT INTO holds (holder, fp, host, pid, pid_start,"
+		  " heartbeat, boot_id, pid_ns) SELECT $1, $2, $3,"
+		  " $4::bigint, $5::bigint, " SERVER_NOW ", $6,"
+		  " $7::bigint WHERE " PG_LIVE_HELD(
+		      "$8", "$9") " ON CONFLICT (fp, holder) DO UPDATE SET"
+				  " heartbeat = excluded.heartbeat,"
+				  " host = excluded.host, pid = excluded.pid,"
+				  " pid_start = excluded.pid_start,"
+				  " boot_id = excluded.boot_id,"
+				  " pid_ns = excluded.pid_ns",
+		  9, p, &changed);
+	if (!rc && changed == 0)
+		rc = -ENOTCONN; /* its session lost the lock meanwhile */
 	return pg_finish(c, rc);
 }
 
@@ -520,14 +545,19 @@ int pgb_list_holds(struct mf_catalog *c, const char *fp,
 int pgb_heartbeat_holds(struct mf_catalog *c, const char *holder, int64_t now)
 {
 	(void)now;
-	const char *p[] = {holder};
-	(void)pg_live_ping(pg_db(c)->live);
+	char key[PG_INT_LEN], pid[PG_INT_LEN];
+	int live_pid = 0;
+	(void)pg_live_ping(pg_db(c)->live, &live_pid);
+	/* a holder with no session now is not refreshed (PG_LIVE_HELD) */
+	const char *p[] = {holder, pg_live_key(key, holder),
+			   pg_int(pid, live_pid ? live_pid : -1)};
 	int rc = pg_begin(c);
 	if (rc)
 		return rc;
-	rc = pg_exec(
-	    c, "UPDATE holds SET heartbeat = " SERVER_NOW " WHERE holder = $1",
-	    1, p, NULL);
+	rc = pg_exec(c,
+		     "UPDATE holds SET heartbeat = " SERVER_NOW
+		     " WHERE holder = $1 AND " PG_LIVE_HELD("$2", "$3"),
+		     3, p, NULL);
 	return pg_finish(c, rc);
 }
 
@@ -563,4 +593,15 @@ int pgb_prune_holds(struct mf_catalog *c, int64_t now, size_t *pruned)
 	if (!rc)
 		*pruned = k;
 	return rc;
+}
+
+int pgb_now(struct mf_catalog *c, int64_t *out)
+{
+	PGresult *r;
+	int rc = pg_exec(c, "SELECT " SERVER_NOW, 0, NULL, &r);
+	if (rc)
+		return rc;
+	*out = pg_get_int(r, 0, 0);
+	PQclear(r);
+	return 0;
 }

@@ -127,13 +127,19 @@ static int owner_dead(struct mf_catalog *c, const char *fp, const char *owner,
 }
 
 /* Gives the shard to run me: its row added when missing (heartbeat by
- * the server's clock), and refused (-ESTALE) when it is not active. */
+ * the server's clock), and refused (-ESTALE) when it is not active. The
+ * heartbeat of this process's run (live_pid, its liveness session; 0:
+ * not this process's) is written only while that session holds the
+ * run's lock (PG_LIVE_HELD): -ENOTCONN when it does not (it was lost
+ * with the server since pg_live_lock looked), and the claim is tried
+ * again once the session took it back. */
 static int shard_take(struct mf_catalog *c, const char *fp, uint32_t index,
-		      const struct mf_run_rec *me)
+		      const struct mf_run_rec *me, int live_pid)
 {
-	char v[7][PG_INT_LEN];
+	char v[8][PG_INT_LEN], key[PG_INT_LEN];
 	struct mf_run_rec mine;
 	int64_t gen = 0;
+	long changed = 0;
 	const char *p[] = {me->run_id,
 			   me->fp,
 			   me->host,
@@ -141,17 +147,24 @@ static int shard_take(struct mf_catalog *c, const char *fp, uint32_t index,
 			   pg_int(v[1], (int64_t)me->pid_start),
 			   pg_int(v[2], me->started),
 			   me->boot_id,
-			   pg_int(v[3], (int64_t)me->pid_ns)};
-	int rc = pg_exec(
+			   pg_int(v[3], (int64_t)me->pid_ns),
+			   pg_live_key(key, me->run_id),
+			   pg_int(v[6], live_pid)};
+	int rc = pg_write(
 	    c,
-	    "INSERT INTO runs (" PG_RUN_COLS ") VALUES ($1, $2, $3, $4, $5,"
-	    " $6, extract(epoch FROM now())::bigint, 'active', $7, $8)"
-	    " ON CONFLICT (run_id) DO UPDATE SET heartbeat = excluded.heartbeat"
-	    " WHERE runs.state = 'active'",
-	    8, p, NULL);
+	    "INSERT INTO runs (" PG_RUN_COLS ") SELECT $1, $2, $3,"
+	    " $4::bigint, $5::bigint, $6::bigint,"
+	    " extract(epoch FROM now())::bigint, 'active', $7, $8::bigint"
+	    " WHERE " PG_LIVE_HELD("$9",
+				   "$10") " ON CONFLICT (run_id) DO UPDATE SET "
+					  "heartbeat = excluded.heartbeat"
+					  " WHERE runs.state = 'active'",
+	    10, p, &changed);
 	rc = rc ? rc : pg_run_read(c, me->run_id, &mine);
 	if (!rc && strcmp(mine.state, "active") != 0)
 		rc = -ESTALE; /* me was declared dead or done */
+	else if ((!rc || rc == -ENOENT) && changed == 0)
+		rc = -ENOTCONN; /* its session lost the lock meanwhile */
 	rc = rc ? rc : cat_new_generation(&gen);
 	if (rc)
 		return rc;
@@ -169,7 +182,7 @@ static int shard_take(struct mf_catalog *c, const char *fp, uint32_t index,
 /* The decision, inside the caller's transaction, on the locked row. */
 static int claim_decide(struct mf_catalog *c, const char *fp, uint32_t index,
 			const struct mf_run_rec *me, uint64_t waited,
-			enum mf_claim *res)
+			int live_pid, enum mf_claim *res)
 {
 	struct mf_shard_rec row;
 	char owner[MF_RUN_ID_HEX_LEN + 1];
@@ -202,7 +215,7 @@ static int claim_decide(struct mf_catalog *c, const char *fp, uint32_t index,
 		if (rc && rc != -ENOENT)
 			return rc;
 	}
-	rc = shard_take(c, fp, index, me);
+	rc = shard_take(c, fp, index, me, live_pid);
 	if (!rc)
 		*res = MF_CLAIM_MINE;
 	return rc;
@@ -217,12 +230,14 @@ int pgb_claim(struct mf_catalog *c, const char *fp, uint32_t index,
 	enum mf_claim res = MF_CLAIM_WAIT;
 	/* this process's run is alive while its session is: the lock comes
 	 * before the row that names the run can exist */
-	int rc =
-	    cat_run_is_self(me) ? pg_live_lock(pg_db(c)->live, me->run_id) : 0;
+	int live_pid = 0;
+	int rc = cat_run_is_self(me)
+	    ? pg_live_lock(pg_db(c)->live, me->run_id, &live_pid)
+	    : 0;
 	rc = rc ? rc : pg_begin(c);
 	if (rc)
 		return rc;
-	rc = claim_decide(c, fp, index, me, waited, &res);
+	rc = claim_decide(c, fp, index, me, waited, live_pid, &res);
 	/* this process's run was declared dead or done: it never claims
 	 * again, so its lock (taken back after a reconnect) goes */
 	if (rc == -ESTALE && cat_run_is_self(me))
@@ -366,21 +381,23 @@ int pgb_expire(struct mf_catalog *c, const struct mf_shard_rec *recs, size_t n,
 
 int pgb_touch(struct mf_catalog *c, const char *fp, uint32_t index, int64_t now)
 {
-	char i[PG_INT_LEN], t[PG_INT_LEN];
+	(void)now; /* read now by the server's clock, never the host's */
+	char i[PG_INT_LEN];
 	long changed = 0;
-	const char *p[] = {fp, pg_int(i, index), pg_int(t, now)};
+	const char *p[] = {fp, pg_int(i, index)};
 	int rc = pg_begin(c);
 	if (rc)
 		return rc;
 	/* the snapshot's row before the shard's, as a delete takes them */
-	rc = pg_exec(
-	    c, "UPDATE snapshots SET last_read = $2::bigint WHERE fp = $1", 2,
-	    (const char *[]){fp, t}, NULL);
+	rc = pg_exec(c,
+		     "UPDATE snapshots SET last_read = GREATEST(last_read,"
+		     " " PG_SERVER_NOW ") WHERE fp = $1",
+		     1, p, NULL);
 	rc = rc ? rc
 		: pg_write(c,
-			   "UPDATE shards SET last_read = $3 WHERE fp = $1 AND"
-			   " idx = $2",
-			   3, p, &changed);
+			   "UPDATE shards SET last_read = GREATEST(last_read,"
+			   " " PG_SERVER_NOW ") WHERE fp = $1 AND idx = $2",
+			   2, p, &changed);
 	if (!rc && changed == 0)
 		rc = -ENOENT;
 	return pg_finish(c, rc);

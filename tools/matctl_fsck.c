@@ -279,7 +279,7 @@ static int expiry_due(struct ctl *ctl, int64_t older,
 		return rc;
 	}
 	struct mf_expiry_policy p = {
-	    .now = mf_now_s(),
+	    .now = mf_engine_now(e), /* the catalog's clock */
 	    .older_than = older,
 	    .registered = held_registered,
 	    .arg = &h,

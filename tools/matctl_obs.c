@@ -27,7 +27,6 @@
 #include "matfs_log.h"
 
 #define FOLLOW_POLL_US 200000
-#define LOG_FILE "matfs.log"
 
 /* The root xattr user.matfs.NAME of mnt in buf; 0 or -errno. */
 static int root_attr(const char *mnt, const char *name, char *buf, size_t len)
@@ -349,8 +348,11 @@ int cmd_log(struct ctl *ctl)
 			w.mnt);
 		return 1;
 	}
-	if (!w.path[0])
-		snprintf(w.path, sizeof(w.path), "%s/%s", ctl->store, LOG_FILE);
+	if (!w.path[0]) {
+		char *def = mf_engine_default_log(ctl->store, ctl->catalog);
+		snprintf(w.path, sizeof(w.path), "%s", def ? def : ctl->store);
+		free(def);
+	}
 	struct log_owners owners = {{0, 0, 0}};
 	struct stat st;
 	if (stat(ctl->store, &st) == 0)

@@ -11,7 +11,8 @@
  *
  * Messages (matfs_log.c): stderr in the foreground; in the background
  * syslog when /dev/log is a socket, else the log file; the log file
- * whenever -o log=FILE is given (default STORE/matfs.log). Until mounted,
+ * whenever -o log=FILE is given (default STORE/matfs.log, and
+ * STORE/matfs-HOST.log on a catalog several hosts share). Until mounted,
  * warnings and errors also go to stderr, so the shell sees why a start
  * failed.
  *
@@ -121,7 +122,8 @@ static const char usage[] =
     "                       give up on a spec whose deps and inputs take\n"
     "                       longer to read (default 60)\n"
     "       log=FILE        log to FILE (default in the background\n"
-    "                       without /dev/log: STORE/matfs.log)\n"
+    "                       without /dev/log: STORE/matfs.log, or\n"
+    "                       STORE/matfs-HOST.log on PostgreSQL)\n"
     "       log_size=SIZE   rotate the log file past SIZE (default\n"
     "                       10MiB), keeping 3 old files: FILE.1 to .3\n"
     "       nopush          first readers read through the daemon: no\n"
@@ -307,11 +309,8 @@ static int setup_log(struct cli *c, char **dest, bool *retry)
 		*dest = strdup(c->foreground ? "stderr" : "syslog");
 		return *dest ? 0 : 1;
 	}
-	char *path = NULL;
-	if (c->log)
-		path = absolute(c->log);
-	else if (asprintf(&path, "%s/matfs.log", c->store) < 0)
-		path = NULL;
+	char *path = c->log ? absolute(c->log)
+			    : mf_engine_default_log(c->store, c->catalog);
 	if (!path)
 		return 1;
 	if (!c->log)

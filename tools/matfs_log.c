@@ -3,7 +3,8 @@
  * (matfs_log.h). One mutex serializes the file's writes and rotation; a
  * message is one write(2) with O_APPEND, so lines of two daemons sharing
  * a file do not mix, and the file is rotated under flock(2) so two
- * daemons do not rotate it twice. A file renamed or removed under the
+ * daemons do not rotate it twice. Each line names its host (as syslog's
+ * do), for a file several hosts' daemons write. A file renamed or removed under the
  * daemon (another daemon's rotation, logrotate) is noticed at the next
  * message and opened again.
  *
@@ -31,6 +32,7 @@ static int log_fd = -1;
 static char log_path[PATH_MAX];
 static uint64_t log_max = MLOG_MAX_BYTES;
 static bool to_syslog, to_stderr = true, stderr_all = true;
+static char host[256]; /* named in every line of the file */
 
 bool mlog_syslog_here(void)
 {
@@ -206,8 +208,11 @@ void mlog_write(int level, const char *msg)
 		struct tm tm;
 		localtime_r(&now, &tm);
 		strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S%z", &tm);
-		int len = snprintf(line, sizeof(line), "%s matfs[%d] %s: %s\n",
-				   ts, (int)getpid(), level_name[level], clean);
+		if (!host[0] && gethostname(host, sizeof(host) - 1) != 0)
+			snprintf(host, sizeof(host), "-");
+		int len =
+		    snprintf(line, sizeof(line), "%s %s matfs[%d] %s: %s\n", ts,
+			     host, (int)getpid(), level_name[level], clean);
 		if (len > (int)sizeof(line) - 1)
 			len = (int)sizeof(line) - 1;
 		if (len > 0 && write(log_fd, line, (size_t)len) < 0) {

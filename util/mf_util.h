@@ -144,7 +144,9 @@ void mf_buf_free(void *p, size_t cap);
 int mf_fsync_dir(int dirfd);
 
 /* Seconds and nanoseconds since the epoch (CLOCK_REALTIME) and a monotonic
- * clock in nanoseconds. */
+ * clock in nanoseconds. mf_now_s adds MF_TEST_CLOCK_SHIFT_S (seconds, read
+ * from the environment once), a test hook for a host whose clock is wrong;
+ * the monotonic clock is never shifted. */
 int64_t mf_now_s(void);
 uint64_t mf_mono_ns(void);
 

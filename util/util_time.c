@@ -5,13 +5,28 @@
  */
 #include "mf_util.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <time.h>
+
+/* A test hook: MF_TEST_CLOCK_SHIFT_S (seconds, may be negative) moves
+ * this process's wall clock, as a host whose clock is wrong would see it
+ * (tests of what a cluster compares by the database's clock). Read once. */
+static int64_t clock_shift;
+static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
+
+static void clock_shift_read(void)
+{
+	const char *v = getenv("MF_TEST_CLOCK_SHIFT_S");
+	clock_shift = v ? strtoll(v, NULL, 10) : 0;
+}
 
 int64_t mf_now_s(void)
 {
 	struct timespec ts;
+	pthread_once(&clock_once, clock_shift_read);
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec;
+	return (int64_t)ts.tv_sec + clock_shift;
 }
 
 uint64_t mf_mono_ns(void)

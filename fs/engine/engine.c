@@ -89,7 +89,7 @@ int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out)
 	for (;;) {
 		struct mf_catalog *c = NULL;
 		pthread_mutex_lock(&e->lock);
-		if (e->n_pool > 0)
+		if (e->n_pool > 0) /* the newest: the oldest age out */
 			c = e->pool[--e->n_pool];
 		pthread_mutex_unlock(&e->lock);
 		if (!c)
@@ -110,19 +110,34 @@ void eng_catalog_put(struct mf_engine *e, struct mf_catalog *c)
 	if (!c)
 		return;
 	pthread_mutex_lock(&e->lock);
-	if (e->n_pool == e->cap_pool) {
-		size_t cap = e->cap_pool ? 2 * e->cap_pool : 4;
-		void *p = realloc(e->pool, cap * sizeof(*e->pool));
-		if (!p) {
-			pthread_mutex_unlock(&e->lock);
-			mf_catalog_close(c);
-			return;
-		}
-		e->pool = p;
-		e->cap_pool = cap;
+	bool kept = e->n_pool < ENG_POOL_IDLE_MAX;
+	if (kept) {
+		e->pool_at[e->n_pool] = mono_s();
+		e->pool[e->n_pool++] = c;
 	}
-	e->pool[e->n_pool++] = c;
 	pthread_mutex_unlock(&e->lock);
+	if (!kept) /* a burst is over: its connections go */
+		mf_catalog_close(c);
+}
+
+void eng_catalog_trim(struct mf_engine *e)
+{
+	struct mf_catalog *old[ENG_POOL_IDLE_MAX];
+	size_t n = 0;
+	int64_t before = mono_s() - ENG_POOL_IDLE_S;
+	pthread_mutex_lock(&e->lock);
+	/* the oldest first; one stays, for a reader when the server has no
+	 * slot left for a new connection */
+	while (n + 1 < e->n_pool && e->pool_at[n] <= before)
+		n++;
+	memcpy(old, e->pool, n * sizeof(*old));
+	memmove(e->pool, e->pool + n, (e->n_pool - n) * sizeof(*e->pool));
+	memmove(e->pool_at, e->pool_at + n,
+		(e->n_pool - n) * sizeof(*e->pool_at));
+	e->n_pool -= n;
+	pthread_mutex_unlock(&e->lock);
+	for (size_t i = 0; i < n; i++)
+		mf_catalog_close(old[i]);
 }
 
 int mf_engine_catalog_open(struct mf_engine *e, struct mf_catalog **out)
@@ -235,11 +250,24 @@ int eng_catalog_wait(struct mf_engine *e, int rc, uint64_t *deadline,
 		*deadline = now + ENG_CATALOG_WAIT_S * 1000000000ULL;
 	if (now >= *deadline) {
 		const char *why = mf_catalog_last_error();
-		eng_errf(err, "catalog '%s' unreachable for %d s: %s",
+		/* a full server is no failure of the catalog: try later */
+		eng_errf(err,
+			 rc == -EUSERS
+			     ? "catalog '%s' refused new connections "
+			       "for %d s (its max_connections are in "
+			       "use; docs/cluster.md): %s"
+			     : "catalog '%s' unreachable for %d s: %s",
 			 mf_engine_catalog_shown(e->catalog_path),
 			 ENG_CATALOG_WAIT_S, why && *why ? why : strerror(-rc));
-		return -EIO;
+		return rc == -EUSERS ? rc : -EIO;
 	}
+	if (*wait_ns == 0 && rc == -EUSERS)
+		eng_note(
+		    e,
+		    "catalog '%s' refuses new connections (max_connections "
+		    "in use): waiting up to %d s",
+		    mf_engine_catalog_shown(e->catalog_path),
+		    ENG_CATALOG_WAIT_S);
 	/* every try connects again: the backoff spaces the tries */
 	*wait_ns = *wait_ns ? *wait_ns * 2 : OUTAGE_MIN_NS;
 	if (*wait_ns > OUTAGE_MAX_NS)
@@ -344,6 +372,7 @@ static void *heartbeat_main(void *arg)
 		pthread_mutex_unlock(&e->lock);
 		heartbeat_once(e);
 		runs_end_idle(e);
+		eng_catalog_trim(e);
 		if (holds)
 			eng_holds_refresh(e);
 		pthread_mutex_lock(&e->lock);
@@ -427,6 +456,38 @@ static void sync_release(struct mf_engine *e)
 	e->sync_ready = false;
 }
 
+/* Opens the first connection; a server that does not answer (yet) is
+ * tried again for o->catalog_wait_s, said once through note. */
+static int first_open(struct mf_engine *e, const struct mf_engine_opts *o,
+		      struct mf_catalog **c)
+{
+	uint64_t until = mf_mono_ns() + o->catalog_wait_s * 1000000000ULL;
+	uint64_t wait_ns = 500000000ULL;
+	for (bool told = false;;) {
+		int rc =
+		    mf_catalog_open(e->catalog_path, o->busy_timeout_ms, c);
+		uint64_t now = mf_mono_ns();
+		if (rc == 0 && told)
+			eng_note(e, "catalog '%s' answers: starting",
+				 mf_engine_catalog_shown(e->catalog_path));
+		if (rc == 0 || !mf_catalog_unreachable(rc) || now >= until)
+			return rc;
+		if (!told) {
+			const char *why = mf_catalog_last_error();
+			eng_note(e,
+				 "catalog '%s' unreachable (%s): trying again "
+				 "for up to %u s",
+				 mf_engine_catalog_shown(e->catalog_path),
+				 why && *why ? why : strerror(-rc),
+				 o->catalog_wait_s);
+			told = true;
+		}
+		sleep_ns(now + wait_ns < until ? wait_ns : until - now);
+		wait_ns =
+		    wait_ns * 2 > 5000000000ULL ? 5000000000ULL : wait_ns * 2;
+	}
+}
+
 /* The catalog's first connection, into the pool once a new catalog got
  * the store's data. */
 static int first_catalog(struct mf_engine *e, const struct mf_engine_opts *o,
@@ -435,7 +496,7 @@ static int first_catalog(struct mf_engine *e, const struct mf_engine_opts *o,
 	if (eng_catalog_location(o, e->store, &e->catalog_path) != 0)
 		return -ENOMEM;
 	struct mf_catalog *c;
-	int rc = mf_catalog_open(e->catalog_path, o->busy_timeout_ms, &c);
+	int rc = first_open(e, o, &c);
 	if (rc) {
 		/* a server says why (a refused role, no such database) */
 		const char *why = o->catalog ? mf_catalog_last_error() : "";
@@ -498,6 +559,11 @@ static int engine_init(struct mf_engine *e, const struct mf_engine_opts *o,
 	rc = first_catalog(e, o, err);
 	if (rc)
 		return rc;
+	/* where another host can take a claim over while this process
+	 * lives, bytes served before the commit could be no one's: serve
+	 * only what the catalog recorded (docs/decisions.md) */
+	if (mf_catalog_location_shared(e->catalog_path))
+		e->opts.serve_sealed = false;
 	if (e->opts.serve_sealed && (rc = eng_commit_start(e)) != 0)
 		return rc;
 	return start_heartbeat(e);
@@ -546,7 +612,6 @@ void mf_engine_close(struct mf_engine *e)
 		release_holds(e);
 	for (size_t i = 0; i < e->n_pool; i++)
 		mf_catalog_close(e->pool[i]);
-	free(e->pool);
 	free(e->known);
 	while (e->specs) {
 		struct spec_entry *s = e->specs;

@@ -56,6 +56,8 @@ struct known_shard {
 	uint64_t raw_bytes, stored_bytes, generation;
 };
 #define ENG_KNOWN_SLOTS 4096 /* one shard per slot, by hash: bounded */
+#define ENG_POOL_IDLE_MAX 4 /* idle catalog connections kept */
+#define ENG_POOL_IDLE_S 30 /* an idle one older than this is closed */
 
 /* A shard's failed computation this engine answered with its error
  * (engine_backoff.c), and until when it still does. */
@@ -145,9 +147,11 @@ struct mf_engine {
 	struct spec_entry *specs;
 	struct run_entry *runs;
 	struct flight *flights;
-	struct mf_catalog **pool; /* idle catalog connections
-				     (eng_catalog_get) */
-	size_t n_pool, cap_pool;
+	/* idle catalog connections (eng_catalog_get), oldest first, each
+	 * with the mono second it was put back */
+	struct mf_catalog *pool[ENG_POOL_IDLE_MAX];
+	int64_t pool_at[ENG_POOL_IDLE_MAX];
+	size_t n_pool;
 	struct known_shard *known; /* ENG_KNOWN_SLOTS, or NULL (no memory) */
 	struct failed_shard failed[ENG_FAILED_SLOTS]; /* engine_backoff.c */
 	struct left_name left[ENG_LEFT_SLOTS]; /* a ring; next at n_left */
@@ -196,10 +200,16 @@ struct mf_engine {
  * is closed on the way, so no thread answers from an old catalog.db.
  * The connection is the caller's alone until put gives it back (c NULL:
  * nothing). 0 or the -errno of mf_engine_catalog_open. Thread-safe;
- * e->lock is held only to take from or add to the idle list.
+ * e->lock is held only to take from or add to the idle list. put keeps
+ * at most ENG_POOL_IDLE_MAX idle connections and closes the others; trim
+ * (the heartbeat thread, every heartbeat) closes those idle for
+ * ENG_POOL_IDLE_S, all but the newest. A connection is open only while
+ * a thread uses it or for a while after: the server sees as many
+ * sessions of this process as it has threads at work on the catalog.
  */
 int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out);
 void eng_catalog_put(struct mf_engine *e, struct mf_catalog *c);
+void eng_catalog_trim(struct mf_engine *e);
 
 /*
  * Shards known materialized: remember puts rec in (materialized) or takes
@@ -217,7 +227,10 @@ int eng_known_recall(struct mf_engine *e, const char *fp, uint32_t index,
  * (ENG_CATALOG_WAIT_S from now) and each sleeps a backoff *wait_ns
  * (0 at first) before the caller tries again. Returns 0 to try again, or
  * rc unchanged when it is not an outage; -EIO with *err ("catalog 'X'
- * unreachable for 30 s: ...") once the deadline passed.
+ * unreachable for 30 s: ...") once the deadline passed, or -EUSERS
+ * ("catalog 'X' refused new connections for 30 s (its max_connections
+ * are in use ...") when the server was up but had no slot left (said
+ * once through opts.note when the wait begins).
  */
 #define ENG_CATALOG_WAIT_S 30
 /* True when the shard's row is materialized by run_id's computation

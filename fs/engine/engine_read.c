@@ -27,6 +27,18 @@ void mf_engine_shard_recs_free(struct mf_engine_shard *v, size_t n)
 	free(v);
 }
 
+int64_t mf_engine_now(struct mf_engine *e)
+{
+	struct mf_catalog *c;
+	int64_t now = 0;
+	if (eng_catalog_get(e, &c) == 0) {
+		if (mf_catalog_now(c, &now) != 0)
+			now = 0;
+		eng_catalog_put(e, c);
+	}
+	return now > 0 ? now : mf_now_s();
+}
+
 int mf_engine_list_snapshots(struct mf_engine *e,
 			     struct mf_engine_snapshot **out, size_t *n)
 {

@@ -69,7 +69,7 @@ static void snap_rec_of(const struct mf_spec *s, const char *fp, char codec[32],
 	rec->expire_after = s->expire_after;
 	rec->pending_expiry = s->pending_expiry;
 	rec->keep = s->keep;
-	rec->created = mf_now_s();
+	rec->created = 0; /* now, by the catalog's clock (mf_catalog_now) */
 }
 
 static int put_snapshot(struct mf_catalog *c, const struct mf_spec *s,
@@ -482,6 +482,17 @@ static int register_entry(struct mf_engine *e, struct spec_entry *se,
 			rc = add_entry(e, c, se, true, err);
 		pthread_mutex_unlock(&e->name_lock);
 		eng_catalog_put(e, c);
+	}
+	if (mf_catalog_unreachable(rc)) { /* not the spec's fault */
+		const char *why = mf_catalog_last_error();
+		eng_errf(
+		    err,
+		    rc == -EUSERS ? "spec '%s': catalog '%s' refuses new "
+				    "connections (max_connections): %s"
+				  : "spec '%s': catalog '%s' unreachable: %s",
+		    se->spec->path, mf_engine_catalog_shown(e->catalog_path),
+		    why && *why ? why : strerror(-rc));
+		rc = -EAGAIN;
 	}
 	if (rc) {
 		free_entry(se);

@@ -136,6 +136,14 @@ char *mf_engine_default_store(void);
  * one given in argv is visible to every user of the host, so a front end
  * warns (passwords belong in ~/.pgpass, PGPASSFILE or PGPASSWORD). */
 bool mf_engine_catalog_has_password(const char *location);
+/* Whether the catalog at location (NULL: the store's SQLite one) is shared
+ * by several hosts' daemons (PostgreSQL). */
+bool mf_engine_catalog_shared(const char *location);
+/* The daemon's log file when none is given: STORE/matfs.log, or
+ * STORE/matfs-HOST.log (HOST as gethostname says, [A-Za-z0-9._-] kept)
+ * on a catalog several hosts share. Caller frees; NULL: no memory. */
+char *mf_engine_default_log(const char *store, const char *catalog);
+#define MF_ENGINE_BOOT_WAIT_S 60
 /* location as messages show it: an SQLite catalog's path, a PostgreSQL
  * URL with its password written as "***". The text lives until the
  * calling thread's next call. */
@@ -194,6 +202,12 @@ struct mf_engine_opts {
 	 * shared by many hosts */
 	const char *catalog;
 	int busy_timeout_ms; /* catalog busy timeout; <= 0: 10 s */
+	/* a catalog server that does not answer at open (a boot where
+	 * PostgreSQL starts after the daemon) is tried again for this many
+	 * seconds, each try after a backoff of 0.5 s doubling to 5 s, told
+	 * to note; 0: not at all (matctl). The daemon waits
+	 * MF_ENGINE_BOOT_WAIT_S. */
+	unsigned catalog_wait_s;
 	/* per materialization; 0: the cores the process may run on, at
 	 * most 8 (the shard writer's threads) */
 	unsigned compress_threads;
@@ -266,9 +280,12 @@ struct mf_store *mf_engine_store(struct mf_engine *e);
  * -errno with *err ("FILE:LINE:COL: ..." for a bad spec; -EINVAL with
  * "FILE: deps 'x': REAL: on this matfs mount itself: refused" for a deps
  * or input file on the mount mf_engine_set_mount named, found before
- * anything reads it). No lock of the engine is held while the spec is
- * loaded and its deps and inputs are hashed: registrations of different
- * specs run at once, and a slow file delays only its own spec.
+ * anything reads it). -EAGAIN with *err when the catalog could not be
+ * reached (an outage, mf_catalog_unreachable): nothing was recorded, and
+ * the same registration may succeed once the catalog answers. No lock of
+ * the engine is held while the spec is loaded and its deps and inputs
+ * are hashed: registrations of different specs run at once, and a slow
+ * file delays only its own spec.
  */
 int mf_engine_register(struct mf_engine *e, const char *spec_path,
 		       char fp[MF_FP_HEX_LEN + 1], char **err);
@@ -473,6 +490,12 @@ int mf_engine_catalog_open(struct mf_engine *e, struct mf_catalog **out);
  * said, -EBUSY (the catalog stayed locked past the busy timeout), -EIO,
  * -ENOMEM.
  */
+
+/* Now, in unix seconds, by the clock the catalog's stamps are written by
+ * (mf_catalog_now: the database server's on PostgreSQL), the one an
+ * expiry policy compares created and last-read times with; this host's
+ * when the catalog cannot be asked. */
+int64_t mf_engine_now(struct mf_engine *e);
 
 /* Every snapshot the catalog knows, ordered by name then created. */
 int mf_engine_list_snapshots(struct mf_engine *e,

@@ -156,7 +156,7 @@ void mfs_expiry_pass(struct mfs *m)
 		return; /* busy: unsure what is held, the next pass */
 	}
 	struct mf_expiry_policy p = {
-	    .now = mf_now_s(),
+	    .now = mf_engine_now(m->eng), /* the catalog's clock */
 	    .older_than = -1,
 	    .max_size = m->o.max_size,
 	    .registered = registered,

@@ -100,6 +100,7 @@ static int setup(struct mfs *m, const struct mfs_opts *o, char **err)
 				    .chunk = on_chunk,
 				    .chunk_arg = m,
 				    .serve_sealed = true,
+				    .catalog_wait_s = MF_ENGINE_BOOT_WAIT_S,
 				    .commit_failed = on_commit_failed,
 				    .commit_failed_arg = m,
 				    .indexed = on_indexed,

@@ -19,6 +19,10 @@
  * on its own) is tried again then, one stopped at its limit is not until
  * its file or deps change. A file changed while
  * its registration runs is registered again when that one returns.
+ * A registration the catalog could not record (an outage: the engine's
+ * -EAGAIN) is logged once and tried again, every MFS_REG_RETRY_MIN_MS
+ * doubling up to MFS_REG_RETRY_MAX_MS, until the catalog answers: a
+ * spec edited during an outage is never skipped for good.
  *
  * Not for: deciding what to register (fuse_specs.c) or what a
  * registration depends on (fuse_deps.c).
@@ -215,13 +219,35 @@ static bool reg_apply(struct mfs *m, struct spec_file *f, struct mfs_reg *j)
 {
 	assert(mf_mutex_held(&m->specs->lock));
 	bool had = f->fp[0] != 0;
+	if (j->rc == -EAGAIN) { /* the catalog is away: tried again */
+		unsigned ms = MFS_REG_RETRY_MIN_MS
+		    << (f->outages < 5 ? f->outages : 5);
+		if (ms > MFS_REG_RETRY_MAX_MS)
+			ms = MFS_REG_RETRY_MAX_MS;
+		if (f->outages++ == 0)
+			mfs_logf(m, MFS_LOG_ERR,
+				 "%s (spec not registered; tried again until "
+				 "the catalog answers)",
+				 j->err ? j->err : strerror(-j->rc));
+		f->retry_ns = mf_mono_ns() + (uint64_t)ms * 1000000u;
+	} else {
+		f->retry_ns = 0;
+	}
 	if (j->rc) {
-		mfs_logf(m, MFS_LOG_ERR, "%s (spec skipped)",
-			 j->err ? j->err : strerror(-j->rc));
+		if (j->rc != -EAGAIN)
+			mfs_logf(m, MFS_LOG_ERR, "%s (spec skipped)",
+				 j->err ? j->err : strerror(-j->rc));
+		if (j->rc != -EAGAIN)
+			f->outages = 0;
 		f->fp[0] = 0;
 		f->forget = true;
 		return had;
 	}
+	if (f->outages)
+		mfs_logf(m, MFS_LOG_INFO,
+			 "spec '%s': registered, the catalog answers again",
+			 f->path);
+	f->outages = 0;
 	if (!had || strcmp(j->fp, f->fp) != 0)
 		mfs_logf(m, MFS_LOG_INFO, "spec '%s': fingerprint %s", f->path,
 			 j->fp);

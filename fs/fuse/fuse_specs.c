@@ -275,13 +275,21 @@ static bool scan_apply(struct mfs *m, struct mfs_specs *s,
  * Registers again the specs whose deps or inputs changed: those an event
  * marked, and the polled ones not checked for age_ns whose identities
  * differ (compared by their registration, on a worker: a stat that hangs
- * holds no lock).
+ * holds no lock); and those whose registration met a catalog outage,
+ * once their retry is due.
  */
 static void follow_deps(struct mfs *m, struct mfs_specs *s, uint64_t age_ns)
 {
 	bool polled = s->dir_remote || s->poll_all;
 	for (size_t i = 0; i < s->n; i++) {
 		struct spec_file *f = &s->files[i];
+		if (f->seen && f->retry_ns && !f->job &&
+		    mf_mono_ns() >= f->retry_ns) { /* after a catalog outage */
+			f->dirty = false;
+			f->retry_ns = 0;
+			mfs_reg_submit(m, f, false);
+			continue;
+		}
 		if (!f->seen || !f->deps)
 			continue;
 		polled |= mfs_deps_polled(f->deps);
@@ -704,6 +712,9 @@ static int sleep_ms(struct mfs_specs *s)
 		due = s->scanned_ns + s->poll_ns;
 	for (size_t i = 0; i < s->n; i++) {
 		const struct mfs_deps *d = s->files[i].deps;
+		if (s->files[i].retry_ns && s->files[i].seen &&
+		    s->files[i].retry_ns < due)
+			due = s->files[i].retry_ns; /* after a catalog outage */
 		if (d && s->files[i].seen && !s->files[i].job &&
 		    mfs_deps_polled(d) &&
 		    mfs_deps_checked(d) + s->poll_ns < due)

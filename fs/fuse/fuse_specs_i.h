@@ -114,7 +114,14 @@ struct spec_file {
 	 * no lock held): none starts until that returns; the entry stays */
 	bool unregistering;
 	bool again; /* changed meanwhile: register again once free */
+	/* its last registration met a catalog outage (-EAGAIN): registered
+	 * again at retry_ns (monotonic; 0: not due), the wait doubling
+	 * with each outage in a row, up to MFS_REG_RETRY_MAX_MS */
+	uint64_t retry_ns;
+	unsigned outages;
 };
+#define MFS_REG_RETRY_MIN_MS 500
+#define MFS_REG_RETRY_MAX_MS 10000
 
 #define MFS_REG_THREADS 4 /* registrations within their limit at once */
 /* One owner's registrations at once, past their limit included, and the

@@ -10,6 +10,8 @@
 #   pg_server.sh restart              (from inside COMMAND) restarts it
 #   pg_server.sh stop | start         (from inside COMMAND) stops it, or
 #                                     starts it again after a stop
+#   pg_server.sh kill9                (from inside COMMAND) SIGKILLs the
+#                                     postmaster; start brings it back
 #
 # COMMAND gets MF_PG_URL, a location for a role "matfs" that owns nothing
 # but its schema "matfs" (search_path set by options=-csearch_path=matfs),
@@ -51,6 +53,37 @@ if [ "${1:-}" = restart ]; then
   as_owner "$bin/pg_ctl" -D "$MF_PG_DATA" -w -t 60 -m fast stop >/dev/null &&
     start
   exit
+fi
+# kill9: SIGKILL to the postmaster, as a crash would; returns once every
+# process of that server is gone (its backends and helpers notice their
+# postmaster's death and exit; until they have, they keep its shared
+# memory and a new postmaster would refuse to start). "start" then runs
+# crash recovery.
+if [ "${1:-}" = kill9 ]; then
+  : "${MF_PG_DATA:?kill9 runs inside pg_server.sh}"
+  pm=$(head -n 1 "$MF_PG_DATA/postmaster.pid") || exit 1
+  procs="$pm $(pgrep -P "$pm" | tr '\n' ' ')"
+  kill -KILL "$pm" || exit 1
+  live() { # a process that exists and is not a zombie
+    local st
+    st=$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null)
+    [ -n "$st" ] && [ "$st" != Z ]
+  }
+  for _ in $(seq 1 600); do
+    left=0
+    for p in $procs; do live "$p" && left=1; done
+    if [ "$left" -eq 0 ]; then
+      # the postmaster may stay a zombie (a PID 1 here that does not
+      # reap), which the new one's lock-file check takes for alive; what
+      # an init reaping it would leave is no lock file of a live server
+      rm -f "$MF_PG_DATA/postmaster.pid" \
+        "$(dirname "$MF_PG_DATA")/.s.PGSQL.$MF_PG_PORT.lock"
+      exit 0
+    fi
+    sleep 0.1
+  done
+  echo "pg_server.sh: the killed server's processes did not exit" >&2
+  exit 1
 fi
 if [ "${1:-}" = stop ] || [ "${1:-}" = start ]; then
   : "${MF_PG_DATA:?$1 runs inside pg_server.sh}"

@@ -174,8 +174,9 @@ static void table_complete(const struct mf_catalog_backend *b)
 	    b->expire != NULL,	       b->touch != NULL,
 	    b->add_totals != NULL,     b->get_totals != NULL,
 	};
-	/* optional: wait (NULL where no backend tells of changes) */
-	const size_t optional = 1;
+	/* optional: now (NULL: the host's clock) and wait (NULL where no
+	 * backend tells of changes) */
+	const size_t optional = 2;
 	/* every member after the name and alias is an operation, and each
 	 * is listed */
 	assert_int_equal(sizeof(filled) / sizeof(filled[0]) + optional,
