@@ -23,6 +23,10 @@ enum mf_identity {
 	MF_IDENTITY_CONTENT = 1, /* SHA-256 of the contents */
 };
 
+/* The bytes of records a shuffled batch order may mix at once
+ * (`shuffle_window`, docs/spec.md) when the spec sets none: 256 MiB. */
+#define MF_SHUFFLE_WINDOW_DEFAULT (256ULL << 20)
+
 /* Timeout of a stage whose spec sets none, in seconds (24 hours). */
 #define MF_STAGE_TIMEOUT_DEFAULT 86400
 
@@ -71,6 +75,11 @@ struct mf_spec {
 	int64_t pending_expiry; /* seconds; default 86400 */
 	uint32_t keep; /* 0: no limit (default) */
 	char *fingerprint_key; /* NULL unless the spec sets one */
+	struct mf_records records; /* `records`; framing MF_FRAMING_NONE
+				      when the spec has none */
+	uint64_t shuffle_window; /* `shuffle_window`, bytes of records;
+				    MF_SHUFFLE_WINDOW_DEFAULT when not set;
+				    0 without `records` */
 	struct mf_env_var *env; /* `env`, sorted by name; NULL when none */
 	size_t n_env;
 	uid_t owner_uid; /* owner of the real spec file: whom its stages run

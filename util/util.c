@@ -583,6 +583,24 @@ void mf_format_codec(enum mf_codec codec, int level, char *buf, size_t len)
 	}
 }
 
+const char *mf_framing_name(enum mf_framing f)
+{
+	static const char *const names[] = {"none",	"fixed", "lines",
+					    "tfrecord", "tar",	 "index"};
+	return (unsigned)f <= MF_FRAMING_MAX ? names[f] : "?";
+}
+
+void mf_format_records(const struct mf_records *r, char *buf, size_t len)
+{
+	if (r->framing != MF_FRAMING_FIXED)
+		snprintf(buf, len, "%s", mf_framing_name(r->framing));
+	else if (r->drop_tail)
+		snprintf(buf, len, "{size: %llu, tail: drop}",
+			 (unsigned long long)r->size);
+	else
+		snprintf(buf, len, "%llu", (unsigned long long)r->size);
+}
+
 int mf_boot_id(char out[MF_BOOT_ID_LEN + 1])
 {
 	char buf[MF_BOOT_ID_LEN + 2];
