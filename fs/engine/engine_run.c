@@ -185,6 +185,24 @@ void eng_failure_errf(char **err, const char *error, const char *tail)
 		eng_errf(err, "%s", error);
 }
 
+/* The checks only the end of the output allows (a fixed-size remainder,
+ * a frame cut short): a failure is the shard's, and nothing is stored. */
+static int end_records(struct pump *p, struct mf_shard_writer *w, char **err)
+{
+	int rc = mf_shard_writer_end_records(w);
+	if (rc == 0)
+		return 0;
+	if (rc == -EBADMSG && *mf_shard_writer_framing_error(w))
+		eng_errf(err, "shard %u: records: %s", p->shard,
+			 mf_shard_writer_framing_error(w));
+	else
+		eng_errf(err, "store: writing shard %u: %s", p->shard,
+			 strerror(-rc));
+	mf_shard_writer_abort(w);
+	(void)record_failure(p, -1, *err, NULL);
+	return -EIO;
+}
+
 static int run_stages(struct pump *p, struct spec_entry *se,
 		      struct mf_shard_writer *w, char **err)
 {
@@ -215,6 +233,14 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 					       p->run_id);
 		return -ECANCELED;
 	}
+	if (store_rc == -EBADMSG && *mf_shard_writer_framing_error(w)) {
+		/* the output broke its framing: the shard's failure */
+		eng_errf(err, "shard %u: records: %s", p->shard,
+			 mf_shard_writer_framing_error(w));
+		mf_shard_writer_abort(w);
+		(void)record_failure(p, -1, *err, NULL);
+		return -EIO;
+	}
 	if (store_rc) {
 		mf_shard_writer_abort(w);
 		eng_errf(err, "store: writing shard %u: %s", p->shard,
@@ -236,7 +262,7 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 							: NULL);
 		return -EIO;
 	}
-	return 0;
+	return end_records(p, w, err);
 }
 
 /* Seals w and queues its commit (serve_sealed): 0 with p->sealed, -EIO
@@ -344,6 +370,14 @@ static int store_attempt(struct pump *p, struct spec_entry *se, char **err)
 				      &cfg, &w);
 	if (rc) {
 		eng_errf(err, "store: creating shard %u: %s", p->shard,
+			 strerror(-rc));
+		(void)record_failure(p, -1, *err, NULL);
+		return -EIO;
+	}
+	if (se->spec->records.framing != MF_FRAMING_NONE &&
+	    (rc = mf_shard_writer_set_records(w, &se->spec->records)) != 0) {
+		mf_shard_writer_abort(w);
+		eng_errf(err, "store: shard %u: records: %s", p->shard,
 			 strerror(-rc));
 		(void)record_failure(p, -1, *err, NULL);
 		return -EIO;

@@ -3,12 +3,15 @@
  * so `getfattr -d` shows it without matctl:
  *
  *   a shard       user.matfs.state (absent, running, materialized, failed),
- *                 .run_id, .attempts, .raw_bytes, .stored_bytes, and for
- *                 a failure .error, .exit_status and .stderr (its tail)
+ *                 .run_id, .attempts, .raw_bytes, .stored_bytes, with
+ *                 `records` in the spec .records (the count) and
+ *                 .framing once materialized, and for a failure .error,
+ *                 .exit_status and .stderr (its tail)
  *   a snapshot    user.matfs.fingerprint, .name, .spec, .state (absent,
  *                 partial, running, failed, materialized), .shards,
  *                 .materialized, .running, .failed, .raw_bytes,
- *                 .stored_bytes
+ *                 .stored_bytes, and .records and .framing once every
+ *                 shard is materialized
  *   the root      user.matfs.store, .pipelines, .version, .log (where
  *                 the daemon logs), and this mount's counters:
  *                 .chunks_decompressed (read back from store files),
@@ -46,7 +49,7 @@
 #include "mf_config.h"
 
 #define PREFIX "user.matfs."
-#define MAX_ATTRS 16
+#define MAX_ATTRS 18
 
 struct xattrs {
 	size_t n;
@@ -126,6 +129,24 @@ static void failure_attrs(struct mfs *m, uid_t reader,
 		xa_add(x, "stderr", "%s", rec->stderr_tail);
 }
 
+/* .records and .framing, from the engine (the count is in the shard
+ * files); nothing for a spec without records or before they are known. */
+static void records_attrs(struct mfs *m, const char *fp, bool whole,
+			  uint32_t shard, struct xattrs *x)
+{
+	struct mf_records fr;
+	uint64_t count;
+	int rc = whole
+	    ? mf_engine_snapshot_records(m->eng, fp, &fr, &count)
+	    : mf_engine_shard_records(m->eng, fp, shard, &fr, &count);
+	if (rc || fr.framing == MF_FRAMING_NONE)
+		return;
+	char shown[64];
+	mf_format_records(&fr, shown, sizeof(shown));
+	xa_add(x, "records", "%llu", (unsigned long long)count);
+	xa_add(x, "framing", "%s", shown);
+}
+
 static int shard_attrs(struct mfs *m, uid_t reader, const struct mfs_inode *in,
 		       struct xattrs *x)
 {
@@ -146,6 +167,7 @@ static int shard_attrs(struct mfs *m, uid_t reader, const struct mfs_inode *in,
 		       (unsigned long long)rec.raw_bytes);
 		xa_add(x, "stored_bytes", "%llu",
 		       (unsigned long long)rec.stored_bytes);
+		records_attrs(m, in->si.fp, false, in->shard, x);
 	}
 	if (rec.exit_status >= 0)
 		xa_add(x, "exit_status", "%d", rec.exit_status);
@@ -213,6 +235,8 @@ static int dir_attrs(struct mfs *m, const struct mfs_inode *in,
 	xa_add(x, "failed", "%u", ct.failed);
 	xa_add(x, "raw_bytes", "%llu", (unsigned long long)ct.raw);
 	xa_add(x, "stored_bytes", "%llu", (unsigned long long)ct.stored);
+	if (ct.done == in->si.shards)
+		records_attrs(m, in->si.fp, true, 0, x);
 	return 0;
 }
 
