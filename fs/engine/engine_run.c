@@ -374,11 +374,18 @@ static int store_attempt(struct pump *p, struct spec_entry *se, char **err)
 		(void)record_failure(p, -1, *err, NULL);
 		return -EIO;
 	}
+	/* the stage's fd 3 is not a pipe to the daemon yet: without its ends
+	 * an index-framed shard cannot be stored, and says so */
+	if (se->spec->records.framing == MF_FRAMING_INDEX)
+		rc = -ENOSYS;
 	if (se->spec->records.framing != MF_FRAMING_NONE &&
-	    (rc = mf_shard_writer_set_records(w, &se->spec->records)) != 0) {
+	    (rc ||
+	     (rc = mf_shard_writer_set_records(w, &se->spec->records)) != 0)) {
 		mf_shard_writer_abort(w);
 		eng_errf(err, "store: shard %u: records: %s", p->shard,
-			 strerror(-rc));
+			 rc == -ENOSYS ? "'index' (record ends on fd 3) is not "
+					 "served by this version"
+				       : strerror(-rc));
 		(void)record_failure(p, -1, *err, NULL);
 		return -EIO;
 	}
