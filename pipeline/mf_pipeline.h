@@ -339,6 +339,16 @@ int mf_job_start_guarded(const struct mf_spec *spec, uint32_t shard,
  */
 ssize_t mf_job_read(struct mf_job *j, void *buf, size_t len);
 
+/*
+ * records: index: the bytes the last stage wrote to its descriptor 3 (a
+ * pipe the job drains while the output is read, so neither blocks the
+ * stage), read until every writer closed it or every stage exited. Call
+ * after mf_job_read returned 0. *buf is the job's, valid until
+ * mf_job_finish. Returns 0, -ETIMEDOUT, -EFBIG past 1 GiB, -errno. A
+ * spec without records: index gives 0 bytes.
+ */
+int mf_job_read_index(struct mf_job *j, const uint8_t **buf, size_t *len);
+
 /* Kills every process of the job (SIGKILL): each stage and the feeder
  * lead a session and process group of their own, and each group is
  * killed. The job must still be finished; both work at any point after

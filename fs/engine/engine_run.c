@@ -57,6 +57,7 @@ struct pump {
 	const struct mf_input_guard *guards; /* the inputs as checked */
 	size_t n_guards;
 	bool input_changed; /* the feeder found one not as checked */
+	char ends_why[160]; /* records: index: what was wrong with fd 3 */
 };
 
 static void pump_progress(struct pump *p, bool done)
@@ -203,6 +204,41 @@ static int end_records(struct pump *p, struct mf_shard_writer *w, char **err)
 	return -EIO;
 }
 
+/* records: index: the ends the last stage wrote to fd 3, to the writer.
+ * Returns 0, the writer's error (-EBADMSG: not increasing), -EBADMSG
+ * with p->ends_why, or the job's. */
+static int take_ends(struct pump *p, struct mf_job *job,
+		     struct mf_shard_writer *w)
+{
+	const uint8_t *buf;
+	size_t len;
+	int rc = mf_job_read_index(job, &buf, &len);
+	if (rc == -EFBIG)
+		snprintf(p->ends_why, sizeof(p->ends_why),
+			 "fd 3: more than 1GiB of record ends");
+	if (rc)
+		return rc == -EFBIG ? -EBADMSG : rc;
+	if (len % 8) {
+		snprintf(p->ends_why, sizeof(p->ends_why),
+			 "fd 3 got %zu bytes, not a whole number of 8-byte "
+			 "record ends (%zu bytes over)",
+			 len, len % 8);
+		return -EBADMSG;
+	}
+	uint64_t *ends = malloc(len ? len : 1);
+	if (!ends)
+		return -ENOMEM;
+	for (size_t i = 0; i < len / 8; i++) {
+		uint64_t v = 0;
+		for (int b = 7; b >= 0; b--)
+			v = (v << 8) | buf[8 * i + (size_t)b];
+		ends[i] = v;
+	}
+	rc = mf_shard_writer_set_ends(w, ends, len / 8);
+	free(ends);
+	return rc;
+}
+
 static int run_stages(struct pump *p, struct spec_entry *se,
 		      struct mf_shard_writer *w, char **err)
 {
@@ -220,7 +256,10 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 	if (eng_flight_job(p->e, p->fp, p->shard, job))
 		mf_job_kill(job); /* cancelled before it started */
 	int store_rc = 0;
-	(void)pump_output(p, job, w, &store_rc);
+	int out_rc = pump_output(p, job, w, &store_rc);
+	if (out_rc == 0 && store_rc == 0 &&
+	    se->spec->records.framing == MF_FRAMING_INDEX)
+		store_rc = take_ends(p, job, w);
 	bool cancelled = eng_flight_job(p->e, p->fp, p->shard, NULL);
 	if (store_rc)
 		mf_job_kill(job);
@@ -233,10 +272,12 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 					       p->run_id);
 		return -ECANCELED;
 	}
-	if (store_rc == -EBADMSG && *mf_shard_writer_framing_error(w)) {
+	if (store_rc == -EBADMSG &&
+	    (p->ends_why[0] || *mf_shard_writer_framing_error(w))) {
 		/* the output broke its framing: the shard's failure */
 		eng_errf(err, "shard %u: records: %s", p->shard,
-			 mf_shard_writer_framing_error(w));
+			 p->ends_why[0] ? p->ends_why
+					: mf_shard_writer_framing_error(w));
 		mf_shard_writer_abort(w);
 		(void)record_failure(p, -1, *err, NULL);
 		return -EIO;
@@ -374,18 +415,11 @@ static int store_attempt(struct pump *p, struct spec_entry *se, char **err)
 		(void)record_failure(p, -1, *err, NULL);
 		return -EIO;
 	}
-	/* the stage's fd 3 is not a pipe to the daemon yet: without its ends
-	 * an index-framed shard cannot be stored, and says so */
-	if (se->spec->records.framing == MF_FRAMING_INDEX)
-		rc = -ENOSYS;
 	if (se->spec->records.framing != MF_FRAMING_NONE &&
-	    (rc ||
-	     (rc = mf_shard_writer_set_records(w, &se->spec->records)) != 0)) {
+	    (rc = mf_shard_writer_set_records(w, &se->spec->records)) != 0) {
 		mf_shard_writer_abort(w);
 		eng_errf(err, "store: shard %u: records: %s", p->shard,
-			 rc == -ENOSYS ? "'index' (record ends on fd 3) is not "
-					 "served by this version"
-				       : strerror(-rc));
+			 strerror(-rc));
 		(void)record_failure(p, -1, *err, NULL);
 		return -EIO;
 	}
