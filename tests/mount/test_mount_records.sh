@@ -110,6 +110,16 @@ check lines 1 0 "$pipes/lines/b"
 check tf 0 300 "$pipes/tf/a"
 check tar 0 5 "$pipes/tar/a"
 [ "$(xattr "$mnt/tar/shard-00000" framing)" = tar ] || fail "tar framing"
+st=$("$matctl" --store "$store" stat fixed) || fail "matctl stat fixed"
+case $st in *"records      1025 in 3 of 3 shards (8)"*) ;; *) fail "matctl stat: $st" ;; esac
+row=$(printf '%s\n' "$st" | awk '$1 == "0" && $2 == "materialized" {print $(NF-1)}')
+[ "$row" = 1024 ] || fail "matctl stat: shard 0's records '$row': $st"
+js=$("$matctl" --store "$store" --json stat fixed) || fail "matctl --json stat"
+"$py" -c 'import json, sys
+d = json.loads(sys.argv[1])
+assert d["snapshot"]["records"] == 1025 and d["snapshot"]["framing"] == "8", d
+assert [s["records"] for s in d["shards"]] == [1024, 1, 0], d' "$js" ||
+  fail "matctl --json stat: $js"
 tr -d '\n' <"$pipes/idx/a" >"$tmp/idx.want"
 check idx 0 20000 "$tmp/idx.want"
 pass "fixed, lines, tfrecord, tar and index shards read back with their record counts"
