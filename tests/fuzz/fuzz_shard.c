@@ -28,7 +28,7 @@
 #define DEEP_RAW_MAX (16ULL << 20)
 #define DEEP_CHUNK_MAX (4ULL << 20)
 #define HEADER 16
-#define TRAILER 64
+#define TRAILER_V3 64 /* 96 from version 4 on */
 /* the shard every input is opened as; corpus/shard/ files of version 2
  * were written for it */
 #define FUZZ_FP                                                                \
@@ -62,6 +62,8 @@ struct seeds {
 	bool v2;
 	uint64_t key;
 	size_t entry;
+	size_t trailer;
+	bool v4;
 };
 
 static struct seeds seeds_of(const uint8_t *f)
@@ -70,7 +72,8 @@ static struct seeds seeds_of(const uint8_t *f)
 	memcpy(b, FUZZ_FP, 64);
 	put_le64(b + 64, FUZZ_SHARD); /* 4 bytes of it are hashed */
 	uint64_t v = get_le(f + 8, 4);
-	return (struct seeds){v >= 2, xxh(b, 68, 0), v >= 3 ? 32 : 24};
+	return (struct seeds){v >= 2, xxh(b, 68, 0), v >= 3 ? 32 : 24,
+			      v >= 4 ? 96 : TRAILER_V3, v >= 4};
 }
 
 static uint64_t chunk_seed(const struct seeds *s, uint32_t i)
@@ -83,15 +86,26 @@ static uint64_t chunk_seed(const struct seeds *s, uint32_t i)
 /* Recomputes every checksum that the layout lets us find. */
 static void repair(uint8_t *f, size_t size)
 {
-	if (size < HEADER + TRAILER)
+	if (size < HEADER + TRAILER_V3)
 		return;
 	struct seeds s = seeds_of(f);
+	size_t trailer = s.trailer;
+	if (size < HEADER + trailer)
+		return;
 	uint64_t meta = s.v2 ? s.key : 0;
-	uint8_t *t = f + size - TRAILER;
+	uint8_t *t = f + size - trailer;
 	uint64_t chunks = get_le(t + 20, 4);
 	size_t entry = s.entry;
-	if (chunks * entry <= size - HEADER - TRAILER) {
-		size_t idx = size - TRAILER - (size_t)chunks * entry;
+	if (chunks * entry <= size - HEADER - trailer) {
+		size_t idx = size - trailer - (size_t)chunks * entry;
+		/* version 4: the ends of variable framings before the index */
+		uint64_t framing = s.v4 ? get_le(t + 56, 4) : 0;
+		uint64_t ends = framing >= 2 ? get_le(t + 72, 8) : 0;
+		if (s.v4 && ends <= (idx - HEADER) / 8)
+			put_le64(
+			    t + 80,
+			    xxh(f + idx - 8 * ends, 8 * ends,
+				xxh((const uint8_t *)"records", 7, s.key)));
 		for (size_t i = 0; i < chunks; i++) {
 			uint8_t *e = f + idx + i * entry;
 			uint64_t off = get_le(e, 8), stored = get_le(e + 8, 4);
@@ -102,7 +116,7 @@ static void repair(uint8_t *f, size_t size)
 		}
 		put_le64(t + 48, xxh(f + idx, (size_t)chunks * entry, meta));
 	}
-	put_le64(t + 56, xxh(t, 56, meta));
+	put_le64(t + trailer - 8, xxh(t, trailer - 8, meta));
 }
 
 static void put_file(int fd, const uint8_t *data, size_t size)
