@@ -528,6 +528,12 @@ void mf_engine_spec_info_free(struct mf_engine_spec_info *v, size_t n);
  * Returns 0, -ENOENT when it knows none (a fingerprint only the catalog
  * knows), or -ENOMEM.
  */
+/* The `records` of the spec this engine knows for fp (framing
+ * MF_FRAMING_NONE without), before any shard is computed. Returns 0 or
+ * -ENOENT as mf_engine_spec_owner. */
+int mf_engine_spec_records(struct mf_engine *e, const char *fp,
+			   struct mf_records *out);
+
 int mf_engine_spec_owner(struct mf_engine *e, const char *fp, uid_t *uid,
 			 char **path);
 

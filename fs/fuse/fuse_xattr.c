@@ -10,8 +10,8 @@
  *   a snapshot    user.matfs.fingerprint, .name, .spec, .state (absent,
  *                 partial, running, failed, materialized), .shards,
  *                 .materialized, .running, .failed, .raw_bytes,
- *                 .stored_bytes, and .records and .framing once every
- *                 shard is materialized
+ *                 .stored_bytes, .framing (from the spec, when known),
+ *                 and .records once every shard is materialized
  *   the root      user.matfs.store, .pipelines, .version, .log (where
  *                 the daemon logs), and this mount's counters:
  *                 .chunks_decompressed (read back from store files),
@@ -176,6 +176,20 @@ static int shard_attrs(struct mfs *m, uid_t reader, const struct mfs_inode *in,
 	return 0;
 }
 
+/* .framing of a snapshot not yet materialized, from its spec when this
+ * daemon knows it: a reader can tell how to read the shards before they
+ * exist. */
+static void spec_framing(struct mfs *m, const char *fp, struct xattrs *x)
+{
+	struct mf_records fr;
+	if (mf_engine_spec_records(m->eng, fp, &fr) != 0 ||
+	    fr.framing == MF_FRAMING_NONE)
+		return;
+	char shown[64];
+	mf_format_records(&fr, shown, sizeof(shown));
+	xa_add(x, "framing", "%s", shown);
+}
+
 struct counts {
 	uint32_t done, running, failed;
 	uint64_t raw, stored;
@@ -237,6 +251,8 @@ static int dir_attrs(struct mfs *m, const struct mfs_inode *in,
 	xa_add(x, "stored_bytes", "%llu", (unsigned long long)ct.stored);
 	if (ct.done == in->si.shards)
 		records_attrs(m, in->si.fp, true, 0, x);
+	else
+		spec_framing(m, in->si.fp, x);
 	return 0;
 }
 
