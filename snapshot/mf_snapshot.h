@@ -426,10 +426,13 @@ void mf_shard_reader_stat(const struct mf_shard_reader *r,
  * written without records) and its record count. */
 void mf_shard_reader_records(const struct mf_shard_reader *r,
 			     struct mf_records *framing, uint64_t *count);
-/* Record k's place in the shard's bytes: [*off, *off + *len). Returns 0,
- * or -EINVAL for k >= the count (or a shard without records). */
-int mf_shard_reader_record(const struct mf_shard_reader *r, uint64_t k,
-			   uint64_t *off, uint64_t *len);
+/* Record k's place in the shard's bytes: [*off, *off + *len). The first
+ * call reads the records section and checks it (its checksum and order:
+ * a shard read only as bytes never pays for it). Returns 0, -EINVAL for
+ * k >= the count (or a shard without records), -EBADMSG for a corrupt
+ * records section, -ENOMEM, -errno. Thread-safe. */
+int mf_shard_reader_record(struct mf_shard_reader *r, uint64_t k, uint64_t *off,
+			   uint64_t *len);
 
 /*
  * Reads only the header and trailer of shard `shard` of run RUN under FP
@@ -466,8 +469,9 @@ ssize_t mf_shard_reader_read_chunk(struct mf_shard_reader *r, uint32_t i,
 ssize_t mf_shard_reader_pread(struct mf_shard_reader *r, void *buf, size_t len,
 			      uint64_t off);
 
-/* Checks every chunk's checksum (and that it decompresses to its length).
- * Returns 0 or -EBADMSG with the first bad chunk in *bad (may be NULL). */
+/* Checks the records section, then every chunk's checksum (and that it
+ * decompresses to its length). Returns 0 or -EBADMSG with the first bad
+ * chunk in *bad (may be NULL; not set for a bad records section). */
 int mf_shard_reader_verify(struct mf_shard_reader *r, uint32_t *bad);
 
 /*

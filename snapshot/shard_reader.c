@@ -126,7 +126,6 @@ static int reader_from_fd(int fd, const char *fp, uint32_t shard,
 	struct stat sb;
 	struct snap_trailer t;
 	struct snap_entry *ent = NULL;
-	uint64_t *ends = NULL;
 	struct snap_seeds seeds = {.key = snap_shard_key(fp, shard)};
 	int rc = fstat(fd, &sb) == 0 ? 0 : -errno;
 	if (rc == 0 && !S_ISREG(sb.st_mode))
@@ -135,8 +134,11 @@ static int reader_from_fd(int fd, const char *fp, uint32_t shard,
 		rc = load_trailer(fd, (uint64_t)sb.st_size, &seeds, &t);
 	if (rc == 0)
 		rc = load_index(fd, &seeds, &t, &ent);
-	if (rc == 0)
-		rc = load_ends(fd, &seeds, &t, &ends);
+	/* no ends to read: the records checksum is checked at once, as every
+	 * other byte of the trailer is */
+	uint64_t *none = NULL;
+	if (rc == 0 && snap_trailer_ends(&t) == 0)
+		rc = load_ends(fd, &seeds, &t, &none);
 	if (rc)
 		goto close_fd;
 	struct mf_shard_reader *r = calloc(1, sizeof(*r));
@@ -146,9 +148,11 @@ static int reader_from_fd(int fd, const char *fp, uint32_t shard,
 	}
 	r->fd = fd;
 	r->ent = ent;
-	r->ends = ends;
 	r->records = t.records;
 	r->n_records = t.n_records;
+	r->trailer = t;
+	r->ends_loaded = snap_trailer_ends(&t) == 0;
+	(void)mf_mutex_init(&r->ends_lock);
 	r->level = t.level;
 	r->seeds = seeds;
 	r->st = (struct mf_shard_stat){
@@ -162,7 +166,6 @@ static int reader_from_fd(int fd, const char *fp, uint32_t shard,
 	return 0;
 close_fd:
 	free(ent);
-	free(ends);
 	close(fd);
 	return rc;
 }
@@ -205,7 +208,23 @@ void mf_shard_reader_close(struct mf_shard_reader *r)
 	close(r->fd);
 	free(r->ent);
 	free(r->ends);
+	pthread_mutex_destroy(&r->ends_lock);
 	free(r);
+}
+
+/* The ends, loaded and checked once (0, -EBADMSG, -ENOMEM, -errno). */
+static int ends_ready(struct mf_shard_reader *r)
+{
+	pthread_mutex_lock(&r->ends_lock);
+	if (!r->ends_loaded) {
+		r->ends_err =
+		    load_ends(r->fd, &r->seeds, &r->trailer, &r->ends);
+		/* an I/O error may pass: only a verdict on the bytes sticks */
+		r->ends_loaded = r->ends_err == 0 || r->ends_err == -EBADMSG;
+	}
+	int rc = r->ends_err;
+	pthread_mutex_unlock(&r->ends_lock);
+	return rc;
 }
 
 void mf_shard_reader_records(const struct mf_shard_reader *r,
@@ -215,8 +234,8 @@ void mf_shard_reader_records(const struct mf_shard_reader *r,
 	*count = r->n_records;
 }
 
-int mf_shard_reader_record(const struct mf_shard_reader *r, uint64_t k,
-			   uint64_t *off, uint64_t *len)
+int mf_shard_reader_record(struct mf_shard_reader *r, uint64_t k, uint64_t *off,
+			   uint64_t *len)
 {
 	if (!r || k >= r->n_records)
 		return -EINVAL;
@@ -225,6 +244,9 @@ int mf_shard_reader_record(const struct mf_shard_reader *r, uint64_t k,
 		*len = r->records.size;
 		return 0;
 	}
+	int rc = ends_ready(r);
+	if (rc)
+		return rc;
 	uint64_t start = k ? r->ends[k - 1] : 0;
 	*off = start;
 	*len = r->ends[k] - start;
@@ -362,6 +384,9 @@ int mf_shard_reader_verify(struct mf_shard_reader *r, uint32_t *bad)
 {
 	if (!r)
 		return -EINVAL;
+	int erc = ends_ready(r);
+	if (erc)
+		return erc;
 	uint8_t *buf = malloc(r->st.chunk_size);
 	if (!buf)
 		return -ENOMEM;

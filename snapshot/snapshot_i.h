@@ -345,7 +345,13 @@ struct mf_shard_reader {
 	struct snap_entry *ent; /* st.chunks entries, immutable */
 	struct mf_records records; /* framing none before version 4 */
 	uint64_t n_records;
-	uint64_t *ends; /* the records section's ends; NULL when none */
+	struct snap_trailer trailer; /* where the records section lies */
+	/* the records section's ends, read and checked on first use (a
+	 * shard read as bytes never needs them); guarded by ends_lock */
+	pthread_mutex_t ends_lock;
+	bool ends_loaded;
+	int ends_err; /* what loading them gave: 0 or -EBADMSG, -ENOMEM */
+	uint64_t *ends; /* NULL until loaded, and when the file has none */
 };
 
 /* Reads chunk i (< chunks) into dst (its raw length), checksum checked.

@@ -2,7 +2,8 @@
  * fuzz_shard.c - fuzz target for the shard file reader
  * (snapshot/mf_snapshot.h): the input is a whole shard file, put in a
  * memfd and opened with mf_shard_reader_open_fd. When it opens, every
- * chunk is read, the shard is verified, read with pread and copied, and
+ * chunk is read, every record's place is asked for (version 4), the
+ * shard is verified, read with pread and copied, and
  * the answers must agree with each other and with docs/format.md.
  *
  * Every input is opened as shard FUZZ_SHARD of FUZZ_FP and runs twice: as
@@ -184,6 +185,31 @@ static void check_whole(struct mf_shard_reader *r,
 	free(buf);
 }
 
+/* Version 4's records: each record's place, or -EBADMSG for all of them
+ * (the section is checked once, on first use); the records tile the
+ * shard's bytes from 0. Returns what they gave. */
+static int check_records(struct mf_shard_reader *r,
+			 const struct mf_shard_stat *st)
+{
+	struct mf_records fr;
+	uint64_t count, off, len, prev = 0;
+	mf_shard_reader_records(r, &fr, &count);
+	FUZZ_CHECK((unsigned)fr.framing <= MF_FRAMING_MAX);
+	FUZZ_CHECK(count <= st->raw_bytes);
+	if (count == 0)
+		return 0;
+	int first = mf_shard_reader_record(r, 0, &off, &len);
+	FUZZ_CHECK(first == 0 || first == -EBADMSG);
+	for (uint64_t k = 0; first == 0 && k < count && k < (1u << 16); k++) {
+		FUZZ_CHECK(mf_shard_reader_record(r, k, &off, &len) == 0);
+		FUZZ_CHECK(off == prev && len > 0 &&
+			   off + len <= st->raw_bytes);
+		prev = off + len;
+	}
+	FUZZ_CHECK(mf_shard_reader_record(r, count, &off, &len) == -EINVAL);
+	return first;
+}
+
 static void check_reader(struct mf_shard_reader *r, size_t size, int out_fd)
 {
 	struct mf_shard_stat st;
@@ -200,9 +226,12 @@ static void check_reader(struct mf_shard_reader *r, size_t size, int out_fd)
 	uint8_t *all = malloc(st.raw_bytes ? st.raw_bytes : 1);
 	FUZZ_CHECK(all);
 	uint32_t first_bad = read_chunks(r, &st, all);
+	int records = check_records(r, &st);
 	uint32_t bad = UINT32_MAX;
 	int rc = mf_shard_reader_verify(r, &bad);
-	if (first_bad == st.chunks)
+	if (records) /* the records section first */
+		FUZZ_CHECK(rc == records && bad == UINT32_MAX);
+	else if (first_bad == st.chunks)
 		FUZZ_CHECK(rc == 0);
 	else
 		FUZZ_CHECK(rc == -EBADMSG && bad == first_bad);
