@@ -481,6 +481,20 @@ static int end_tar(struct snap_indexer *ix)
 	return push_end(ix, ix->tar_ended ? ix->tar_end : ix->pos);
 }
 
+uint8_t *snap_records_encode(uint64_t *ends, size_t n)
+{
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+	for (size_t i = 0; i < n; i++) {
+		uint8_t b[8];
+		snap_put_u64(b, ends[i]);
+		memcpy(&ends[i], b, 8);
+	}
+#else
+	(void)n;
+#endif
+	return (uint8_t *)ends;
+}
+
 /* ---- the indexer ---- */
 
 int snap_indexer_feed(struct snap_indexer *ix, const void *buf, size_t n)

@@ -635,20 +635,22 @@ static int finish(struct mf_shard_writer *w)
 	};
 	size_t n = (size_t)w->head;
 	size_t ends = (size_t)snap_trailer_ends(&t);
-	size_t len = 8 * ends + n * SNAP_ENTRY_SIZE + SNAP_TRAILER_SIZE;
+	/* the ends, little-endian, straight from the indexer's array */
+	uint8_t *sec = snap_records_encode(w->ix.ends, ends);
+	size_t len = n * SNAP_ENTRY_SIZE + SNAP_TRAILER_SIZE;
 	uint8_t *buf = malloc(len);
-	if (!buf)
+	if (!buf || (ends && !sec)) {
+		free(buf);
 		return -ENOMEM;
-	for (size_t i = 0; i < ends; i++)
-		snap_put_u64(buf + 8 * i, w->ix.ends[i]);
-	uint8_t *idx = buf + 8 * ends;
+	}
+	uint8_t *idx = buf;
 	for (size_t i = 0; i < n; i++)
 		snap_entry_encode(&w->idx[i], idx + i * SNAP_ENTRY_SIZE);
 	t = (struct snap_trailer){
 	    .records = w->ix.cfg,
 	    .n_records = w->ix.count,
 	    .records_checksum = snap_index_checksum(
-		buf, 8 * ends, snap_records_seed(&w->seeds)),
+		sec, 8 * ends, snap_records_seed(&w->seeds)),
 	    .version = MF_SHARD_FORMAT_VERSION,
 	    .codec = w->codec,
 	    .level = w->level,
@@ -661,9 +663,11 @@ static int finish(struct mf_shard_writer *w)
 	};
 	snap_trailer_encode(&t, snap_meta_seed(&w->seeds),
 			    idx + n * SNAP_ENTRY_SIZE);
-	rc = snap_out_put(w->out, buf, len);
+	rc = ends ? snap_out_put(w->out, sec, 8 * ends) : 0;
+	if (rc == 0)
+		rc = snap_out_put(w->out, buf, len);
 	free(buf);
-	w->file_off += len;
+	w->file_off += 8 * ends + len;
 	return rc ? rc : snap_out_end(w->out);
 }
 

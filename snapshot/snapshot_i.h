@@ -194,6 +194,9 @@ int snap_indexer_set_ends(struct snap_indexer *ix, const uint64_t *ends,
 			  size_t n);
 /* The end of the shard: the checks that need it, the last record. */
 int snap_indexer_end(struct snap_indexer *ix);
+/* The records section's bytes: the n ends made little-endian in place (a
+ * no-op on a little-endian host); returns ends as bytes. */
+uint8_t *snap_records_encode(uint64_t *ends, size_t n);
 
 /* ---- codecs (chunk_codec.c) ---- */
 
