@@ -206,18 +206,21 @@ static int end_records(struct pump *p, struct mf_shard_writer *w, char **err)
 
 /* records: index: the ends the last stage wrote to fd 3, to the writer.
  * Returns 0, the writer's error (-EBADMSG: not increasing), -EBADMSG
- * with p->ends_why, or the job's. */
+ * with p->ends_why, or -ENOMEM; a job that timed out or failed while its
+ * ends were read is left to mf_job_finish to report. */
 static int take_ends(struct pump *p, struct mf_job *job,
 		     struct mf_shard_writer *w)
 {
 	const uint8_t *buf;
 	size_t len;
 	int rc = mf_job_read_index(job, &buf, &len);
-	if (rc == -EFBIG)
+	if (rc == -EFBIG) {
 		snprintf(p->ends_why, sizeof(p->ends_why),
 			 "fd 3: more than 1GiB of record ends");
+		return -EBADMSG;
+	}
 	if (rc)
-		return rc == -EFBIG ? -EBADMSG : rc;
+		return 0; /* a timeout, a killed job: mf_job_finish says so */
 	if (len % 8) {
 		snprintf(p->ends_why, sizeof(p->ends_why),
 			 "fd 3 got %zu bytes, not a whole number of 8-byte "

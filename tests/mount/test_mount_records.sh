@@ -107,6 +107,8 @@ check lines 0 4 "$pipes/lines/a"
   fail "a snapshot's records before every shard is materialized"
 check lines 1 0 "$pipes/lines/b"
 [ "$(xattr "$mnt/lines" records)" = 4 ] || fail "snapshot records of lines"
+[ "$(xattr "$mnt/tf" framing)" = tfrecord ] ||
+  fail "a snapshot's framing before any shard is computed: '$(xattr "$mnt/tf" framing)'"
 check tf 0 300 "$pipes/tf/a"
 check tar 0 5 "$pipes/tar/a"
 [ "$(xattr "$mnt/tar/shard-00000" framing)" = tar ] || fail "tar framing"
