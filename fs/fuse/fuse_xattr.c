@@ -228,8 +228,25 @@ static const char *snap_state(const struct counts *ct, uint32_t shards)
 	return ct->done ? "partial" : "absent";
 }
 
+/* A snapshot's .records sums every shard's (one trailer read each): only
+ * a getxattr of that very name pays for it; any other answer, a listing
+ * included, shows the framing from the spec and names .records once
+ * every shard is materialized. */
+static void dir_records(struct mfs *m, const char *fp, bool done,
+			const char *want, struct xattrs *x)
+{
+	if (done && want && strcmp(want, "records") == 0) {
+		records_attrs(m, fp, true, 0, x);
+		return;
+	}
+	size_t had = x->n;
+	spec_framing(m, fp, x);
+	if (done && x->n > had)
+		xa_add(x, "records", "%s", "");
+}
+
 static int dir_attrs(struct mfs *m, const struct mfs_inode *in,
-		     struct xattrs *x)
+		     const char *want, struct xattrs *x)
 {
 	struct counts ct = {0};
 	char *spec = NULL;
@@ -249,10 +266,7 @@ static int dir_attrs(struct mfs *m, const struct mfs_inode *in,
 	xa_add(x, "failed", "%u", ct.failed);
 	xa_add(x, "raw_bytes", "%llu", (unsigned long long)ct.raw);
 	xa_add(x, "stored_bytes", "%llu", (unsigned long long)ct.stored);
-	if (ct.done == in->si.shards)
-		records_attrs(m, in->si.fp, true, 0, x);
-	else
-		spec_framing(m, in->si.fp, x);
+	dir_records(m, in->si.fp, ct.done == in->si.shards, want, x);
 	return 0;
 }
 
@@ -284,9 +298,10 @@ static void root_counts(struct mfs *m, struct xattrs *x)
 	xa_add(x, "stage_seconds", "%.3f", es.stage_seconds);
 }
 
-/* The attributes of ino as reader (a uid) may see them. */
+/* The attributes of ino as reader (a uid) may see them; want: the one
+ * asked for (without the prefix), NULL for a listing. */
 static int attrs_of(struct mfs *m, uid_t reader, fuse_ino_t ino,
-		    struct xattrs *x)
+		    const char *want, struct xattrs *x)
 {
 	struct mfs_inode in;
 	int rc = mfs_inode_decode(m, ino, &in);
@@ -296,7 +311,7 @@ static int attrs_of(struct mfs *m, uid_t reader, fuse_ino_t ino,
 	case MFS_SHARD:
 		return shard_attrs(m, reader, &in, x);
 	case MFS_DIR:
-		return dir_attrs(m, &in, x);
+		return dir_attrs(m, &in, want, x);
 	case MFS_ROOT:
 		xa_add(x, "store", "%s", m->o.store_dir);
 		xa_add(x, "pipelines", "%s", m->o.pipelines_dir);
@@ -335,7 +350,8 @@ void mfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return;
 	}
 	struct xattrs x = {0};
-	int rc = attrs_of(m, fuse_req_ctx(req)->uid, ino, &x);
+	int rc =
+	    attrs_of(m, fuse_req_ctx(req)->uid, ino, name + strlen(PREFIX), &x);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -354,7 +370,7 @@ void mfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct mfs *m = fuse_req_userdata(req);
 	struct xattrs x = {0};
-	int rc = attrs_of(m, fuse_req_ctx(req)->uid, ino, &x);
+	int rc = attrs_of(m, fuse_req_ctx(req)->uid, ino, NULL, &x);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;

@@ -102,6 +102,9 @@ check fixed 1 1 "$pipes/fixed/b"
 check fixed 2 0 "$pipes/fixed/c"
 [ "$(xattr "$mnt/fixed/shard-00000" framing)" = 8 ] || fail "fixed framing"
 [ "$(xattr "$mnt/fixed" records)" = 1025 ] || fail "snapshot records of fixed"
+# listed, and its value given, as getfattr -d asks (a list, then each)
+all=$(getfattr -d --absolute-names "$mnt/fixed" 2>&1) || fail "getfattr -d: $all"
+case $all in *'user.matfs.records="1025"'*) ;; *) fail "getfattr -d of fixed: $all" ;; esac
 check lines 0 4 "$pipes/lines/a"
 [ -z "$(xattr "$mnt/lines" records)" ] ||
   fail "a snapshot's records before every shard is materialized"
