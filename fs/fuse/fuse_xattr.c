@@ -229,13 +229,15 @@ static const char *snap_state(const struct counts *ct, uint32_t shards)
 }
 
 /* A snapshot's .records sums every shard's (one trailer read each): only
- * a getxattr of that very name pays for it; any other answer, a listing
- * included, shows the framing from the spec and names .records once
- * every shard is materialized. */
+ * a getxattr of it (or of .framing, for a snapshot whose spec this daemon
+ * does not know) pays for it; any other answer, a listing included,
+ * shows the framing from the spec and names .records once every shard
+ * is materialized. */
 static void dir_records(struct mfs *m, const char *fp, bool done,
 			const char *want, struct xattrs *x)
 {
-	if (done && want && strcmp(want, "records") == 0) {
+	if (done && want &&
+	    (strcmp(want, "records") == 0 || strcmp(want, "framing") == 0)) {
 		records_attrs(m, fp, true, 0, x);
 		return;
 	}
