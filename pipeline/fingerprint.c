@@ -429,6 +429,33 @@ static int add_key(struct fp_build *b, const char *key)
 	return add_part(b, strdup("key"), show_words(words, 1), d);
 }
 
+/* records: str(framing name), u64(size), u64(drop_tail); then
+ * shuffle_window as a number. Only a spec with records has them, so
+ * fingerprints of specs without stay as they were. */
+static int add_records(struct fp_build *b, const struct mf_spec *spec)
+{
+	const struct mf_records *r = &spec->records;
+	struct mf_sha256 h;
+	uint8_t d[32];
+	char shown[64];
+	int rc = mf_sha256_init(&h);
+	if (rc)
+		return rc;
+	rc = put_str(&h, mf_framing_name(r->framing));
+	if (rc == 0)
+		rc = put_u64(&h, r->size);
+	if (rc == 0)
+		rc = put_u64(&h, r->drop_tail);
+	rc = finish(&h, rc, d);
+	if (rc)
+		return rc;
+	mf_format_records(r, shown, sizeof(shown));
+	rc = add_part(b, strdup("records"), strdup(shown), d);
+	if (rc == 0)
+		rc = add_number(b, "shuffle_window", spec->shuffle_window);
+	return rc;
+}
+
 static int add_input(struct fp_build *b, const struct mf_spec *spec, size_t i)
 {
 	const char *rel = spec->inputs_rel[i];
@@ -452,6 +479,10 @@ static int add_parts(struct fp_build *b, const struct mf_spec *spec)
 		rc = add_key(b, spec->fingerprint_key);
 	if (rc == 0)
 		rc = add_number(b, "shards", spec->shards);
+	/* with a fixed key too: the records index is part of the stored
+	 * shards, and a batch tree is a property of its snapshot */
+	if (rc == 0 && spec->records.framing != MF_FRAMING_NONE)
+		rc = add_records(b, spec);
 	if (rc || spec->fingerprint_key)
 		return rc;
 	if (spec->n_env)

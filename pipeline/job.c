@@ -35,6 +35,7 @@ struct spawn {
 	int *err; /* 2n: the same for each stage's stderr */
 	int exec[2]; /* stages' reports; EOF once all of them exec'd */
 	int feed[2]; /* the feeder's report */
+	int index[2]; /* the last stage's record ends (records: index) */
 	size_t n_fds;
 };
 
@@ -51,6 +52,8 @@ static void spawn_close(struct spawn *s)
 			close(s->exec[k]);
 		if (s->feed[k] >= 0)
 			close(s->feed[k]);
+		if (s->index[k] >= 0)
+			close(s->index[k]);
 	}
 	free(s->data);
 	free(s->err);
@@ -117,13 +120,14 @@ static int open_pipe(int fds[2], bool nonblock_read)
 	return 0;
 }
 
-static int spawn_open(struct spawn *s, struct mf_job *j)
+static int spawn_open(struct spawn *s, struct mf_job *j, bool index)
 {
 	size_t n = j->n;
 	int rc = 0;
 
 	memset(s, 0, sizeof *s);
 	s->exec[0] = s->exec[1] = s->feed[0] = s->feed[1] = -1;
+	s->index[0] = s->index[1] = -1;
 	s->data = malloc(2 * (n + 1) * sizeof *s->data);
 	s->err = malloc(2 * n * sizeof *s->err);
 	if (!s->data || !s->err) {
@@ -146,6 +150,8 @@ static int spawn_open(struct spawn *s, struct mf_job *j)
 		rc = open_pipe(s->exec, false);
 	if (rc == 0)
 		rc = open_pipe(s->feed, true);
+	if (rc == 0 && index)
+		rc = open_pipe(s->index, true);
 	return rc;
 }
 
@@ -158,6 +164,7 @@ static int fork_stage(struct mf_job *j, struct spawn *s,
 	    .out_fd = s->data[2 * (i + 1) + 1],
 	    .err_fd = s->err[2 * i + 1],
 	    .report_fd = s->exec[1],
+	    .index_fd = i + 1 == j->n ? s->index[1] : -1,
 	    .inputs_fd = -1,
 	    .index = (int)i,
 	    .dir = spec->dir,
@@ -245,6 +252,8 @@ static void keep_parent_ends(struct mf_job *j, struct spawn *s)
 	}
 	j->report_fd = s->feed[0];
 	s->feed[0] = -1;
+	j->index_fd = s->index[0];
+	s->index[0] = -1;
 }
 
 static char *report_text(const struct job_report *r, const struct mf_spec *spec,
@@ -318,11 +327,11 @@ static int job_alloc(const struct mf_spec *spec, struct mf_job **out)
 	if (!j)
 		return -ENOMEM;
 	j->n = spec->n_stages;
-	j->out_fd = j->report_fd = -1;
+	j->out_fd = j->report_fd = j->index_fd = -1;
 	j->feeder_status = -1;
 	job_strays_init(&j->strays);
 	j->st = calloc(j->n, sizeof *j->st);
-	j->pfd = calloc(2 * j->n + 1, sizeof *j->pfd);
+	j->pfd = calloc(2 * j->n + 2, sizeof *j->pfd);
 	if (!j->st || !j->pfd)
 		goto fail;
 	for (size_t i = 0; i < j->n; i++)
@@ -348,7 +357,7 @@ static int spawn_job(struct mf_job *j, const struct mf_spec *spec,
 	struct spawn s;
 	int rc;
 
-	rc = spawn_open(&s, j);
+	rc = spawn_open(&s, j, spec->records.framing == MF_FRAMING_INDEX);
 	if (rc < 0)
 		goto close_fds;
 	j->start_ns = mf_mono_ns();

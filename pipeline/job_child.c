@@ -168,7 +168,7 @@ static _Noreturn void give_up(int fd, enum job_report_kind kind, int index,
 _Noreturn void job_child_exec(const struct job_exec *x)
 {
 	bool in_cgroup;
-	int rep, list, fds[3];
+	int rep, list, fds[3], index = -1;
 	const int above = JOB_INPUTS_FD + 1;
 
 	if (leave_terminal() < 0)
@@ -181,6 +181,8 @@ _Noreturn void job_child_exec(const struct job_exec *x)
 	fds[1] = fcntl(x->out_fd, F_DUPFD_CLOEXEC, above);
 	fds[2] = fcntl(x->err_fd, F_DUPFD_CLOEXEC, above);
 	list = fcntl(x->inputs_fd, F_DUPFD_CLOEXEC, above);
+	if (x->index_fd >= 0)
+		index = fcntl(x->index_fd, F_DUPFD_CLOEXEC, above);
 	if (rep < 0)
 		give_up(x->report_fd, JOB_REPORT_SETUP, x->index, errno,
 			JOB_EXEC_EXIT);
@@ -190,7 +192,10 @@ _Noreturn void job_child_exec(const struct job_exec *x)
 				JOB_EXEC_EXIT);
 	if (list < 0 || dup2(list, JOB_INPUTS_FD) < 0)
 		give_up(rep, JOB_REPORT_SETUP, x->index, errno, JOB_EXEC_EXIT);
-	close_span(3, JOB_INPUTS_FD - 1, x->max_fd);
+	if (x->index_fd >= 0 && (index < 0 || dup2(index, JOB_INDEX_FD) < 0))
+		give_up(rep, JOB_REPORT_SETUP, x->index, errno, JOB_EXEC_EXIT);
+	if (x->index_fd < 0)
+		close_span(JOB_INDEX_FD, JOB_INPUTS_FD - 1, x->max_fd);
 	close_span(above, (unsigned int)rep - 1, x->max_fd);
 	close_span((unsigned int)rep + 1, ~0U, x->max_fd);
 	if (set_limits(x->limits, in_cgroup) < 0)

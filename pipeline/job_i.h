@@ -98,13 +98,19 @@ struct job_cgroup {
 
 /* The descriptor every stage gets its shard's input list on
  * (MATFS_INPUTS_FILE). 3 is left free: it is the one a stage is most
- * likely to use for a file of its own. */
+ * likely to use for a file of its own, but for the last stage of a spec
+ * with records: index, where it is the pipe of record ends. */
+#define JOB_INDEX_FD 3
+/* The most bytes of record ends a job keeps (2^27 records). */
+#define JOB_INDEX_MAX (1U << 30)
 #define JOB_INPUTS_FD 4
 #define JOB_INPUTS_FD_STR "4"
 
 /* What a stage child needs between fork and execve. */
 struct job_exec {
 	int in_fd, out_fd, err_fd, report_fd;
+	int index_fd; /* write end of the record ends pipe: the last stage
+			 of records: index only; -1 otherwise */
 	int inputs_fd; /* the plan's, to become JOB_INPUTS_FD */
 	int index;
 	const char *dir;
@@ -185,7 +191,12 @@ struct mf_job {
 	int timeout_stage; /* stage whose timeout passed, when timed_out */
 	uint64_t reads; /* mf_job_read calls that went to read(2) */
 	struct job_strays strays; /* left running after the stages exited */
-	struct pollfd *pfd; /* scratch for poll: 2n + 1 entries */
+	struct pollfd *pfd; /* scratch for poll: 2n + 2 entries */
+	int index_fd; /* read end of the last stage's fd 3 (records:
+			 index), or -1 */
+	uint8_t *index; /* what came on it so far */
+	size_t index_len, index_cap;
+	int index_err; /* a failed read, or -EFBIG past JOB_INDEX_MAX */
 	long raised_pages; /* held in data pipes raised past 64 KiB (job.c) */
 };
 
@@ -204,6 +215,8 @@ _Noreturn void job_child_feed(const struct job_feed *f);
 /* job_io.c */
 int job_wait_events(struct mf_job *j, bool with_out, bool wait);
 void job_drain_stderr(struct mf_job *j);
+/* Reads what is waiting on the record ends pipe (non-blocking). */
+void job_drain_index(struct mf_job *j);
 /* SIGKILL to every child and to every process group they lead; any
  * thread, before job_reap_all (it reads only what mf_job_start set). */
 void job_kill_all(const struct mf_job *j);

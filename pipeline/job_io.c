@@ -114,6 +114,40 @@ static void ring_fill(struct job_proc *p)
 	}
 }
 
+void job_drain_index(struct mf_job *j)
+{
+	while (j->index_fd >= 0) {
+		if (j->index_len == j->index_cap) {
+			size_t cap = j->index_cap ? 2 * j->index_cap : 65536;
+			uint8_t *b =
+			    cap > JOB_INDEX_MAX ? NULL : realloc(j->index, cap);
+			if (!b) {
+				j->index_err =
+				    cap > JOB_INDEX_MAX ? EFBIG : ENOMEM;
+				close(j->index_fd);
+				j->index_fd = -1;
+				return;
+			}
+			j->index = b;
+			j->index_cap = cap;
+		}
+		ssize_t n = read(j->index_fd, j->index + j->index_len,
+				 j->index_cap - j->index_len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			if (n < 0)
+				j->index_err = errno;
+			close(j->index_fd);
+			j->index_fd = -1;
+			return;
+		}
+		j->index_len += (size_t)n;
+	}
+}
+
 /* Reads what is waiting on every stderr pipe (they are non-blocking). */
 void job_drain_stderr(struct mf_job *j)
 {
@@ -196,6 +230,9 @@ static nfds_t fill_pollfds(struct mf_job *j, bool with_out)
 	if (with_out && j->out_fd >= 0)
 		j->pfd[n++] =
 		    (struct pollfd){.fd = j->out_fd, .events = POLLIN};
+	if (j->index_fd >= 0)
+		j->pfd[n++] =
+		    (struct pollfd){.fd = j->index_fd, .events = POLLIN};
 	for (size_t i = 0; i < j->n; i++) {
 		struct job_proc *p = &j->st[i];
 
@@ -225,8 +262,35 @@ int job_wait_events(struct mf_job *j, bool with_out, bool wait)
 			return -errno;
 	}
 	job_drain_stderr(j);
+	job_drain_index(j);
 	note_exits(j);
 	return check_deadlines(j);
+}
+
+int mf_job_read_index(struct mf_job *j, const uint8_t **buf, size_t *len)
+{
+	if (!j || !buf || !len)
+		return -EINVAL;
+	/* until every writer closed it; once every stage exited, what is in
+	 * the pipe is all there is (a process left behind fails the job) */
+	for (;;) {
+		job_drain_index(j);
+		if (j->index_fd < 0)
+			break;
+		note_exits(j);
+		if (j->n_running == 0) {
+			job_drain_index(j);
+			break;
+		}
+		int rc = job_wait_events(j, false, true);
+		if (rc < 0)
+			return rc;
+	}
+	if (j->index_err)
+		return -j->index_err;
+	*buf = j->index;
+	*len = j->index_len;
+	return 0;
 }
 
 static ssize_t end_output(struct mf_job *j)
@@ -395,6 +459,8 @@ void job_free(struct mf_job *j)
 	free(j->inputs);
 	close_fd(&j->out_fd);
 	close_fd(&j->report_fd);
+	close_fd(&j->index_fd);
+	free(j->index);
 	free(j->st);
 	free(j->pfd);
 	job_pipes_release(j->raised_pages);

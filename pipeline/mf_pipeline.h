@@ -23,6 +23,10 @@ enum mf_identity {
 	MF_IDENTITY_CONTENT = 1, /* SHA-256 of the contents */
 };
 
+/* The bytes of records a shuffled batch order may mix at once
+ * (`shuffle_window`, docs/spec.md) when the spec sets none: 256 MiB. */
+#define MF_SHUFFLE_WINDOW_DEFAULT (256ULL << 20)
+
 /* Timeout of a stage whose spec sets none, in seconds (24 hours). */
 #define MF_STAGE_TIMEOUT_DEFAULT 86400
 
@@ -71,6 +75,11 @@ struct mf_spec {
 	int64_t pending_expiry; /* seconds; default 86400 */
 	uint32_t keep; /* 0: no limit (default) */
 	char *fingerprint_key; /* NULL unless the spec sets one */
+	struct mf_records records; /* `records`; framing MF_FRAMING_NONE
+				      when the spec has none */
+	uint64_t shuffle_window; /* `shuffle_window`, bytes of records;
+				    MF_SHUFFLE_WINDOW_DEFAULT when not set;
+				    0 without `records` */
 	struct mf_env_var *env; /* `env`, sorted by name; NULL when none */
 	size_t n_env;
 	uid_t owner_uid; /* owner of the real spec file: whom its stages run
@@ -329,6 +338,16 @@ int mf_job_start_guarded(const struct mf_spec *spec, uint32_t shard,
  * stage blocks on it.
  */
 ssize_t mf_job_read(struct mf_job *j, void *buf, size_t len);
+
+/*
+ * records: index: the bytes the last stage wrote to its descriptor 3 (a
+ * pipe the job drains while the output is read, so neither blocks the
+ * stage), read until every writer closed it or every stage exited. Call
+ * after mf_job_read returned 0. *buf is the job's, valid until
+ * mf_job_finish. Returns 0, -ETIMEDOUT, -EFBIG past 1 GiB, -errno. A
+ * spec without records: index gives 0 bytes.
+ */
+int mf_job_read_index(struct mf_job *j, const uint8_t **buf, size_t *len);
 
 /* Kills every process of the job (SIGKILL): each stage and the feeder
  * lead a session and process group of their own, and each group is

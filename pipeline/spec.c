@@ -40,6 +40,8 @@ static const struct spec_key top_keys[] = {
     {"keep", spec_parse_keep, false},
     {"fingerprint", spec_parse_fingerprint, false},
     {"env", spec_parse_env, false},
+    {"records", spec_parse_records, false},
+    {"shuffle_window", spec_parse_shuffle_window, false},
 };
 
 /* Builds "FILE:LINE:COLUMN: msg" (or "FILE: msg" without a mark). */
@@ -180,6 +182,8 @@ static int parse_root(struct spec_ctx *c, const yaml_node_t *root)
 		return spec_fail(c, root, "expected a mapping of spec keys");
 	int rc = spec_parse_mapping(
 	    c, root, top_keys, sizeof(top_keys) / sizeof(top_keys[0]), NULL);
+	if (rc == 0)
+		rc = spec_records_resolve(c);
 	if (rc)
 		return rc;
 	return resolve_shards(c, root);

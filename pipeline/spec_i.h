@@ -53,6 +53,7 @@ struct spec_ctx {
 	yaml_document_t *doc;
 	struct mf_spec *spec;
 	const yaml_node_t *shards_node; /* the 'shards' value, if given */
+	const yaml_node_t *window_node; /* 'shuffle_window', if given */
 	char *err; /* the one-line message, once something failed */
 };
 
@@ -135,6 +136,16 @@ int spec_parse_pending_expiry(struct spec_ctx *c, const yaml_node_t *v,
 			      void *arg);
 int spec_parse_keep(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_fingerprint(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+/* `records` and `shuffle_window` (spec_records.c). */
+int spec_parse_records(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_shuffle_window(struct spec_ctx *c, const yaml_node_t *v,
+			      void *arg);
+/* The checks between them once every key is read: shuffle_window needs
+ * records, and gets its default with them. */
+int spec_records_resolve(struct spec_ctx *c);
+/* The largest fixed record, and the bounds of shuffle_window. */
+#define MF_SPEC_RECORD_MAX (1ULL << 30)
+#define MF_SPEC_WINDOW_MAX (1ULL << 40)
 
 /* What a stage's processes get (spec_env.c): the spec's 'env' (arg
  * unused); a stage's 'memory' and 'nice' (arg: its struct mf_stage *). */

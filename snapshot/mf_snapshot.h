@@ -28,8 +28,10 @@
 #include "mf_util.h"
 
 /* The version the writer writes; a reader also reads every earlier one. */
-#define MF_SHARD_FORMAT_VERSION 3
+#define MF_SHARD_FORMAT_VERSION 4
 #define MF_CHUNK_SIZE_MIN 4096ULL
+/* The largest fixed record a shard file records (the spec's bound). */
+#define MF_RECORD_SIZE_MAX (1ULL << 30)
 #define MF_CHUNK_SIZE_MAX (1ULL << 30)
 /* The most compression threads one writer runs when told 0 (the cores). */
 #define MF_WRITER_THREADS_AUTO_MAX 8
@@ -359,6 +361,44 @@ typedef void (*mf_shard_tap_fn)(void *arg, uint32_t chunk, const void *raw,
 int mf_shard_writer_set_tap(struct mf_shard_writer *w, mf_shard_tap_fn fn,
 			    void *arg);
 
+/*
+ * Records (docs/format.md, "The records section"): set before the first
+ * byte, r says how the shard's bytes are framed; the writer then indexes
+ * them as they are written, on the caller's thread, and stores the index
+ * with the shard. Output that breaks its framing fails the write (or the
+ * seal, for what only the end shows: a fixed-size remainder, a frame cut
+ * short) with -EBADMSG, and mf_shard_writer_framing_error says what and
+ * at which byte offset. Returns 0, -EINVAL (w NULL, a framing out of
+ * range, a fixed size of 0 or above MF_RECORD_SIZE_MAX), -EBUSY once
+ * bytes were written.
+ */
+int mf_shard_writer_set_records(struct mf_shard_writer *w,
+				const struct mf_records *r);
+/*
+ * records: index: the n record ends the last stage wrote, before the
+ * seal (once): strictly increasing, the last equal to the shard's length
+ * (checked at the seal). Returns 0, -EINVAL (not framing index, or given
+ * already), -EBADMSG (not increasing: see mf_shard_writer_framing_error),
+ * -ENOMEM.
+ */
+int mf_shard_writer_set_ends(struct mf_shard_writer *w, const uint64_t *ends,
+			     size_t n);
+/*
+ * Ends the records (idempotent): the checks the end of the output needs,
+ * the last record. The seal does it too; calling it first gives the
+ * caller the message of a failure while w is still there. Returns 0,
+ * -EBADMSG, -ENOMEM, or the writer's earlier error.
+ */
+int mf_shard_writer_end_records(struct mf_shard_writer *w);
+/* Why the output broke its framing: "TFRecord frame at offset 1234: data
+ * CRC mismatch"; "" when it did not. Borrowed until w is freed. */
+const char *mf_shard_writer_framing_error(const struct mf_shard_writer *w);
+
+/* CRC32C (Castagnoli) of n bytes, and TensorFlow's masking of a CRC in
+ * TFRecord frames: ((crc >> 15) | (crc << 17)) + 0xa282ead8. */
+uint32_t mf_crc32c(const void *p, size_t n);
+uint32_t mf_tfrecord_mask(uint32_t crc);
+
 /* ---- reading a shard ---- */
 
 struct mf_shard_reader;
@@ -382,6 +422,28 @@ void mf_shard_reader_close(struct mf_shard_reader *r);
 
 void mf_shard_reader_stat(const struct mf_shard_reader *r,
 			  struct mf_shard_stat *out);
+/* The shard's framing (MF_FRAMING_NONE for a file before version 4 or
+ * written without records) and its record count. */
+void mf_shard_reader_records(const struct mf_shard_reader *r,
+			     struct mf_records *framing, uint64_t *count);
+/* Record k's place in the shard's bytes: [*off, *off + *len). The first
+ * call reads the records section and checks it (its checksum and order:
+ * a shard read only as bytes never pays for it). Returns 0, -EINVAL for
+ * k >= the count (or a shard without records), -EBADMSG for a corrupt
+ * records section, -ENOMEM, -errno. Thread-safe. */
+int mf_shard_reader_record(struct mf_shard_reader *r, uint64_t k, uint64_t *off,
+			   uint64_t *len);
+
+/*
+ * Reads only the header and trailer of shard `shard` of run RUN under FP
+ * (checked as mf_shard_reader_open checks them, bound to the shard) and
+ * gives its framing and record count: cheaper than opening a reader,
+ * which also reads the index. Returns 0, or the errors of
+ * mf_shard_reader_open.
+ */
+int mf_shard_file_records(struct mf_store *st, const char *fp,
+			  const char *run_id, uint32_t shard,
+			  struct mf_records *framing, uint64_t *count);
 /* Uncompressed length of chunk i: chunk_size but for the last one. */
 size_t mf_shard_reader_chunk_len(const struct mf_shard_reader *r, uint32_t i);
 /* How chunk i is stored: format version 3 records a codec and level per
@@ -407,8 +469,9 @@ ssize_t mf_shard_reader_read_chunk(struct mf_shard_reader *r, uint32_t i,
 ssize_t mf_shard_reader_pread(struct mf_shard_reader *r, void *buf, size_t len,
 			      uint64_t off);
 
-/* Checks every chunk's checksum (and that it decompresses to its length).
- * Returns 0 or -EBADMSG with the first bad chunk in *bad (may be NULL). */
+/* Checks the records section, then every chunk's checksum (and that it
+ * decompresses to its length). Returns 0 or -EBADMSG with the first bad
+ * chunk in *bad (may be NULL; not set for a bad records section). */
 int mf_shard_reader_verify(struct mf_shard_reader *r, uint32_t *bad);
 
 /*

@@ -70,6 +70,11 @@ uint64_t snap_meta_seed(const struct snap_seeds *s)
 	return s->version == 1 ? 0 : s->key;
 }
 
+uint64_t snap_records_seed(const struct snap_seeds *s)
+{
+	return XXH3_64bits_withSeed("records", 7, s->key);
+}
+
 /* ---- header and trailer ---- */
 
 void snap_header_encode(uint8_t out[SNAP_HEADER_SIZE])
@@ -98,9 +103,30 @@ int snap_header_check(const uint8_t in[SNAP_HEADER_SIZE], uint32_t *version)
 	return 0;
 }
 
-static uint64_t trailer_sum(const uint8_t *t, uint64_t seed)
+size_t snap_trailer_size(uint32_t version)
 {
-	return XXH3_64bits_withSeed(t, SNAP_TRAILER_SUM_OFF, seed);
+	return version >= 4 ? SNAP_TRAILER_SIZE : SNAP_TRAILER_SIZE_V3;
+}
+
+/* The trailer checksum covers every byte before its own 8. */
+static uint64_t trailer_sum(const uint8_t *t, size_t size, uint64_t seed)
+{
+	return XXH3_64bits_withSeed(t, size - 8, seed);
+}
+
+static bool stores_ends(enum mf_framing f)
+{
+	return f != MF_FRAMING_NONE && f != MF_FRAMING_FIXED;
+}
+
+uint64_t snap_trailer_ends(const struct snap_trailer *t)
+{
+	return stores_ends(t->records.framing) ? t->n_records : 0;
+}
+
+uint64_t snap_records_offset(const struct snap_trailer *t)
+{
+	return t->index_offset - 8 * snap_trailer_ends(t);
 }
 
 void snap_trailer_encode(const struct snap_trailer *t, uint64_t seed,
@@ -115,7 +141,37 @@ void snap_trailer_encode(const struct snap_trailer *t, uint64_t seed,
 	snap_put_u64(out + 32, t->raw_size);
 	snap_put_u64(out + 40, t->index_offset);
 	snap_put_u64(out + 48, t->index_checksum);
-	snap_put_u64(out + SNAP_TRAILER_SUM_OFF, trailer_sum(out, seed));
+	snap_put_u32(out + 56, (uint32_t)t->records.framing);
+	snap_put_u32(out + 60, t->records.drop_tail ? 1 : 0);
+	snap_put_u64(out + 64, t->records.size);
+	snap_put_u64(out + 72, t->n_records);
+	snap_put_u64(out + 80, t->records_checksum);
+	snap_put_u64(out + 88, trailer_sum(out, SNAP_TRAILER_SIZE, seed));
+}
+
+/* The records fields on their own (version 4): a known framing, a size
+ * and flag only for fixed records, whose count the size gives. */
+static int records_fields_check(const struct snap_trailer *t, uint32_t flags)
+{
+	const struct mf_records *r = &t->records;
+	if ((unsigned)r->framing > MF_FRAMING_MAX || flags > 1)
+		return MF_CORRUPT("trailer framing");
+	if (r->framing != MF_FRAMING_FIXED) {
+		if (r->size != 0 || flags != 0)
+			return MF_CORRUPT("trailer framing");
+		if (r->framing == MF_FRAMING_NONE && t->n_records != 0)
+			return MF_CORRUPT("trailer record count");
+		/* each record holds at least one byte */
+		if (t->n_records > t->raw_size)
+			return MF_CORRUPT("trailer record count");
+		return 0;
+	}
+	if (r->size == 0 || r->size > MF_RECORD_SIZE_MAX)
+		return MF_CORRUPT("trailer record size");
+	if (t->n_records != t->raw_size / r->size ||
+	    (!r->drop_tail && t->raw_size % r->size != 0))
+		return MF_CORRUPT("trailer record count");
+	return 0;
 }
 
 /* Chunk count that raw_size bytes need at chunk_size; false on overflow. */
@@ -144,13 +200,14 @@ static int trailer_fields_check(const struct snap_trailer *t, uint32_t version)
 	return 0;
 }
 
-int snap_trailer_decode(const uint8_t in[SNAP_TRAILER_SIZE],
-			const struct snap_seeds *s, struct snap_trailer *out)
+int snap_trailer_decode(const uint8_t *in, const struct snap_seeds *s,
+			struct snap_trailer *out)
 {
+	size_t size = snap_trailer_size(s->version);
 	if (memcmp(in, snap_trailer_magic, SNAP_MAGIC_LEN) != 0)
 		return MF_CORRUPT("trailer magic");
-	if (snap_get_u64(in + SNAP_TRAILER_SUM_OFF) !=
-	    trailer_sum(in, snap_meta_seed(s)))
+	if (snap_get_u64(in + size - 8) !=
+	    trailer_sum(in, size, snap_meta_seed(s)))
 		return MF_CORRUPT("trailer checksum");
 	struct snap_trailer t = {
 	    .version = snap_get_u32(in + 8),
@@ -165,6 +222,19 @@ int snap_trailer_decode(const uint8_t in[SNAP_TRAILER_SIZE],
 	int rc = trailer_fields_check(&t, s->version);
 	if (rc)
 		return rc;
+	if (s->version >= 4) {
+		uint32_t flags = snap_get_u32(in + 60);
+		t.records = (struct mf_records){
+		    .framing = (enum mf_framing)snap_get_u32(in + 56),
+		    .size = snap_get_u64(in + 64),
+		    .drop_tail = flags & 1,
+		};
+		t.n_records = snap_get_u64(in + 72);
+		t.records_checksum = snap_get_u64(in + 80);
+		rc = records_fields_check(&t, flags);
+		if (rc)
+			return rc;
+	}
 	*out = t;
 	return 0;
 }
@@ -173,9 +243,13 @@ int snap_trailer_check_size(const struct snap_trailer *t, uint64_t file_size)
 {
 	/* chunks < 2^32, so this cannot overflow */
 	uint64_t tail = (uint64_t)t->chunks * snap_entry_size(t->version) +
-	    SNAP_TRAILER_SIZE;
+	    snap_trailer_size(t->version);
 	if (file_size < SNAP_HEADER_SIZE || file_size - SNAP_HEADER_SIZE < tail)
 		return MF_CORRUPT("file too short for its index");
+	/* the ends, 8 bytes each, lie between the chunks and the index */
+	uint64_t ends = snap_trailer_ends(t);
+	if (ends > (file_size - SNAP_HEADER_SIZE - tail) / 8)
+		return MF_CORRUPT("file too short for its records");
 	if (t->index_offset != file_size - tail)
 		return MF_CORRUPT("trailer index offset");
 	return 0;
@@ -266,9 +340,29 @@ int snap_index_decode(const struct snap_trailer *t, const uint8_t *idx,
 		if (!stored_len_ok(e.codec, e.raw, e.stored))
 			return MF_CORRUPT("index entry stored length");
 		pos += e.stored;
-		if (pos > t->index_offset)
+		if (pos > snap_records_offset(t))
 			return MF_CORRUPT("index entry past the index");
 		out[i] = e;
 	}
-	return pos == t->index_offset ? 0 : MF_CORRUPT("index leaves a gap");
+	return pos == snap_records_offset(t) ? 0
+					     : MF_CORRUPT("index leaves a gap");
+}
+
+int snap_records_decode(const struct snap_trailer *t, const uint8_t *buf,
+			uint64_t *out)
+{
+	uint64_t n = snap_trailer_ends(t), last = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t end = snap_get_u64(buf + 8 * i);
+		if (end <= last || end > t->raw_size)
+			return MF_CORRUPT("records end out of order");
+		last = end;
+		if (out)
+			out[i] = end;
+	}
+	/* every framing but tar ends its last record at the shard's end */
+	if (t->records.framing != MF_FRAMING_TAR &&
+	    stores_ends(t->records.framing) && last != t->raw_size)
+		return MF_CORRUPT("records end before the shard");
+	return 0;
 }

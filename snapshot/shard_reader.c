@@ -34,14 +34,17 @@ static int pread_exact(int fd, void *buf, size_t len, uint64_t off)
 static int load_trailer(int fd, uint64_t size, struct snap_seeds *s,
 			struct snap_trailer *t)
 {
-	uint8_t hdr[SNAP_HEADER_SIZE], tb[SNAP_TRAILER_SIZE];
-	if (size < SNAP_HEADER_SIZE + SNAP_TRAILER_SIZE)
+	uint8_t hdr[SNAP_HEADER_SIZE], tb[SNAP_TRAILER_MAX];
+	if (size < SNAP_HEADER_SIZE + SNAP_TRAILER_SIZE_V3)
 		return MF_CORRUPT("file too short for header and trailer");
 	int rc = pread_exact(fd, hdr, sizeof(hdr), 0);
 	if (rc == 0)
 		rc = snap_header_check(hdr, &s->version);
+	size_t tsize = rc == 0 ? snap_trailer_size(s->version) : 0;
+	if (rc == 0 && size < SNAP_HEADER_SIZE + tsize)
+		rc = MF_CORRUPT("file too short for header and trailer");
 	if (rc == 0)
-		rc = pread_exact(fd, tb, sizeof(tb), size - SNAP_TRAILER_SIZE);
+		rc = pread_exact(fd, tb, tsize, size - tsize);
 	if (rc == 0)
 		rc = snap_trailer_decode(tb, s, t);
 	if (rc == 0)
@@ -80,6 +83,42 @@ fail:
 	return rc;
 }
 
+/* The records section's ends, checksum and order checked; *out NULL
+ * when the file stores none. */
+static int load_ends(int fd, const struct snap_seeds *s,
+		     const struct snap_trailer *t, uint64_t **out)
+{
+	uint64_t n = snap_trailer_ends(t);
+	*out = NULL;
+	if (n == 0)
+		return t->records_checksum ==
+			    snap_index_checksum(NULL, 0,
+						snap_records_seed(s)) ||
+			t->version < 4
+		    ? 0
+		    : MF_CORRUPT("records checksum");
+	/* check_size bounded n by the file's size */
+	size_t len = (size_t)n * 8;
+	uint8_t *buf = malloc(len);
+	uint64_t *ends = malloc(len);
+	int rc = buf && ends ? 0 : -ENOMEM;
+	if (rc == 0)
+		rc = pread_exact(fd, buf, len, snap_records_offset(t));
+	if (rc == 0 &&
+	    snap_index_checksum(buf, len, snap_records_seed(s)) !=
+		t->records_checksum)
+		rc = MF_CORRUPT("records checksum");
+	if (rc == 0)
+		rc = snap_records_decode(t, buf, ends);
+	free(buf);
+	if (rc) {
+		free(ends);
+		return rc;
+	}
+	*out = ends;
+	return 0;
+}
+
 /* Takes fd over, closing it on failure. fp is checked. */
 static int reader_from_fd(int fd, const char *fp, uint32_t shard,
 			  struct mf_shard_reader **out)
@@ -95,16 +134,25 @@ static int reader_from_fd(int fd, const char *fp, uint32_t shard,
 		rc = load_trailer(fd, (uint64_t)sb.st_size, &seeds, &t);
 	if (rc == 0)
 		rc = load_index(fd, &seeds, &t, &ent);
+	/* no ends to read: the records checksum is checked at once, as every
+	 * other byte of the trailer is */
+	uint64_t *none = NULL;
+	if (rc == 0 && snap_trailer_ends(&t) == 0)
+		rc = load_ends(fd, &seeds, &t, &none);
 	if (rc)
 		goto close_fd;
 	struct mf_shard_reader *r = calloc(1, sizeof(*r));
 	if (!r) {
 		rc = -ENOMEM;
-		free(ent);
 		goto close_fd;
 	}
 	r->fd = fd;
 	r->ent = ent;
+	r->records = t.records;
+	r->n_records = t.n_records;
+	r->trailer = t;
+	r->ends_loaded = snap_trailer_ends(&t) == 0;
+	(void)mf_mutex_init(&r->ends_lock);
 	r->level = t.level;
 	r->seeds = seeds;
 	r->st = (struct mf_shard_stat){
@@ -117,6 +165,7 @@ static int reader_from_fd(int fd, const char *fp, uint32_t shard,
 	*out = r;
 	return 0;
 close_fd:
+	free(ent);
 	close(fd);
 	return rc;
 }
@@ -158,7 +207,78 @@ void mf_shard_reader_close(struct mf_shard_reader *r)
 		return;
 	close(r->fd);
 	free(r->ent);
+	free(r->ends);
+	pthread_mutex_destroy(&r->ends_lock);
 	free(r);
+}
+
+/* The ends, loaded and checked once (0, -EBADMSG, -ENOMEM, -errno). */
+static int ends_ready(struct mf_shard_reader *r)
+{
+	pthread_mutex_lock(&r->ends_lock);
+	if (!r->ends_loaded) {
+		r->ends_err =
+		    load_ends(r->fd, &r->seeds, &r->trailer, &r->ends);
+		/* an I/O error may pass: only a verdict on the bytes sticks */
+		r->ends_loaded = r->ends_err == 0 || r->ends_err == -EBADMSG;
+	}
+	int rc = r->ends_err;
+	pthread_mutex_unlock(&r->ends_lock);
+	return rc;
+}
+
+void mf_shard_reader_records(const struct mf_shard_reader *r,
+			     struct mf_records *framing, uint64_t *count)
+{
+	*framing = r->records;
+	*count = r->n_records;
+}
+
+int mf_shard_reader_record(struct mf_shard_reader *r, uint64_t k, uint64_t *off,
+			   uint64_t *len)
+{
+	if (!r || k >= r->n_records)
+		return -EINVAL;
+	if (r->records.framing == MF_FRAMING_FIXED) {
+		*off = k * r->records.size;
+		*len = r->records.size;
+		return 0;
+	}
+	int rc = ends_ready(r);
+	if (rc)
+		return rc;
+	uint64_t start = k ? r->ends[k - 1] : 0;
+	*off = start;
+	*len = r->ends[k] - start;
+	return 0;
+}
+
+int mf_shard_file_records(struct mf_store *st, const char *fp,
+			  const char *run_id, uint32_t shard,
+			  struct mf_records *framing, uint64_t *count)
+{
+	int dirfd, fd;
+	int rc = snap_open_run(st, fp, run_id, &dirfd);
+	if (rc)
+		return rc;
+	char name[SNAP_NAME_MAX];
+	snap_shard_name(shard, ".mfs", name);
+	rc = snap_open_at(dirfd, name, false, &fd);
+	close(dirfd);
+	if (rc)
+		return rc;
+	struct stat sb;
+	struct snap_trailer t;
+	struct snap_seeds seeds = {.key = snap_shard_key(fp, shard)};
+	rc = fstat(fd, &sb) == 0 ? 0 : -errno;
+	if (rc == 0)
+		rc = load_trailer(fd, (uint64_t)sb.st_size, &seeds, &t);
+	close(fd);
+	if (rc)
+		return rc;
+	*framing = t.records;
+	*count = t.n_records;
+	return 0;
 }
 
 void mf_shard_reader_stat(const struct mf_shard_reader *r,
@@ -264,6 +384,9 @@ int mf_shard_reader_verify(struct mf_shard_reader *r, uint32_t *bad)
 {
 	if (!r)
 		return -EINVAL;
+	int erc = ends_ready(r);
+	if (erc)
+		return erc;
 	uint8_t *buf = malloc(r->st.chunk_size);
 	if (!buf)
 		return -ENOMEM;

@@ -89,6 +89,7 @@ struct mf_shard_writer {
 	void *tap_arg;
 	bool sealed; /* finish() wrote the index and trailer: only the
 			commit protocol is left */
+	struct snap_indexer ix; /* the records index (framing none: idle) */
 };
 
 /* ---- compressing and appending ---- */
@@ -300,6 +301,7 @@ static void writer_free(struct mf_shard_writer *w)
 	slots_free(w);
 	snap_cctx_free(w->cctx);
 	free(w->idx);
+	snap_indexer_release(&w->ix);
 	pthread_cond_destroy(&w->done_cv);
 	pthread_cond_destroy(&w->work_cv);
 	pthread_mutex_destroy(&w->lock);
@@ -392,6 +394,8 @@ static int writer_new(const struct mf_codec_cfg *cfg, int level,
 	snap_adapt_init(&w->adapt, cfg->codec, level, cfg->adapt);
 	w->chunk_size = (size_t)cfg->chunk_size;
 	w->bound = snap_codec_bound(cfg->codec, w->chunk_size);
+	snap_indexer_init(&w->ix,
+			  &(struct mf_records){MF_FRAMING_NONE, 0, false});
 	(void)mf_mutex_init(&w->lock);
 	pthread_cond_init(&w->work_cv, NULL);
 	pthread_cond_init(&w->done_cv, NULL);
@@ -469,6 +473,52 @@ int mf_shard_writer_set_pressure(struct mf_shard_writer *w,
 	return 0;
 }
 
+int mf_shard_writer_set_records(struct mf_shard_writer *w,
+				const struct mf_records *r)
+{
+	if (!w || !r || (unsigned)r->framing > MF_FRAMING_MAX)
+		return -EINVAL;
+	if (r->framing == MF_FRAMING_FIXED &&
+	    (r->size == 0 || r->size > MF_RECORD_SIZE_MAX))
+		return -EINVAL;
+	if (w->tail > 0 || w->fill > 0)
+		return -EBUSY; /* the index would miss bytes */
+	struct mf_records c = *r;
+	if (c.framing != MF_FRAMING_FIXED) {
+		c.size = 0;
+		c.drop_tail = false;
+	}
+	snap_indexer_release(&w->ix);
+	snap_indexer_init(&w->ix, &c);
+	return 0;
+}
+
+int mf_shard_writer_set_ends(struct mf_shard_writer *w, const uint64_t *ends,
+			     size_t n)
+{
+	if (!w || w->sealed || (!ends && n))
+		return -EINVAL;
+	int rc = snap_indexer_set_ends(&w->ix, ends, n);
+	if (rc == -EBADMSG && w->err == 0)
+		w->err = rc;
+	return rc;
+}
+
+int mf_shard_writer_end_records(struct mf_shard_writer *w)
+{
+	if (!w || w->sealed)
+		return -EINVAL;
+	if (w->err)
+		return w->err;
+	w->err = snap_indexer_end(&w->ix);
+	return w->err;
+}
+
+const char *mf_shard_writer_framing_error(const struct mf_shard_writer *w)
+{
+	return w && w->ix.err == -EBADMSG ? w->ix.why : "";
+}
+
 /* The slot being filled, after making room for it when it is the next
  * one and every slot is still in flight. */
 static int fill_slot(struct mf_shard_writer *w, struct wslot **s)
@@ -503,7 +553,8 @@ static int write_some(struct mf_shard_writer *w, const uint8_t *buf, size_t len,
 		s->src = buf;
 		s->raw_len = w->chunk_size;
 		*used = w->chunk_size;
-		return submit(w, s);
+		int rc = snap_indexer_feed(&w->ix, buf, w->chunk_size);
+		return rc ? rc : submit(w, s);
 	}
 	struct wslot *s;
 	int rc = fill_slot(w, &s);
@@ -513,7 +564,8 @@ static int write_some(struct mf_shard_writer *w, const uint8_t *buf, size_t len,
 	n = n < len ? n : len;
 	memcpy(s->raw + w->fill, buf, n);
 	*used = n;
-	return filled(w, s, n);
+	rc = snap_indexer_feed(&w->ix, buf, n);
+	return rc ? rc : filled(w, s, n);
 }
 
 int mf_shard_writer_write(struct mf_shard_writer *w, const void *buf,
@@ -549,8 +601,11 @@ int mf_shard_writer_wrote(struct mf_shard_writer *w, size_t n)
 {
 	if (!w || w->sealed || n > w->chunk_size - w->fill)
 		return -EINVAL;
+	struct wslot *s = &w->slots[w->tail % w->nslots];
 	if (w->err == 0 && n > 0)
-		w->err = filled(w, &w->slots[w->tail % w->nslots], n);
+		w->err = snap_indexer_feed(&w->ix, s->raw + w->fill, n);
+	if (w->err == 0 && n > 0)
+		w->err = filled(w, s, n);
 	return w->err;
 }
 
@@ -572,29 +627,47 @@ static int finish(struct mf_shard_writer *w)
 	if ((rc = drain(w, w->tail)) != 0)
 		return rc;
 	pool_stop(w);
+	if ((rc = snap_indexer_end(&w->ix)) != 0)
+		return rc;
+	struct snap_trailer t = {
+	    .records = w->ix.cfg,
+	    .n_records = w->ix.count,
+	};
 	size_t n = (size_t)w->head;
+	size_t ends = (size_t)snap_trailer_ends(&t);
+	/* the ends, little-endian, straight from the indexer's array */
+	uint8_t *sec = snap_records_encode(w->ix.ends, ends);
 	size_t len = n * SNAP_ENTRY_SIZE + SNAP_TRAILER_SIZE;
 	uint8_t *buf = malloc(len);
-	if (!buf)
+	if (!buf || (ends && !sec)) {
+		free(buf);
 		return -ENOMEM;
+	}
+	uint8_t *idx = buf;
 	for (size_t i = 0; i < n; i++)
-		snap_entry_encode(&w->idx[i], buf + i * SNAP_ENTRY_SIZE);
-	struct snap_trailer t = {
+		snap_entry_encode(&w->idx[i], idx + i * SNAP_ENTRY_SIZE);
+	t = (struct snap_trailer){
+	    .records = w->ix.cfg,
+	    .n_records = w->ix.count,
+	    .records_checksum = snap_index_checksum(
+		sec, 8 * ends, snap_records_seed(&w->seeds)),
 	    .version = MF_SHARD_FORMAT_VERSION,
 	    .codec = w->codec,
 	    .level = w->level,
 	    .chunks = (uint32_t)n,
 	    .chunk_size = w->chunk_size,
 	    .raw_size = w->raw_total,
-	    .index_offset = w->file_off,
-	    .index_checksum = snap_index_checksum(buf, n * SNAP_ENTRY_SIZE,
+	    .index_offset = w->file_off + 8 * ends,
+	    .index_checksum = snap_index_checksum(idx, n * SNAP_ENTRY_SIZE,
 						  snap_meta_seed(&w->seeds)),
 	};
 	snap_trailer_encode(&t, snap_meta_seed(&w->seeds),
-			    buf + n * SNAP_ENTRY_SIZE);
-	rc = snap_out_put(w->out, buf, len);
+			    idx + n * SNAP_ENTRY_SIZE);
+	rc = ends ? snap_out_put(w->out, sec, 8 * ends) : 0;
+	if (rc == 0)
+		rc = snap_out_put(w->out, buf, len);
 	free(buf);
-	w->file_off += len;
+	w->file_off += 8 * ends + len;
 	return rc ? rc : snap_out_end(w->out);
 }
 

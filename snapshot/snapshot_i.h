@@ -29,8 +29,11 @@ extern const uint8_t snap_trailer_magic[SNAP_MAGIC_LEN];
  * first 24 bytes only (snap_entry_size). */
 #define SNAP_ENTRY_SIZE 32
 #define SNAP_ENTRY_SIZE_V2 24
-#define SNAP_TRAILER_SIZE 64
-#define SNAP_TRAILER_SUM_OFF 56 /* the trailer checksum covers [0, 56) */
+/* The trailer: 96 bytes from version 4 on (the records fields), 64
+ * before; its checksum covers every byte before its own 8. */
+#define SNAP_TRAILER_SIZE 96
+#define SNAP_TRAILER_SIZE_V3 64
+#define SNAP_TRAILER_MAX SNAP_TRAILER_SIZE
 #define SNAP_VERSION_MIN 1 /* the oldest version a reader accepts */
 
 /*
@@ -63,7 +66,8 @@ struct snap_entry {
 	int32_t level; /* its zstd level (negative: a fast level), else 0 */
 };
 
-/* What the trailer holds, decoded. */
+/* What the trailer holds, decoded. Files before version 4 have no
+ * records: framing none, the rest 0. */
 struct snap_trailer {
 	uint32_t version;
 	enum mf_codec codec;
@@ -73,7 +77,25 @@ struct snap_trailer {
 	uint64_t raw_size;
 	uint64_t index_offset;
 	uint64_t index_checksum;
+	struct mf_records records; /* framing, size, drop_tail */
+	uint64_t n_records;
+	uint64_t records_checksum; /* of the ends (snap_records_seed) */
 };
+
+/* The trailer's size in a file of that version. */
+size_t snap_trailer_size(uint32_t version);
+/* How many u64 ends the records section holds: n_records for the
+ * framings that store ends (lines, tfrecord, tar, index), else 0. */
+uint64_t snap_trailer_ends(const struct snap_trailer *t);
+/* Where the chunks end and the records section starts. */
+uint64_t snap_records_offset(const struct snap_trailer *t);
+/* The seed of the records section's checksum. */
+uint64_t snap_records_seed(const struct snap_seeds *s);
+/* Checks n ends (8 bytes each, little-endian, at buf) against t: strictly
+ * increasing from above 0, the last at raw_size (tar: at most raw_size).
+ * Decodes them into out (may be NULL). 0 or -EBADMSG. */
+int snap_records_decode(const struct snap_trailer *t, const uint8_t *buf,
+			uint64_t *out);
 
 void snap_put_u32(uint8_t *p, uint32_t v);
 void snap_put_u64(uint8_t *p, uint64_t v);
@@ -86,14 +108,15 @@ void snap_header_encode(uint8_t out[SNAP_HEADER_SIZE]);
  * knows) in *version; 0 or -EBADMSG. */
 int snap_header_check(const uint8_t in[SNAP_HEADER_SIZE], uint32_t *version);
 
-/* Fills every field, the trailer checksum (seeded with seed) included. */
+/* Fills every field of a version 4 trailer, the trailer checksum (seeded
+ * with seed) included. */
 void snap_trailer_encode(const struct snap_trailer *t, uint64_t seed,
 			 uint8_t out[SNAP_TRAILER_SIZE]);
 /* Checks magic, checksum (seeded with snap_meta_seed(s)), the version
  * against s->version (the header's), and every field on its own; 0 or
  * -EBADMSG. */
-int snap_trailer_decode(const uint8_t in[SNAP_TRAILER_SIZE],
-			const struct snap_seeds *s, struct snap_trailer *out);
+int snap_trailer_decode(const uint8_t *in, const struct snap_seeds *s,
+			struct snap_trailer *out);
 /* Checks the trailer against the file size; 0 or -EBADMSG. */
 int snap_trailer_check_size(const struct snap_trailer *t, uint64_t file_size);
 
@@ -115,6 +138,65 @@ void snap_entry_encode(const struct snap_entry *e,
  */
 int snap_index_decode(const struct snap_trailer *t, const uint8_t *idx,
 		      struct snap_entry *out);
+
+/* ---- the record index (records.c) ---- */
+
+#define SNAP_TAR_META_MAX 65536 /* a pax header or GNU long name */
+#define SNAP_TAR_NAME_MAX 4096
+
+/* CRC32C state (not inverted) after n more bytes: start with 0xffffffff,
+ * end with ~. */
+uint32_t snap_crc32c_update(uint32_t crc, const void *p, size_t n);
+
+/*
+ * Builds the record index of one shard from its bytes, in order, on the
+ * writer's thread. Owned by its writer; no locking.
+ */
+struct snap_indexer {
+	struct mf_records cfg;
+	uint64_t pos; /* bytes fed */
+	uint64_t *ends; /* n record ends (variable framings) */
+	size_t n, cap;
+	uint64_t count; /* records, once ended */
+	bool ended;
+	int err; /* sticky: -EBADMSG (why says it) or -ENOMEM */
+	char why[256];
+	/* TFRecord: the frame being read */
+	int state;
+	uint8_t hdr[16];
+	uint8_t len_bytes[8];
+	size_t have; /* bytes of hdr (TFRecord) or blk (tar) held */
+	uint64_t rec_start, left;
+	uint32_t crc;
+	/* tar */
+	uint8_t blk[512];
+	uint64_t pos_of_blk, member_at, member_size;
+	uint64_t tar_pending; /* start of pax/long-name headers waiting
+				 for their member; UINT64_MAX: none */
+	bool tar_ended;
+	uint64_t tar_end; /* offset of the first end-of-archive block */
+	bool have_key;
+	char key[SNAP_TAR_NAME_MAX + 1]; /* the current sample's */
+	char next_name[SNAP_TAR_NAME_MAX + 1]; /* from a pax or 'L' header */
+	uint8_t *meta; /* SNAP_TAR_META_MAX, once needed */
+	size_t meta_len;
+	uint64_t meta_at;
+	uint8_t meta_type;
+	bool collecting;
+};
+
+void snap_indexer_init(struct snap_indexer *ix, const struct mf_records *r);
+void snap_indexer_release(struct snap_indexer *ix);
+/* The next n bytes of the shard. 0, -EBADMSG or -ENOMEM (sticky). */
+int snap_indexer_feed(struct snap_indexer *ix, const void *buf, size_t n);
+/* records: index: the ends the stage wrote, strictly increasing; once. */
+int snap_indexer_set_ends(struct snap_indexer *ix, const uint64_t *ends,
+			  size_t n);
+/* The end of the shard: the checks that need it, the last record. */
+int snap_indexer_end(struct snap_indexer *ix);
+/* The records section's bytes: the n ends made little-endian in place (a
+ * no-op on a little-endian host); returns ends as bytes. */
+uint8_t *snap_records_encode(uint64_t *ends, size_t n);
 
 /* ---- codecs (chunk_codec.c) ---- */
 
@@ -264,6 +346,15 @@ struct mf_shard_reader {
 	int level;
 	struct snap_seeds seeds; /* the file's version, the expected key */
 	struct snap_entry *ent; /* st.chunks entries, immutable */
+	struct mf_records records; /* framing none before version 4 */
+	uint64_t n_records;
+	struct snap_trailer trailer; /* where the records section lies */
+	/* the records section's ends, read and checked on first use (a
+	 * shard read as bytes never needs them); guarded by ends_lock */
+	pthread_mutex_t ends_lock;
+	bool ends_loaded;
+	int ends_err; /* what loading them gave: 0 or -EBADMSG, -ENOMEM */
+	uint64_t *ends; /* NULL until loaded, and when the file has none */
 };
 
 /* Reads chunk i (< chunks) into dst (its raw length), checksum checked.

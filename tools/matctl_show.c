@@ -184,7 +184,39 @@ int cmd_ls(struct ctl *ctl)
 	return rc ? 1 : 0;
 }
 
-static void shard_json(FILE *f, const struct mf_engine_shard *s)
+/* The records of each materialized shard (UINT64_MAX: not known), from
+ * the shard files; *framing the snapshot's, MF_FRAMING_NONE when no
+ * materialized shard has records. */
+struct stat_records {
+	struct mf_records framing;
+	uint64_t *count; /* one per shard row */
+	uint64_t total;
+	size_t known;
+};
+
+static void stat_records_get(struct ctl *ctl, const char *fp,
+			     const struct mf_engine_shard *v, size_t n,
+			     struct stat_records *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->count = calloc(n ? n : 1, sizeof(*r->count));
+	for (size_t i = 0; r->count && i < n; i++) {
+		struct mf_records fr;
+		uint64_t k;
+		r->count[i] = UINT64_MAX;
+		if (mf_engine_shard_records(ctl->engine, fp, v[i].index, &fr,
+					    &k) != 0 ||
+		    fr.framing == MF_FRAMING_NONE)
+			continue;
+		r->framing = fr;
+		r->count[i] = k;
+		r->total += k;
+		r->known++;
+	}
+}
+
+static void shard_json(FILE *f, const struct mf_engine_shard *s,
+		       uint64_t records)
 {
 	fprintf(f, "{\"index\":%u,\"state\":\"%s\",\"run_id\":\"%s\"", s->index,
 		mf_engine_state_name(s->state), s->run_id);
@@ -193,6 +225,10 @@ static void shard_json(FILE *f, const struct mf_engine_shard *s)
 		(unsigned long long)s->stored_bytes, s->chunks);
 	fprintf(f, ",\"attempts\":%u,\"last_read\":%lld,\"exit_status\":%d",
 		s->attempts, (long long)s->last_read, s->exit_status);
+	if (records != UINT64_MAX)
+		fprintf(f, ",\"records\":%llu", (unsigned long long)records);
+	else
+		fputs(",\"records\":null", f);
 	fputs(",\"error\":", f);
 	if (s->error)
 		json_str(f, s->error);
@@ -224,7 +260,7 @@ static void print_tail(const char *raw)
 
 static void stat_table(const struct mf_engine_snapshot *snap,
 		       const struct mf_engine_shard *v, size_t n,
-		       const char *why)
+		       const char *why, const struct stat_records *rec)
 {
 	char raw[32], stored[32];
 	mf_format_size(snap->raw_bytes, raw, sizeof(raw));
@@ -239,16 +275,33 @@ static void stat_table(const struct mf_engine_snapshot *snap,
 		       "copy\n\n",
 		       why);
 	else
-		printf("computable   yes\n\n");
-	printf("%6s  %-12s %10s %10s %6s %8s  %s\n", "SHARD", "STATE", "RAW",
-	       "STORED", "CHUNKS", "ATTEMPTS", "RUN");
+		printf("computable   yes\n");
+	bool records = rec->framing.framing != MF_FRAMING_NONE;
+	if (records) {
+		char shown[64];
+		mf_format_records(&rec->framing, shown, sizeof(shown));
+		printf("records      %llu in %zu of %u shards (%s)\n",
+		       (unsigned long long)rec->total, rec->known, snap->shards,
+		       shown);
+	}
+	printf("\n%6s  %-12s %10s %10s %6s %8s", "SHARD", "STATE", "RAW",
+	       "STORED", "CHUNKS", "ATTEMPTS");
+	if (records)
+		printf(" %10s", "RECORDS");
+	printf("  %s\n", "RUN");
 	for (size_t i = 0; i < n; i++) {
 		mf_format_size(v[i].raw_bytes, raw, sizeof(raw));
 		mf_format_size(v[i].stored_bytes, stored, sizeof(stored));
-		printf("%6u  %-12s %10s %10s %6u %8u  %s\n", v[i].index,
+		printf("%6u  %-12s %10s %10s %6u %8u", v[i].index,
 		       mf_engine_state_name(v[i].state), raw, stored,
-		       v[i].chunks, v[i].attempts,
-		       v[i].run_id[0] ? v[i].run_id : "-");
+		       v[i].chunks, v[i].attempts);
+		char count[24] = "-";
+		if (rec->count && rec->count[i] != UINT64_MAX)
+			snprintf(count, sizeof(count), "%llu",
+				 (unsigned long long)rec->count[i]);
+		if (records)
+			printf(" %10s", count);
+		printf("  %s\n", v[i].run_id[0] ? v[i].run_id : "-");
 		if (v[i].error) {
 			char *e = strdup(v[i].error);
 			if (e)
@@ -279,6 +332,8 @@ int cmd_stat(struct ctl *ctl)
 		ctl_err("stat '%s': %s", ctl->argv[0], strerror(-rc));
 		return 1;
 	}
+	struct stat_records rec;
+	stat_records_get(ctl, fp, v, n, &rec);
 	char *why = NULL;
 	bool computable = mf_engine_computable(ctl->engine, fp, &why) == 0;
 	if (!computable && !why)
@@ -292,15 +347,26 @@ int cmd_stat(struct ctl *ctl)
 			json_str(stdout, why);
 		else
 			fputs("null", stdout);
+		if (rec.framing.framing != MF_FRAMING_NONE) {
+			char shown[64];
+			mf_format_records(&rec.framing, shown, sizeof(shown));
+			fputs(",\"framing\":", stdout);
+			json_str(stdout, shown);
+			fprintf(stdout,
+				",\"records\":%llu,\"records_known\":%zu",
+				(unsigned long long)rec.total, rec.known);
+		}
 		fputs("},\n \"shards\":[", stdout);
 		for (size_t i = 0; i < n; i++) {
 			fputs(i ? ",\n  " : "", stdout);
-			shard_json(stdout, &v[i]);
+			shard_json(stdout, &v[i],
+				   rec.count ? rec.count[i] : UINT64_MAX);
 		}
 		fputs("]}\n", stdout);
 	} else {
-		stat_table(&snap, v, n, computable ? NULL : why);
+		stat_table(&snap, v, n, computable ? NULL : why, &rec);
 	}
+	free(rec.count);
 	free(why);
 	mf_engine_shard_recs_free(v, n);
 	mf_engine_snapshot_release(&snap);

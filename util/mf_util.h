@@ -8,8 +8,9 @@
  * prints or exits; every fallible function returns 0 or a negative errno.
  *
  * One header for one small module; its files are named by concern:
- * util_parse.c (sizes, durations, codec names), util_text.c (hex, UTF-8,
- * string vectors), util_crypto.c (OpenSSL: SHA-256, random ids),
+ * util_parse.c (sizes, durations, codec and framing names), util_text.c
+ * (hex, UTF-8, string vectors), util_crypto.c (OpenSSL: SHA-256, random
+ * ids),
  * util_io.c (full reads and writes), util_buf.c (buffers kept out of
  * forks), util_time.c (clocks, a thread's deadline), util_corrupt.c
  * (MF_CORRUPT), util_proc.c (host, boot id, process liveness, mutexes),
@@ -71,6 +72,33 @@ int mf_parse_codec(const char *s, enum mf_codec *codec, int *level);
 
 /* "zstd:3", "snappy", "none" into buf; always NUL-terminates. */
 void mf_format_codec(enum mf_codec codec, int level, char *buf, size_t len);
+
+/* Record framings (docs/spec.md, "records"), shared by the spec parser
+ * and the chunk store, whose shard files record them (docs/format.md). */
+enum mf_framing {
+	MF_FRAMING_NONE = 0, /* no `records`: the shard is only bytes */
+	MF_FRAMING_FIXED = 1, /* records of `size` bytes each */
+	MF_FRAMING_LINES = 2, /* each ends with '\n' (the last may not) */
+	MF_FRAMING_TFRECORD = 3, /* TFRecord frames, CRCs checked */
+	MF_FRAMING_TAR = 4, /* WebDataset samples of a tar archive */
+	MF_FRAMING_INDEX = 5, /* ends written by the last stage to fd 3 */
+};
+#define MF_FRAMING_MAX MF_FRAMING_INDEX
+
+/* A spec's `records`. */
+struct mf_records {
+	enum mf_framing framing;
+	uint64_t size; /* fixed: bytes per record, >= 1; else 0 */
+	bool drop_tail; /* fixed: a remainder that is not a whole record is
+			   left out of the records (tail: drop) instead of
+			   failing the shard (tail: error, the default) */
+};
+
+/* "none", "fixed", "lines", "tfrecord", "tar", "index"; "?" otherwise. */
+const char *mf_framing_name(enum mf_framing f);
+/* r as a spec writes it: "2048", "{size: 2048, tail: drop}", "lines",
+ * "none"; always NUL-terminates. */
+void mf_format_records(const struct mf_records *r, char *buf, size_t len);
 
 /* True when the process pid exists and, if start_time is not 0, started at
  * that time (mf_proc_start_time), so a reused pid is not taken for alive. */

@@ -1,6 +1,7 @@
 /*
  * util_parse.c - what users write in specs and options, read and written
- * back: sizes ("4MiB"), durations ("1h30m") and codec names ("zstd:3").
+ * back: sizes ("4MiB"), durations ("1h30m"), codec names ("zstd:3") and
+ * record framings ("lines", "{size: 2048, tail: drop}").
  * Not for: what the values mean to a spec (pipeline/).
  */
 #include "mf_util.h"
@@ -179,4 +180,22 @@ void mf_format_codec(enum mf_codec codec, int level, char *buf, size_t len)
 		snprintf(buf, len, "none");
 		break;
 	}
+}
+
+const char *mf_framing_name(enum mf_framing f)
+{
+	static const char *const names[] = {"none",	"fixed", "lines",
+					    "tfrecord", "tar",	 "index"};
+	return (unsigned)f <= MF_FRAMING_MAX ? names[f] : "?";
+}
+
+void mf_format_records(const struct mf_records *r, char *buf, size_t len)
+{
+	if (r->framing != MF_FRAMING_FIXED)
+		snprintf(buf, len, "%s", mf_framing_name(r->framing));
+	else if (r->drop_tail)
+		snprintf(buf, len, "{size: %llu, tail: drop}",
+			 (unsigned long long)r->size);
+	else
+		snprintf(buf, len, "%llu", (unsigned long long)r->size);
 }

@@ -250,3 +250,57 @@ int mf_engine_totals(struct mf_engine *e, struct mf_catalog_totals *out)
 	eng_catalog_put(e, c);
 	return rc;
 }
+
+/* The records of one row's file; -ENODATA unless it is materialized. */
+static int rec_records(struct mf_engine *e, const char *fp,
+		       const struct mf_engine_shard *rec,
+		       struct mf_records *framing, uint64_t *count)
+{
+	if (rec->state != MF_ENGINE_MATERIALIZED || !rec->run_id[0])
+		return -ENODATA;
+	return mf_shard_file_records(e->store, fp, rec->run_id, rec->index,
+				     framing, count);
+}
+
+int mf_engine_shard_records(struct mf_engine *e, const char *fp, uint32_t shard,
+			    struct mf_records *framing, uint64_t *count)
+{
+	struct mf_engine_shard rec;
+	int rc = mf_engine_shard_rec(e, fp, shard, &rec);
+	if (rc == -ENOENT)
+		return -ENODATA;
+	if (rc)
+		return rc;
+	rc = rec_records(e, fp, &rec, framing, count);
+	mf_engine_shard_release(&rec);
+	return rc;
+}
+
+int mf_engine_snapshot_records(struct mf_engine *e, const char *fp,
+			       struct mf_records *framing, uint64_t *count)
+{
+	struct mf_engine_snapshot snap;
+	struct mf_engine_shard *recs = NULL;
+	size_t n = 0;
+	int rc = mf_engine_snapshot(e, fp, &snap);
+	if (rc)
+		return rc == -ENOENT ? -ENODATA : rc;
+	uint32_t shards = snap.shards;
+	mf_engine_snapshot_release(&snap);
+	rc = mf_engine_list_shards(e, fp, &recs, &n);
+	if (rc == 0 && n != shards)
+		rc = -ENODATA;
+	uint64_t total = 0;
+	struct mf_records fr = {MF_FRAMING_NONE, 0, false};
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		uint64_t k;
+		rc = rec_records(e, fp, &recs[i], &fr, &k);
+		total += k;
+	}
+	mf_engine_shard_recs_free(recs, n);
+	if (rc)
+		return rc;
+	*framing = fr;
+	*count = total;
+	return 0;
+}

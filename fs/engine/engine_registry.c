@@ -101,6 +101,21 @@ int mf_engine_spec_owner(struct mf_engine *e, const char *fp, uid_t *uid,
 	return rc;
 }
 
+int mf_engine_spec_records(struct mf_engine *e, const char *fp,
+			   struct mf_records *out)
+{
+	int rc = -ENOENT;
+	pthread_mutex_lock(&e->lock);
+	for (struct spec_entry *s = e->specs; s && rc == -ENOENT; s = s->next) {
+		if (strcmp(s->fpr.hex, fp) == 0) {
+			*out = s->spec->records;
+			rc = 0;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}
+
 /* Caller holds e->lock. */
 static bool in_flight(struct mf_engine *e, const char *fp)
 {

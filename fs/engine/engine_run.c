@@ -57,6 +57,7 @@ struct pump {
 	const struct mf_input_guard *guards; /* the inputs as checked */
 	size_t n_guards;
 	bool input_changed; /* the feeder found one not as checked */
+	char ends_why[160]; /* records: index: what was wrong with fd 3 */
 };
 
 static void pump_progress(struct pump *p, bool done)
@@ -188,6 +189,62 @@ void eng_failure_errf(char **err, const char *error, const char *tail)
 		eng_errf(err, "%s", error);
 }
 
+/* The checks only the end of the output allows (a fixed-size remainder,
+ * a frame cut short): a failure is the shard's, and nothing is stored. */
+static int end_records(struct pump *p, struct mf_shard_writer *w, char **err)
+{
+	int rc = mf_shard_writer_end_records(w);
+	if (rc == 0)
+		return 0;
+	if (rc == -EBADMSG && *mf_shard_writer_framing_error(w))
+		eng_errf(err, "shard %u: records: %s", p->shard,
+			 mf_shard_writer_framing_error(w));
+	else
+		eng_errf(err, "store: writing shard %u: %s", p->shard,
+			 strerror(-rc));
+	mf_shard_writer_abort(w);
+	(void)record_failure(p, -1, *err, NULL);
+	return -EIO;
+}
+
+/* records: index: the ends the last stage wrote to fd 3, to the writer.
+ * Returns 0, the writer's error (-EBADMSG: not increasing), -EBADMSG
+ * with p->ends_why, or -ENOMEM; a job that timed out or failed while its
+ * ends were read is left to mf_job_finish to report. */
+static int take_ends(struct pump *p, struct mf_job *job,
+		     struct mf_shard_writer *w)
+{
+	const uint8_t *buf;
+	size_t len;
+	int rc = mf_job_read_index(job, &buf, &len);
+	if (rc == -EFBIG) {
+		snprintf(p->ends_why, sizeof(p->ends_why),
+			 "fd 3: more than 1GiB of record ends");
+		return -EBADMSG;
+	}
+	if (rc)
+		return 0; /* a timeout, a killed job: mf_job_finish says so */
+	if (len % 8) {
+		snprintf(p->ends_why, sizeof(p->ends_why),
+			 "fd 3 got %zu bytes, not a whole number of 8-byte "
+			 "record ends (%zu bytes over)",
+			 len, len % 8);
+		return -EBADMSG;
+	}
+	uint64_t *ends = malloc(len ? len : 1);
+	if (!ends)
+		return -ENOMEM;
+	for (size_t i = 0; i < len / 8; i++) {
+		uint64_t v = 0;
+		for (int b = 7; b >= 0; b--)
+			v = (v << 8) | buf[8 * i + (size_t)b];
+		ends[i] = v;
+	}
+	rc = mf_shard_writer_set_ends(w, ends, len / 8);
+	free(ends);
+	return rc;
+}
+
 static int run_stages(struct pump *p, struct spec_entry *se,
 		      struct mf_shard_writer *w, char **err)
 {
@@ -205,7 +262,10 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 	if (eng_flight_job(p->e, p->fp, p->shard, job))
 		mf_job_kill(job); /* cancelled before it started */
 	int store_rc = 0;
-	(void)pump_output(p, job, w, &store_rc);
+	int out_rc = pump_output(p, job, w, &store_rc);
+	if (out_rc == 0 && store_rc == 0 &&
+	    se->spec->records.framing == MF_FRAMING_INDEX)
+		store_rc = take_ends(p, job, w);
 	bool cancelled = eng_flight_job(p->e, p->fp, p->shard, NULL);
 	if (store_rc)
 		mf_job_kill(job);
@@ -217,6 +277,16 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 		(void)mf_catalog_abandon_shard(p->c, p->fp, p->shard,
 					       p->run_id);
 		return -ECANCELED;
+	}
+	if (store_rc == -EBADMSG &&
+	    (p->ends_why[0] || *mf_shard_writer_framing_error(w))) {
+		/* the output broke its framing: the shard's failure */
+		eng_errf(err, "shard %u: records: %s", p->shard,
+			 p->ends_why[0] ? p->ends_why
+					: mf_shard_writer_framing_error(w));
+		mf_shard_writer_abort(w);
+		(void)record_failure(p, -1, *err, NULL);
+		return -EIO;
 	}
 	if (store_rc) {
 		mf_shard_writer_abort(w);
@@ -239,7 +309,7 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 							: NULL);
 		return -EIO;
 	}
-	return 0;
+	return end_records(p, w, err);
 }
 
 /* Seals w and queues its commit (serve_sealed): 0 with p->sealed, -EIO
@@ -347,6 +417,14 @@ static int store_attempt(struct pump *p, struct spec_entry *se, char **err)
 				      &cfg, &w);
 	if (rc) {
 		eng_errf(err, "store: creating shard %u: %s", p->shard,
+			 strerror(-rc));
+		(void)record_failure(p, -1, *err, NULL);
+		return -EIO;
+	}
+	if (se->spec->records.framing != MF_FRAMING_NONE &&
+	    (rc = mf_shard_writer_set_records(w, &se->spec->records)) != 0) {
+		mf_shard_writer_abort(w);
+		eng_errf(err, "store: shard %u: records: %s", p->shard,
 			 strerror(-rc));
 		(void)record_failure(p, -1, *err, NULL);
 		return -EIO;

@@ -509,6 +509,22 @@ int mf_engine_snapshot(struct mf_engine *e, const char *fp,
 int mf_engine_list_shards(struct mf_engine *e, const char *fp,
 			  struct mf_engine_shard **out, size_t *n);
 void mf_engine_shard_recs_free(struct mf_engine_shard *v, size_t n);
+/*
+ * The records of materialized shard `shard` of fp, from its file's
+ * trailer (the count lives in the shard file, docs/format.md): its
+ * framing (MF_FRAMING_NONE for a spec without records) and count.
+ * Returns 0, -ENODATA when the shard is not materialized, or the errors
+ * of the catalog and of reading the file (-EBADMSG).
+ */
+int mf_engine_shard_records(struct mf_engine *e, const char *fp, uint32_t shard,
+			    struct mf_records *framing, uint64_t *count);
+/*
+ * The same for the whole snapshot: the sum over its shards, once every
+ * shard is materialized (-ENODATA before).
+ */
+int mf_engine_snapshot_records(struct mf_engine *e, const char *fp,
+			       struct mf_records *framing, uint64_t *count);
+
 /* The row of shard `shard` of fp; -ENOENT when it has none (absent).
  * While the catalog cannot be reached, a shard this engine last saw
  * materialized answers as that row (no error texts), any other as absent
@@ -676,6 +692,12 @@ void mf_engine_spec_info_free(struct mf_engine_spec_info *v, size_t n);
  * Returns 0, -ENOENT when it knows none (a fingerprint only the catalog
  * knows), or -ENOMEM.
  */
+/* The `records` of the spec this engine knows for fp (framing
+ * MF_FRAMING_NONE without), before any shard is computed. Returns 0 or
+ * -ENOENT as mf_engine_spec_owner. */
+int mf_engine_spec_records(struct mf_engine *e, const char *fp,
+			   struct mf_records *out);
+
 int mf_engine_spec_owner(struct mf_engine *e, const char *fp, uid_t *uid,
 			 char **path);
 

@@ -3,12 +3,15 @@
  * so `getfattr -d` shows it without matctl:
  *
  *   a shard       user.matfs.state (absent, running, materialized, failed),
- *                 .run_id, .attempts, .raw_bytes, .stored_bytes, and for
- *                 a failure .error, .exit_status and .stderr (its tail)
+ *                 .run_id, .attempts, .raw_bytes, .stored_bytes, with
+ *                 `records` in the spec .records (the count) and
+ *                 .framing once materialized, and for a failure .error,
+ *                 .exit_status and .stderr (its tail)
  *   a snapshot    user.matfs.fingerprint, .name, .spec, .state (absent,
  *                 partial, running, failed, materialized), .shards,
  *                 .materialized, .running, .failed, .raw_bytes,
- *                 .stored_bytes
+ *                 .stored_bytes, .framing (from the spec, when known),
+ *                 and .records once every shard is materialized
  *   the root      user.matfs.store, .pipelines, .version, .log (where
  *                 the daemon logs), and this mount's counters:
  *                 .chunks_decompressed (read back from store files),
@@ -46,7 +49,7 @@
 #include "mf_config.h"
 
 #define PREFIX "user.matfs."
-#define MAX_ATTRS 16
+#define MAX_ATTRS 18
 
 struct xattrs {
 	size_t n;
@@ -126,6 +129,24 @@ static void failure_attrs(struct mfs *m, uid_t reader,
 		xa_add(x, "stderr", "%s", rec->stderr_tail);
 }
 
+/* .records and .framing, from the engine (the count is in the shard
+ * files); nothing for a spec without records or before they are known. */
+static void records_attrs(struct mfs *m, const char *fp, bool whole,
+			  uint32_t shard, struct xattrs *x)
+{
+	struct mf_records fr;
+	uint64_t count;
+	int rc = whole
+	    ? mf_engine_snapshot_records(m->eng, fp, &fr, &count)
+	    : mf_engine_shard_records(m->eng, fp, shard, &fr, &count);
+	if (rc || fr.framing == MF_FRAMING_NONE)
+		return;
+	char shown[64];
+	mf_format_records(&fr, shown, sizeof(shown));
+	xa_add(x, "records", "%llu", (unsigned long long)count);
+	xa_add(x, "framing", "%s", shown);
+}
+
 static int shard_attrs(struct mfs *m, uid_t reader, const struct mfs_inode *in,
 		       struct xattrs *x)
 {
@@ -147,12 +168,27 @@ static int shard_attrs(struct mfs *m, uid_t reader, const struct mfs_inode *in,
 		       (unsigned long long)rec.raw_bytes);
 		xa_add(x, "stored_bytes", "%llu",
 		       (unsigned long long)rec.stored_bytes);
+		records_attrs(m, in->si.fp, false, in->shard, x);
 	}
 	if (rec.exit_status >= 0)
 		xa_add(x, "exit_status", "%d", rec.exit_status);
 	failure_attrs(m, reader, in, &rec, x);
 	mf_engine_shard_release(&rec);
 	return 0;
+}
+
+/* .framing of a snapshot not yet materialized, from its spec when this
+ * daemon knows it: a reader can tell how to read the shards before they
+ * exist. */
+static void spec_framing(struct mfs *m, const char *fp, struct xattrs *x)
+{
+	struct mf_records fr;
+	if (mf_engine_spec_records(m->eng, fp, &fr) != 0 ||
+	    fr.framing == MF_FRAMING_NONE)
+		return;
+	char shown[64];
+	mf_format_records(&fr, shown, sizeof(shown));
+	xa_add(x, "framing", "%s", shown);
 }
 
 struct counts {
@@ -193,8 +229,27 @@ static const char *snap_state(const struct counts *ct, uint32_t shards)
 	return ct->done ? "partial" : "absent";
 }
 
+/* A snapshot's .records sums every shard's (one trailer read each): only
+ * a getxattr of it (or of .framing, for a snapshot whose spec this daemon
+ * does not know) pays for it; any other answer, a listing included,
+ * shows the framing from the spec and names .records once every shard
+ * is materialized. */
+static void dir_records(struct mfs *m, const char *fp, bool done,
+			const char *want, struct xattrs *x)
+{
+	if (done && want &&
+	    (strcmp(want, "records") == 0 || strcmp(want, "framing") == 0)) {
+		records_attrs(m, fp, true, 0, x);
+		return;
+	}
+	size_t had = x->n;
+	spec_framing(m, fp, x);
+	if (done && x->n > had)
+		xa_add(x, "records", "%s", "");
+}
+
 static int dir_attrs(struct mfs *m, const struct mfs_inode *in,
-		     struct xattrs *x)
+		     const char *want, struct xattrs *x)
 {
 	struct counts ct = {0};
 	char *spec = NULL;
@@ -214,6 +269,7 @@ static int dir_attrs(struct mfs *m, const struct mfs_inode *in,
 	xa_add(x, "failed", "%u", ct.failed);
 	xa_add(x, "raw_bytes", "%llu", (unsigned long long)ct.raw);
 	xa_add(x, "stored_bytes", "%llu", (unsigned long long)ct.stored);
+	dir_records(m, in->si.fp, ct.done == in->si.shards, want, x);
 	return 0;
 }
 
@@ -245,9 +301,10 @@ static void root_counts(struct mfs *m, struct xattrs *x)
 	xa_add(x, "stage_seconds", "%.3f", es.stage_seconds);
 }
 
-/* The attributes of ino as reader (a uid) may see them. */
+/* The attributes of ino as reader (a uid) may see them; want: the one
+ * asked for (without the prefix), NULL for a listing. */
 static int attrs_of(struct mfs *m, uid_t reader, fuse_ino_t ino,
-		    struct xattrs *x)
+		    const char *want, struct xattrs *x)
 {
 	struct mfs_inode in;
 	int rc = mfs_inode_decode(m, ino, &in);
@@ -257,7 +314,7 @@ static int attrs_of(struct mfs *m, uid_t reader, fuse_ino_t ino,
 	case MFS_SHARD:
 		return shard_attrs(m, reader, &in, x);
 	case MFS_DIR:
-		return dir_attrs(m, &in, x);
+		return dir_attrs(m, &in, want, x);
 	case MFS_ROOT:
 		xa_add(x, "store", "%s", m->o.store_dir);
 		xa_add(x, "pipelines", "%s", m->o.pipelines_dir);
@@ -296,7 +353,8 @@ void mfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return;
 	}
 	struct xattrs x = {0};
-	int rc = attrs_of(m, fuse_req_ctx(req)->uid, ino, &x);
+	int rc =
+	    attrs_of(m, fuse_req_ctx(req)->uid, ino, name + strlen(PREFIX), &x);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -315,7 +373,7 @@ void mfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct mfs *m = fuse_req_userdata(req);
 	struct xattrs x = {0};
-	int rc = attrs_of(m, fuse_req_ctx(req)->uid, ino, &x);
+	int rc = attrs_of(m, fuse_req_ctx(req)->uid, ino, NULL, &x);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;

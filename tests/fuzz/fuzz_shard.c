@@ -2,7 +2,8 @@
  * fuzz_shard.c - fuzz target for the shard file reader
  * (snapshot/mf_snapshot.h): the input is a whole shard file, put in a
  * memfd and opened with mf_shard_reader_open_fd. When it opens, every
- * chunk is read, the shard is verified, read with pread and copied, and
+ * chunk is read, every record's place is asked for (version 4), the
+ * shard is verified, read with pread and copied, and
  * the answers must agree with each other and with docs/format.md.
  *
  * Every input is opened as shard FUZZ_SHARD of FUZZ_FP and runs twice: as
@@ -28,7 +29,7 @@
 #define DEEP_RAW_MAX (16ULL << 20)
 #define DEEP_CHUNK_MAX (4ULL << 20)
 #define HEADER 16
-#define TRAILER 64
+#define TRAILER_V3 64 /* 96 from version 4 on */
 /* the shard every input is opened as; corpus/shard/ files of version 2
  * were written for it */
 #define FUZZ_FP                                                                \
@@ -62,6 +63,8 @@ struct seeds {
 	bool v2;
 	uint64_t key;
 	size_t entry;
+	size_t trailer;
+	bool v4;
 };
 
 static struct seeds seeds_of(const uint8_t *f)
@@ -70,7 +73,8 @@ static struct seeds seeds_of(const uint8_t *f)
 	memcpy(b, FUZZ_FP, 64);
 	put_le64(b + 64, FUZZ_SHARD); /* 4 bytes of it are hashed */
 	uint64_t v = get_le(f + 8, 4);
-	return (struct seeds){v >= 2, xxh(b, 68, 0), v >= 3 ? 32 : 24};
+	return (struct seeds){v >= 2, xxh(b, 68, 0), v >= 3 ? 32 : 24,
+			      v >= 4 ? 96 : TRAILER_V3, v >= 4};
 }
 
 static uint64_t chunk_seed(const struct seeds *s, uint32_t i)
@@ -83,15 +87,26 @@ static uint64_t chunk_seed(const struct seeds *s, uint32_t i)
 /* Recomputes every checksum that the layout lets us find. */
 static void repair(uint8_t *f, size_t size)
 {
-	if (size < HEADER + TRAILER)
+	if (size < HEADER + TRAILER_V3)
 		return;
 	struct seeds s = seeds_of(f);
+	size_t trailer = s.trailer;
+	if (size < HEADER + trailer)
+		return;
 	uint64_t meta = s.v2 ? s.key : 0;
-	uint8_t *t = f + size - TRAILER;
+	uint8_t *t = f + size - trailer;
 	uint64_t chunks = get_le(t + 20, 4);
 	size_t entry = s.entry;
-	if (chunks * entry <= size - HEADER - TRAILER) {
-		size_t idx = size - TRAILER - (size_t)chunks * entry;
+	if (chunks * entry <= size - HEADER - trailer) {
+		size_t idx = size - trailer - (size_t)chunks * entry;
+		/* version 4: the ends of variable framings before the index */
+		uint64_t framing = s.v4 ? get_le(t + 56, 4) : 0;
+		uint64_t ends = framing >= 2 ? get_le(t + 72, 8) : 0;
+		if (s.v4 && ends <= (idx - HEADER) / 8)
+			put_le64(
+			    t + 80,
+			    xxh(f + idx - 8 * ends, 8 * ends,
+				xxh((const uint8_t *)"records", 7, s.key)));
 		for (size_t i = 0; i < chunks; i++) {
 			uint8_t *e = f + idx + i * entry;
 			uint64_t off = get_le(e, 8), stored = get_le(e + 8, 4);
@@ -102,7 +117,7 @@ static void repair(uint8_t *f, size_t size)
 		}
 		put_le64(t + 48, xxh(f + idx, (size_t)chunks * entry, meta));
 	}
-	put_le64(t + 56, xxh(t, 56, meta));
+	put_le64(t + trailer - 8, xxh(t, trailer - 8, meta));
 }
 
 static void put_file(int fd, const uint8_t *data, size_t size)
@@ -170,6 +185,31 @@ static void check_whole(struct mf_shard_reader *r,
 	free(buf);
 }
 
+/* Version 4's records: each record's place, or -EBADMSG for all of them
+ * (the section is checked once, on first use); the records tile the
+ * shard's bytes from 0. Returns what they gave. */
+static int check_records(struct mf_shard_reader *r,
+			 const struct mf_shard_stat *st)
+{
+	struct mf_records fr;
+	uint64_t count, off, len, prev = 0;
+	mf_shard_reader_records(r, &fr, &count);
+	FUZZ_CHECK((unsigned)fr.framing <= MF_FRAMING_MAX);
+	FUZZ_CHECK(count <= st->raw_bytes);
+	if (count == 0)
+		return 0;
+	int first = mf_shard_reader_record(r, 0, &off, &len);
+	FUZZ_CHECK(first == 0 || first == -EBADMSG);
+	for (uint64_t k = 0; first == 0 && k < count && k < (1u << 16); k++) {
+		FUZZ_CHECK(mf_shard_reader_record(r, k, &off, &len) == 0);
+		FUZZ_CHECK(off == prev && len > 0 &&
+			   off + len <= st->raw_bytes);
+		prev = off + len;
+	}
+	FUZZ_CHECK(mf_shard_reader_record(r, count, &off, &len) == -EINVAL);
+	return first;
+}
+
 static void check_reader(struct mf_shard_reader *r, size_t size, int out_fd)
 {
 	struct mf_shard_stat st;
@@ -186,9 +226,12 @@ static void check_reader(struct mf_shard_reader *r, size_t size, int out_fd)
 	uint8_t *all = malloc(st.raw_bytes ? st.raw_bytes : 1);
 	FUZZ_CHECK(all);
 	uint32_t first_bad = read_chunks(r, &st, all);
+	int records = check_records(r, &st);
 	uint32_t bad = UINT32_MAX;
 	int rc = mf_shard_reader_verify(r, &bad);
-	if (first_bad == st.chunks)
+	if (records) /* the records section first */
+		FUZZ_CHECK(rc == records && bad == UINT32_MAX);
+	else if (first_bad == st.chunks)
 		FUZZ_CHECK(rc == 0);
 	else
 		FUZZ_CHECK(rc == -EBADMSG && bad == first_bad);

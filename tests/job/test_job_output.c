@@ -2,7 +2,8 @@
  * test_job_output.c - what a job's stages see and produce: bytes through
  * one, two and three stages, a shard's inputs concatenated in order, the
  * environment and working directory, programs found through PATH and the
- * spec folder, output that streams as it comes, 64 MiB in small reads.
+ * spec folder, output that streams as it comes, 64 MiB in small reads,
+ * and the last stage's descriptor 3 with records: index (only there).
  *
  * Not for: failures and limits (test_job_fail.c, test_job_limits.c).
  */
@@ -225,6 +226,50 @@ static void test_stream_64mib(void **state)
 	jt_assert_clean(t);
 }
 
+/* records: index: the last stage, and only it, has descriptor 3, whose
+ * bytes come back whole once the output ended; 100 KB of them, more than
+ * a pipe holds, written before any output, do not block the stage. */
+static void test_index_fd(void **state)
+{
+	struct jt *t = *state;
+	t->spec.records.framing = MF_FRAMING_INDEX;
+	jt_input(t, "a.txt", "xyz", 3);
+	jt_stage(t, 0, "sh", "-c", "[ -e /proc/self/fd/3 ] && exit 9; exec cat",
+		 NULL);
+	jt_stage(t, 0, "sh", "-c",
+		 "head -c 100000 /dev/zero >&3 && printf '\\001' >&3 && cat",
+		 NULL);
+	struct mf_job *j;
+	char *err = NULL;
+	assert_int_equal(mf_job_start(&t->spec, 0, "fp", &j, &err), 0);
+	char buf[16];
+	size_t got = 0;
+	ssize_t n;
+	while ((n = mf_job_read(j, buf + got, sizeof(buf) - got)) > 0)
+		got += (size_t)n;
+	assert_int_equal(n, 0);
+	assert_int_equal(got, 3);
+	assert_memory_equal(buf, "xyz", 3);
+	const uint8_t *idx;
+	size_t len;
+	assert_int_equal(mf_job_read_index(j, &idx, &len), 0);
+	assert_int_equal(len, 100001);
+	assert_int_equal(idx[0], 0);
+	assert_int_equal(idx[100000], 1);
+	struct mf_job_result res;
+	assert_int_equal(mf_job_finish(j, &res), 0);
+	assert_true(res.ok);
+	jt_assert_clean(t);
+	/* without records: index, no stage has descriptor 3 */
+	t->spec.records.framing = MF_FRAMING_LINES;
+	struct jt_run r;
+	jt_run(t, 0, 4096, &r);
+	assert_false(r.res.ok);
+	assert_int_equal(r.res.failed_stage, 1);
+	jt_run_release(&r);
+	jt_assert_clean(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -243,6 +288,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_streams_as_it_comes, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_stream_64mib, jt_setup,
+					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_index_fd, jt_setup,
 					    jt_teardown),
 	};
 

@@ -101,7 +101,7 @@ class Checks:
         self.stale_to = {}  # (daemon, pipeline) -> the targets it was found stale at
         self.lock = threading.Lock()
         self.stats = {"ops": 0, "reads": 0, "descriptors": 0, "late_names": 0,
-                      "window_kills": 0}
+                      "window_kills": 0, "records": 0}
         self.errors = {}  # "context errno" -> count
         self.violations = []  # (op number, kind, message)
         self.log = []  # op log lines
@@ -246,7 +246,24 @@ class Checks:
                            f"with {ename(e.errno)} ({e.strerror})")
             return f"{ename(e.errno)} VIOLATION"
         fp = self.judge(what, v[0], v[1], cands, k)
+        if fp:
+            self.records_check(what, path, fp, k)
         return f"ok {len(v[1])} B from {self.short(fp)}" if fp else "BAD BYTES"
+
+    def records_check(self, what, path, fp, k):
+        """A shard read whole: its user.matfs.records, once it is there
+        (after the commit; a shard is served sealed before), is the
+        oracle's count of its records."""
+        want = self.w.records(fp, k)
+        try:
+            got = int(os.getxattr(path, "user.matfs.records"))
+        except OSError:
+            return  # not committed yet, or gone since: nothing to say
+        if want is None or got != want:
+            self.violation("records-count", f"{what}: user.matfs.records {got}, "
+                           f"the oracle counts {want}")
+        else:
+            self.count("records")
 
     def lenient(self, d):
         return {errno.EIO, errno.ENOENT, errno.ESTALE} if d in self.lost else set()

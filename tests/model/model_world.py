@@ -61,8 +61,9 @@ class Pipeline:
     """One spec: its variants and how to compute its output.
 
     spec_variants: list of dicts with 'shards' (None = one per input),
-    'argv' (a list of argv lists, one per stage) and optional 'extra'
-    (YAML lines not covered by the fingerprint). Stages are given by
+    'argv' (a list of argv lists, one per stage), optional 'records' (the
+    spec's records: a (framing, size, drop) triple, covered by the
+    fingerprint) and optional 'extra' (YAML lines not covered by it). Stages are given by
     'argv'; 'deps' per stage is fixed. 'run(config, shard_input)' is the
     oracle of the whole stage chain."""
 
@@ -91,6 +92,12 @@ class Pipeline:
             lines.append(f"suffix: {self.suffix}")
         if v["shards"] is not None:
             lines.append(f"shards: {v['shards']}")
+        rec = v.get("records")
+        if rec and rec[0] == "fixed":
+            lines.append("records: {size: %d, tail: %s}" %
+                         (rec[1], "drop" if rec[2] else "error"))
+        elif rec:
+            lines.append(f"records: {rec[0]}")
         for key, val in v.get("extra", {}).items():
             if options.get(key, True):
                 lines.append(f"{key}: {val}")
@@ -150,6 +157,7 @@ class World:
             "stat", [[], ["gen.py", "vocab.txt"]],
             [{"shards": 2, "argv": [["tr", "a-z", "A-Z"],
                                     ["/usr/bin/python3", "gen.py", "--tag", "x", "--rep", "24"]],
+              "records": ("lines", 0, False),
               "extra": {"compression": "zstd:1"}},
              {"shards": 2, "argv": [["tr", "a-z", "A-Z"],
                                     ["/usr/bin/python3", "gen.py", "--tag", "y", "--rep", "24"]],
@@ -169,7 +177,8 @@ class World:
                                        ["tr", "a-e", "A-E"]],
               "extra": {"expire_after": "3s"}},
              {"shards": None, "argv": [["/bin/sh", "-c", "cat prefix.txt; cat"],
-                                       ["tr", "x-z", "X-Z"]]}],
+                                       ["tr", "x-z", "X-Z"]],
+              "records": ("fixed", 4, True)}],
             chunk_size="4MiB", run=_beta_run)
         self.gamma = Pipeline(
             "gamma",
@@ -178,6 +187,7 @@ class World:
             "stat", [[]],
             [{"shards": None, "argv": [["/bin/sh", "-c", 'cat; seq 1 "$1"', "sh", "40000"]]},
              {"shards": None, "argv": [["/bin/sh", "-c", 'cat; seq 1 "$1"', "sh", "90000"]],
+              "records": ("lines", 0, False),
               "extra": {"keep": 2}}],
             suffix=".bin", chunk_size="64KiB", run=_gamma_run)
         self.pipelines = [self.alpha, self.beta, self.gamma]
@@ -213,6 +223,11 @@ class World:
     def fingerprint(self, pi, cfg):
         p = self.pipelines[pi]
         parts = [("scheme", u64(SCHEME)), ("shards", u64(p.shards(cfg.spec)))]
+        rec = p.spec_variants[cfg.spec].get("records")
+        if rec:  # records, then shuffle_window at its default
+            parts.append(("records", pstr(rec[0].encode()) + u64(rec[1])
+                          + u64(int(rec[2]))))
+            parts.append(("shuffle_window", u64(256 << 20)))
         for si, (argv, deps) in enumerate(zip(p.spec_variants[cfg.spec]["argv"], p.deps)):
             parts.append((f"stage[{si}].argv",
                           u64(len(argv)) + b"".join(pstr(w.encode()) for w in argv)))
@@ -248,6 +263,17 @@ class World:
                             for i in range(len(p.inputs)) if i % n == k)
             self._bytes[(fp, k)] = p.run(self, cfg, k, data)
         return self._bytes[(fp, k)]
+
+    def records(self, fp, k):
+        """The record count of shard k of fp, or None without records."""
+        pi, cfg = self.fp_info[fp]
+        rec = self.pipelines[pi].spec_variants[cfg.spec].get("records")
+        if not rec:
+            return None
+        data = self.expected(fp, k)
+        if rec[0] == "fixed":
+            return len(data) // rec[1]
+        return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
     def nshards(self, fp):
         pi, cfg = self.fp_info[fp]

@@ -613,6 +613,67 @@ static void test_check_shard(void **state)
 	mf_spec_free(s);
 }
 
+/* `records` and `shuffle_window` enter, after `shards`, also with a
+ * fixed key; a spec without them keeps the parts it had. */
+static void test_records_covered(void **state)
+{
+	char none[65], a[65], b[65];
+	project();
+	fp_proj(none);
+	spec_edit("proj/spec.yaml", "stages:", "records: 2048\nstages:");
+	fp_proj(a);
+	assert_string_not_equal(none, a);
+	spec_edit("proj/spec.yaml", "stages:", "records: 2KiB\nstages:");
+	fp_proj(b);
+	assert_string_equal(a, b); /* the same size */
+	const char *other[] = {
+	    "records: 1024\nstages:",
+	    "records: {size: 2048, tail: drop}\nstages:",
+	    "records: lines\nstages:",
+	    "records: tar\nstages:",
+	    "records: 2048\nshuffle_window: 1MiB\nstages:",
+	};
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+		spec_edit("proj/spec.yaml", "stages:", other[i]);
+		fp_proj(b);
+		assert_string_not_equal(a, b);
+	}
+	spec_edit("proj/spec.yaml",
+		  "stages:", "records: 2048\nshuffle_window: 256MiB\nstages:");
+	fp_proj(b);
+	assert_string_equal(a, b); /* the default, written out */
+
+	spec_edit("proj/spec.yaml",
+		  "stages:", "fingerprint: k1\nrecords: lines\nstages:");
+	fp_proj(a);
+	spec_edit("proj/spec.yaml", "stages:", "fingerprint: k1\nstages:");
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+	spec_edit("proj/spec.yaml",
+		  "stages:", "fingerprint: k1\nrecords: lines\nstages:");
+	struct mf_spec *s = fx_load("proj/spec.yaml");
+	struct mf_fingerprint fp;
+	assert_int_equal(mf_fingerprint_compute(s, &fp, NULL), 0);
+	assert_int_equal(fp.n_parts, 5);
+	assert_string_equal(fp.parts[3].label, "records");
+	assert_string_equal(fp.parts[3].detail, "lines");
+	assert_string_equal(fp.parts[4].label, "shuffle_window");
+	assert_string_equal(fp.parts[4].detail, "268435456");
+	/* records: str(framing), u64(size), u64(drop) */
+	struct mf_sha256 h;
+	uint8_t d[32];
+	char hex[65];
+	assert_int_equal(mf_sha256_init(&h), 0);
+	put_str(&h, "lines");
+	put_u64(&h, 0);
+	put_u64(&h, 0);
+	assert_int_equal(mf_sha256_final(&h, d), 0);
+	mf_hex(d, 32, hex);
+	assert_string_equal(fp.parts[3].hex, hex);
+	mf_fingerprint_release(&fp);
+	mf_spec_free(s);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
 
 int main(void)
@@ -626,7 +687,7 @@ int main(void)
 	    T(test_content_identity), T(test_fixed_key),
 	    T(test_explain_layout),   T(test_quoted_detail),
 	    T(test_unreadable_file),  T(test_check_shard),
-	    T(test_env_covered),
+	    T(test_env_covered),      T(test_records_covered),
 	};
 	return cmocka_run_group_tests_name("fingerprint", tests, NULL, NULL);
 }

@@ -701,6 +701,95 @@ static void test_glob_special_folder(void **state)
 	mf_spec_free(s);
 }
 
+/* `records`: every form, and every way it can be wrong. */
+static void test_records(void **state)
+{
+	project();
+	struct {
+		const char *text;
+		enum mf_framing framing;
+		uint64_t size;
+		bool drop;
+	} ok[] = {
+	    {"records: 2048\n", MF_FRAMING_FIXED, 2048, false},
+	    {"records: 2KiB\n", MF_FRAMING_FIXED, 2048, false},
+	    {"records: {size: 8, tail: drop}\n", MF_FRAMING_FIXED, 8, true},
+	    {"records:\n  size: 4\n  tail: error\n", MF_FRAMING_FIXED, 4,
+	     false},
+	    {"records: {size: 1}\n", MF_FRAMING_FIXED, 1, false},
+	    {"records: lines\n", MF_FRAMING_LINES, 0, false},
+	    {"records: tfrecord\n", MF_FRAMING_TFRECORD, 0, false},
+	    {"records: tar\n", MF_FRAMING_TAR, 0, false},
+	    {"records: index\n", MF_FRAMING_INDEX, 0, false},
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		char text[512];
+		snprintf(text, sizeof(text), BASE "%s", ok[i].text);
+		fx_write("a.yaml", text);
+		struct mf_spec *s = fx_load("a.yaml");
+		assert_int_equal(s->records.framing, ok[i].framing);
+		assert_int_equal(s->records.size, ok[i].size);
+		assert_int_equal(s->records.drop_tail, ok[i].drop);
+		assert_int_equal(s->shuffle_window, MF_SHUFFLE_WINDOW_DEFAULT);
+		mf_spec_free(s);
+	}
+	expect(BASE "records: line\n",
+	       "a.yaml:6:10: 'records': bad value 'line'; did you mean "
+	       "'lines'?");
+	expect(BASE "records: tfrecords\n",
+	       "a.yaml:6:10: 'records': bad value 'tfrecords'; did you mean "
+	       "'tfrecord'?");
+	expect(BASE "records: json\n",
+	       "a.yaml:6:10: 'records': bad value 'json' (expected a record "
+	       "size, {size: SIZE, tail: error|drop}, lines, tfrecord, tar "
+	       "or index)");
+	expect(BASE "records: 0\n",
+	       "a.yaml:6:10: 'records': record size '0' is out of range (1 "
+	       "byte to 1GiB)");
+	expect(BASE "records: 2GiB\n",
+	       "a.yaml:6:10: 'records': record size '2GiB' is out of range (1 "
+	       "byte to 1GiB)");
+	expect(BASE "records: [lines]\n",
+	       "a.yaml:6:10: 'records': expected a record size, {size: SIZE, "
+	       "tail: error|drop}, lines, tfrecord, tar or index");
+	expect(BASE "records: {size: 8, tial: drop}\n",
+	       "a.yaml:6:20: unknown key 'tial'; did you mean 'tail'?");
+	expect(BASE "records: {tail: drop}\n",
+	       "a.yaml:6:10: missing required key 'size'");
+	expect(BASE "records: {size: 8, tail: keep}\n",
+	       "a.yaml:6:26: 'tail': expected 'error' or 'drop'");
+	expect(BASE "records: {size: abc}\n",
+	       "a.yaml:6:17: 'size': expected a record size");
+	expect(BASE "record: lines\n",
+	       "a.yaml:6:1: unknown key 'record'; did you mean 'records'?");
+}
+
+/* `shuffle_window`: a size, and only beside `records`. */
+static void test_shuffle_window(void **state)
+{
+	project();
+	fx_write("a.yaml", BASE "shuffle_window: 64MiB\nrecords: 2048\n");
+	struct mf_spec *s = fx_load("a.yaml");
+	assert_int_equal(s->shuffle_window, 64ULL << 20);
+	mf_spec_free(s);
+	fx_write("a.yaml", BASE);
+	s = fx_load("a.yaml");
+	assert_int_equal(s->records.framing, MF_FRAMING_NONE);
+	assert_int_equal(s->shuffle_window, 0);
+	mf_spec_free(s);
+	expect(BASE "shuffle_window: 64MiB\n",
+	       "a.yaml:6:17: 'shuffle_window': needs 'records' (it bounds the "
+	       "bytes of records a batch order mixes)");
+	expect(BASE "records: lines\nshuffle_window: big\n",
+	       "a.yaml:7:17: 'shuffle_window': expected a size");
+	expect(BASE "records: lines\nshuffle_window: 0\n",
+	       "a.yaml:7:17: 'shuffle_window': '0' is out of range (1 byte to "
+	       "1TiB)");
+	expect(BASE "records: lines\nshufle_window: 1MiB\n",
+	       "a.yaml:7:1: unknown key 'shufle_window'; did you mean "
+	       "'shuffle_window'?");
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
 
 int main(void)
@@ -736,6 +825,8 @@ int main(void)
 	    T(test_plain_integers),
 	    T(test_globs_sorted_and_sharded),
 	    T(test_glob_special_folder),
+	    T(test_records),
+	    T(test_shuffle_window),
 	};
 	return cmocka_run_group_tests_name("spec", tests, NULL, NULL);
 }

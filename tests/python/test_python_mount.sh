@@ -63,21 +63,35 @@ for fn in (matfs.state, matfs.fingerprint):
     else:
         raise AssertionError("%s of the root" % fn.__name__)
 
-# every token exactly once through a 2-worker DataLoader
+# every sequence of 512 tokens (records: {size: 2KiB, tail: drop}) exactly
+# once through a 2-worker DataLoader; the tokens after a shard's last whole
+# sequence are no record
 ds = matfs.ShardDataset(name, "<u4", shuffle=True, seed=3)
-want = np.concatenate([np.fromfile(w, dtype="<u4") for w in wants])
+assert ds.shape == (512,) and ds.tail == "drop", (ds.shape, ds.tail)
+want = [tuple(s) for w in wants
+        for s in np.fromfile(w, dtype="<u4")[:os.path.getsize(w) // 2048 *
+                                             512].reshape(-1, 512).tolist()]
+assert len(want) >= 4, len(want)
 for epoch in (0, 1):
     ds.set_epoch(epoch)
-    got = torch.cat(list(DataLoader(ds, batch_size=1000, num_workers=2)))
-    assert got.dtype == torch.int64
-    assert collections.Counter(got.tolist()) == \
-        collections.Counter(want.tolist()), epoch
+    got = torch.cat(list(DataLoader(ds, batch_size=8, num_workers=2)))
+    assert got.dtype == torch.int64 and got.shape[1] == 512
+    assert collections.Counter(tuple(s) for s in got.tolist()) == \
+        collections.Counter(want), epoch
+# a shape that is not the spec's record is refused
+try:
+    matfs.ShardDataset(name, "<u4", shape=())
+except ValueError as e:
+    assert "spec's records are 2048 bytes" in str(e), e
+else:
+    raise AssertionError("a shape other than the record's")
 # the reads can end before the commits of what they read (served sealed)
 end = time.monotonic() + 20
 while [matfs.state(f) for f in files] != ["materialized"] * 2:
     assert time.monotonic() < end, [matfs.state(f) for f in files]
     time.sleep(0.05)
 assert matfs.state(name) == "materialized"
+assert int(os.getxattr(name, "user.matfs.records")) == len(want)
 
 # a failed stage: EIO while iterating, "failed" in the xattrs
 broken = matfs.ShardDataset(os.path.join(mnt, "broken"), "<u4")
@@ -102,11 +116,11 @@ assert len(blocks) == 1, "%d blocks use matfs.ShardDataset" % len(blocks)
 print(blocks[0].replace("/mnt/data", sys.argv[2]), end="")
 PY
 grep -q "$mnt/tokens" "$tmp/example.py" || fail "the example reads no /mnt/data/tokens"
-total=$(($(stat -c %s "$tmp/want0") / 4 + $(stat -c %s "$tmp/want1") / 4))
+total=$(($(stat -c %s "$tmp/want0") / 2048 + $(stat -c %s "$tmp/want1") / 2048))
 out=$(cd "$tmp" && "$py" example.py 2>&1) || fail "the guide's example: $out"
 for epoch in 0 1; do
-  grep -qx "epoch $epoch: $total tokens from 2 shards" <<<"$out" ||
-    fail "the guide's example printed: $out (want $total tokens)"
+  grep -qx "epoch $epoch: $total sequences of 512 tokens from 2 shards" <<<"$out" ||
+    fail "the guide's example printed: $out (want $total sequences)"
 done
 pass "the guide's PyTorch example runs on the mount"
 

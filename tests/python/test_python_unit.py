@@ -384,7 +384,8 @@ class DatasetTest(Folder):
         self.assertEqual(next(it).tolist(), [0, 0])
         with self.assertRaisesRegex(ValueError, r"'%s': 10 bytes is not a "
                                     r"multiple of the 8-byte record "
-                                    r"\(uint32, shape \(2,\)\)" %
+                                    r"\(uint32, shape \(2,\); tail='drop' "
+                                    r"leaves the 2 bytes over out\)" %
                                     os.path.join(os.path.realpath(snap),
                                                  "shard-00001.u32")):
             next(it)
@@ -418,6 +419,103 @@ class DatasetTest(Folder):
                              collections.Counter(records))
             seen_orders.append(got)
         self.assertNotEqual(seen_orders[0], seen_orders[1])
+
+
+def _framed(text):
+    """ShardDataset reading the framing text as a mount's
+    user.matfs.framing would give it."""
+    return mock.patch("matfs._dataset._folder_framing",
+                      lambda folder: matfs._dataset.parse_framing(text))
+
+
+def _tf_frame(data):
+    import struct
+    n = struct.pack("<Q", len(data))
+    return n + b"\0" * 4 + data + b"\0" * 4  # CRCs: the daemon's to check
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs python3-numpy and python3-torch")
+class RecordsTest(Folder):
+    def test_tail_drop(self):
+        snap = self.snapshot([np.arange(5, dtype="<i4").tobytes() + b"xy",
+                              b"z"])
+        ds = matfs.ShardDataset(snap, "<i4", shape=2, tail="drop")
+        self.assertEqual([t.tolist() for t in ds], [[0, 1], [2, 3]])
+        with self.assertRaisesRegex(ValueError, "tail must be"):
+            matfs.ShardDataset(snap, "<i4", tail="keep")
+        # the spec's tail: drop is the default
+        with _framed("{size: 8, tail: drop}"):
+            ds = matfs.ShardDataset(snap, "<i4")
+        self.assertEqual(ds.shape, (2,))
+        self.assertEqual(len(list(ds)), 2)
+
+    def test_shape_from_records(self):
+        data = np.arange(1024, dtype="<u2").tobytes()
+        snap = self.snapshot([data, data])
+        with _framed("1024"):
+            ds = matfs.ShardDataset(snap, "<u2")
+            self.assertEqual(ds.shape, (512,))
+            got = list(ds)
+            with self.assertRaisesRegex(ValueError, "spec's records are "
+                                        "1024 bytes"):
+                matfs.ShardDataset(snap, "<u2", shape=(3,))
+            with self.assertRaisesRegex(TypeError, "give their dtype"):
+                matfs.ShardDataset(snap)
+        self.assertEqual(len(got), 4)
+        self.assertEqual(got[1].tolist(), list(range(512, 1024)))
+        self.assertEqual(got[1].dtype, torch.int32)
+
+    def test_batch_size_blocks(self):
+        data = np.arange(70, dtype="<i8").tobytes()
+        snap = self.snapshot([data, data[:80]])
+        ds = matfs.ShardDataset(snap, "<i8", shape=5, batch_size=4)
+        got = list(ds)
+        self.assertEqual([tuple(t.shape) for t in got],
+                         [(4, 5), (4, 5), (4, 5), (2, 5), (2, 5)])
+        self.assertEqual(torch.cat(got[:4]).flatten().tolist(),
+                         list(range(70)))
+        loader = torch.utils.data.DataLoader(ds, batch_size=None,
+                                             num_workers=2)
+        self.assertEqual(sum(len(b) for b in loader), 16)
+
+    def test_lines(self):
+        snap = self.snapshot([b"one\ntwo\n\nlast", b"", b"x\n"])
+        with _framed("lines"):
+            got = list(matfs.ShardDataset(snap))
+            with self.assertRaisesRegex(ValueError, "come as bytes"):
+                matfs.ShardDataset(snap, "<u4")
+        self.assertEqual(got, [b"one\n", b"two\n", b"\n", b"last",
+                               b"x\n"])
+
+    def test_tfrecord(self):
+        snap = self.snapshot([_tf_frame(b"") + _tf_frame(b"abc"),
+                              _tf_frame(b"z" * 3000)])
+        with _framed("tfrecord"):
+            got = list(matfs.ShardDataset(snap))
+        self.assertEqual(got, [b"", b"abc", b"z" * 3000])
+
+    def test_tar_samples(self):
+        import io
+        import tarfile
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as t:
+            for name, body in (("d/a.jpg", b"J"), ("d/a.cls", b"1"),
+                               ("d/b.seg.png", b"P"), ("d/b.cls", b"2")):
+                info = tarfile.TarInfo(name)
+                info.size = len(body)
+                t.addfile(info, io.BytesIO(body))
+        snap = self.snapshot([buf.getvalue()])
+        with _framed("tar"):
+            got = list(matfs.ShardDataset(snap))
+        self.assertEqual(got, [{"__key__": "d/a", "jpg": b"J", "cls": b"1"},
+                               {"__key__": "d/b", "seg.png": b"P",
+                                "cls": b"2"}])
+
+    def test_index_refused(self):
+        snap = self.snapshot([b"abc"])
+        with _framed("index"), self.assertRaisesRegex(ValueError,
+                                                     "records: index"):
+            matfs.ShardDataset(snap)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,13 @@
 	"# golden store of shard format version 3\n"                           \
 	"name golden\nshards 6\nchunk_size 4096\n"
 
+/* version 4: a records section, and the framing in the trailer */
+#define GOLDEN_FP_V4                                                           \
+	"5eed5eed00000000000000000000000000000000000000000000000000000004"
+#define GOLDEN_METADATA_V4                                                     \
+	"# golden store of shard format version 4\n"                           \
+	"name golden\nshards 11\nchunk_size 4096\n"
+
 /* One version's folder: STORE/snapshots/fp/GOLDEN_RUN/shard-NNNNN.mfs. */
 struct golden_version {
 	uint32_t version;
@@ -53,12 +60,14 @@ struct golden_version {
 	const char *metadata;
 	unsigned zstd_version; /* of the library that wrote it */
 	bool adaptive; /* it also holds golden_adaptive */
+	bool records; /* it also holds golden_records (version 4 on) */
 };
 
 static const struct golden_version golden_versions[] = {
-    {1, GOLDEN_FP, GOLDEN_METADATA, GOLDEN_ZSTD_VERSION, false},
-    {2, GOLDEN_FP_V2, GOLDEN_METADATA_V2, 10504, false},
-    {3, GOLDEN_FP_V3, GOLDEN_METADATA_V3, 10504, true},
+    {1, GOLDEN_FP, GOLDEN_METADATA, GOLDEN_ZSTD_VERSION, false, false},
+    {2, GOLDEN_FP_V2, GOLDEN_METADATA_V2, 10504, false, false},
+    {3, GOLDEN_FP_V3, GOLDEN_METADATA_V3, 10504, true, false},
+    {4, GOLDEN_FP_V4, GOLDEN_METADATA_V4, 10504, true, true},
 };
 #define GOLDEN_VERSIONS (sizeof(golden_versions) / sizeof(golden_versions[0]))
 
@@ -91,6 +100,20 @@ static inline unsigned golden_pressure(void *arg, uint32_t chunk,
 	(void)arg;
 	return chunk < GOLDEN_BEHIND_CHUNKS ? workers : 0;
 }
+
+/* Version 4's shards 6 to 10, one per framing, zstd:3 without adapting;
+ * golden_framed builds their bytes (snap_records_gen.h). */
+struct golden_framed_shard {
+	uint32_t index;
+	struct mf_records records;
+};
+static const struct golden_framed_shard golden_records[] = {
+    {6, {MF_FRAMING_FIXED, 16, true}},	  {7, {MF_FRAMING_LINES, 0, false}},
+    {8, {MF_FRAMING_TFRECORD, 0, false}}, {9, {MF_FRAMING_TAR, 0, false}},
+    {10, {MF_FRAMING_INDEX, 0, false}},
+};
+#define GOLDEN_RECORDS (sizeof(golden_records) / sizeof(golden_records[0]))
+#define GOLDEN_FRAMED_MAX (64 * 8192)
 
 /* The entry of the version this writer writes; NULL if it has none. */
 static inline const struct golden_version *golden_current(void)

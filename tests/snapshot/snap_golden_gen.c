@@ -15,6 +15,7 @@
 
 #include "mf_snapshot.h"
 #include "snap_golden.h"
+#include "snap_records_gen.h"
 
 static int write_shard(struct mf_store *st, const char *fp,
 		       const struct golden_shard *g, bool adapt)
@@ -38,6 +39,38 @@ static int write_shard(struct mf_store *st, const char *fp,
 			rc = mf_shard_writer_commit(w, NULL);
 	}
 	free(buf);
+	return rc;
+}
+
+/* A golden framed shard: its bytes, framed, and the ends for index. */
+static int write_framed(struct mf_store *st, const char *fp,
+			const struct golden_framed_shard *g)
+{
+	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, GOLDEN_CHUNK_SIZE, 1,
+				   false};
+	uint8_t *buf = malloc(GOLDEN_FRAMED_MAX);
+	uint64_t *ends = malloc(GOLDEN_FRAMED_MAX * sizeof(*ends));
+	size_t n;
+	if (!buf || !ends)
+		return -ENOMEM;
+	size_t len =
+	    golden_framed(&g->records, g->index, buf, ends, &n, golden_fill);
+	struct mf_shard_writer *w;
+	int rc = mf_shard_writer_open(st, fp, GOLDEN_RUN, g->index, &cfg, &w);
+	if (rc)
+		goto free_buf;
+	rc = mf_shard_writer_set_records(w, &g->records);
+	if (rc == 0)
+		rc = mf_shard_writer_write(w, buf, len);
+	if (rc == 0 && g->records.framing == MF_FRAMING_INDEX)
+		rc = mf_shard_writer_set_ends(w, ends, n);
+	if (rc == 0)
+		rc = mf_shard_writer_commit(w, NULL);
+	else
+		mf_shard_writer_abort(w);
+free_buf:
+	free(buf);
+	free(ends);
 	return rc;
 }
 
@@ -73,6 +106,8 @@ int main(int argc, char **argv)
 		rc = write_shard(st, v->fp, &golden_shards[i], false);
 	if (rc == 0 && v->adaptive)
 		rc = write_shard(st, v->fp, &golden_adaptive, true);
+	for (size_t i = 0; rc == 0 && v->records && i < GOLDEN_RECORDS; i++)
+		rc = write_framed(st, v->fp, &golden_records[i]);
 	if (rc == 0)
 		mf_store_close(st);
 	if (rc) {

@@ -30,7 +30,7 @@
 #define RAW (3 * CS + 700)
 #define CHUNKS 4
 #define ENTRY 32
-#define TRAILER 64
+#define TRAILER 96
 
 struct fixture {
 	struct tu_store s;
@@ -162,15 +162,23 @@ static void read_shard_file(struct fixture *f, uint32_t shard, uint8_t **d,
 	assert_int_equal(tu_read_file(path, d, n), 0);
 }
 
-/* Every checksum of the file is the one docs/format.md gives version 3
+/* Every checksum of the file is the one docs/format.md gives version 4
  * (seeded as version 2) for shard `shard` of fp, and each index entry
- * names the trailer's codec and level (a writer that does not adapt). */
+ * names the trailer's codec and level (a writer that does not adapt);
+ * a shard without records has the records checksum of no bytes. */
 static void assert_documented(const uint8_t *d, size_t n, const char *fp,
 			      uint32_t shard)
 {
-	assert_int_equal(get_le(d + 8, 4), 3);
+	assert_int_equal(get_le(d + 8, 4), 4);
 	const uint8_t *t = d + n - TRAILER;
-	assert_int_equal(get_le(t + 8, 4), 3);
+	assert_int_equal(get_le(t + 8, 4), 4);
+	assert_int_equal(get_le(t + 56, 4), 0);
+	assert_int_equal(get_le(t + 72, 8), 0);
+	assert_int_equal(
+	    get_le(t + 80, 8),
+	    XXH3_64bits_withSeed(
+		"", 0,
+		XXH3_64bits_withSeed("records", 7, tu_v2_key(fp, shard))));
 	uint32_t chunks = (uint32_t)get_le(t + 20, 4);
 	size_t idx = n - TRAILER - (size_t)chunks * ENTRY;
 	uint64_t key = tu_v2_key(fp, shard);
@@ -187,7 +195,7 @@ static void assert_documented(const uint8_t *d, size_t n, const char *fp,
 	assert_int_equal(
 	    get_le(t + 48, 8),
 	    XXH3_64bits_withSeed(d + idx, (size_t)chunks * ENTRY, key));
-	assert_int_equal(get_le(t + 56, 8), XXH3_64bits_withSeed(t, 56, key));
+	assert_int_equal(get_le(t + 88, 8), XXH3_64bits_withSeed(t, 88, key));
 }
 
 static void test_checksums_as_documented(void **state)
@@ -281,7 +289,7 @@ static void test_spliced_chunks_refused(void **state)
 		uint8_t *t = b + nb - TRAILER;
 		put_le64(t + 48,
 			 XXH3_64bits_withSeed(b + idx, CHUNKS * ENTRY, key));
-		put_le64(t + 56, XXH3_64bits_withSeed(t, 56, key));
+		put_le64(t + 88, XXH3_64bits_withSeed(t, 88, key));
 		struct mf_shard_reader *r;
 		assert_int_equal(open_bytes_as(f, b, nb, TU_FP, 1, &r), 0);
 		static uint8_t buf[CS];

@@ -27,7 +27,7 @@
 
 #define CS 4096
 #define RAW (2 * CS + 1000)
-#define TRAILER 64
+#define TRAILER 96
 #define ENTRY 32
 
 struct fixture {
@@ -166,7 +166,7 @@ static void test_flip_empty(void **state)
 	uint8_t *data;
 	size_t n;
 	make_file(f, &cfgs[0], 0, &data, &n);
-	assert_int_equal(n, 16 + 64);
+	assert_int_equal(n, 16 + TRAILER);
 	for (size_t p = 0; p < n; p++) {
 		data[p] ^= 0x10;
 		struct mf_shard_reader *r;
@@ -307,7 +307,7 @@ static void reseal(uint8_t *data, size_t n, size_t idx_off, size_t idx_len)
 	uint8_t *t = data + n - TRAILER;
 	uint64_t key = tu_v2_key(TU_FP, 0);
 	put_le(t + 48, XXH3_64bits_withSeed(data + idx_off, idx_len, key), 8);
-	put_le(t + 56, XXH3_64bits_withSeed(t, 56, key), 8);
+	put_le(t + 88, XXH3_64bits_withSeed(t, 88, key), 8);
 }
 
 struct mutation {
@@ -344,6 +344,12 @@ static const struct mutation mutations[] = {
     {"index chunk 1 codec down", ENTRY + 24, true, 4, -1},
     {"index chunk 2 level", 2 * ENTRY + 28, true, 4, 40},
     {"index chunk 0 level", 28, true, 4, -200000},
+    /* version 4: the records fields of a shard without records */
+    {"trailer framing", 56, false, 4, 1},
+    {"trailer framing flags", 60, false, 4, 1},
+    {"trailer record size", 64, false, 8, 1},
+    {"trailer record count", 72, false, 8, 1},
+    {"trailer records checksum", 80, false, 8, 1},
 };
 
 static void test_resealed_fields(void **state)

@@ -28,6 +28,7 @@
 
 #include "mf_snapshot.h"
 #include "snap_golden.h"
+#include "snap_records_gen.h"
 #include "snap_testutil.h"
 
 static const char *golden_dir(void)
@@ -145,6 +146,107 @@ static void test_golden_adaptive(void **state)
 	mf_store_close(st);
 }
 
+/* Version 4's framed shards read back bit for bit with the record ends
+ * their content was built with; the other shards of every version have
+ * no records. */
+static void test_golden_records(void **state)
+{
+	(void)state;
+	struct mf_store *st;
+	assert_int_equal(mf_store_open(golden_dir(), false, &st), 0);
+	uint8_t *want = malloc(GOLDEN_FRAMED_MAX),
+		*got = malloc(GOLDEN_FRAMED_MAX);
+	uint64_t *ends = malloc(GOLDEN_FRAMED_MAX * sizeof(*ends));
+	for (size_t i = 0; i < GOLDEN_RECORDS; i++) {
+		const struct golden_framed_shard *g = &golden_records[i];
+		size_t n;
+		size_t len = golden_framed(&g->records, g->index, want, ends,
+					   &n, golden_fill);
+		struct mf_shard_reader *r;
+		assert_int_equal(mf_shard_reader_open(st, GOLDEN_FP_V4,
+						      GOLDEN_RUN, g->index, &r),
+				 0);
+		assert_int_equal(mf_shard_reader_pread(r, got, len + 1, 0),
+				 (ssize_t)len);
+		assert_memory_equal(got, want, len);
+		struct mf_records fr;
+		uint64_t count, off, rlen, prev = 0;
+		mf_shard_reader_records(r, &fr, &count);
+		assert_int_equal(fr.framing, g->records.framing);
+		assert_int_equal(fr.size, g->records.size);
+		assert_int_equal(fr.drop_tail, g->records.drop_tail);
+		assert_int_equal(count, n);
+		assert_true(n > 1);
+		for (uint64_t k = 0; k < n; k++) {
+			assert_int_equal(
+			    mf_shard_reader_record(r, k, &off, &rlen), 0);
+			assert_int_equal(off, prev);
+			assert_int_equal(off + rlen, ends[k]);
+			prev = ends[k];
+		}
+		mf_shard_reader_close(r);
+	}
+	for (size_t v = 0; v < GOLDEN_VERSIONS; v++) {
+		struct mf_shard_reader *r;
+		assert_int_equal(mf_shard_reader_open(st, golden_versions[v].fp,
+						      GOLDEN_RUN, 1, &r),
+				 0);
+		struct mf_records fr;
+		uint64_t count;
+		mf_shard_reader_records(r, &fr, &count);
+		assert_int_equal(fr.framing, MF_FRAMING_NONE);
+		assert_int_equal(count, 0);
+		mf_shard_reader_close(r);
+	}
+	free(want);
+	free(got);
+	free(ends);
+	mf_store_close(st);
+}
+
+/* Writes golden framed shard g again and compares the files. */
+static void rewrite_framed(const char *dir, const struct golden_version *gv,
+			   const struct golden_framed_shard *g,
+			   unsigned threads)
+{
+	struct mf_store *st;
+	assert_int_equal(mf_store_open(dir, true, &st), 0);
+	assert_int_equal(mf_store_run_create(st, gv->fp, GOLDEN_RUN), 0);
+	struct mf_codec_cfg cfg = {MF_CODEC_ZSTD, 3, GOLDEN_CHUNK_SIZE, threads,
+				   false};
+	uint8_t *buf = malloc(GOLDEN_FRAMED_MAX);
+	uint64_t *ends = malloc(GOLDEN_FRAMED_MAX * sizeof(*ends));
+	size_t n;
+	size_t len =
+	    golden_framed(&g->records, g->index, buf, ends, &n, golden_fill);
+	struct mf_shard_writer *w;
+	assert_int_equal(
+	    mf_shard_writer_open(st, gv->fp, GOLDEN_RUN, g->index, &cfg, &w),
+	    0);
+	assert_int_equal(mf_shard_writer_set_records(w, &g->records), 0);
+	for (size_t off = 0; off < len; off += 777) {
+		size_t k = len - off < 777 ? len - off : 777;
+		assert_int_equal(mf_shard_writer_write(w, buf + off, k), 0);
+	}
+	if (g->records.framing == MF_FRAMING_INDEX)
+		assert_int_equal(mf_shard_writer_set_ends(w, ends, n), 0);
+	assert_int_equal(mf_shard_writer_commit(w, NULL), 0);
+	mf_store_close(st);
+	free(buf);
+	free(ends);
+	char a[1024], b[1024];
+	golden_path(golden_dir(), gv->fp, g->index, a, sizeof(a));
+	golden_path(dir, gv->fp, g->index, b, sizeof(b));
+	uint8_t *da, *db;
+	size_t na, nb;
+	assert_int_equal(tu_read_file(a, &da, &na), 0);
+	assert_int_equal(tu_read_file(b, &db, &nb), 0);
+	assert_int_equal(na, nb);
+	assert_memory_equal(da, db, na);
+	free(da);
+	free(db);
+}
+
 /* Opens golden file (fp, shard) as shard `as` of fp `as_fp`. */
 static int open_as(const char *fp, uint32_t shard, const char *as_fp,
 		   uint32_t as, struct mf_shard_reader **r)
@@ -227,12 +329,17 @@ static void test_golden_store(void **state)
 		uint32_t *idx;
 		assert_int_equal(
 		    mf_store_list_shards(st, gv->fp, GOLDEN_RUN, &idx, &n), 0);
-		assert_int_equal(n, GOLDEN_SHARDS + gv->adaptive);
+		assert_int_equal(n,
+				 GOLDEN_SHARDS + gv->adaptive +
+				     (gv->records ? GOLDEN_RECORDS : 0));
 		for (size_t k = 0; k < GOLDEN_SHARDS; k++)
 			assert_int_equal(idx[k], golden_shards[k].index);
 		if (gv->adaptive)
 			assert_int_equal(idx[GOLDEN_SHARDS],
 					 golden_adaptive.index);
+		for (size_t k = 0; gv->records && k < GOLDEN_RECORDS; k++)
+			assert_int_equal(idx[GOLDEN_SHARDS + 1 + k],
+					 golden_records[k].index);
 		free(idx);
 	}
 	mf_store_close(st);
@@ -250,7 +357,7 @@ static void test_golden_header(void **state)
 		uint8_t *d;
 		size_t n;
 		assert_int_equal(tu_read_file(path, &d, &n), 0);
-		assert_int_equal(n, 80);
+		assert_int_equal(n, gv->version >= 4 ? 16 + 96 : 80);
 		uint8_t head[16] = {'M', 'A', 'T',
 				    'F', 'S', 'H',
 				    'R', 'D', (uint8_t)gv->version};
@@ -329,6 +436,11 @@ static void test_golden_reproducible(void **state)
 		rewrite_one(dir, gv, &golden_adaptive, 1, true);
 		rewrite_one(dir, gv, &golden_adaptive, 3, true);
 	}
+	for (size_t i = 0; gv->records && same_zstd && i < GOLDEN_RECORDS;
+	     i++) {
+		rewrite_framed(dir, gv, &golden_records[i], 1);
+		rewrite_framed(dir, gv, &golden_records[i], 3);
+	}
 	tu_rmtree(dir);
 	free(dir);
 }
@@ -338,6 +450,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_golden_reads),
 	    cmocka_unit_test(test_golden_adaptive),
+	    cmocka_unit_test(test_golden_records),
 	    cmocka_unit_test(test_golden_binding),
 	    cmocka_unit_test(test_golden_store),
 	    cmocka_unit_test(test_golden_header),

@@ -189,7 +189,7 @@ static void test_compression_shrinks(void **state)
 		    0);
 		if (cfg.codec == MF_CODEC_NONE)
 			assert_int_equal(ws.stored_bytes,
-					 len + 16 + 4 * 32 + 64);
+					 len + 16 + 4 * 32 + 96);
 		else
 			assert_true(ws.stored_bytes < len / 2);
 	}
@@ -209,7 +209,7 @@ static void test_empty_shard(void **state)
 	assert_int_equal(mf_shard_writer_commit(w, &ws), 0);
 	assert_int_equal(ws.raw_bytes, 0);
 	assert_int_equal(ws.chunks, 0);
-	assert_int_equal(ws.stored_bytes, 16 + 64);
+	assert_int_equal(ws.stored_bytes, 16 + 96);
 	struct mf_shard_reader *r;
 	assert_int_equal(mf_shard_reader_open(f->st, TU_FP, TU_RUN, 9, &r), 0);
 	struct mf_shard_stat rs;

@@ -548,7 +548,7 @@ static void test_writer_cfg(void **state)
 	size_t n;
 	tu_shard_path(f->s.dir, 0, path, sizeof(path));
 	assert_int_equal(tu_read_file(path, &d, &n), 0);
-	assert_int_equal(d[n - 64 + 16], MF_ZSTD_DEFAULT_LEVEL);
+	assert_int_equal(d[n - 96 + 16], MF_ZSTD_DEFAULT_LEVEL);
 	free(d);
 }
 

@@ -4,7 +4,8 @@
  * the largest accepted values and one past them (2^63 - 1, 2^63, 2^64),
  * digit strings far longer than any number, fractions and trailing
  * garbage. A value out of range is -ERANGE, never a wrapped number, and
- * the output is left alone on every failure.
+ * the output is left alone on every failure. Records framings written
+ * back as a spec writes them.
  *
  * Not for: what the spec makes of these errors (tests/pipeline).
  */
@@ -280,6 +281,29 @@ static void test_utf8(void **state)
 	assert_string_equal(t, "ok ?? \xc3\xa9 ?");
 }
 
+static void test_format_records(void **state)
+{
+	(void)state;
+	char buf[64];
+	struct mf_records r = {MF_FRAMING_FIXED, 2048, false};
+	mf_format_records(&r, buf, sizeof(buf));
+	assert_string_equal(buf, "2048");
+	r.drop_tail = true;
+	mf_format_records(&r, buf, sizeof(buf));
+	assert_string_equal(buf, "{size: 2048, tail: drop}");
+	const char *names[] = {"none",	   "fixed", "lines",
+			       "tfrecord", "tar",   "index"};
+	for (int f = 0; f <= MF_FRAMING_MAX; f++)
+		assert_string_equal(mf_framing_name((enum mf_framing)f),
+				    names[f]);
+	assert_string_equal(mf_framing_name((enum mf_framing)99), "?");
+	r = (struct mf_records){MF_FRAMING_TAR, 0, false};
+	mf_format_records(&r, buf, sizeof(buf));
+	assert_string_equal(buf, "tar");
+	mf_format_records(&r, buf, 2); /* cut, always terminated */
+	assert_string_equal(buf, "t");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -291,6 +315,7 @@ int main(void)
 	    cmocka_unit_test(test_duration_limits),
 	    cmocka_unit_test(test_corrupt_report),
 	    cmocka_unit_test(test_utf8),
+	    cmocka_unit_test(test_format_records),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
