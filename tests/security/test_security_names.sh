@@ -85,7 +85,10 @@ wait_for 20 sh -c "[ \$(grep -c \"name 'tokens' belongs to\" '$log') -gt $n ]" |
   fail "the attacker's spec was not refused while the holder's file was away"
 runuser -u "$victim" -- mv "$tmp/v/spec.yaml.away" "$tmp/v/spec.yaml"
 runuser -u "$victim" -- touch "$tmp/v/spec.yaml"
-sleep 1
+# its registration again is the watcher's, a moment later (seconds when
+# the machine is loaded): wait for it, then check everything
+wait_for 20 sh -c "[ \"\$(readlink '$mnt/tokens')\" = '$fp' ]" ||
+  fail "tokens is not the holder's again: $(readlink "$mnt/tokens")"
 check_victim "the holder's file away for a moment"
 pass "a holder's file gone for a moment keeps its name"
 
