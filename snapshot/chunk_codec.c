@@ -16,6 +16,11 @@
 
 #include <snappy-c.h>
 #include <xxhash.h>
+
+#include "mf_config.h"
+#if MF_HAVE_XXH_DISPATCH
+#include <xxh_x86dispatch.h>
+#endif
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_createCCtx_advanced */
 #include <zstd.h>
 #include <zstd_errors.h>
@@ -54,10 +59,17 @@ size_t snap_codec_bound(enum mf_codec codec, size_t raw)
 	return 0;
 }
 
+/* Every chunk's bytes pass here when written and on every read from
+ * disk: the widest vector unit the CPU has, where the library can choose
+ * one at run time (XXH3's value does not depend on it). */
 uint64_t snap_chunk_checksum(const void *p, size_t len, uint64_t seed)
 {
 	static const uint8_t empty[1];
+#if MF_HAVE_XXH_DISPATCH
+	return XXH3_64bits_withSeed_dispatch(len ? p : empty, len, seed);
+#else
 	return XXH3_64bits_withSeed(len ? p : empty, len, seed);
+#endif
 }
 
 /* The one place zstd's error space becomes an errno. */

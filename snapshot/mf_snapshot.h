@@ -360,6 +360,24 @@ typedef void (*mf_shard_tap_fn)(void *arg, uint32_t chunk, const void *raw,
  * -EBUSY once bytes were written (the tap would miss chunks). */
 int mf_shard_writer_set_tap(struct mf_shard_writer *w, mf_shard_tap_fn fn,
 			    void *arg);
+/*
+ * With a release function, the tap may go on reading a chunk's raw bytes
+ * after it returns (another thread may, too): the writer keeps them as
+ * they are until it calls fn(arg, chunk) with the tap's arg, on the
+ * writing thread, just before it reuses or frees the memory that held
+ * that chunk and every chunk before it; when fn returns, nothing may read
+ * them any more. fn runs once for each chunk index it names, in order
+ * (one call may release several), and every chunk shown to the tap is
+ * released by the end of mf_shard_writer_seal, _commit or _abort. The
+ * writer then holds two chunk buffers at least, so that one can be read
+ * while the next fills. Set after the tap, before the first byte, with
+ * mf_shard_writer_space and _wrote (mf_shard_writer_write copies into the
+ * writer's buffers). Returns 0, -EINVAL (w NULL or no tap), -EBUSY once
+ * bytes were written, or -ENOMEM.
+ */
+typedef void (*mf_shard_release_fn)(void *arg, uint32_t chunk);
+int mf_shard_writer_set_release(struct mf_shard_writer *w,
+				mf_shard_release_fn fn);
 
 /*
  * Records (docs/format.md, "The records section"): set before the first

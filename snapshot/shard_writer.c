@@ -87,6 +87,8 @@ struct mf_shard_writer {
 	bool stop; /* guarded by lock */
 	mf_shard_tap_fn tap; /* NULL: none */
 	void *tap_arg;
+	mf_shard_release_fn release; /* NULL: tapped bytes borrowed per call */
+	uint64_t released; /* chunks below this one were released */
 	bool sealed; /* finish() wrote the index and trailer: only the
 			commit protocol is left */
 	struct snap_indexer ix; /* the records index (framing none: idle) */
@@ -286,6 +288,7 @@ static int pool_start(struct mf_shard_writer *w, unsigned n)
 /* ---- open, write ---- */
 
 static void slots_free(struct mf_shard_writer *w);
+static void release_below(struct mf_shard_writer *w, uint64_t end);
 
 static void writer_free(struct mf_shard_writer *w)
 {
@@ -461,6 +464,34 @@ int mf_shard_writer_set_tap(struct mf_shard_writer *w, mf_shard_tap_fn fn,
 	return 0;
 }
 
+int mf_shard_writer_set_release(struct mf_shard_writer *w,
+				mf_shard_release_fn fn)
+{
+	if (!w || (fn && !w->tap))
+		return -EINVAL;
+	if (w->tail > 0 || w->fill > 0)
+		return -EBUSY; /* chunks were shown as borrowed */
+	if (fn && w->nslots == 1) { /* one to read while the next fills */
+		struct wslot *slots = realloc(w->slots, 2 * sizeof(*slots));
+		if (!slots)
+			return -ENOMEM;
+		w->slots = slots;
+		struct wslot *t = &slots[1];
+		memset(t, 0, sizeof(*t));
+		t->raw = mf_buf_alloc(w->chunk_size, &w->raw_cap);
+		if (t->raw && w->codec != MF_CODEC_NONE)
+			t->out = mf_buf_alloc(w->bound, &w->out_cap);
+		if (!t->raw || (w->codec != MF_CODEC_NONE && !t->out)) {
+			mf_buf_free(t->raw, w->raw_cap);
+			mf_buf_free(t->out, w->out_cap);
+			return -ENOMEM; /* still one slot, no release */
+		}
+		w->nslots = 2;
+	}
+	w->release = fn;
+	return 0;
+}
+
 int mf_shard_writer_set_pressure(struct mf_shard_writer *w,
 				 mf_shard_pressure_fn fn, void *arg)
 {
@@ -520,13 +551,16 @@ const char *mf_shard_writer_framing_error(const struct mf_shard_writer *w)
 }
 
 /* The slot being filled, after making room for it when it is the next
- * one and every slot is still in flight. */
+ * one and every slot is still in flight; a new chunk first releases the
+ * one that slot held. */
 static int fill_slot(struct mf_shard_writer *w, struct wslot **s)
 {
 	int rc;
 	if (w->fill == 0 && w->tail - w->head == w->nslots &&
 	    (rc = drain(w, w->head + 1)) != 0)
 		return rc;
+	if (w->fill == 0 && w->tail >= w->nslots)
+		release_below(w, w->tail - w->nslots + 1);
 	*s = &w->slots[w->tail % w->nslots];
 	return 0;
 }
@@ -547,7 +581,8 @@ static int filled(struct mf_shard_writer *w, struct wslot *s, size_t n)
 static int write_some(struct mf_shard_writer *w, const uint8_t *buf, size_t len,
 		      size_t *used)
 {
-	if (w->fill == 0 && w->nworkers == 0 && len >= w->chunk_size) {
+	if (w->fill == 0 && w->nworkers == 0 && len >= w->chunk_size &&
+	    !w->release) {
 		/* inline and aligned: compress straight from the caller */
 		struct wslot *s = &w->slots[0];
 		s->src = buf;
@@ -703,10 +738,21 @@ static void stat_fill(const struct mf_shard_writer *w,
 	stat->chunk_size = w->chunk_size;
 }
 
+/* Releases the chunks below `end` shown to the tap (mf_shard_writer_set_
+ * release): their bytes are about to be overwritten or freed. */
+static void release_below(struct mf_shard_writer *w, uint64_t end)
+{
+	if (w->release && end > w->released) {
+		w->release(w->tap_arg, (uint32_t)(end - 1));
+		w->released = end;
+	}
+}
+
 /* The chunk buffers are not needed once sealed: a sealed writer waiting
  * for its commit holds the index only. */
 static void slots_free(struct mf_shard_writer *w)
 {
+	release_below(w, w->tail);
 	for (unsigned i = 0; w->slots && i < w->nslots; i++) {
 		mf_buf_free(w->slots[i].raw, w->raw_cap);
 		mf_buf_free(w->slots[i].out, w->out_cap);

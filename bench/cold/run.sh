@@ -32,6 +32,17 @@
 # size over the fixed level's). "load" lines give /proc/loadavg before and after:
 # ratios taken under load say little.
 #
+# CPU: as root on a machine with cgroup v1's cpuacct (/sys/fs/cgroup/
+# cpuacct), each side runs in a cpuacct cgroup of its own, so its
+# CPU-seconds are counted whatever process spends them: the daemon, its
+# stages and the reader for the cold read (from the open until every
+# shard is committed), and every process of the piped hand run. Per
+# run: "cpu NAME cold S", "cpu NAME piped S" (CPU-seconds per GiB,
+# medians of ROUNDS rounds) and "cpu_over NAME S", the median of each
+# round's cold minus piped: what the mount costs above the stages piped
+# into a new file. Without the controller (or as another user) there are
+# no cpu lines.
+#
 # PRIME=1 writes and deletes 3 x MIB in /dev/shm just before each timed
 # run (cold and hand alike), so that both take memory just freed rather
 # than whatever the host of a virtual machine left (bench/cold/pages.sh).
@@ -58,10 +69,22 @@ command -v fusermount3 >/dev/null || { echo "no fusermount3" >&2; exit 77; }
 tmp=$(mktemp -d /var/tmp/mf-cold.XXXXXX)
 mnt=$tmp/mnt store=$tmp/store pipes=$tmp/p
 dpid=
+# cpuacct cgroups: cg_mount holds the daemon (and so its stages) and the
+# cold reader, cg_hand the piped hand run; empty when not available
+cgroot=/sys/fs/cgroup/cpuacct cg_mount= cg_hand=
+if [ -w "$cgroot" ] && [ -r "$cgroot/cpuacct.usage" ]; then
+  cg_mount=$cgroot/mf-cold-$$-mount cg_hand=$cgroot/mf-cold-$$-hand
+  mkdir "$cg_mount" "$cg_hand" 2>/dev/null || cg_mount= cg_hand=
+fi
 cleanup() {
   grep -q " $mnt fuse" /proc/self/mounts && { fusermount3 -u "$mnt" || umount -l "$mnt"; }
   [ -n "$dpid" ] && { kill "$dpid" 2>/dev/null; wait "$dpid" 2>/dev/null; }
   rm -rf "$tmp"
+  # a cgroup goes once its last task has exited
+  local g _
+  for g in $cg_mount $cg_hand; do
+    for _ in $(seq 1 50); do rmdir "$g" 2>/dev/null && break; sleep 0.1; done
+  done
 }
 trap cleanup EXIT
 
@@ -75,10 +98,38 @@ timeit() {
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f\n", (b - a) / 1e9 }'
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# in_cg CG CMD...: CMD (a command or a function) run in cgroup CG (none
+# when CG is empty), from before it starts
+in_cg() {
+  local g=$1
+  shift
+  (
+    [ -z "$g" ] || echo "$BASHPID" >"$g/tasks"
+    if declare -F "$1" >/dev/null; then "$@"; else exec "$@"; fi
+  )
+}
+# usage CG: the cgroup's CPU time so far, ns
+usage() { cat "$1/cpuacct.usage"; }
+# per_gib NS: CPU-seconds per GiB of the run's data
+per_gib() { awk -v n="$1" -v m="$mib" 'BEGIN { printf "%.4f\n", n / 1e9 / (m / 1024) }'; }
+# committed NAME: every shard of NAME's snapshot is committed (the cold
+# read's cost includes its commits), within 60 s
+committed() {
+  local n _
+  for _ in $(seq 1 600); do
+    n=$(getfattr --absolute-names -n user.matfs.materialized --only-values \
+      "$mnt/$1" 2>/dev/null)
+    [ "$n" = "$shards" ] && return 0
+    sleep 0.1
+  done
+  echo "$1: the shards were not committed within 60 s" >&2
+  exit 1
+}
 
 mount_up() {
   mkdir -p "$mnt"
-  "$matfs" --store "$store" --pipelines "$pipes" -f "$mnt" 2>>"$tmp/matfs.log" &
+  in_cg "$cg_mount" "$matfs" --store "$store" --pipelines "$pipes" -f "$mnt" \
+    2>>"$tmp/matfs.log" &
   dpid=$!
   local _
   for _ in $(seq 1 200); do grep -q " $mnt fuse" /proc/self/mounts && break; sleep 0.05; done
@@ -161,7 +212,7 @@ prime() {
 echo "load before $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $(nproc) cpus, $mib MiB in $shards shards, $rounds rounds, work $work"
 mount_up
-declare -A T S Z
+declare -A T S Z C
 runs=(cat_none:cat:none cat_snappy:cat:snappy cat_zstd1:cat:zstd:1
   cat_zstd3:cat:zstd:3 cat_zstd3fix:catfix:zstd:3 tok_zstd3:tok:zstd:3)
 if [ -n "${ONLY:-}" ]; then
@@ -180,13 +231,20 @@ for r in $(seq 1 "$rounds"); do
     wait_name "$name$r"
     sync # the inputs and the last round's commits are not this one's cost
     prime
-    T[$name.cold]+="$(timeit cat "$mnt/$name$r"/*) "
+    [ -n "$cg_mount" ] && u0=$(usage "$cg_mount")
+    T[$name.cold]+="$(timeit in_cg "$cg_mount" cat "$mnt/$name$r"/*) "
+    if [ -n "$cg_mount" ]; then
+      committed "$name$r"
+      C[$name.cold]+="$(per_gib $(($(usage "$cg_mount") - u0))) "
+    fi
     hand=$tmp/hand/$name$r
     mkdir -p "$hand"
     prime
     T[$name.hand]+="$(timeit "hand_$kind") "
     prime
-    T[$name.piped]+="$(timeit "piped_$kind") "
+    [ -n "$cg_hand" ] && u0=$(usage "$cg_hand")
+    T[$name.piped]+="$(timeit in_cg "$cg_hand" "piped_$kind") "
+    [ -n "$cg_hand" ] && C[$name.piped]+="$(per_gib $(($(usage "$cg_hand") - u0))) "
     [ "$check" = 1 ] && same "$name$r"
     S[$name]=$name$r
   done
@@ -214,6 +272,16 @@ for x in "${runs[@]}"; do
   awk -v n="$name" -v x="${T[$name.cold]}" -v y="${T[$name.hand]}" \
     -v z="${T[$name.piped]}" \
     'BEGIN { printf "ratio %s %.2f\nratio_piped %s %.2f\n", n, x / y, n, x / z }'
+  if [ -n "${C[$name.cold]:-}" ]; then
+    for w in cold piped; do
+      echo "cpu $name $w $(echo "${C[$name.$w]}" | tr ' ' '\n' | grep . | median)"
+    done
+    # the median of the rounds' differences: a round's two sides ran
+    # under the same load
+    echo "cpu_over $name $(paste -d' ' <(echo "${C[$name.cold]}" | tr ' ' '\n' | grep .) \
+      <(echo "${C[$name.piped]}" | tr ' ' '\n' | grep .) |
+      awk '{ printf "%.4f\n", $1 - $2 }' | median)"
+  fi
   Z[$name]=$(stored "${S[$name]}")
   echo "stored $name ${Z[$name]}"
 done

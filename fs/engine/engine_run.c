@@ -126,6 +126,11 @@ static void pump_tap(void *arg, uint32_t chunk, const void *raw, size_t len)
 	chunk_event(arg, MF_CHUNK_DATA, chunk, raw, len, NULL);
 }
 
+static void pump_release(void *arg, uint32_t chunk)
+{
+	chunk_event(arg, MF_CHUNK_RELEASE, chunk, NULL, 0, NULL);
+}
+
 /* Names this computation by the row's generation (the claim just set it)
  * and taps the writer; without a row that is ours, no events and no
  * serving before the commit. */
@@ -138,8 +143,13 @@ static void tap_start(struct pump *p, struct mf_shard_writer *w)
 	if (rec.state == MF_SHARD_RUNNING &&
 	    strcmp(rec.run_id, p->run_id) == 0 && rec.generation > 0) {
 		p->generation = rec.generation;
+		/* the chunks' bytes lent until released: a consumer that
+		 * keeps them reads them with no copy of its own */
 		p->tapped = p->e->opts.chunk &&
-		    mf_shard_writer_set_tap(w, pump_tap, p) == 0;
+		    mf_shard_writer_set_tap(w, pump_tap, p) == 0 &&
+		    mf_shard_writer_set_release(w, pump_release) == 0;
+		if (p->e->opts.chunk && !p->tapped)
+			(void)mf_shard_writer_set_tap(w, NULL, NULL);
 	}
 	mf_shard_rec_release(&rec);
 }

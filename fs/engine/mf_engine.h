@@ -168,29 +168,37 @@ typedef void (*mf_progress_fn)(void *arg, const char *fp, uint32_t shard,
  * (stage or store failure, the shard was expired meanwhile, or the
  * computation was cancelled: forget its chunks). A computation whose
  * claim cannot be read back from the catalog gets no events.
+ *
+ * A DATA event's raw bytes stay readable after the call, by any thread,
+ * until the MF_CHUNK_RELEASE that names its index or a later one: that
+ * event comes, on the same thread, just before the engine reuses or frees
+ * their memory, and when the callback returns nothing may read them any
+ * more. Every chunk is released before the computation's last event; a
+ * callback that copies what it keeps during the DATA call ignores it.
  */
 enum mf_chunk_kind {
 	MF_CHUNK_DATA = 0,
 	MF_CHUNK_COMMITTED,
 	MF_CHUNK_FAILED,
 	MF_CHUNK_SEALED,
+	MF_CHUNK_RELEASE, /* index: this chunk and those before it */
 };
 
-/* Every pointer is borrowed for the call. */
+/* Every pointer is borrowed for the call, but DATA's raw (above). */
 struct mf_chunk_event {
 	enum mf_chunk_kind kind;
 	const char *fp;
 	uint32_t shard;
 	uint64_t generation; /* the row's generation after this claim; > 0 */
-	uint32_t index; /* DATA: the chunk's index */
+	uint32_t index; /* DATA, RELEASE: the chunk's index */
 	const void *raw; /* DATA: its uncompressed bytes */
 	size_t len; /* DATA: their length */
 	const struct mf_engine_file *stat; /* COMMITTED, SEALED: the file's */
 };
 
 /* Called on the materializing thread (the one in mf_engine_open_shard
- * that leads the shard's single flight). Must not block for long or call
- * the engine. */
+ * that leads the shard's single flight). Must not block for long (a
+ * RELEASE waits for what reads the bytes) or call the engine. */
 typedef void (*mf_chunk_fn)(void *arg, const struct mf_chunk_event *ev);
 
 struct mf_rebuild_item;

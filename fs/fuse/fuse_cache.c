@@ -547,6 +547,8 @@ void mfs_cache_tap(struct mfs_cache *c, const struct mf_chunk_event *ev)
 			free(g);
 		}
 		break;
+	case MF_CHUNK_RELEASE: /* stage_put copied what it keeps */
+		break;
 	}
 	pthread_mutex_unlock(&c->lock);
 }

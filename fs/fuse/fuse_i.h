@@ -488,14 +488,23 @@ uint64_t mfs_cache_adopt(struct mfs_cache *c, const struct mf_engine_shard *rec,
 /* Drops the stages of the calling thread that nobody adopted. */
 void mfs_cache_unstage(struct mfs_cache *c);
 
-#define MFS_PUSH_BUF ((size_t)2 << 20) /* a multiple of any page pushed */
-#define MFS_PUSH_BUFS 4
+#define MFS_PUSH_BUF ((size_t)2 << 20) /* the most one store sends */
+#define MFS_PUSH_Q 8 /* stores handed to the push thread at most */
+/* One store handed to the push thread: whole pages (the last page of the
+ * file at the end), read from the chunk's own bytes, which the engine
+ * lends until it releases chunk (MF_CHUNK_RELEASE), or from a page of
+ * carry[] that joined two chunks' bytes. */
+struct mfs_push_item {
+	const uint8_t *data;
+	size_t len;
+	uint32_t chunk;
+};
 /* fuse_push.c: a computation's pages put in the kernel's cache as the
  * stages write them. State of one open job's materialization, on its
  * thread's stack: the fields above `lock` are that thread's (the push
- * thread reads gen, ino and the buffers handed to it), those below are
+ * thread reads gen, ino and the items handed to it), those below are
  * shared with the push thread and guarded by lock; bytes is the push
- * thread's while it runs and read by the job's thread only when no buffer
+ * thread's while it runs and read by the job's thread only when no item
  * is handed over. */
 struct mfs_push {
 	struct mfs *m;
@@ -503,30 +512,32 @@ struct mfs_push {
 	char fp[MF_FP_HEX_LEN + 1];
 	uint32_t shard;
 	uint64_t gen; /* the computation whose pages go in; 0: none; set
-			 only while no buffer is handed over */
-	uint64_t queued; /* bytes taken, from offset 0: handed or filling */
+			 only while no item is handed over */
+	uint64_t queued; /* bytes taken, from offset 0: handed or carried */
 	uint64_t limit; /* of bytes pushed */
 	uint32_t next; /* the chunk expected next */
 	bool on; /* pushing */
 	bool done; /* gen was sealed or committed */
 	size_t page;
-	/* the bytes go through these buffers to the push thread, in
-	 * order; each is handed over with whole pages only (the last page
-	 * of the file at the end), so no page is ever half written */
-	uint8_t *buf[MFS_PUSH_BUFS];
-	size_t cap; /* of each (mf_buf_alloc) */
-	unsigned tail; /* the one being filled: the next handed over */
-	size_t fill; /* bytes in it */
+	/* a page each: carry[i] belongs to queue slot i, where it is
+	 * handed over once whole; the bytes of a chunk's last partial page
+	 * wait in carry[tail] for the next chunk's (or the file's end) */
+	uint8_t *carry[MFS_PUSH_Q];
+	uint8_t *carry_buf; /* MFS_PUSH_Q pages (mf_buf_alloc) */
+	size_t carry_cap;
+	unsigned tail; /* the queue slot handed over next */
+	size_t fill; /* bytes in carry[tail] */
 	uint64_t bytes; /* stored, from offset 0 */
 	bool thread_on;
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
-	unsigned q_head, q_n; /* handed buffers: q_head is the oldest */
-	size_t q_len[MFS_PUSH_BUFS];
+	unsigned q_head, q_n; /* handed items: q_head is the oldest; an item
+				 counts until stored or let go */
+	struct mfs_push_item q[MFS_PUSH_Q];
 	bool failed; /* a store failed or the node is not ours any more:
 			no more stores for gen */
-	bool stop; /* the push thread ends once no buffer is left */
+	bool stop; /* the push thread ends once no item is left */
 };
 /* The chunk events of shard `shard` of fp on the calling thread go to
  * inode ino until mfs_push_end, which gives the pages up unless the

@@ -25,13 +25,17 @@
  * stops the pushing: the pages in so far are right, and the kernel asks
  * for the others with reads.
  *
- * The stores run on a push thread of the job's own, fed through a few
- * page-aligned buffers, so that the thread reading the stages' output
- * goes on reading (and the stages on writing) while the kernel fills its
- * new pages, which on some machines cost as much as the stages
- * (docs/performance.md). Every event but a chunk's data waits for the
- * push thread to be idle, so what follows a seal, a failure or the end
- * sees every store done.
+ * The stores run on a push thread of the job's own, so that the thread
+ * reading the stages' output goes on reading (and the stages on writing)
+ * while the kernel fills its new pages, which on some machines cost as
+ * much as the stages (docs/performance.md). They read the chunk's bytes
+ * where the engine cut them, which it lends until it releases the chunk
+ * (MF_CHUNK_RELEASE, which waits for the stores of that chunk): the only
+ * copy is the kernel's into its pages. A page that joins two chunks (a
+ * chunk size that is not a multiple of the page) is put together in a
+ * page of its own first. Every event but a chunk's data and its release
+ * waits for the push thread to be idle, so what follows a seal, a
+ * failure or the end sees every store done.
  *
  * Not for: answering opens (fuse_open.c) or the chunk cache
  * (fuse_cache.c), which takes the chunks not pushed.
@@ -61,7 +65,7 @@ void mfs_push_begin(struct mfs_push *p, struct mfs *m, fuse_ino_t ino,
 	p->page = size > 0 ? (size_t)size : 4096;
 	(void)mf_mutex_init(&p->lock);
 	pthread_cond_init(&p->cv, NULL);
-	/* pages a buffer cannot hold whole: not pushed */
+	/* pages a store cannot send whole: not pushed */
 	cur = m->o.no_push || MFS_PUSH_BUF % p->page ? NULL : p;
 }
 
@@ -123,8 +127,8 @@ static bool store(struct mfs_push *p, const void *data, size_t len)
 	return true;
 }
 
-/* Stores the buffers handed over, in order, until stopped; after a
- * failed store the rest of gen's are let go unstored. */
+/* Stores the items handed over, in order, until stopped; after a failed
+ * store the rest of gen's are let go unstored. */
 static void *push_main(void *arg)
 {
 	struct mfs_push *p = arg;
@@ -134,15 +138,14 @@ static void *push_main(void *arg)
 			pthread_cond_wait(&p->cv, &p->lock);
 		if (p->q_n == 0)
 			break;
-		const uint8_t *data = p->buf[p->q_head];
-		size_t len = p->q_len[p->q_head];
+		struct mfs_push_item it = p->q[p->q_head];
 		bool skip = p->failed;
 		pthread_mutex_unlock(&p->lock);
-		bool ok = skip || store(p, data, len);
+		bool ok = skip || store(p, it.data, it.len);
 		pthread_mutex_lock(&p->lock);
 		if (!ok)
 			p->failed = true;
-		p->q_head = (p->q_head + 1) % MFS_PUSH_BUFS;
+		p->q_head = (p->q_head + 1) % MFS_PUSH_Q;
 		p->q_n--;
 		pthread_cond_broadcast(&p->cv);
 	}
@@ -152,7 +155,7 @@ static void *push_main(void *arg)
 
 /* ---- the job's thread ---- */
 
-/* Waits until every buffer handed over is stored (or let go); true when
+/* Waits until every item handed over is stored (or let go); true when
  * none failed. */
 static bool idle(struct mfs_push *p)
 {
@@ -164,41 +167,69 @@ static bool idle(struct mfs_push *p)
 	return ok;
 }
 
-/* The buffers and the push thread, once per job; false without them. */
+/* The carry pages and the push thread, once per job; false without
+ * them. */
 static bool thread_up(struct mfs_push *p)
 {
 	if (p->thread_on)
 		return true;
-	for (unsigned i = 0; i < MFS_PUSH_BUFS; i++)
-		if (!p->buf[i] &&
-		    !(p->buf[i] = mf_buf_alloc(MFS_PUSH_BUF, &p->cap)))
+	if (!p->carry_buf) {
+		p->carry_buf =
+		    mf_buf_alloc(MFS_PUSH_Q * p->page, &p->carry_cap);
+		if (!p->carry_buf)
 			return false;
+		for (unsigned i = 0; i < MFS_PUSH_Q; i++)
+			p->carry[i] = p->carry_buf + i * p->page;
+	}
 	p->thread_on = pthread_create(&p->thread, NULL, push_main, p) == 0;
 	return p->thread_on;
 }
 
-/* Hands the first len bytes of the buffer being filled to the push
- * thread and moves its last `fill - len` bytes (less than a page) to the
- * start of the next, once one is free; false when a store failed. */
-static bool hand_over(struct mfs_push *p, size_t len)
+/* Waits until queue slot tail is free (its carry page too); false when a
+ * store failed. */
+static bool room(struct mfs_push *p)
 {
-	unsigned i = p->tail;
 	pthread_mutex_lock(&p->lock);
-	p->q_len[i] = len;
-	p->q_n++;
-	pthread_cond_broadcast(&p->cv);
-	while (p->q_n == MFS_PUSH_BUFS && !p->failed)
+	while (p->q_n == MFS_PUSH_Q && !p->failed)
 		pthread_cond_wait(&p->cv, &p->lock);
 	bool ok = !p->failed;
 	pthread_mutex_unlock(&p->lock);
-	p->tail = (i + 1) % MFS_PUSH_BUFS;
-	if (!ok)
+	return ok;
+}
+
+/* Hands len bytes at data, of chunk, to the push thread, once a slot is
+ * free; false when a store failed. */
+static bool hand_over(struct mfs_push *p, const uint8_t *data, size_t len,
+		      uint32_t chunk)
+{
+	if (!room(p))
 		return false;
-	unsigned next = p->tail;
-	/* the push thread reads buf[i] below len only */
-	memmove(p->buf[next], p->buf[i] + len, p->fill - len);
-	p->fill -= len;
+	pthread_mutex_lock(&p->lock);
+	p->q[p->tail] = (struct mfs_push_item){data, len, chunk};
+	p->q_n++;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->lock);
+	p->tail = (p->tail + 1) % MFS_PUSH_Q;
 	return true;
+}
+
+/* Hands the carry page over with its fill bytes (whole, or the file's
+ * last page at the end). */
+static bool hand_carry(struct mfs_push *p, uint32_t chunk)
+{
+	size_t n = p->fill;
+	p->fill = 0;
+	return hand_over(p, p->carry[p->tail], n, chunk);
+}
+
+/* Waits until no item handed over reads chunk `chunk` or one before it:
+ * the engine reuses their memory once this returns. */
+static void release(struct mfs_push *p, uint32_t chunk)
+{
+	pthread_mutex_lock(&p->lock);
+	while (p->q_n > 0 && p->q[p->q_head].chunk <= chunk)
+		pthread_cond_wait(&p->cv, &p->lock);
+	pthread_mutex_unlock(&p->lock);
 }
 
 /* Gives up the pages of the computation pushed, if any. */
@@ -262,27 +293,44 @@ static void start(struct mfs_push *p, uint64_t gen, size_t len)
 }
 
 /*
- * Takes a chunk's bytes into the buffers: each full one is handed over,
- * and at the end the whole pages of the one being filled, its last
- * partial page kept for the next chunk or the end. With whole pages only,
- * a push that stops (or a size that cuts the file meanwhile) leaves whole
- * pages or none.
+ * Hands a chunk's bytes over where they lie, in stores of whole pages of
+ * at most MFS_PUSH_BUF: first the page the last chunk left partial, made
+ * whole in its carry page, then the chunk's own whole pages, and its last
+ * partial page goes to the carry page for the next chunk or the end. With
+ * whole pages only, a push that stops (or a size that cuts the file
+ * meanwhile) leaves whole pages or none.
  */
-static bool push_pages(struct mfs_push *p, const uint8_t *data, size_t len)
+static bool push_pages(struct mfs_push *p, const uint8_t *data, size_t len,
+		       uint32_t chunk)
 {
-	while (len > 0) {
-		size_t n = MFS_PUSH_BUF - p->fill;
+	p->queued += len;
+	if (p->fill) { /* room() was waited for when it began */
+		size_t n = p->page - p->fill;
 		n = n < len ? n : len;
-		memcpy(p->buf[p->tail] + p->fill, data, n);
+		memcpy(p->carry[p->tail] + p->fill, data, n);
 		p->fill += n;
-		p->queued += n;
 		data += n;
 		len -= n;
-		if (p->fill == MFS_PUSH_BUF && !hand_over(p, MFS_PUSH_BUF))
+		if (p->fill < p->page)
+			return true; /* a chunk smaller than the page's rest */
+		if (!hand_carry(p, chunk))
 			return false;
 	}
-	size_t whole = p->fill - p->fill % p->page;
-	return whole == 0 || hand_over(p, whole);
+	while (len >= p->page) {
+		size_t n =
+		    len < MFS_PUSH_BUF ? len - len % p->page : MFS_PUSH_BUF;
+		if (!hand_over(p, data, n, chunk))
+			return false;
+		data += n;
+		len -= n;
+	}
+	if (len == 0)
+		return true;
+	if (!room(p))
+		return false;
+	memcpy(p->carry[p->tail], data, len);
+	p->fill = len;
+	return true;
 }
 
 static bool push_data(struct mfs_push *p, const struct mf_chunk_event *ev)
@@ -291,7 +339,7 @@ static bool push_data(struct mfs_push *p, const struct mf_chunk_event *ev)
 		start(p, ev->generation, ev->len);
 	if (!p->on || ev->generation != p->gen || ev->index != p->next ||
 	    p->queued + ev->len > p->limit ||
-	    !push_pages(p, ev->raw, ev->len)) {
+	    !push_pages(p, ev->raw, ev->len, ev->index)) {
 		p->on = false;
 		return false;
 	}
@@ -314,7 +362,7 @@ bool mfs_push_chunk(struct mfs *m, const struct mf_chunk_event *ev)
 			break;
 		p->done = true;
 		/* the last page, which ends the file */
-		if (p->on && p->fill && !hand_over(p, p->fill))
+		if (p->on && p->fill && !hand_carry(p, p->next))
 			p->on = false;
 		if (!idle(p))
 			p->on = false;
@@ -323,11 +371,14 @@ bool mfs_push_chunk(struct mfs *m, const struct mf_chunk_event *ev)
 		if (ev->generation == p->gen)
 			unpush(p);
 		break;
+	case MF_CHUNK_RELEASE: /* whatever it was: only ours read it */
+		release(p, ev->index);
+		break;
 	}
 	return false;
 }
 
-/* Stops the push thread and lets the buffers go. */
+/* Stops the push thread and lets the carry pages go. */
 static void thread_down(struct mfs_push *p)
 {
 	if (p->thread_on) {
@@ -338,10 +389,8 @@ static void thread_down(struct mfs_push *p)
 		pthread_join(p->thread, NULL);
 		p->thread_on = false;
 	}
-	for (unsigned i = 0; i < MFS_PUSH_BUFS; i++) {
-		mf_buf_free(p->buf[i], p->cap);
-		p->buf[i] = NULL;
-	}
+	mf_buf_free(p->carry_buf, p->carry_cap);
+	p->carry_buf = NULL;
 }
 
 void mfs_push_end(struct mfs_push *p)

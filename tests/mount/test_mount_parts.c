@@ -4,7 +4,9 @@
  * concurrent readers, corruption not cached, drop), the chunks a
  * materialization hands the cache (the engine's events, their stages,
  * adopted only for the exact committed computation by the thread that ran
- * it, dropped on failure, within the budget), the worker pool (FIFO,
+ * it, dropped on failure, within the budget; each chunk's bytes lent
+ * unchanged until its release, every chunk released before the end), the
+ * worker pool (FIFO,
  * cancelling what is queued at stop), shard file names, and an inode
  * being pushed into retired when another computation shows up.
  */
@@ -468,14 +470,40 @@ static void test_tap_out_of_order_left_out(void **state)
 
 /* ---- the engine's chunk events ---- */
 
+#define LENT_MAX 64
+
 struct events {
 	uint8_t *bytes;
 	size_t len;
 	uint32_t data, committed, failed, bad;
+	uint32_t released; /* chunks below this one were released */
+	uint32_t stale; /* lent bytes changed before their release */
+	/* DATA's raw of each chunk not yet released, and where its copy is
+	 * in bytes */
+	const uint8_t *lent[LENT_MAX];
+	size_t lent_off[LENT_MAX], lent_len[LENT_MAX];
 	uint64_t generation;
 	struct mf_engine_file st;
 	pthread_t thread;
 };
+
+/* Chunks up to index are released: their lent bytes must still be what
+ * the DATA event showed. */
+static void on_release(struct events *e, uint32_t index)
+{
+	if (index < e->released || index >= e->data)
+		e->bad++;
+	for (uint32_t c = e->released; c <= index && c < e->data; c++) {
+		if (c >= LENT_MAX) {
+			e->bad++;
+			continue;
+		}
+		if (memcmp(e->lent[c], e->bytes + e->lent_off[c],
+			   e->lent_len[c]) != 0)
+			e->stale++;
+	}
+	e->released = index + 1;
+}
 
 static void on_event(void *arg, const struct mf_chunk_event *ev)
 {
@@ -487,15 +515,26 @@ static void on_event(void *arg, const struct mf_chunk_event *ev)
 	if (ev->kind == MF_CHUNK_DATA) {
 		if (ev->index != e->data++)
 			e->bad++;
+		if (ev->index < LENT_MAX) {
+			e->lent[ev->index] = ev->raw;
+			e->lent_off[ev->index] = e->len;
+			e->lent_len[ev->index] = ev->len;
+		}
 		e->bytes = realloc(e->bytes, e->len + ev->len);
 		assert_non_null(e->bytes);
 		memcpy(e->bytes + e->len, ev->raw, ev->len);
 		e->len += ev->len;
-	} else if (ev->kind == MF_CHUNK_COMMITTED) {
-		e->committed++;
-		e->st = *ev->stat;
+	} else if (ev->kind == MF_CHUNK_RELEASE) {
+		on_release(e, ev->index);
 	} else {
-		e->failed++;
+		if (e->released != e->data) /* all released before the end */
+			e->bad++;
+		if (ev->kind == MF_CHUNK_COMMITTED) {
+			e->committed++;
+			e->st = *ev->stat;
+		} else {
+			e->failed++;
+		}
 	}
 	e->generation = ev->generation;
 }
@@ -555,6 +594,7 @@ static void test_engine_chunk_events(void **state)
 	free(err);
 	err = NULL;
 	assert_true(ev.data > 1);
+	assert_int_equal(ev.released, ev.data);
 	assert_int_equal(ev.failed, 1);
 	assert_int_equal(ev.committed, 0);
 	assert_int_equal(ev.bad, 0);
@@ -572,6 +612,9 @@ static void test_engine_chunk_events(void **state)
 	assert_int_equal(ev.failed, 0);
 	assert_int_equal(ev.data, st.chunks);
 	assert_true(st.chunks > 2);
+	/* each chunk's bytes stayed as shown until released */
+	assert_int_equal(ev.released, st.chunks);
+	assert_int_equal(ev.stale, 0);
 	assert_int_equal(ev.len, st.raw_bytes);
 	assert_int_equal(ev.st.raw_bytes, st.raw_bytes);
 	assert_int_equal(ev.st.stored_bytes, st.stored_bytes);

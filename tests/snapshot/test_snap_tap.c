@@ -3,7 +3,8 @@
  * bytes exactly once, in order, on the writing thread, for 0, 1 and
  * several chunks, inline and with a compression pool, whatever the sizes
  * of the writes; the file it taps reads back the same bytes; a tap can
- * only be set before the first byte.
+ * only be set before the first byte; with a release function, each chunk
+ * stays as shown until released, every one by the end.
  *
  * Not for: the file format (test_snap_golden.c) or corrupt files.
  */
@@ -17,6 +18,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mf_snapshot.h"
 #include "snap_testutil.h"
@@ -155,6 +157,126 @@ static void test_tap_set_rules(void **state)
 	assert_int_equal(s.calls, 0); /* removed before any chunk */
 }
 
+/* A tap that keeps the chunks it was shown until their release, as a
+ * reader on another thread would: each one must stay as it was shown. */
+#define LENT_MAX 16
+struct lent {
+	const uint8_t *raw[LENT_MAX];
+	uint8_t copy[LENT_MAX][CS];
+	size_t len[LENT_MAX];
+	uint32_t shown, released, bad, stale;
+};
+
+static void lend_tap(void *arg, uint32_t chunk, const void *raw, size_t len)
+{
+	struct lent *l = arg;
+	if (chunk != l->shown || chunk >= LENT_MAX || len > CS) {
+		l->bad++;
+		return;
+	}
+	l->raw[chunk] = raw;
+	l->len[chunk] = len;
+	memcpy(l->copy[chunk], raw, len);
+	l->shown++;
+}
+
+static void lend_release(void *arg, uint32_t chunk)
+{
+	struct lent *l = arg;
+	if (chunk < l->released || chunk >= l->shown)
+		l->bad++;
+	for (uint32_t c = l->released; c <= chunk && c < l->shown; c++)
+		if (memcmp(l->raw[c], l->copy[c], l->len[c]) != 0)
+			l->stale++;
+	l->released = chunk + 1;
+}
+
+/* Fills w through mf_shard_writer_space and _wrote, as the engine does,
+ * in pieces of CS / 3. */
+static void lend_fill(struct mf_shard_writer *w, const uint8_t *src, size_t len)
+{
+	for (size_t off = 0; off < len;) {
+		void *buf;
+		size_t room;
+		assert_int_equal(mf_shard_writer_space(w, &buf, &room), 0);
+		size_t n = CS / 3 < room ? CS / 3 : room;
+		n = n < len - off ? n : len - off;
+		memcpy(buf, src + off, n);
+		assert_int_equal(mf_shard_writer_wrote(w, n), 0);
+		off += n;
+	}
+}
+
+/* With a release function, the chunks shown stay as they were until
+ * released, in order, every one by the end of a commit, a seal or an
+ * abort, inline (codec none, one buffer otherwise) and with a pool. */
+static void test_tap_release(void **state)
+{
+	struct tu_store *f = *state;
+	size_t len = 7 * CS + 100;
+	uint8_t *src = malloc(len);
+	assert_non_null(src);
+	tu_fill(src, len, 77, true);
+	const struct mf_codec_cfg cfgs[] = {{MF_CODEC_NONE, 0, CS, 1, false},
+					    {MF_CODEC_ZSTD, 1, CS, 3, false}};
+	uint32_t shard = 0;
+	for (int c = 0; c < 2; c++) {
+		for (int end = 0; end < 3; end++) { /* commit, seal, abort */
+			struct mf_shard_writer *w;
+			assert_int_equal(mf_shard_writer_open(f->st, TU_FP,
+							      TU_RUN, shard++,
+							      &cfgs[c], &w),
+					 0);
+			struct lent *l = calloc(1, sizeof(*l));
+			assert_non_null(l);
+			assert_int_equal(
+			    mf_shard_writer_set_release(w, lend_release),
+			    -EINVAL); /* no tap yet */
+			assert_int_equal(
+			    mf_shard_writer_set_tap(w, lend_tap, l), 0);
+			assert_int_equal(
+			    mf_shard_writer_set_release(w, lend_release), 0);
+			lend_fill(w, src, len);
+			/* each chunk stays readable for a while: at least
+			 * the last one is not released yet */
+			assert_true(l->released < l->shown);
+			if (end == 0) {
+				assert_int_equal(
+				    mf_shard_writer_commit(w, NULL), 0);
+			} else if (end == 1) {
+				int fd = -1;
+				assert_int_equal(
+				    mf_shard_writer_seal(w, NULL, &fd), 0);
+				close(fd);
+				assert_int_equal(l->released, 8);
+				assert_int_equal(
+				    mf_shard_writer_commit(w, NULL), 0);
+			} else {
+				mf_shard_writer_abort(w);
+			}
+			assert_int_equal(l->shown, end == 2 ? 7 : 8);
+			assert_int_equal(l->released, l->shown);
+			assert_int_equal(l->bad, 0);
+			assert_int_equal(l->stale, 0);
+			free(l);
+		}
+	}
+	/* set before the first byte only */
+	struct mf_shard_writer *w;
+	assert_int_equal(mf_shard_writer_set_release(NULL, lend_release),
+			 -EINVAL);
+	assert_int_equal(
+	    mf_shard_writer_open(f->st, TU_FP, TU_RUN, shard, &cfgs[0], &w), 0);
+	struct lent *l = calloc(1, sizeof(*l));
+	assert_non_null(l);
+	assert_int_equal(mf_shard_writer_set_tap(w, lend_tap, l), 0);
+	assert_int_equal(mf_shard_writer_write(w, src, 10), 0);
+	assert_int_equal(mf_shard_writer_set_release(w, lend_release), -EBUSY);
+	mf_shard_writer_abort(w);
+	free(l);
+	free(src);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -163,6 +285,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_tap_other_codecs, setup,
 					    tu_store_teardown),
 	    cmocka_unit_test_setup_teardown(test_tap_set_rules, setup,
+					    tu_store_teardown),
+	    cmocka_unit_test_setup_teardown(test_tap_release, setup,
 					    tu_store_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
