@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# test_matctl_batches.sh - matctl batches on a snapshot of 20 shards of
+# 4-byte records: with every shard materialized, the batches list every
+# record once at most and drop only the last partial batch, slice one
+# sequence whatever the batch size, give every rank of a world the same
+# count of global batches R + kW, differ by epoch and seed, are the same
+# on a second run, are the shards in order with seed none, and equal what
+# tests/order/order_ref.py (the reimplementation from docs/format.md)
+# computes for the same fingerprint and counts; with one shard failed,
+# they are a prefix of those (the shard order's known part); bad numbers
+# and a spec without records are refused with exit 2 and 1.
+set -uo pipefail
+src=${MF_SOURCE_ROOT:?} build=${MF_BUILD_ROOT:?}
+matctl=$build/tools/matctl
+tmp=$(mktemp -d /tmp/mf-batches.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok - $*"; }
+m() { "$matctl" --store "$tmp/store" "$@"; }
+
+p=$tmp/p
+mkdir -p "$p/in"
+for k in $(seq 0 19); do
+  head -c $(( (k * 7 % 23 + 1) * 4 )) /dev/urandom >"$p/in/f$(printf %02d "$k")"
+done
+# shard 19 fails while the file fail-19 exists (not a dep: the
+# fingerprint stays)
+cat >"$p/b.yaml" <<'EOF'
+name: b
+inputs: in/f*
+stages:
+  - exec: [sh, -c, '[ "$MATFS_SHARD" != 19 ] || [ ! -e fail-19 ] || exit 3; exec cat']
+records: 4
+shuffle_window: 24
+EOF
+touch "$p/fail-19"
+m warm "$p/b.yaml" >/dev/null 2>&1 && fail "warm with shard 19 failing succeeded"
+fp=$(m fingerprint "$p/b.yaml") || fail "fingerprint"
+
+m batches b 3 --seed 7 --epoch 0 --json >"$tmp/part.json" ||
+  fail "batches of a partial snapshot: $(m batches b 3 --seed 7 --epoch 0 2>&1)"
+rm "$p/fail-19"
+m warm b >/dev/null || fail "warm"
+for b in 1 3 5; do
+  m batches b $b --seed 7 --epoch 0 --json >"$tmp/s7e0b$b.json" || fail "batches B=$b"
+done
+m batches b 3 --seed 7 --epoch 0 --json >"$tmp/again.json" || fail "batches again"
+m batches b 3 --seed 7 --epoch 1 --json >"$tmp/s7e1.json" || fail "epoch 1"
+m batches b 3 --seed 8 --epoch 0 --json >"$tmp/s8e0.json" || fail "seed 8"
+m batches b 1 --seed none --epoch 0 --json >"$tmp/none.json" || fail "seed none"
+for r in 0 1 2; do
+  m batches b 2 --seed 7 --epoch 0 --rank $r/3 --json >"$tmp/r$r.json" || fail "rank $r/3"
+done
+cmp -s "$tmp/s7e0b3.json" "$tmp/again.json" || fail "a second run lists other batches"
+pass "batches listed, the same on a second run"
+
+python3 - "$tmp" "$p/in" "$fp" "$src/tests/order" <<'EOF' || fail "the batches' properties"
+import json, os, sys
+tmp, ind, fp, refdir = sys.argv[1:]
+sys.path.insert(0, refdir)
+import order_ref
+
+def load(name):
+    with open(os.path.join(tmp, name)) as f:
+        return json.load(f)
+
+def flat(v):
+    return [(s, r + i) for b in v["batches"] for s, r, n in b["runs"]
+            for i in range(n)]
+
+counts = [0] * 20
+for k in range(20):
+    counts[k % 20] += os.path.getsize(os.path.join(ind, "f%02d" % k)) // 4
+total = sum(counts)
+full = load("s7e0b1.json")
+assert full["complete"] and full["order"] == 1, full
+seq = flat(full)
+assert len(seq) == total and len(set(seq)) == total, "each record once"
+assert all(r < counts[s] for s, r in seq)
+for b in (3, 5):
+    v = load("s7e0b%d.json" % b)
+    assert v["count"] == total // b, (b, v["count"])
+    assert all(sum(n for _, _, n in x["runs"]) == b for x in v["batches"])
+    assert flat(v) == seq[:total // b * b], "B=%d slices another sequence" % b
+assert flat(load("s7e1.json")) != flat(load("s7e0b3.json")), "epochs alike"
+assert flat(load("s8e0.json")) != flat(load("s7e0b3.json")), "seeds alike"
+assert flat(load("none.json")) == [(s, r) for s in range(20)
+                                   for r in range(counts[s])], "seed none"
+ranks = [load("r%d.json" % r) for r in range(3)]
+assert len({v["count"] for v in ranks}) == 1, "ranks' counts differ"
+b2 = seq[:total // 2 * 2]
+for r, v in enumerate(ranks):
+    for k, x in enumerate(v["batches"]):
+        g = r + 3 * k
+        assert x["global"] == g and x["batch"] == k
+        got = [(s, q + i) for s, q, n in x["runs"] for i in range(n)]
+        assert got == b2[2 * g:2 * g + 2], (r, k)
+assert ranks[0]["count"] == total // 2 // 3
+# the reimplementation from docs/format.md, on the same inputs
+_, _, windows = order_ref.order(bytes.fromhex(fp), True, 7, 0, 24, counts,
+                                [4 * c for c in counts])
+assert [e for w in windows for e in w[3]] == seq, "order_ref disagrees"
+part = load("part.json")
+assert not part["complete"] and part["shards_known"] < 20, part
+ps = flat(part)
+assert part["count"] < total // 3 and ps == seq[:len(ps)], "not a prefix"
+print("properties hold: %d records, %d known of a partial epoch"
+      % (total, len(ps)))
+EOF
+pass "each record once, one sequence for every B, ranks, epochs, seeds, seed none, the reference, the prefix"
+
+out=$(m batches b 3 --seed 7 --epoch 0) || fail "text output"
+first=$(head -1 <<<"$out")
+[[ $first =~ ^batch-000000\ \ global\ 000000\ \ [0-9]+:[0-9]+ ]] || fail "text line: $first"
+last=$(tail -1 <<<"$out")
+[[ $last =~ ^order\ 1:\ [0-9]+\ batches,\ every\ shard\ known$ ]] || fail "text summary: $last"
+pass "text output"
+
+m batches b 0 --seed 7 --epoch 0 >/dev/null 2>&1; [ $? = 2 ] || fail "B=0 not refused with 2"
+m batches b 3 --seed 7 --epoch 0 --rank 3/3 >/dev/null 2>&1; [ $? = 2 ] || fail "rank 3/3 not refused"
+m batches b 3 --seed 7 >/dev/null 2>&1; [ $? = 2 ] || fail "no --epoch not refused"
+m batches b 9223372036854775808 --seed 7 --epoch 0 >/dev/null 2>&1; [ $? = 2 ] ||
+  fail "B=2^63 not refused"
+out=$(m batches b 9223372036854775807 --seed 18446744073709551615 --epoch 0 --rank 5/9223372036854775807) ||
+  fail "batches at the limits"
+[[ $out == "order 1: 0 batches, every shard known" ]] || fail "at the limits: $out"
+printf 'name: plain\ninputs: in/f00\nstages:\n  - exec: [cat]\n' >"$p/plain.yaml"
+m warm "$p/plain.yaml" >/dev/null || fail "warm plain"
+out=$(m batches plain 3 --seed 7 --epoch 0 2>&1); rc=$?
+[ $rc = 1 ] || fail "a spec without records: exit $rc"
+grep -q "has no 'records'" <<<"$out" || fail "a spec without records says: $out"
+pass "bad numbers, the limits and a spec without records"
