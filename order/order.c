@@ -362,7 +362,8 @@ struct ord_win {
 	const struct ord_group *g;
 	uint64_t t, first, count;
 	uint64_t keys[MF_ORDER_ROUNDS];
-	uint64_t *ends;
+	uint64_t *ends; /* n: elements of shards 0..k */
+	uint64_t *starts; /* n: the first record of shard k's part */
 };
 
 static int ord_win_open(const struct mf_order *o, uint64_t i, struct ord_win *w)
@@ -373,14 +374,16 @@ static int ord_win_open(const struct mf_order *o, uint64_t i, struct ord_win *w)
 		return rc;
 	w->g = g;
 	w->t = ord_window_of(o, g, i - g->start);
-	w->ends = malloc(g->n * sizeof(*w->ends));
+	w->ends = malloc(2 * g->n * sizeof(*w->ends));
 	if (!w->ends)
 		return -ENOMEM;
+	w->starts = w->ends + g->n;
 	uint64_t a = 0, sum = 0;
 	for (uint64_t k = 0; k < g->n; k++) {
 		const struct ord_shard *s = &o->pos[g->first + k];
-		a += ord_part(s, w->t, g->m);
-		sum += ord_part(s, w->t + 1, g->m) - ord_part(s, w->t, g->m);
+		w->starts[k] = ord_part(s, w->t, g->m);
+		a += w->starts[k];
+		sum += ord_part(s, w->t + 1, g->m) - w->starts[k];
 		w->ends[k] = sum;
 	}
 	w->first = g->start + a;
@@ -412,7 +415,7 @@ static void ord_win_element(const struct mf_order *o, const struct ord_win *w,
 	const struct ord_shard *s = &o->pos[w->g->first + lo];
 	uint64_t before = lo ? w->ends[lo - 1] : 0;
 	*shard = s->shard;
-	*record = ord_part(s, w->t, w->g->m) + (e - before);
+	*record = w->starts[lo] + (e - before);
 }
 
 static void ord_win_at(const struct mf_order *o, const struct ord_win *w,
