@@ -71,9 +71,11 @@ uint64_t mf_order_shard_at(const struct mf_order *o, uint64_t pos);
 /*
  * Records a shard's record count and the bytes of its records (the end of
  * its last record: records x size for fixed records). Setting a known
- * shard again with the same values does nothing. Returns 0, -EINVAL for a
- * shard out of range or other values than before, -EOVERFLOW when the
- * epoch's records or bytes would pass MF_ORDER_MAX, -ENOMEM.
+ * shard again with the same values changes nothing. Returns 0, -EINVAL
+ * for a shard out of range or other values than before, -EOVERFLOW when
+ * the epoch's records or bytes would pass MF_ORDER_MAX, -ENOMEM (the
+ * count is kept, the known prefix not yet extended by it: setting it
+ * again goes on).
  */
 int mf_order_set_shard(struct mf_order *o, uint64_t shard, uint64_t records,
 		       uint64_t bytes);

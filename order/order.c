@@ -233,15 +233,38 @@ static bool ord_closes(const struct mf_order *o, uint64_t p)
 	    o->acc_bytes >= o->p.window && n - (p + 1) >= MF_ORDER_GROUP;
 }
 
+/* Extends the groups over the known positions after known_pos. On
+ * -ENOMEM the order is as before the position that failed, and the next
+ * call goes on from there. */
+static int ord_advance(struct mf_order *o)
+{
+	while (o->known_pos < o->p.nshards && o->pos[o->known_pos].known) {
+		uint64_t p = o->known_pos;
+		/* Sums within the epoch's, so they cannot overflow. */
+		o->acc_records += o->pos[p].records;
+		o->acc_bytes += o->pos[p].bytes;
+		int rc = ord_closes(o, p) ? ord_close(o, p + 1) : 0;
+		if (rc) {
+			o->acc_records -= o->pos[p].records;
+			o->acc_bytes -= o->pos[p].bytes;
+			return rc;
+		}
+		o->known_pos++;
+	}
+	return 0;
+}
+
 int mf_order_set_shard(struct mf_order *o, uint64_t shard, uint64_t records,
 		       uint64_t bytes)
 {
 	if (shard >= o->p.nshards)
 		return -EINVAL;
 	struct ord_shard *s = &o->pos[o->pos_of[shard]];
-	if (s->known)
-		return (s->records == records && s->bytes == bytes) ? 0
-								    : -EINVAL;
+	if (s->known) {
+		if (s->records != records || s->bytes != bytes)
+			return -EINVAL;
+		return ord_advance(o);
+	}
 	if (records > MF_ORDER_MAX - o->sum_records ||
 	    bytes > MF_ORDER_MAX - o->sum_bytes)
 		return -EOVERFLOW;
@@ -250,24 +273,7 @@ int mf_order_set_shard(struct mf_order *o, uint64_t shard, uint64_t records,
 	s->known = true;
 	o->sum_records += records;
 	o->sum_bytes += bytes;
-	while (o->known_pos < o->p.nshards && o->pos[o->known_pos].known) {
-		uint64_t p = o->known_pos;
-		/* Sums within the epoch's, so they cannot overflow. */
-		o->acc_records += o->pos[p].records;
-		o->acc_bytes += o->pos[p].bytes;
-		o->known_pos++;
-		if (ord_closes(o, p)) {
-			int rc = ord_close(o, p + 1);
-			if (rc) {
-				/* Leave the order as it was before. */
-				o->known_pos--;
-				o->acc_records -= o->pos[p].records;
-				o->acc_bytes -= o->pos[p].bytes;
-				return rc;
-			}
-		}
-	}
-	return 0;
+	return ord_advance(o);
 }
 
 uint64_t mf_order_known(const struct mf_order *o)

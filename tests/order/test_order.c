@@ -22,6 +22,20 @@
 
 #include "mf_order.h"
 
+/* realloc, wrapped (-Wl,--wrap=realloc): fails once when fail_realloc
+ * is set, so the order's growth of its groups can fail. */
+void *__real_realloc(void *p, size_t n);
+void *__wrap_realloc(void *p, size_t n);
+static bool fail_realloc;
+void *__wrap_realloc(void *p, size_t n)
+{
+	if (fail_realloc) {
+		fail_realloc = false;
+		return NULL;
+	}
+	return __real_realloc(p, n);
+}
+
 /* A small deterministic generator for the tests' own choices. */
 static uint64_t rng_state = 88172645463325252ULL;
 static uint64_t rnd(uint64_t n)
@@ -547,6 +561,41 @@ static void test_limits(void **state)
 	mf_order_free(NULL);
 }
 
+/* A group that cannot be recorded (no memory): the count is kept, and
+ * setting it again extends the known prefix as it would have. */
+static void test_no_memory_then_again(void **state)
+{
+	(void)state;
+	struct cfg c;
+	random_cfg(&c);
+	c.nshards = 4;
+	for (uint64_t s = 0; s < 4; s++)
+		c.counts[s] = 10 + s;
+	struct mf_order *full = make(&c, true);
+	struct mf_order *o = make(&c, false);
+	for (uint64_t s = 0; s < 3; s++)
+		assert_int_equal(
+		    mf_order_set_shard(o, s, c.counts[s], c.counts[s] * c.size),
+		    0);
+	assert_int_equal(mf_order_known(o), 0);
+	fail_realloc = true;
+	assert_int_equal(mf_order_set_shard(o, 3, 13, 13 * c.size), -ENOMEM);
+	assert_int_equal(mf_order_known(o), 0);
+	assert_false(mf_order_complete(o));
+	assert_int_equal(mf_order_set_shard(o, 3, 13, 13 * c.size), 0);
+	assert_true(mf_order_complete(o));
+	assert_int_equal(mf_order_known(o), 46);
+	for (uint64_t i = 0; i < 46; i++) {
+		uint64_t a, b, x, y;
+		assert_int_equal(mf_order_locate(o, i, &a, &b), 0);
+		assert_int_equal(mf_order_locate(full, i, &x, &y), 0);
+		assert_int_equal(a, x);
+		assert_int_equal(b, y);
+	}
+	mf_order_free(o);
+	mf_order_free(full);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -560,6 +609,7 @@ int main(void)
 	    cmocka_unit_test(test_windows_within_bound),
 	    cmocka_unit_test(test_seed_none_in_shard_order),
 	    cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_no_memory_then_again),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
