@@ -81,30 +81,31 @@ struct out {
 };
 
 static int put_batch(void *arg, uint64_t k, uint64_t g,
-		     const struct mf_engine_batch_run *runs, size_t n)
+		     const struct mf_engine_batch_run *runs, size_t n,
+		     bool first, bool last)
 {
 	struct out *o = arg;
-	if (o->json) {
+	if (first && o->json)
 		printf("%s\n    {\"batch\": %" PRIu64 ", \"global\": %" PRIu64
 		       ", \"runs\": [",
 		       o->n ? "," : "", k, g);
-		for (size_t i = 0; i < n; i++)
-			printf("%s[%" PRIu64 ", %" PRIu64 ", %" PRIu64 "]",
-			       i ? ", " : "", runs[i].shard, runs[i].record,
-			       runs[i].count);
-		printf("]}");
-	} else {
+	else if (first)
 		printf("batch-%06" PRIu64 "  global %06" PRIu64 " ", k, g);
-		for (size_t i = 0; i < n; i++) {
-			printf(" %" PRIu64 ":%" PRIu64, runs[i].shard,
-			       runs[i].record);
-			if (runs[i].count > 1)
-				printf("-%" PRIu64,
-				       runs[i].record + runs[i].count - 1);
+	for (size_t i = 0; i < n; i++) {
+		if (o->json) {
+			printf("%s[%" PRIu64 ", %" PRIu64 ", %" PRIu64 "]",
+			       first && i == 0 ? "" : ", ", runs[i].shard,
+			       runs[i].record, runs[i].count);
+			continue;
 		}
-		printf("\n");
+		printf(" %" PRIu64 ":%" PRIu64, runs[i].shard, runs[i].record);
+		if (runs[i].count > 1)
+			printf("-%" PRIu64, runs[i].record + runs[i].count - 1);
 	}
-	o->n++;
+	if (last) {
+		printf(o->json ? "]}" : "\n");
+		o->n++;
+	}
 	return ferror(stdout) ? -EIO : 0;
 }
 

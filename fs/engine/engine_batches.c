@@ -153,45 +153,44 @@ static int open_order(struct mf_engine *e, const char *fp,
 	return 0;
 }
 
-/* Calls fn for global batch g with its runs, made cap at a time. */
+/* Calls fn for global batch g with its runs, MF_ENGINE_BATCH_RUNS at a
+ * time (buf holds that many). */
 static int one_batch(const struct mf_order *o, uint64_t batch, uint64_t k,
-		     uint64_t g, struct mf_engine_batch_run **buf, size_t *cap,
+		     uint64_t g, struct mf_engine_batch_run *buf,
 		     mf_engine_batch_fn fn, void *arg)
 {
-	size_t n = 0;
+	struct mf_order_run runs[64];
 	uint64_t at = g * batch, left = batch;
+	size_t n = 0;
+	bool first = true;
 	while (left > 0) {
-		if (n == *cap) {
-			size_t nc = *cap ? 2 * *cap : 64;
-			void *nb = realloc(*buf, nc * sizeof(**buf));
-			if (!nb)
-				return -ENOMEM;
-			*buf = nb;
-			*cap = nc;
-		}
-		struct mf_order_run runs[64];
-		size_t nr, room = *cap - n;
+		size_t nr;
 		uint64_t cov;
-		int rc = mf_order_runs(o, at, left, runs, room < 64 ? room : 64,
-				       &nr, &cov);
+		int rc = mf_order_runs(o, at, left, runs, 64, &nr, &cov);
 		if (rc)
 			return rc;
-		/* A run may continue the last one of the previous call. */
 		for (size_t i = 0; i < nr; i++) {
 			struct mf_engine_batch_run *last =
-			    n ? &(*buf)[n - 1] : NULL;
+			    n ? &buf[n - 1] : NULL;
+			/* A run may continue the last one of the call before. */
 			if (last && last->shard == runs[i].shard &&
-			    last->record + last->count == runs[i].record)
+			    last->record + last->count == runs[i].record) {
 				last->count += runs[i].count;
-			else
-				(*buf)[n++] = (struct mf_engine_batch_run){
-				    runs[i].shard, runs[i].record,
-				    runs[i].count};
+				continue;
+			}
+			if (n == MF_ENGINE_BATCH_RUNS) {
+				if ((rc = fn(arg, k, g, buf, n, first, false)))
+					return rc;
+				first = false;
+				n = 0;
+			}
+			buf[n++] = (struct mf_engine_batch_run){
+			    runs[i].shard, runs[i].record, runs[i].count};
 		}
 		at += cov;
 		left -= cov;
 	}
-	return fn(arg, k, g, *buf, n);
+	return fn(arg, k, g, buf, n, first, true);
 }
 
 int mf_engine_batches(struct mf_engine *e, const char *fp,
@@ -214,12 +213,14 @@ int mf_engine_batches(struct mf_engine *e, const char *fp,
 	uint64_t count;
 	rc = mf_order_view_count(o, &ov, &count, &in.complete);
 	struct mf_engine_batch_run *buf = NULL;
-	size_t cap = 0;
+	if (rc == 0 && count > 0 &&
+	    !(buf = malloc(MF_ENGINE_BATCH_RUNS * sizeof(*buf))))
+		rc = -ENOMEM;
 	for (uint64_t k = 0; rc == 0 && k < count; k++) {
 		uint64_t g;
 		rc = mf_order_view_batch(o, &ov, k, &g);
 		if (rc == 0)
-			rc = one_batch(o, v->batch, k, g, &buf, &cap, fn, arg);
+			rc = one_batch(o, v->batch, k, g, buf, fn, arg);
 	}
 	free(buf);
 	mf_order_free(o);

@@ -703,11 +703,15 @@ struct mf_engine_batches_info {
 	uint64_t window; /* shuffle_window */
 };
 /* Called for the view's k-th batch, global batch g, with its records as
- * runs (borrowed for the call); a non-zero return stops the listing and
- * is returned. */
+ * runs, in pieces of at most MF_ENGINE_BATCH_RUNS runs (borrowed for the
+ * call; `first` on a batch's first piece, `last` on its last), so that a
+ * batch of any size costs bounded memory. Runs are maximal, across pieces
+ * too: no run continues the one before it in its shard. A non-zero
+ * return stops the listing and is returned. */
+#define MF_ENGINE_BATCH_RUNS 4096
 typedef int (*mf_engine_batch_fn)(void *arg, uint64_t k, uint64_t g,
 				  const struct mf_engine_batch_run *runs,
-				  size_t n);
+				  size_t n, bool first, bool last);
 /*
  * Lists the batches of the view whose records are known from fp's
  * materialized shards (it computes nothing: a prefix while shards are

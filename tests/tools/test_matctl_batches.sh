@@ -7,8 +7,10 @@
 # on a second run, are the shards in order with seed none, and equal what
 # tests/order/order_ref.py (the reimplementation from docs/format.md)
 # computes for the same fingerprint and counts; with one shard failed,
-# they are a prefix of those (the shard order's known part); bad numbers
-# and a spec without records are refused with exit 2 and 1.
+# they are a prefix of those (the shard order's known part); one batch of
+# every record comes whole, in pieces of bounded memory, its runs
+# maximal; bad numbers and a spec without records are refused with exit
+# 2 and 1.
 set -uo pipefail
 src=${MF_SOURCE_ROOT:?} build=${MF_BUILD_ROOT:?}
 matctl=$build/tools/matctl
@@ -21,7 +23,7 @@ m() { "$matctl" --store "$tmp/store" "$@"; }
 p=$tmp/p
 mkdir -p "$p/in"
 for k in $(seq 0 19); do
-  head -c $(( (k * 7 % 23 + 1) * 4 )) /dev/urandom >"$p/in/f$(printf %02d "$k")"
+  head -c $(( (k * 7 % 23 + 1) * 200 )) /dev/urandom >"$p/in/f$(printf %02d "$k")"
 done
 # shard 19 fails while the file fail-19 exists (not a dep: the
 # fingerprint stays)
@@ -48,6 +50,9 @@ m batches b 3 --seed 7 --epoch 0 --json >"$tmp/again.json" || fail "batches agai
 m batches b 3 --seed 7 --epoch 1 --json >"$tmp/s7e1.json" || fail "epoch 1"
 m batches b 3 --seed 8 --epoch 0 --json >"$tmp/s8e0.json" || fail "seed 8"
 m batches b 1 --seed none --epoch 0 --json >"$tmp/none.json" || fail "seed none"
+# one batch of every record: more runs than one piece of the listing holds
+total=$(( $(cat "$p"/in/f* | wc -c) / 4 ))
+m batches b $total --seed 7 --epoch 0 --json >"$tmp/whole.json" || fail "one batch of $total"
 for r in 0 1 2; do
   m batches b 2 --seed 7 --epoch 0 --rank $r/3 --json >"$tmp/r$r.json" || fail "rank $r/3"
 done
@@ -82,6 +87,12 @@ for b in (3, 5):
     assert v["count"] == total // b, (b, v["count"])
     assert all(sum(n for _, _, n in x["runs"]) == b for x in v["batches"])
     assert flat(v) == seq[:total // b * b], "B=%d slices another sequence" % b
+whole = load("whole.json")
+assert whole["count"] == 1 and len(whole["batches"][0]["runs"]) > 4096
+assert flat(whole) == seq, "one batch of every record"
+runs = whole["batches"][0]["runs"]
+assert all(not (a[0] == b[0] and a[1] + a[2] == b[1])
+           for a, b in zip(runs, runs[1:])), "runs not maximal"
 assert flat(load("s7e1.json")) != flat(load("s7e0b3.json")), "epochs alike"
 assert flat(load("s8e0.json")) != flat(load("s7e0b3.json")), "seeds alike"
 assert flat(load("none.json")) == [(s, r) for s in range(20)
