@@ -41,7 +41,7 @@
  * numbers, record counts, byte counts and their sums over an epoch are at
  * most MF_ORDER_MAX (2^63 - 1), so that no sum or product the order forms
  * overflows; a seed and an epoch are any 64-bit value. At most
- * MF_ORDER_MAX_SHARDS shards (the order keeps 24 bytes per shard). */
+ * MF_ORDER_MAX_SHARDS shards (the order keeps 28 bytes per shard). */
 #define MF_ORDER_MAX ((uint64_t)INT64_MAX)
 #define MF_ORDER_MAX_SHARDS (1u << 24)
 
