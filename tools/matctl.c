@@ -371,6 +371,11 @@ static const char usage[] =
     "the store\n"
     "  log [-f]                     the daemon's log file; -f follows "
     "it\n"
+    "  batches FP|NAME B --seed S|none --epoch E [--rank R/W] [--json]\n"
+    "                               each batch's records as (shard, "
+    "record)\n"
+    "                               ranges, from the materialized "
+    "shards\n"
     "  stats [MOUNTPOINT] [--json|--prometheus]\n"
     "                               the daemons' counters and the "
     "catalog's totals\n"
@@ -389,8 +394,9 @@ static const char usage[] =
     "                               postgresql://... is the one a "
     "cluster's\n"
     "                               daemons share)\n"
-    "  --json                       output for scripts (ls, stat, expire, "
-    "fsck)\n"
+    "  --json                       output for scripts (ls, stat, "
+    "expire,\n"
+    "                               fsck, batches)\n"
     "  --explain                    fingerprint: every covered component\n"
     "  -j, --jobs N                 warm: shards at once, 1-256 (default "
     "1)\n"
@@ -400,6 +406,9 @@ static const char usage[] =
     "store\n"
     "  -f, --follow                 log: keep printing what is appended,\n"
     "                               across rotations\n"
+    "  --seed S, --epoch E          batches: the order's seed (or none) "
+    "and epoch\n"
+    "  --rank R/W                   batches: rank R of a world of W\n"
     "  --prometheus                 stats: node_exporter's textfile "
     "format\n"
     "  -h, --help                   this text\n"
@@ -440,6 +449,7 @@ static const struct command commands[] = {
     {"fsck", 0, 0, cmd_fsck, STORE_FIND},
     {"log", 0, 0, cmd_log, STORE_FIND},
     {"stats", 0, 1, cmd_stats, STORE_UNLESS_ARG},
+    {"batches", 2, 2, cmd_batches, STORE_FIND},
 };
 
 static int parse_args(int argc, char **argv, struct ctl *ctl)
@@ -455,6 +465,9 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 	    {"follow", no_argument, NULL, 'f'},
 	    {"prometheus", no_argument, NULL, 'P'},
 	    {"force", no_argument, NULL, 'F'},
+	    {"seed", required_argument, NULL, 'S'},
+	    {"epoch", required_argument, NULL, 'e'},
+	    {"rank", required_argument, NULL, 'r'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -496,6 +509,15 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 			break;
 		case 'P':
 			ctl->prometheus = true;
+			break;
+		case 'S':
+			ctl->seed = optarg;
+			break;
+		case 'e':
+			ctl->epoch = optarg;
+			break;
+		case 'r':
+			ctl->rank = optarg;
 			break;
 		case 'j': {
 			char *end;

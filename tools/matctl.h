@@ -24,6 +24,7 @@ struct ctl {
 	bool follow; /* log -f */
 	bool prometheus; /* stats --prometheus */
 	bool force; /* rm --force */
+	const char *seed, *epoch, *rank; /* batches --seed, --epoch, --rank */
 	int argc; /* operands after the command */
 	char **argv;
 	struct mf_engine *engine; /* opened on demand by ctl_engine */
@@ -60,5 +61,6 @@ int cmd_fsck(struct ctl *ctl);
 int cmd_expire(struct ctl *ctl);
 int cmd_log(struct ctl *ctl);
 int cmd_stats(struct ctl *ctl);
+int cmd_batches(struct ctl *ctl);
 
 #endif

@@ -853,4 +853,50 @@ int mf_engine_rebuild(const struct mf_engine_opts *opts, mf_rebuild_fn report,
 
 /* ==== end of fsck and catalog rebuild ==== */
 
+/*
+ * Batches (docs/format.md, "Batch order"; engine_batches.c): a view of
+ * fp's batch order for a seed (or seed-none) and an epoch, batches of
+ * `batch` records, rank `rank` of `world` resuming after `from` global
+ * batches (the global batches: world 1, rank 0, from 0).
+ */
+struct mf_engine_batch_view {
+	bool shuffled; /* false: seed-none */
+	uint64_t seed, epoch;
+	uint64_t batch, world, rank, from;
+};
+struct mf_engine_batch_run {
+	uint64_t shard, record, count; /* records [record, record + count) */
+};
+struct mf_engine_batches_info {
+	unsigned order; /* the order's version (user.matfs.order) */
+	uint64_t batches; /* batches of the view listed */
+	bool complete; /* every shard's count known: all of them */
+	uint64_t shards, shards_known; /* the prefix of the shard order known */
+	uint64_t window; /* shuffle_window */
+};
+/* Called for the view's k-th batch, global batch g, with its records as
+ * runs, in pieces of at most MF_ENGINE_BATCH_RUNS runs (borrowed for the
+ * call; `first` on a batch's first piece, `last` on its last), so that a
+ * batch of any size costs bounded memory. Runs are maximal, across pieces
+ * too: no run continues the one before it in its shard. A non-zero
+ * return stops the listing and is returned. */
+#define MF_ENGINE_BATCH_RUNS 4096
+typedef int (*mf_engine_batch_fn)(void *arg, uint64_t k, uint64_t g,
+				  const struct mf_engine_batch_run *runs,
+				  size_t n, bool first, bool last);
+/*
+ * Lists the batches of the view whose records are known from fp's
+ * materialized shards (it computes nothing: a prefix while shards are
+ * missing, in whole rounds), calling fn for each in order, and fills
+ * *info. Returns 0, fn's non-zero value, -EINVAL for a bad view (docs:
+ * the limits of order/), -ENOENT when fp is no snapshot, -ENOTSUP when
+ * its spec has no records, -ESTALE when its spec no longer gives fp,
+ * -EOVERFLOW past the order's limits, the errors of the catalog and of
+ * reading shard files; *err (caller frees, may be NULL) says why.
+ */
+int mf_engine_batches(struct mf_engine *e, const char *fp,
+		      const struct mf_engine_batch_view *v,
+		      mf_engine_batch_fn fn, void *arg,
+		      struct mf_engine_batches_info *info, char **err);
+
 #endif

@@ -1,0 +1,231 @@
+/*
+ * engine_batches.c - a snapshot's batches as the batch order (order/)
+ * places them: the order of an epoch fed with the record counts of the
+ * materialized shards, in the order's own shard order, as far as they
+ * go (a known prefix), and the batches of a rank view listed from it.
+ *
+ * Not for: computing shards (nothing here claims or runs), reading
+ * records' bytes, or paths: the FUSE batch tree is built on this.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_i.h"
+#include "mf_order.h"
+
+/* The 32 bytes of a 64-hex-digit fingerprint. */
+static int fp_bytes(const char *fp, uint8_t out[32])
+{
+	if (strlen(fp) != MF_FP_HEX_LEN)
+		return -EINVAL;
+	for (int i = 0; i < 32; i++) {
+		int v = 0;
+		for (int j = 0; j < 2; j++) {
+			char ch = fp[2 * i + j];
+			int d = (ch >= '0' && ch <= '9') ? ch - '0'
+			    : (ch >= 'a' && ch <= 'f')	 ? ch - 'a' + 10
+							 : -1;
+			if (d < 0)
+				return -EINVAL;
+			v = v * 16 + d;
+		}
+		out[i] = (uint8_t)v;
+	}
+	return 0;
+}
+
+/* The bytes of a materialized shard's records: count x size for fixed
+ * records, else the end of its last record (docs/format.md, "Batch
+ * order"), from its records section. */
+static int shard_bytes(struct mf_engine *e, const char *fp,
+		       const struct mf_engine_shard *rec,
+		       const struct mf_records *fr, uint64_t count,
+		       uint64_t *bytes)
+{
+	if (count == 0) {
+		*bytes = 0;
+		return 0;
+	}
+	if (fr->framing == MF_FRAMING_FIXED) {
+		if (count > MF_ORDER_MAX / fr->size)
+			return -EOVERFLOW;
+		*bytes = count * fr->size;
+		return 0;
+	}
+	struct mf_shard_reader *r;
+	int rc =
+	    mf_shard_reader_open(e->store, fp, rec->run_id, rec->index, &r);
+	if (rc)
+		return rc;
+	uint64_t off, len;
+	rc = mf_shard_reader_record(r, count - 1, &off, &len);
+	mf_shard_reader_close(r);
+	if (rc == 0)
+		*bytes = off + len;
+	return rc;
+}
+
+/* Feeds o the counts of the shards it asks for next while they are
+ * materialized; stops at the first that is not. */
+static int feed_known(struct mf_engine *e, const char *fp, struct mf_order *o,
+		      uint64_t *known, char **err)
+{
+	uint64_t shard;
+	*known = 0;
+	while (mf_order_next_shard(o, &shard) == 0) {
+		struct mf_engine_shard rec;
+		int rc = mf_engine_shard_rec(e, fp, (uint32_t)shard, &rec);
+		if (rc == -ENOENT)
+			return 0;
+		if (rc)
+			return rc;
+		struct mf_records fr;
+		uint64_t count, bytes = 0;
+		if (rec.state != MF_ENGINE_MATERIALIZED || !rec.run_id[0]) {
+			mf_engine_shard_release(&rec);
+			return 0;
+		}
+		rc = mf_shard_file_records(e->store, fp, rec.run_id, rec.index,
+					   &fr, &count);
+		if (rc == 0)
+			rc = shard_bytes(e, fp, &rec, &fr, count, &bytes);
+		mf_engine_shard_release(&rec);
+		if (rc == 0)
+			rc = mf_order_set_shard(o, shard, count, bytes);
+		if (rc) {
+			eng_errf(err, "shard %llu: %s",
+				 (unsigned long long)shard,
+				 rc == -EOVERFLOW
+				     ? "the epoch's records pass the order's "
+				       "limit (2^63 - 1)"
+				     : strerror(-rc));
+			return rc;
+		}
+		(*known)++;
+	}
+	return 0;
+}
+
+/* The order of v's epoch for fp with its known counts fed. */
+static int open_order(struct mf_engine *e, const char *fp,
+		      const struct mf_engine_batch_view *v,
+		      struct mf_engine_batches_info *info,
+		      struct mf_order **out, char **err)
+{
+	struct mf_catalog *c;
+	int rc = eng_catalog_get(e, &c);
+	if (rc)
+		return rc;
+	struct spec_entry *se;
+	rc = eng_spec_for(e, c, fp, &se, err);
+	eng_catalog_put(e, c);
+	if (rc)
+		return rc;
+	if (se->spec->records.framing == MF_FRAMING_NONE) {
+		eng_errf(err, "snapshot %s has no 'records' in its spec", fp);
+		return -ENOTSUP;
+	}
+	struct mf_order_params p = {.shuffled = v->shuffled,
+				    .seed = v->seed,
+				    .epoch = v->epoch,
+				    .window = se->spec->shuffle_window,
+				    .nshards = se->spec->shards};
+	if (fp_bytes(fp, p.fingerprint) != 0) {
+		eng_errf(err, "'%s' is no fingerprint", fp);
+		return -EINVAL;
+	}
+	struct mf_order *o;
+	rc = mf_order_new(&p, &o);
+	if (rc) {
+		eng_errf(err, "snapshot %s: %s", fp, strerror(-rc));
+		return rc;
+	}
+	info->order = MF_ORDER_VERSION;
+	info->shards = p.nshards;
+	info->window = p.window;
+	rc = feed_known(e, fp, o, &info->shards_known, err);
+	if (rc) {
+		mf_order_free(o);
+		return rc;
+	}
+	*out = o;
+	return 0;
+}
+
+/* Calls fn for global batch g with its runs, MF_ENGINE_BATCH_RUNS at a
+ * time (buf holds that many). */
+static int one_batch(const struct mf_order *o, uint64_t batch, uint64_t k,
+		     uint64_t g, struct mf_engine_batch_run *buf,
+		     mf_engine_batch_fn fn, void *arg)
+{
+	struct mf_order_run runs[64];
+	uint64_t at = g * batch, left = batch;
+	size_t n = 0;
+	bool first = true;
+	while (left > 0) {
+		size_t nr;
+		uint64_t cov;
+		int rc = mf_order_runs(o, at, left, runs, 64, &nr, &cov);
+		if (rc)
+			return rc;
+		for (size_t i = 0; i < nr; i++) {
+			struct mf_engine_batch_run *last =
+			    n ? &buf[n - 1] : NULL;
+			/* A run may continue the last one of the call before. */
+			if (last && last->shard == runs[i].shard &&
+			    last->record + last->count == runs[i].record) {
+				last->count += runs[i].count;
+				continue;
+			}
+			if (n == MF_ENGINE_BATCH_RUNS) {
+				if ((rc = fn(arg, k, g, buf, n, first, false)))
+					return rc;
+				first = false;
+				n = 0;
+			}
+			buf[n++] = (struct mf_engine_batch_run){
+			    runs[i].shard, runs[i].record, runs[i].count};
+		}
+		at += cov;
+		left -= cov;
+	}
+	return fn(arg, k, g, buf, n, first, true);
+}
+
+int mf_engine_batches(struct mf_engine *e, const char *fp,
+		      const struct mf_engine_batch_view *v,
+		      mf_engine_batch_fn fn, void *arg,
+		      struct mf_engine_batches_info *info, char **err)
+{
+	struct mf_order_view ov = {v->batch, v->world, v->rank, v->from};
+	if (mf_order_view_check(&ov)) {
+		eng_errf(err,
+			 "batch size, rank and world out of range (batch "
+			 "and world 1 to 2^63 - 1, rank below world)");
+		return -EINVAL;
+	}
+	struct mf_engine_batches_info in = {0};
+	struct mf_order *o;
+	int rc = open_order(e, fp, v, &in, &o, err);
+	if (rc)
+		return rc;
+	uint64_t count;
+	rc = mf_order_view_count(o, &ov, &count, &in.complete);
+	struct mf_engine_batch_run *buf = NULL;
+	if (rc == 0 && count > 0 &&
+	    !(buf = malloc(MF_ENGINE_BATCH_RUNS * sizeof(*buf))))
+		rc = -ENOMEM;
+	for (uint64_t k = 0; rc == 0 && k < count; k++) {
+		uint64_t g;
+		rc = mf_order_view_batch(o, &ov, k, &g);
+		if (rc == 0)
+			rc = one_batch(o, v->batch, k, g, buf, fn, arg);
+	}
+	free(buf);
+	mf_order_free(o);
+	in.batches = count;
+	if (rc == 0)
+		*info = in;
+	return rc;
+}
