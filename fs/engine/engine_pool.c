@@ -14,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SQLITE_PREFIX "sqlite:"
-
 int eng_catalog_location(const struct mf_engine_opts *o,
 			 const struct mf_store *st, char **out)
 {
@@ -23,12 +21,12 @@ int eng_catalog_location(const struct mf_engine_opts *o,
 		*out = strdup(o->catalog);
 		return *out ? 0 : -ENOMEM;
 	}
-	if (asprintf(out, SQLITE_PREFIX "%s/%s", mf_store_path(st),
-		     MF_CATALOG_FILE) < 0) {
-		*out = NULL;
+	char *file;
+	if (asprintf(&file, "%s/%s", mf_store_path(st), MF_CATALOG_FILE) < 0)
 		return -ENOMEM;
-	}
-	return 0;
+	int rc = mf_catalog_location_of_file(file, out);
+	free(file);
+	return rc;
 }
 
 bool mf_engine_catalog_has_password(const char *location)
@@ -39,9 +37,7 @@ bool mf_engine_catalog_has_password(const char *location)
 const char *mf_engine_catalog_shown(const char *location)
 {
 	static _Thread_local char shown[PATH_MAX + 64];
-	if (strncmp(location, SQLITE_PREFIX, strlen(SQLITE_PREFIX)) == 0)
-		return location + strlen(SQLITE_PREFIX);
-	mf_catalog_location_shown(location, shown, sizeof(shown));
+	mf_catalog_location_told(location, shown, sizeof(shown));
 	return shown;
 }
 
