@@ -24,22 +24,43 @@
 
 /* ---- opening a shard ---- */
 
+/* What one step of the claim loop came to. CLAIM_OPENED and CLAIM_FAILED
+ * end the loop (CLAIM_FAILED with the step's rc, which may be an outage
+ * to wait out); the others send it round again for the reason they name. */
+enum claim_result {
+	CLAIM_OPENED, /* the shard's file is open: *out, and *rec */
+	CLAIM_COMPUTED, /* computed here: read it back like anyone */
+	CLAIM_WAIT, /* a live run elsewhere computes it: wait_elsewhere */
+	CLAIM_VANISHED, /* its committed file was gone or corrupt */
+	CLAIM_LOST, /* our run was declared dead, or lost its claim */
+	CLAIM_FAILED, /* an error, in *rc */
+};
+
+/* A step that failed with rc (never 0). */
+static enum claim_result claim_failed(int rc, int *out_rc)
+{
+	*out_rc = rc;
+	return CLAIM_FAILED;
+}
+
 /* Opens the committed file of a materialized shard; a file that is gone or
  * corrupt sends the shard back to absent (if the row still names that
- * computation) and answers -EAGAIN. */
-static int open_committed(struct mf_engine *e, struct mf_catalog *c,
-			  const struct mf_shard_rec *rec,
-			  struct mf_shard_reader **out)
+ * computation): CLAIM_VANISHED. */
+static enum claim_result open_committed(struct mf_engine *e,
+					struct mf_catalog *c,
+					const struct mf_shard_rec *rec,
+					struct mf_shard_reader **out, int *rc)
 {
-	int rc = mf_shard_reader_open(e->store, rec->fp, rec->run_id,
-				      rec->index, out);
-	if (rc == -ENOENT || rc == -EBADMSG || rc == -ELOOP) {
+	int r = mf_shard_reader_open(e->store, rec->fp, rec->run_id, rec->index,
+				     out);
+	if (r == -ENOENT || r == -EBADMSG || r == -ELOOP) {
 		(void)eng_expire_recs(e, c, rec, 1);
-		return -EAGAIN;
+		return CLAIM_VANISHED;
 	}
-	if (rc == 0)
-		(void)mf_catalog_touch(c, rec->fp, rec->index, mf_now_s());
-	return rc;
+	if (r)
+		return claim_failed(r, rc);
+	(void)mf_catalog_touch(c, rec->fp, rec->index, mf_now_s());
+	return CLAIM_OPENED;
 }
 
 /* Computes a shard this process's run run_id has claimed. 0 once it is
@@ -83,32 +104,24 @@ static int compute_claimed(struct mf_engine *e, struct mf_catalog *c,
 	return rc;
 }
 
-/* Opens the file of cur (open_committed); on success the row goes to *rec
+/* Opens the file of cur (open_committed); once opened the row goes to *rec
  * when rec is not NULL, else it is released. */
-static int open_committed_rec(struct mf_engine *e, struct mf_catalog *c,
-			      struct mf_shard_rec *cur,
-			      struct mf_shard_reader **out,
-			      struct mf_shard_rec *rec)
+static enum claim_result open_committed_rec(struct mf_engine *e,
+					    struct mf_catalog *c,
+					    struct mf_shard_rec *cur,
+					    struct mf_shard_reader **out,
+					    struct mf_shard_rec *rec, int *rc)
 {
-	int rc = open_committed(e, c, cur, out);
-	if (rc == 0 && rec)
+	enum claim_result res = open_committed(e, c, cur, out, rc);
+	if (res == CLAIM_OPENED && rec)
 		*rec = *cur;
 	else
 		mf_shard_rec_release(cur);
-	return rc;
+	return res;
 }
-
-/* Why the claim loop goes round again. */
-enum again {
-	AGAIN_NOW, /* computed here: read it back */
-	AGAIN_WAIT, /* a live run elsewhere computes it: wait_elsewhere */
-	AGAIN_VANISHED, /* its committed file was gone or corrupt */
-	AGAIN_LOST, /* our run was declared dead, or lost its claim */
-};
 
 /* What the claim loop of one open keeps between its steps. */
 struct claim_loop {
-	enum again again; /* why the last step answered -EAGAIN */
 	uint64_t waited; /* generation running elsewhere we last waited on; 0:
 			    none */
 };
@@ -127,103 +140,102 @@ static int waited_failed(const char *fp, uint32_t shard,
 	return -EIO;
 }
 
-/* Computes the shard just claimed; 0 never: -EAGAIN to read it back (or to
- * wait for the owner that took the claim over), or an error. */
-static int compute_step(struct mf_engine *e, struct mf_catalog *c,
-			const char *fp, uint32_t shard, const char *run_id,
-			struct claim_loop *l, char **err)
+/* Computes the shard just claimed: CLAIM_COMPUTED to read it back,
+ * CLAIM_LOST to wait for the owner that took the claim over (the -EAGAIN
+ * of compute_claimed), or CLAIM_FAILED. */
+static enum claim_result compute_step(struct mf_engine *e, struct mf_catalog *c,
+				      const char *fp, uint32_t shard,
+				      const char *run_id, int *rc, char **err)
 {
-	int rc = compute_claimed(e, c, fp, shard, run_id, err);
-	if (rc == -EAGAIN) {
-		l->again = AGAIN_LOST;
-	} else if (rc == 0) { /* read it through the catalog like anyone */
-		l->again = AGAIN_NOW;
-		rc = -EAGAIN;
-	}
-	return rc;
+	int r = compute_claimed(e, c, fp, shard, run_id, err);
+	if (r == -EAGAIN)
+		return CLAIM_LOST;
+	if (r)
+		return claim_failed(r, rc);
+	return CLAIM_COMPUTED; /* read it through the catalog like anyone */
 }
 
 /* The claim of one step of the claim loop, as this process's run me:
  * answers as claim_step. */
-static int claim_as(struct mf_engine *e, struct mf_catalog *c, const char *fp,
-		    uint32_t shard, const struct mf_run_rec *me,
-		    struct mf_shard_reader **out, struct mf_shard_rec *rec,
-		    struct claim_loop *l, char **err)
+static enum claim_result claim_as(struct mf_engine *e, struct mf_catalog *c,
+				  const char *fp, uint32_t shard,
+				  const struct mf_run_rec *me,
+				  struct mf_shard_reader **out,
+				  struct mf_shard_rec *rec,
+				  struct claim_loop *l, int *rc, char **err)
 {
 	struct mf_shard_rec cur;
 	enum mf_claim got;
-	int rc = mf_catalog_claim_shard_waited(c, fp, shard, me, mf_now_s(),
-					       l->waited, &got, &cur);
-	if (rc == -ESTALE) {
+	int r = mf_catalog_claim_shard_waited(c, fp, shard, me, mf_now_s(),
+					      l->waited, &got, &cur);
+	if (r == -ESTALE) {
 		eng_run_retire(e, me->run_id);
-		l->again = AGAIN_LOST;
-		return -EAGAIN;
+		return CLAIM_LOST;
 	}
-	if (rc)
-		return rc;
+	if (r)
+		return claim_failed(r, rc);
 	if (got == MF_CLAIM_DONE)
-		return open_committed_rec(e, c, &cur, out, rec);
+		return open_committed_rec(e, c, &cur, out, rec, rc);
 	if (got == MF_CLAIM_FAILED)
-		rc = waited_failed(fp, shard, &cur, err);
+		r = waited_failed(fp, shard, &cur, err);
 	else if (got == MF_CLAIM_WAIT)
 		l->waited = cur.generation;
 	mf_shard_rec_release(&cur);
 	if (got == MF_CLAIM_FAILED)
-		return rc;
-	if (got == MF_CLAIM_WAIT) {
-		l->again = AGAIN_WAIT;
-		return -EAGAIN;
-	}
-	return compute_step(e, c, fp, shard, me->run_id, l, err);
+		return claim_failed(r, rc);
+	if (got == MF_CLAIM_WAIT)
+		return CLAIM_WAIT;
+	return compute_step(e, c, fp, shard, me->run_id, rc, err);
 }
 
-/* One step of the claim loop. Returns 0 with *out (and *rec, the row it
- * was opened from), -EAGAIN to go round again for the reason in
- * l->again, or an error. */
-static int claim_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
-		      uint32_t shard, struct mf_shard_reader **out,
-		      struct mf_shard_rec *rec, struct claim_loop *l,
-		      char **err)
+/* One step of the claim loop: CLAIM_OPENED with *out (and *rec, the row
+ * it was opened from), CLAIM_FAILED with *rc, or a reason to go round
+ * again. */
+static enum claim_result claim_step(struct mf_engine *e, struct mf_catalog *c,
+				    const char *fp, uint32_t shard,
+				    struct mf_shard_reader **out,
+				    struct mf_shard_rec *rec,
+				    struct claim_loop *l, int *rc, char **err)
 {
 	struct mf_shard_rec cur;
-	int rc = mf_catalog_get_shard(c, fp, shard, &cur);
-	if (rc == 0)
+	int r = mf_catalog_get_shard(c, fp, shard, &cur);
+	if (r == 0)
 		eng_known_remember(e, &cur);
-	else if (mf_catalog_unreachable(rc) &&
+	else if (mf_catalog_unreachable(r) &&
 		 (eng_known_recall(e, fp, shard, &cur) == 0 ||
 		  eng_sealed_recall(e, fp, shard, &cur) == 0))
-		rc = 0; /* materialized when last seen, or sealed here and
-			 * committing: served as such */
-	if (rc)
-		return rc;
-	l->again = AGAIN_VANISHED; /* what -EAGAIN from open_committed means */
+		r = 0; /* materialized when last seen, or sealed here and
+			* committing: served as such */
+	if (r)
+		return claim_failed(r, rc);
 	if (cur.state == MF_SHARD_MATERIALIZED)
-		return open_committed_rec(e, c, &cur, out, rec);
+		return open_committed_rec(e, c, &cur, out, rec, rc);
 	/* sealed here, its commit under way: the same file, not a wait */
-	rc = eng_sealed_open(e, &cur, out);
-	if (rc == 0) {
+	r = eng_sealed_open(e, &cur, out);
+	if (r == 0) {
 		if (rec)
 			*rec = cur;
 		else
 			mf_shard_rec_release(&cur);
-		return 0;
+		return CLAIM_OPENED;
 	}
 	/* a failure answers for a while, growing: not a stage run per open */
-	if (rc == -ENOENT && eng_backoff_holds(e, &cur))
-		rc = waited_failed(fp, shard, &cur, err);
+	if (r == -ENOENT && eng_backoff_holds(e, &cur))
+		r = waited_failed(fp, shard, &cur, err);
 	mf_shard_rec_release(&cur);
 	/* sealed here but not opened (no descriptor left, say): an error,
 	 * never a claim that would compute it again under the same run */
-	if (rc != -ENOENT)
-		return rc;
+	if (r != -ENOENT)
+		return claim_failed(r, rc);
 
 	struct mf_run_rec me;
-	rc = eng_run_for(e, fp, &me);
-	if (rc)
-		return rc;
-	rc = claim_as(e, c, fp, shard, &me, out, rec, l, err);
+	r = eng_run_for(e, fp, &me);
+	if (r)
+		return claim_failed(r, rc);
+	enum claim_result res =
+	    claim_as(e, c, fp, shard, &me, out, rec, l, rc, err);
 	eng_run_unuse(e, me.run_id);
-	return rc;
+	return res;
 }
 
 /* How long the next wait for a computation elsewhere may take. */
@@ -267,11 +279,14 @@ int eng_claim_lead(struct mf_engine *e, const struct flight *f,
 	struct backoff b = {WAIT_MIN_NS, WOKEN_MIN_MS};
 	uint64_t down_until = 0, down_ns = 0;
 	int vanished = 0, lost = 0, rc;
-	struct claim_loop l = {AGAIN_NOW, 0};
+	struct claim_loop l = {0};
 	for (;;) {
 		rc = c ? 0 : eng_catalog_get(e, &c);
-		rc = rc ? rc : claim_step(e, c, fp, shard, out, rec, &l, err);
-		if (mf_catalog_unreachable(rc) && !flight_cancelled(e, f)) {
+		enum claim_result res = rc
+		    ? CLAIM_FAILED
+		    : claim_step(e, c, fp, shard, out, rec, &l, &rc, err);
+		if (res == CLAIM_FAILED && mf_catalog_unreachable(rc) &&
+		    !flight_cancelled(e, f)) {
 			/* an outage: wait for the catalog, a bounded time */
 			rc =
 			    eng_catalog_wait(e, rc, &down_until, &down_ns, err);
@@ -280,26 +295,24 @@ int eng_claim_lead(struct mf_engine *e, const struct flight *f,
 			continue;
 		}
 		down_until = down_ns = 0;
-		if (rc != -EAGAIN)
+		if (res == CLAIM_OPENED || res == CLAIM_FAILED)
 			break;
-		enum again again = l.again;
-		if (again == AGAIN_WAIT && flight_cancelled(e, f)) {
+		if (res == CLAIM_WAIT && flight_cancelled(e, f)) {
 			eng_errf(err, "shard %u of %.12s: wait cancelled",
 				 shard, fp);
 			rc = -ECANCELED;
 			break;
 		}
-		if (again == AGAIN_WAIT) {
+		if (res == CLAIM_WAIT) {
 			wait_elsewhere(c, fp, shard, &l, &b);
-		} else if (again == AGAIN_VANISHED &&
-			   ++vanished > MAX_ATTEMPTS) {
+		} else if (res == CLAIM_VANISHED && ++vanished > MAX_ATTEMPTS) {
 			eng_errf(err,
 				 "shard %u of %.12s vanished %d times "
 				 "after it was computed",
 				 shard, fp, MAX_ATTEMPTS);
 			rc = -EIO;
 			break;
-		} else if (again == AGAIN_LOST && ++lost > MAX_ATTEMPTS) {
+		} else if (res == CLAIM_LOST && ++lost > MAX_ATTEMPTS) {
 			eng_errf(err,
 				 "shard %u of %.12s: this process's claim "
 				 "was taken %d times",
