@@ -1,12 +1,13 @@
 /*
  * catalog.c - the catalog API of mf_catalog.h over its backends: the
- * location names a backend (catalog_backend.h), each public function checks
+ * location names a backend (catalog_location.c), each public function checks
  * its arguments and dispatches through the backend's table. What is the
  * same for every backend lives here: state names, record release, the one
  * rule of run liveness, record validity, the nesting of a caller's unit
  * and the cut of a failed stage's stderr tail.
  *
- * Not for: SQL or any other storage (sqlite_*.c, the SQLite backend).
+ * Not for: the location syntax (catalog_location.c), SQL or any other
+ * storage (sqlite_*.c, the SQLite backend; pg_*.c, PostgreSQL).
  */
 #include "catalog_backend.h"
 
@@ -158,66 +159,6 @@ bool cat_snapshot_valid(const struct mf_snapshot_rec *r)
 	    r->spec_path && r->compression;
 }
 
-/* ---- locations ---- */
-
-static const struct mf_catalog_backend *const backends[] = {
-    &cat_sqlite_backend,
-    &cat_pg_backend,
-};
-
-/* Whether location is "scheme://..." */
-static bool is_uri_of(const char *location, const char *scheme)
-{
-	size_t n = scheme ? strlen(scheme) : 0;
-	return n && strncmp(location, scheme, n) == 0 &&
-	    strncmp(location + n, "://", 3) == 0;
-}
-
-/* The length of the scheme of "SCHEME://...", RFC 3986's letters, or 0
- * when location does not start with one. */
-static size_t uri_scheme_len(const char *location)
-{
-	size_t i = 0;
-	if (!((location[0] >= 'a' && location[0] <= 'z') ||
-	      (location[0] >= 'A' && location[0] <= 'Z')))
-		return 0;
-	while (location[i] &&
-	       (strchr("+-.", location[i]) ||
-		(location[i] >= '0' && location[i] <= '9') ||
-		(location[i] >= 'a' && location[i] <= 'z') ||
-		(location[i] >= 'A' && location[i] <= 'Z')))
-		i++;
-	return strncmp(location + i, "://", 3) == 0 ? i : 0;
-}
-
-int cat_backend_find(const char *location, const struct mf_catalog_backend **be,
-		     const char **target)
-{
-	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
-		if (backends[i]->alias &&
-		    (is_uri_of(location, backends[i]->name) ||
-		     is_uri_of(location, backends[i]->alias))) {
-			*be = backends[i];
-			*target = location; /* the URI, whole */
-			return 0;
-		}
-	}
-	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
-		size_t n = strlen(backends[i]->name);
-		if (strncmp(location, backends[i]->name, n) == 0 &&
-		    location[n] == ':') {
-			*be = backends[i];
-			*target = location + n + 1;
-			return **target ? 0 : -EINVAL;
-		}
-	}
-	if (uri_scheme_len(location) > 0)
-		return -EPROTONOSUPPORT;
-	*be = &cat_sqlite_backend; /* a plain path */
-	*target = location;
-	return *location ? 0 : -EINVAL;
-}
-
 static int busy_or_default(int busy_timeout_ms)
 {
 	return busy_timeout_ms > 0 ? busy_timeout_ms : CAT_DEFAULT_BUSY_MS;
@@ -264,45 +205,6 @@ int mf_catalog_check(const char *location, int busy_timeout_ms,
 	if (usable)
 		*usable = rc == 0 && ok;
 	return rc;
-}
-
-bool mf_catalog_location_has_password(const char *location)
-{
-	const struct mf_catalog_backend *be;
-	const char *target;
-	return location && cat_backend_find(location, &be, &target) == 0 &&
-	    be == &cat_pg_backend && cat_pg_has_password(target);
-}
-
-bool mf_catalog_location_shared(const char *location)
-{
-	const struct mf_catalog_backend *be;
-	const char *target;
-	return location && cat_backend_find(location, &be, &target) == 0 &&
-	    be == &cat_pg_backend;
-}
-
-void mf_catalog_location_shown(const char *location, char *buf, size_t len)
-{
-	const struct mf_catalog_backend *be;
-	const char *target;
-	if (len == 0)
-		return;
-	if (!location) {
-		buf[0] = '\0';
-		return;
-	}
-	if (cat_backend_find(location, &be, &target) == 0 &&
-	    be == &cat_pg_backend) {
-		/* what names the backend, then the target masked */
-		size_t pre = (size_t)(target - location);
-		if (pre >= len)
-			pre = len - 1;
-		memcpy(buf, location, pre);
-		cat_pg_shown(target, buf + pre, len - pre);
-		return;
-	}
-	snprintf(buf, len, "%s", location);
 }
 
 static _Thread_local char last_error[512];

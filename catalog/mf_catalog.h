@@ -208,6 +208,13 @@ bool mf_catalog_location_shared(const char *location);
 /* location as a message may show it: a PostgreSQL password (user:PW@,
  * password=PW) written as "***"; cut to fit buf (len bytes). */
 void mf_catalog_location_shown(const char *location, char *buf, size_t len);
+/* As mf_catalog_location_shown, but a SQLite catalog named "sqlite:PATH"
+ * shown as its PATH: how a message names the catalog to a user. */
+void mf_catalog_location_told(const char *location, char *buf, size_t len);
+/* The location of the SQLite catalog file at path, named as such, so that
+ * a path that reads as a location ("sqlite:s", "a://b") stays a file
+ * (caller frees *out). 0 or -ENOMEM. */
+int mf_catalog_location_of_file(const char *path, char **out);
 
 /*
  * Makes every call on c until mf_catalog_end one serializable unit, a

@@ -12,6 +12,8 @@
 #define MF_PG_I_H
 
 #include <libpq-fe.h>
+#include <pthread.h>
+#include <sys/types.h>
 
 #include "catalog_backend.h"
 
@@ -101,6 +103,34 @@ int pg_get_dup(const PGresult *r, int row, int col, char **out);
  * transaction serialized by an advisory lock. -EPROTO: a newer schema. */
 int pg_migrate(struct mf_catalog *c);
 int pg_schema_version(struct mf_catalog *c, int *version);
+
+/*
+ * The registry of a process's connections apart from every handle
+ * (pg_session.c): an entry per process and location, shared by its
+ * handles. An entry's type (struct pg_live, struct pg_listen) holds a
+ * struct pg_session first; make gives a zeroed one (NULL: no memory),
+ * drop frees it (its location already freed, or never set), after the
+ * last put and outside mu.
+ */
+struct pg_session {
+	struct pg_session *next; /* mu */
+	pid_t pid; /* the process that made it: a child of a fork() never
+		      uses (nor closes) its parent's connection */
+	char *location;
+	int busy_ms;
+	int refs; /* mu */
+};
+struct pg_sessions {
+	pthread_mutex_t *mu; /* guards the list and each entry's refs */
+	struct pg_session *head;
+	struct pg_session *(*make)(void);
+	void (*drop)(struct pg_session *s);
+};
+/* This process's entry for location, made when there is none; a
+ * reference for each call, given back by pg_session_put. */
+int pg_session_get(struct pg_sessions *r, const char *location, int busy_ms,
+		   struct pg_session **out);
+void pg_session_put(struct pg_sessions *r, struct pg_session *s);
 
 /*
  * The liveness session (pg_live.c): one connection per process and

@@ -31,20 +31,30 @@
 #define RESTART_GRACE_S 20
 
 struct pg_live {
-	struct pg_live *next;
-	pid_t pid; /* the process that made it: a child of a fork() never
-		      uses (nor closes) its parent's session */
-	char *location;
-	int busy_ms;
-	int refs;
+	struct pg_session s; /* first: the registry's entry */
 	PGconn *conn; /* NULL until the first lock, or after a failure */
 	int64_t *keys; /* the locks this session holds */
 	size_t n, cap;
 };
 
-/* Guards the list and every field of its entries. */
+/* Guards the registry of sessions and every field of its entries. */
 static pthread_mutex_t live_mu = MF_MUTEX_INITIALIZER;
-static struct pg_live *lives;
+
+static struct pg_session *live_make(void)
+{
+	struct pg_live *l = calloc(1, sizeof(*l));
+	return l ? &l->s : NULL;
+}
+
+static void live_drop(struct pg_session *s)
+{
+	struct pg_live *l = (struct pg_live *)s;
+	PQfinish(l->conn); /* the server drops every lock with the session */
+	free(l->keys);
+	free(l);
+}
+
+static struct pg_sessions lives = {&live_mu, NULL, live_make, live_drop};
 
 const char *pg_live_key(char buf[PG_INT_LEN], const char *id)
 {
@@ -56,50 +66,16 @@ const char *pg_live_key(char buf[PG_INT_LEN], const char *id)
 
 int pg_live_get(const char *location, int busy_ms, struct pg_live **out)
 {
-	pthread_mutex_lock(&live_mu);
-	struct pg_live *l = lives;
-	while (l && (l->pid != getpid() || strcmp(l->location, location) != 0))
-		l = l->next;
-	if (!l) {
-		l = calloc(1, sizeof(*l));
-		if (l && !(l->location = strdup(location))) {
-			free(l);
-			l = NULL;
-		}
-		if (l) {
-			l->pid = getpid();
-			l->busy_ms = busy_ms;
-			l->next = lives;
-			lives = l;
-		}
-	}
-	if (l)
-		l->refs++;
-	pthread_mutex_unlock(&live_mu);
-	if (!l)
-		return -ENOMEM;
-	*out = l;
-	return 0;
+	struct pg_session *s;
+	int rc = pg_session_get(&lives, location, busy_ms, &s);
+	if (rc == 0)
+		*out = (struct pg_live *)s;
+	return rc;
 }
 
 void pg_live_put(struct pg_live *l)
 {
-	if (!l)
-		return;
-	pthread_mutex_lock(&live_mu);
-	if (--l->refs > 0) {
-		pthread_mutex_unlock(&live_mu);
-		return;
-	}
-	struct pg_live **pp = &lives;
-	while (*pp != l)
-		pp = &(*pp)->next;
-	*pp = l->next;
-	pthread_mutex_unlock(&live_mu);
-	PQfinish(l->conn); /* the server drops every lock with the session */
-	free(l->keys);
-	free(l->location);
-	free(l);
+	pg_session_put(&lives, l ? &l->s : NULL);
 }
 
 /* One statement on the session; 0, or -errno. */
@@ -121,7 +97,7 @@ static int live_exec(struct pg_live *l, const char *sql, const char *key,
  * moment inside its transaction. -EBUSY when another session keeps it. */
 static int live_take(struct pg_live *l, const char *key)
 {
-	uint64_t deadline = mf_mono_ns() + (uint64_t)l->busy_ms * 1000000u;
+	uint64_t deadline = mf_mono_ns() + (uint64_t)l->s.busy_ms * 1000000u;
 	for (;;) {
 		bool got = false;
 		int rc = live_exec(l, "SELECT pg_try_advisory_lock($1::bigint)",
@@ -142,7 +118,7 @@ static int live_connect(struct pg_live *l)
 		return 0;
 	PQfinish(l->conn);
 	l->conn = NULL;
-	int rc = pg_connect(l->location, l->busy_ms, &l->conn);
+	int rc = pg_connect(l->s.location, l->s.busy_ms, &l->conn);
 	if (rc)
 		return rc;
 	size_t kept = 0;

@@ -40,11 +40,7 @@ struct pg_note {
 };
 
 struct pg_listen {
-	struct pg_listen *next; /* listen_mu */
-	pid_t pid; /* the process that made it; a child never uses it */
-	char *location;
-	int busy_ms;
-	int refs; /* listen_mu */
+	struct pg_session s; /* first: the registry's entry (listen_mu) */
 	/* mu guards what follows; never held with listen_mu */
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* CLOCK_MONOTONIC: a read ended, a note came */
@@ -57,10 +53,6 @@ struct pg_listen {
 	struct pg_note ring[RING];
 };
 
-/* Guards the list and each entry's refs. */
-static pthread_mutex_t listen_mu = MF_MUTEX_INITIALIZER;
-static struct pg_listen *listens;
-
 int pg_notify_send(struct mf_catalog *c, const char *fp, uint32_t index)
 {
 	char payload[MF_FP_HEX_LEN + PG_INT_LEN + 2];
@@ -70,7 +62,7 @@ int pg_notify_send(struct mf_catalog *c, const char *fp, uint32_t index)
 		       NULL);
 }
 
-static struct pg_listen *listen_new(const char *location, int busy_ms)
+static struct pg_session *listen_make(void)
 {
 	struct pg_listen *l = calloc(1, sizeof(*l));
 	if (!l)
@@ -80,58 +72,41 @@ static struct pg_listen *listen_new(const char *location, int busy_ms)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	int rc = pthread_cond_init(&l->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	l->location = rc ? NULL : strdup(location);
-	if (!l->location) {
-		if (!rc)
-			pthread_cond_destroy(&l->cv);
+	if (rc) {
 		free(l);
 		return NULL;
 	}
 	(void)mf_mutex_init(&l->mu);
-	l->pid = getpid();
-	l->busy_ms = busy_ms;
-	return l;
+	return &l->s;
 }
 
-int pg_listen_get(const char *location, int busy_ms, struct pg_listen **out)
+static void listen_free(struct pg_session *s)
 {
-	pthread_mutex_lock(&listen_mu);
-	struct pg_listen *l = listens;
-	while (l && (l->pid != getpid() || strcmp(l->location, location) != 0))
-		l = l->next;
-	if (!l && (l = listen_new(location, busy_ms)) != NULL) {
-		l->next = listens;
-		listens = l;
-	}
-	if (l)
-		l->refs++;
-	pthread_mutex_unlock(&listen_mu);
-	if (!l)
-		return -ENOMEM;
-	*out = l;
-	return 0;
-}
-
-void pg_listen_put(struct pg_listen *l)
-{
-	if (!l)
-		return;
-	pthread_mutex_lock(&listen_mu);
-	if (--l->refs > 0) {
-		pthread_mutex_unlock(&listen_mu);
-		return;
-	}
-	struct pg_listen **pp = &listens;
-	while (*pp != l)
-		pp = &(*pp)->next;
-	*pp = l->next;
-	pthread_mutex_unlock(&listen_mu);
+	struct pg_listen *l = (struct pg_listen *)s;
 	/* no waiter is left: each held a reference through its handle */
 	PQfinish(l->conn);
 	pthread_cond_destroy(&l->cv);
 	pthread_mutex_destroy(&l->mu);
-	free(l->location);
 	free(l);
+}
+
+/* Guards the registry of listeners and each entry's refs. */
+static pthread_mutex_t listen_mu = MF_MUTEX_INITIALIZER;
+static struct pg_sessions listens = {&listen_mu, NULL, listen_make,
+				     listen_free};
+
+int pg_listen_get(const char *location, int busy_ms, struct pg_listen **out)
+{
+	struct pg_session *s;
+	int rc = pg_session_get(&listens, location, busy_ms, &s);
+	if (rc == 0)
+		*out = (struct pg_listen *)s;
+	return rc;
+}
+
+void pg_listen_put(struct pg_listen *l)
+{
+	pg_session_put(&listens, l ? &l->s : NULL);
 }
 
 /* One statement on the listener's connection; l->mu held, no reader. */
@@ -150,7 +125,7 @@ static int listen_on(struct pg_listen *l)
 {
 	int rc = 0;
 	if (!l->conn)
-		rc = pg_connect(l->location, l->busy_ms, &l->conn);
+		rc = pg_connect(l->s.location, l->s.busy_ms, &l->conn);
 	if (!rc && !l->listening) {
 		rc = listen_exec(l, "LISTEN " PG_NOTIFY_CHANNEL);
 		l->listening = rc == 0;

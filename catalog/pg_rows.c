@@ -8,6 +8,7 @@
  * (pg_live.c).
  */
 #include "pg_i.h"
+#include "catalog_sql.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -20,14 +21,6 @@
 #define HOLD_STALE_S 180
 
 /* A snapshot row with its totals over materialized shards. */
-#define SNAP_SELECT                                                            \
-	"SELECT s.fp, s.name, s.shards, s.spec_path, s.compression,"           \
-	" s.suffix, s.chunk_size, s.expire_after, s.pending_expiry, s.keep,"   \
-	" s.created, s.last_read, COUNT(h.idx),"                               \
-	" COALESCE(SUM(h.raw_bytes), 0), COALESCE(SUM(h.stored_bytes), 0)"     \
-	" FROM snapshots s LEFT JOIN shards h"                                 \
-	" ON h.fp = s.fp AND h.state = 'materialized'"
-
 /* The rows a statement returned, each read with from_row into a malloc'd
  * array (NULL when none); release (may be NULL) undoes a partial read. */
 typedef int (*row_fn)(const PGresult *r, int row, void *elem);
@@ -155,8 +148,7 @@ int pgb_get_snapshot(struct mf_catalog *c, const char *fp,
 {
 	PGresult *r;
 	const char *p[] = {fp};
-	int rc =
-	    pg_exec(c, SNAP_SELECT " WHERE s.fp = $1 GROUP BY s.fp", 1, p, &r);
+	int rc = pg_exec(c, CAT_SQL_SNAP_GET("$1"), 1, p, &r);
 	if (rc)
 		return rc;
 	rc = PQntuples(r) == 1 ? snap_from_row(r, 0, out) : -ENOENT;
@@ -190,9 +182,7 @@ int pgb_list_snapshots(struct mf_catalog *c, struct mf_snapshot_rec **out,
 {
 	PGresult *r;
 	void *a = NULL;
-	int rc = pg_exec(
-	    c, SNAP_SELECT " GROUP BY s.fp ORDER BY s.name, s.created, s.fp", 0,
-	    NULL, &r);
+	int rc = pg_exec(c, CAT_SQL_SNAP_LIST, 0, NULL, &r);
 	if (rc)
 		return rc;
 	rc = collect(r, sizeof(**out), snap_from_row, snap_release, &a, n);

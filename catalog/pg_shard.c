@@ -15,15 +15,13 @@
  * Not for: the shard's bytes (the store) or running its stages.
  */
 #include "pg_i.h"
+#include "catalog_sql.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define SQL_RESET                                                              \
-	"UPDATE shards SET state = 'absent', run_id = NULL, raw_bytes = 0,"    \
-	" stored_bytes = 0, chunks = 0, exit_status = -1, error = NULL,"       \
-	" stderr_tail = NULL, generation = 0 WHERE fp = $1 AND idx = $2"
+#define SQL_RESET CAT_SQL_RESET("$1", "$2")
 
 int pg_shard_from_row(const PGresult *r, int row, struct mf_shard_rec *out)
 {
@@ -357,7 +355,7 @@ static int expire_rec(struct mf_catalog *c, const struct mf_shard_rec *r,
 	char i[PG_INT_LEN], g[PG_INT_LEN];
 	long changed = 0;
 	*done = false;
-	if (r->state != MF_SHARD_MATERIALIZED && r->state != MF_SHARD_FAILED)
+	if (!cat_expirable(r))
 		return 0;
 	const char *p[] = {r->fp, pg_int(i, r->index),
 			   mf_shard_state_name(r->state),
@@ -368,37 +366,40 @@ static int expire_rec(struct mf_catalog *c, const struct mf_shard_rec *r,
 	return rc;
 }
 
+static const struct cat_tx pg_tx = {pg_begin, pg_finish};
+
 int pgb_expire(struct mf_catalog *c, const struct mf_shard_rec *recs, size_t n,
 	       bool *expired)
 {
-	int rc = pg_begin(c);
-	if (rc)
-		return rc;
-	for (size_t i = 0; !rc && i < n; i++)
-		rc = expire_rec(c, &recs[i], &expired[i]);
-	return pg_finish(c, rc);
+	return cat_expire_each(c, &pg_tx, expire_rec, recs, n, expired);
+}
+
+/* now is read by the server's clock, never the host's: the now given is
+ * not used */
+static int touch_snap(struct mf_catalog *c, const char *fp, int64_t now)
+{
+	(void)now;
+	const char *p[] = {fp};
+	return pg_exec(c,
+		       "UPDATE snapshots SET last_read = GREATEST(last_read,"
+		       " " PG_SERVER_NOW ") WHERE fp = $1",
+		       1, p, NULL);
+}
+
+static int touch_shard(struct mf_catalog *c, const char *fp, uint32_t index,
+		       int64_t now, long *changed)
+{
+	(void)now;
+	char i[PG_INT_LEN];
+	const char *p[] = {fp, pg_int(i, index)};
+	return pg_write(c,
+			"UPDATE shards SET last_read = GREATEST(last_read,"
+			" " PG_SERVER_NOW ") WHERE fp = $1 AND idx = $2",
+			2, p, changed);
 }
 
 int pgb_touch(struct mf_catalog *c, const char *fp, uint32_t index, int64_t now)
 {
-	(void)now; /* read now by the server's clock, never the host's */
-	char i[PG_INT_LEN];
-	long changed = 0;
-	const char *p[] = {fp, pg_int(i, index)};
-	int rc = pg_begin(c);
-	if (rc)
-		return rc;
-	/* the snapshot's row before the shard's, as a delete takes them */
-	rc = pg_exec(c,
-		     "UPDATE snapshots SET last_read = GREATEST(last_read,"
-		     " " PG_SERVER_NOW ") WHERE fp = $1",
-		     1, p, NULL);
-	rc = rc ? rc
-		: pg_write(c,
-			   "UPDATE shards SET last_read = GREATEST(last_read,"
-			   " " PG_SERVER_NOW ") WHERE fp = $1 AND idx = $2",
-			   2, p, &changed);
-	if (!rc && changed == 0)
-		rc = -ENOENT;
-	return pg_finish(c, rc);
+	return cat_touch_both(c, &pg_tx, touch_snap, touch_shard, fp, index,
+			      now);
 }

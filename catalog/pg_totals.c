@@ -7,6 +7,7 @@
  * Not for: a reader's counters (they live in the daemon's memory).
  */
 #include "pg_i.h"
+#include "catalog_sql.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -18,49 +19,33 @@ static int add_one(struct mf_catalog *c, const char *key, uint64_t v)
 		return 0;
 	char b[PG_INT_LEN];
 	const char *p[] = {key, pg_int(b, (int64_t)v)};
-	return pg_exec(c,
-		       "INSERT INTO totals (key, value) VALUES ($1, $2)"
-		       " ON CONFLICT (key) DO UPDATE"
-		       " SET value = totals.value + excluded.value",
-		       2, p, NULL);
+	return pg_exec(c, CAT_SQL_TOTALS_ADD("$1", "$2"), 2, p, NULL);
 }
+
+static const struct cat_tx pg_tx = {pg_begin, pg_finish};
 
 int pgb_add_totals(struct mf_catalog *c, const struct mf_catalog_totals *d)
 {
-	int rc = pg_begin(c);
-	if (rc)
-		return rc;
-	rc = add_one(c, "started", d->started);
-	rc = rc ? rc : add_one(c, "failed", d->failed);
-	rc = rc ? rc : add_one(c, "stage_ms", d->stage_ms);
-	return pg_finish(c, rc);
+	return cat_totals_add(c, &pg_tx, add_one, d);
 }
 
 int pgb_get_totals(struct mf_catalog *c, struct mf_catalog_totals *out)
 {
 	struct mf_catalog_totals t = {0};
 	PGresult *r = NULL;
-	int rc = pg_exec(c,
-			 "SELECT key, value FROM totals UNION ALL"
-			 " SELECT 'running', count(*) FROM shards"
-			 " WHERE state = 'running'",
-			 0, NULL, &r);
+	int rc =
+	    pg_exec(c,
+		    CAT_SQL_TOTALS_GET " UNION ALL"
+				       " SELECT 'running', count(*) FROM shards"
+				       " WHERE state = 'running'",
+		    0, NULL, &r);
 	for (int i = 0; rc == 0 && i < PQntuples(r); i++) {
 		const char *key = PQgetvalue(r, i, 0);
 		int64_t v = pg_get_int(r, i, 1);
-		if (v < 0) {
-			rc = MF_CORRUPT("totals row");
-			break;
-		}
-		if (strcmp(key, "started") == 0)
-			t.started = (uint64_t)v;
-		else if (strcmp(key, "failed") == 0)
-			t.failed = (uint64_t)v;
-		else if (strcmp(key, "stage_ms") == 0)
-			t.stage_ms = (uint64_t)v;
-		else if (strcmp(key, "running") == 0)
+		if (v >= 0 && strcmp(key, "running") == 0)
 			t.running = (uint64_t)v;
-		/* a key a newer version added is left out */
+		else
+			rc = cat_totals_take(&t, key, v);
 	}
 	PQclear(r);
 	if (rc == 0)

@@ -7,6 +7,7 @@
  * write happen inside one BEGIN IMMEDIATE.
  */
 #include "sqlite_i.h"
+#include "catalog_sql.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -35,10 +36,7 @@ static const char sql_fail[] =
     "UPDATE shards SET state = 'failed', exit_status = ?4, error = ?5,"
     " stderr_tail = ?6, raw_bytes = 0, stored_bytes = 0, chunks = 0"
     " WHERE fp = ?1 AND idx = ?2 AND state = 'running' AND run_id = ?3";
-#define SQL_RESET                                                              \
-	"UPDATE shards SET state = 'absent', run_id = NULL, raw_bytes = 0,"    \
-	" stored_bytes = 0, chunks = 0, exit_status = -1, error = NULL,"       \
-	" stderr_tail = NULL, generation = 0 WHERE fp = ?1 AND idx = ?2"
+#define SQL_RESET CAT_SQL_RESET("?1", "?2")
 static const char sql_reset[] = SQL_RESET;
 static const char sql_reset_run[] =
     SQL_RESET " AND state IN ('materialized', 'failed') AND run_id = ?3";
@@ -353,17 +351,12 @@ int sq_abandon(struct mf_catalog *c, const char *fp, uint32_t index,
 			    run_id, &none);
 }
 
-static bool expirable(const struct mf_shard_rec *r)
-{
-	return r->state == MF_SHARD_MATERIALIZED || r->state == MF_SHARD_FAILED;
-}
-
 /* Expires recs[i] if its row is still as listed; *done says whether. */
 static int expire_rec(struct mf_catalog *c, const struct mf_shard_rec *r,
 		      bool *done)
 {
 	*done = false;
-	if (!expirable(r))
+	if (!cat_expirable(r))
 		return 0;
 	sqlite3_stmt *st = NULL;
 	int rc = shard_stmt(c, CAT_SHARD_EXPIRE, sql_expire, r->fp, r->index,
@@ -376,34 +369,40 @@ static int expire_rec(struct mf_catalog *c, const struct mf_shard_rec *r,
 	return rc;
 }
 
+static const struct cat_tx sq_tx = {cat_begin, cat_finish};
+
 int sq_expire(struct mf_catalog *c, const struct mf_shard_rec *recs, size_t n,
 	      bool *expired)
 {
-	int rc = cat_begin(c);
-	if (rc)
-		return rc;
-	for (size_t i = 0; !rc && i < n; i++)
-		rc = expire_rec(c, &recs[i], &expired[i]);
-	return cat_finish(c, rc);
+	return cat_expire_each(c, &sq_tx, expire_rec, recs, n, expired);
 }
 
-int sq_touch(struct mf_catalog *c, const char *fp, uint32_t index, int64_t now)
+static int touch_snap(struct mf_catalog *c, const char *fp, int64_t now)
 {
 	sqlite3_stmt *st = NULL;
-	int rc = cat_begin(c);
-	if (rc)
-		return rc;
-	rc = shard_stmt(c, CAT_SHARD_TOUCH, sql_touch, fp, index, NULL, &st);
-	rc = rc ? rc : cat_bind_int64(c, st, 3, now);
-	rc = rc ? rc : cat_step_done(c, st);
-	if (!rc && cat_changes(c) == 0)
-		rc = -ENOENT;
-	cat_stmt_put(st);
-	st = NULL;
-	rc = rc ? rc : cat_stmt(c, CAT_SNAP_TOUCH, sql_snap_touch, &st);
+	int rc = cat_stmt(c, CAT_SNAP_TOUCH, sql_snap_touch, &st);
 	rc = rc ? rc : cat_bind_text(c, st, 1, fp);
 	rc = rc ? rc : cat_bind_int64(c, st, 2, now);
 	rc = rc ? rc : cat_step_done(c, st);
 	cat_stmt_put(st);
-	return cat_finish(c, rc);
+	return rc;
+}
+
+static int touch_shard(struct mf_catalog *c, const char *fp, uint32_t index,
+		       int64_t now, long *changed)
+{
+	sqlite3_stmt *st = NULL;
+	int rc =
+	    shard_stmt(c, CAT_SHARD_TOUCH, sql_touch, fp, index, NULL, &st);
+	rc = rc ? rc : cat_bind_int64(c, st, 3, now);
+	rc = rc ? rc : cat_step_done(c, st);
+	*changed = rc ? 0 : cat_changes(c);
+	cat_stmt_put(st);
+	return rc;
+}
+
+int sq_touch(struct mf_catalog *c, const char *fp, uint32_t index, int64_t now)
+{
+	return cat_touch_both(c, &sq_tx, touch_snap, touch_shard, fp, index,
+			      now);
 }

@@ -5,23 +5,15 @@
  * Not for: runs (sqlite_run.c) or the life of one shard (sqlite_shard.c).
  */
 #include "sqlite_i.h"
+#include "catalog_sql.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* A snapshot row with its totals over materialized shards, from column 0. */
-#define SNAP_SELECT                                                            \
-	"SELECT s.fp, s.name, s.shards, s.spec_path, s.compression,"           \
-	" s.suffix, s.chunk_size, s.expire_after, s.pending_expiry, s.keep,"   \
-	" s.created, s.last_read, COUNT(h.idx),"                               \
-	" COALESCE(SUM(h.raw_bytes), 0), COALESCE(SUM(h.stored_bytes), 0)"     \
-	" FROM snapshots s LEFT JOIN shards h"                                 \
-	" ON h.fp = s.fp AND h.state = 'materialized'"
-
-static const char sql_get[] = SNAP_SELECT " WHERE s.fp = ?1 GROUP BY s.fp";
-static const char sql_list[] =
-    SNAP_SELECT " GROUP BY s.fp ORDER BY s.name, s.created, s.fp";
+static const char sql_get[] = CAT_SQL_SNAP_GET("?1");
+static const char sql_list[] = CAT_SQL_SNAP_LIST;
 
 /* created and last_read of an existing row stay; registered moves on */
 static const char sql_upsert[] =
@@ -128,7 +120,7 @@ static int snap_strings(sqlite3_stmt *st, struct mf_snapshot_rec *r)
 	return rc;
 }
 
-/* A row of SNAP_SELECT into *out, written only on success. */
+/* A row of CAT_SQL_SNAP_SELECT into *out, written only on success. */
 static int snap_from_row(sqlite3_stmt *st, struct mf_snapshot_rec *out)
 {
 	struct mf_snapshot_rec r = {0};

@@ -9,16 +9,14 @@
  * in its memory (fs/fuse, fs/engine).
  */
 #include "sqlite_i.h"
+#include "catalog_sql.h"
 
 #include <errno.h>
 #include <string.h>
 
-static const char sql_add[] =
-    "INSERT INTO totals (key, value) VALUES (?1, ?2)"
-    " ON CONFLICT (key) DO UPDATE SET value = value + excluded.value";
-static const char sql_get[] = "SELECT key, value FROM totals";
-static const char sql_running[] =
-    "SELECT count(*) FROM shards WHERE state = 'running'";
+static const char sql_add[] = CAT_SQL_TOTALS_ADD("?1", "?2");
+static const char sql_get[] = CAT_SQL_TOTALS_GET;
+static const char sql_running[] = CAT_SQL_RUNNING;
 
 static int add_one(struct mf_catalog *c, const char *key, uint64_t v)
 {
@@ -33,15 +31,11 @@ static int add_one(struct mf_catalog *c, const char *key, uint64_t v)
 	return rc;
 }
 
+static const struct cat_tx sq_tx = {cat_begin, cat_finish};
+
 int sq_add_totals(struct mf_catalog *c, const struct mf_catalog_totals *d)
 {
-	int rc = cat_begin(c);
-	if (rc)
-		return rc;
-	rc = add_one(c, "started", d->started);
-	rc = rc ? rc : add_one(c, "failed", d->failed);
-	rc = rc ? rc : add_one(c, "stage_ms", d->stage_ms);
-	return cat_finish(c, rc);
+	return cat_totals_add(c, &sq_tx, add_one, d);
 }
 
 /* Reads the totals rows into *out; a key this version does not know (a
@@ -53,17 +47,9 @@ static int read_rows(struct mf_catalog *c, struct mf_catalog_totals *out)
 	while (rc == 0 && (rc = cat_step_row(c, st)) == 1) {
 		const char *key = (const char *)sqlite3_column_text(st, 0);
 		sqlite3_int64 v = sqlite3_column_int64(st, 1);
-		rc = 0;
-		if (!key || v < 0) {
-			rc = MF_CORRUPT("totals row");
+		rc = cat_totals_take(out, key, (int64_t)v);
+		if (rc)
 			break;
-		}
-		if (strcmp(key, "started") == 0)
-			out->started = (uint64_t)v;
-		else if (strcmp(key, "failed") == 0)
-			out->failed = (uint64_t)v;
-		else if (strcmp(key, "stage_ms") == 0)
-			out->stage_ms = (uint64_t)v;
 	}
 	cat_stmt_put(st);
 	return rc < 0 ? rc : 0;

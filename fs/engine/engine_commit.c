@@ -8,7 +8,7 @@
  * the claim of a dead run, which the next open takes over.
  *
  * Not for: running stages or sealing (engine_run.c), or deciding who
- * computes (engine.c).
+ * computes (engine_claim.c).
  */
 #include "engine_i.h"
 

@@ -1,6 +1,8 @@
 /*
- * engine_i.h - the engine's private state, shared by engine.c (single
- * flight, registry, runs), engine_run.c (materializing one shard),
+ * engine_i.h - the engine's private state, shared by engine.c (opening
+ * and closing), engine_pool.c, engine_outage.c, engine_heartbeat.c,
+ * engine_run_registry.c (this process's runs), engine_claim.c,
+ * engine_flight.c, engine_cancel.c, engine_run.c (materializing one shard),
  * engine_admin.c (expiry, gc, verify), engine_read.c (the front ends'
  * reads) and engine_expiry.c (the expiry policy).
  */
@@ -360,6 +362,32 @@ void eng_errf(char **err, const char *fmt, ...)
  * after an -EBADMSG: "Bad message (chunk checksum)". Returns buf. */
 const char *eng_strerror(int rc, char *buf, size_t len);
 
+/* ---- the engine's life, its runs and the claim loop ---- */
+
+/* Monotonic seconds, and a sleep that EINTR does not cut short
+ * (engine.c). */
+int64_t eng_mono_s(void);
+void eng_sleep_ns(uint64_t ns);
+/* The heartbeat thread (engine_heartbeat.c): started by mf_engine_open,
+ * stopped (joined) by mf_engine_close before its holds are released. */
+int eng_heartbeat_start(struct mf_engine *e);
+void eng_heartbeat_stop(struct mf_engine *e);
+/* This process's run for fp, found or made under e->lock, into *me; in
+ * use until eng_run_unuse (engine_run_registry.c). */
+int eng_run_for(struct mf_engine *e, const char *fp, struct mf_run_rec *me);
+void eng_run_unuse(struct mf_engine *e, const char *run_id);
+/* run_id was declared dead or done by the catalog: no new claim uses it. */
+void eng_run_retire(struct mf_engine *e, const char *run_id);
+/* The claim loop of one open, by the leader of flight f (engine_claim.c):
+ * 0 with *out (and *rec when not NULL), or an error with *err. */
+int eng_claim_lead(struct mf_engine *e, const struct flight *f,
+		   struct mf_shard_reader **out, struct mf_shard_rec *rec,
+		   char **err);
+/* The flight on (fp, shard) not yet done, or NULL; e->lock held
+ * (engine_flight.c). */
+struct flight *eng_flight_find(struct mf_engine *e, const char *fp,
+			       uint32_t shard);
+
 /* ---- the front ends' records (engine_front.c) ---- */
 
 /* *out as *in says, its strings borrowed from in. */
@@ -373,7 +401,7 @@ void eng_shard_back(const struct mf_engine_shard *in, struct mf_shard_rec *out);
 void eng_snapshot_take(struct mf_snapshot_rec *in,
 		       struct mf_engine_snapshot *out);
 void eng_file_of(const struct mf_shard_stat *in, struct mf_engine_file *out);
-/* mf_engine_open_shard_rec (engine.c) with the catalog's row. */
+/* mf_engine_open_shard_rec (engine_flight.c) with the catalog's row. */
 int eng_open_shard_rec(struct mf_engine *e, const char *fp, uint32_t shard,
 		       struct mf_shard_reader **out, struct mf_shard_rec *rec,
 		       char **err);

@@ -5,7 +5,7 @@
  * connection of the engine's pool.
  *
  * Not for: opening a shard that must be computed or waited for
- * (engine.c), or changing anything but a last-read time.
+ * (engine_claim.c), or changing anything but a last-read time.
  */
 #include "engine_i.h"
 

@@ -8,7 +8,7 @@
  * A cancelled attempt (mf_engine_cancel) has its stages killed and gives
  * its claim up without recording a failure.
  *
- * Not for: deciding who computes (engine.c holds the claim).
+ * Not for: deciding who computes (engine_claim.c holds the claim).
  */
 #include "engine_i.h"
 

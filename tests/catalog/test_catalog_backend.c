@@ -112,6 +112,37 @@ static void test_location_shown(void **state)
 	assert_string_equal(buf, "postgresql:");
 }
 
+/* How a message names a catalog to a user: a SQLite catalog by its path,
+ * whatever names it; a PostgreSQL one masked; and the location of a file
+ * whose path reads as a location stays that file. */
+static void test_location_told(void **state)
+{
+	(void)state;
+	char buf[128];
+	mf_catalog_location_told("sqlite:/var/cache/matfs/catalog.db", buf,
+				 sizeof(buf));
+	assert_string_equal(buf, "/var/cache/matfs/catalog.db");
+	mf_catalog_location_told("./catalog.db", buf, sizeof(buf));
+	assert_string_equal(buf, "./catalog.db");
+	mf_catalog_location_told("postgres://u:s3cret@db/m", buf, sizeof(buf));
+	assert_string_equal(buf, "postgres://u:***@db/m");
+	mf_catalog_location_told(NULL, buf, sizeof(buf));
+	assert_string_equal(buf, "");
+
+	char *loc = NULL;
+	assert_int_equal(mf_catalog_location_of_file("a://b/catalog.db", &loc),
+			 0);
+	assert_string_equal(loc, "sqlite:a://b/catalog.db");
+	const struct mf_catalog_backend *be;
+	const char *target;
+	assert_int_equal(cat_backend_find(loc, &be, &target), 0);
+	assert_ptr_equal(be, &cat_sqlite_backend);
+	assert_string_equal(target, "a://b/catalog.db");
+	mf_catalog_location_told(loc, buf, sizeof(buf));
+	assert_string_equal(buf, "a://b/catalog.db");
+	free(loc);
+}
+
 static void test_open_locations(void **state)
 {
 	struct cat_fixture *f = *state;
@@ -362,6 +393,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_location_parse),
 	    cmocka_unit_test(test_location_shown),
+	    cmocka_unit_test(test_location_told),
 	    cmocka_unit_test(test_table_complete),
 	    T(test_open_locations),
 	    cmocka_unit_test_setup_teardown(test_corrupt_rows_name_the_check,

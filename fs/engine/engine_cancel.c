@@ -1,0 +1,86 @@
+/*
+ * engine_cancel.c - cancelling: a flight's wait and its stages' processes
+ * stopped (one shard, or all at unmount), and whether a process is one of
+ * this engine's stages' (a session it started).
+ *
+ * Not for: starting or reaping the stages (engine_run.c, util's jobs).
+ */
+#include "engine_i.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- cancelling ---- */
+
+/* Caller holds e->lock. */
+static void flight_cancel(struct flight *f)
+{
+	f->cancelled = true;
+	mf_job_stop(f->job);
+}
+
+void mf_engine_cancel(struct mf_engine *e, const char *fp, uint32_t shard)
+{
+	pthread_mutex_lock(&e->lock);
+	struct flight *f = eng_flight_find(e, fp, shard);
+	if (f)
+		flight_cancel(f);
+	pthread_mutex_unlock(&e->lock);
+}
+
+void mf_engine_cancel_all(struct mf_engine *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->cancel_all = true;
+	for (struct flight *f = e->flights; f; f = f->next)
+		flight_cancel(f);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* The session field of /proc/PID/stat, or 0. */
+static pid_t session_of(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *rest = strrchr(buf, ')'); /* after comm, which may hold
+						 anything */
+	int sid = 0;
+	if (!rest || sscanf(rest + 1, " %*c %*d %*d %d", &sid) != 1)
+		return 0;
+	return (pid_t)sid;
+}
+
+bool mf_engine_runs_process(struct mf_engine *e, pid_t pid)
+{
+	pid_t sid = pid > 0 ? session_of(pid) : 0;
+	if (sid <= 0)
+		return false;
+	bool ours = false;
+	pthread_mutex_lock(&e->lock);
+	for (struct flight *f = e->flights; f && !ours; f = f->next)
+		ours = mf_job_has_session(f->job, sid);
+	pthread_mutex_unlock(&e->lock);
+	return ours;
+}
+
+/* The job is stopped only while registered here, and it is unregistered
+ * before mf_job_finish reaps its processes: so no id it signals is ever
+ * another process's. */
+bool eng_flight_job(struct mf_engine *e, const char *fp, uint32_t shard,
+		    const struct mf_job *job)
+{
+	pthread_mutex_lock(&e->lock);
+	struct flight *f = eng_flight_find(e, fp, shard);
+	bool cancelled = f ? f->cancelled : e->cancel_all;
+	if (f)
+		f->job = job;
+	pthread_mutex_unlock(&e->lock);
+	return cancelled;
+}
