@@ -170,20 +170,29 @@ close_fd:
 	return rc;
 }
 
+/* Opens the committed file of shard `shard` of run_id's run of fp. */
+static int open_shard_file(struct mf_store *st, const char *fp,
+			   const char *run_id, uint32_t shard, int *fd)
+{
+	int dirfd;
+	int rc = snap_open_run(st, fp, run_id, &dirfd);
+	if (rc)
+		return rc;
+	char name[SNAP_NAME_MAX];
+	snap_shard_name(shard, ".mfs", name);
+	rc = snap_open_at(dirfd, name, false, fd);
+	close(dirfd);
+	return rc;
+}
+
 int mf_shard_reader_open(struct mf_store *st, const char *fp,
 			 const char *run_id, uint32_t shard,
 			 struct mf_shard_reader **out)
 {
 	if (!out)
 		return -EINVAL;
-	int dirfd, fd;
-	int rc = snap_open_run(st, fp, run_id, &dirfd);
-	if (rc)
-		return rc;
-	char name[SNAP_NAME_MAX];
-	snap_shard_name(shard, ".mfs", name);
-	rc = snap_open_at(dirfd, name, false, &fd);
-	close(dirfd);
+	int fd;
+	int rc = open_shard_file(st, fp, run_id, shard, &fd);
 	if (rc)
 		return rc;
 	/* the names the path was built from, not anything in the file */
@@ -257,14 +266,8 @@ int mf_shard_file_records(struct mf_store *st, const char *fp,
 			  const char *run_id, uint32_t shard,
 			  struct mf_records *framing, uint64_t *count)
 {
-	int dirfd, fd;
-	int rc = snap_open_run(st, fp, run_id, &dirfd);
-	if (rc)
-		return rc;
-	char name[SNAP_NAME_MAX];
-	snap_shard_name(shard, ".mfs", name);
-	rc = snap_open_at(dirfd, name, false, &fd);
-	close(dirfd);
+	int fd;
+	int rc = open_shard_file(st, fp, run_id, shard, &fd);
 	if (rc)
 		return rc;
 	struct stat sb;
