@@ -711,8 +711,9 @@ int mf_engine_spec_owner(struct mf_engine *e, const char *fp, uid_t *uid,
 
 /*
  * Whether process pid belongs to a computation this engine runs now: its
- * session (read from /proc) is one of a running job's (a stage, the
- * feeder, or a child of one). The FUSE layer refuses such a process an
+ * session, or a parent's up to 64 levels (read from /proc), is one of a
+ * running job's (a stage, the feeder, or a child of one, also one that
+ * left the session with setsid). The FUSE layer refuses such a process an
  * open that would wait for a computation (a stage reading the mount would
  * hold a worker while the shard it waits for needs one). False when pid
  * is gone or /proc cannot tell.

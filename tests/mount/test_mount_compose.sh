@@ -6,7 +6,8 @@
 # EDEADLK (before, the stage held the only worker while cleaned waited for
 # one, until the stage timed out), tokens fails with that error and the
 # log says what to do; once cleaned is warmed, tokens reads it and gets
-# exact bytes. A shard already materialized is read by a stage as by
+# exact bytes; a child of the stage in a session of its own (setsid) is
+# refused the same way. A shard already materialized is read by a stage as by
 # anyone.
 . "$MF_SOURCE_ROOT/tests/mount/lib.sh"
 
@@ -27,6 +28,15 @@ stages:
   - exec: [/bin/sh, -c, 'cat >/dev/null; exec tr " " "\\n" <"\$0/cleaned/shard-00000"', $mnt]
     timeout: 30s
 YAML
+# the same read from a child that left the stage's session (setsid -w, as
+# Python's start_new_session=True does)
+cat >"$p/apart.yaml" <<YAML
+name: apart
+inputs: one/*.txt
+stages:
+  - exec: [/bin/sh, -c, 'cat >/dev/null; exec setsid -w cat "\$0/cleaned/shard-00000"', $mnt]
+    timeout: 60s
+YAML
 mount_fs "$mnt" "$tmp/store" "$p" -o workers=1
 wait_for 10 test -L "$mnt/tokens" || fail "tokens is not registered"
 wait_for 10 test -L "$mnt/cleaned" || fail "cleaned is not registered"
@@ -42,6 +52,15 @@ grep -q "opened by a stage of this daemon while not materialized" "$log" ||
 [ "$(xattr "$mnt/cleaned/shard-00000" state)" = absent ] ||
   fail "cleaned: $(xattr "$mnt/cleaned/shard-00000" state)"
 pass "a stage opening a cold shard of the mount fails at once with EDEADLK (${took} ms)"
+
+# (it held the only worker until the stage's timeout before)
+wait_for 10 test -L "$mnt/apart" || fail "apart is not registered"
+out=$(timeout 50 cat "$mnt/apart/shard-00000" 2>&1) && fail "apart read while cleaned was cold: $out"
+grep -q "Resource deadlock avoided" <<<"$(xattr "$mnt/apart/shard-00000" stderr)" ||
+  fail "apart: the stage's error is not EDEADLK: $(xattr "$mnt/apart/shard-00000" stderr) ($out)"
+[ "$(xattr "$mnt/cleaned/shard-00000" state)" = absent ] ||
+  fail "cleaned after apart: $(xattr "$mnt/cleaned/shard-00000" state)"
+pass "a stage's child in a session of its own is refused the same way"
 
 [ "$(cat "$mnt/cleaned/shard-00000")" = "hello world" ] || fail "cleaned"
 "$matctl" --store "$tmp/store" retry tokens >/dev/null || fail "matctl retry"
