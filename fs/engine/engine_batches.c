@@ -311,15 +311,28 @@ struct batch_seg {
 	uint64_t off, len, at;
 };
 
-/* Each shard is opened once however many runs it has; shards[] and
- * readers[] are nreaders long, after the segments in one allocation. */
+/* Each shard is opened once however many runs it has. The arrays grow
+ * with the runs and shards the batch has: memory O(runs), not O(B). */
 struct mf_engine_batch {
 	uint64_t size;
-	size_t nsegs, nreaders;
-	uint64_t *shards;
+	size_t nsegs, segs_cap, nreaders, readers_cap;
+	struct batch_seg *segs;
+	uint64_t *shards; /* readers_cap of them, beside readers */
 	struct mf_shard_reader **readers;
-	struct batch_seg segs[];
 };
+
+/* Room for one more of n elements at p, of *cap: p itself, p grown
+ * (*cap updated), or NULL when out of memory (p unchanged). */
+static void *grow(void *p, size_t *cap, size_t n, size_t elem)
+{
+	if (n < *cap)
+		return p;
+	size_t c = *cap ? *cap * 2 : 16;
+	void *q = realloc(p, c * elem);
+	if (q)
+		*cap = c;
+	return q;
+}
 
 void mf_engine_batch_close(struct mf_engine_batch *b)
 {
@@ -327,6 +340,9 @@ void mf_engine_batch_close(struct mf_engine_batch *b)
 		return;
 	for (size_t i = 0; i < b->nreaders; i++)
 		mf_shard_reader_close(b->readers[i]);
+	free(b->segs);
+	free(b->shards);
+	free(b->readers);
 	free(b);
 }
 
@@ -340,6 +356,16 @@ static int batch_reader(struct mf_engine *e, const char *fp,
 			*r = b->readers[i];
 			return 0;
 		}
+	size_t cap = b->readers_cap;
+	uint64_t *sh = grow(b->shards, &cap, b->nreaders, sizeof(*sh));
+	if (!sh)
+		return -ENOMEM;
+	b->shards = sh;
+	struct mf_shard_reader **rd =
+	    grow(b->readers, &b->readers_cap, b->nreaders, sizeof(*rd));
+	if (!rd)
+		return -ENOMEM;
+	b->readers = rd;
 	int rc = mf_engine_open_shard(e, fp, (uint32_t)shard, r, err);
 	if (rc == 0) {
 		b->shards[b->nreaders] = shard;
@@ -399,18 +425,8 @@ int mf_engine_batch_open(struct mf_engine *e, const char *fp,
 		rc = batch_bytes(&fr, v->batch, &size);
 	if (rc == 0 && v->batch > MF_ENGINE_BATCH_MAX_RUNS)
 		rc = -EFBIG;
-	size_t cap = rc == 0 ? (size_t)v->batch : 0;
-	if (rc == 0 &&
-	    !(b = calloc(1,
-			 sizeof(*b) +
-			     cap *
-				 (sizeof(struct batch_seg) + sizeof(uint64_t) +
-				  sizeof(void *)))))
+	if (rc == 0 && !(b = calloc(1, sizeof(*b))))
 		rc = -ENOMEM;
-	if (b) {
-		b->shards = (uint64_t *)(void *)&b->segs[cap];
-		b->readers = (struct mf_shard_reader **)(void *)&b->shards[cap];
-	}
 	uint64_t at = g * v->batch, left = v->batch, pos = 0;
 	while (rc == 0 && left > 0) {
 		struct mf_order_run runs[64];
@@ -418,6 +434,13 @@ int mf_engine_batch_open(struct mf_engine *e, const char *fp,
 		uint64_t cov;
 		rc = mf_order_runs(o, at, left, runs, 64, &nr, &cov);
 		for (size_t i = 0; rc == 0 && i < nr; i++) {
+			struct batch_seg *sg =
+			    grow(b->segs, &b->segs_cap, b->nsegs, sizeof(*sg));
+			if (!sg) {
+				rc = -ENOMEM;
+				break;
+			}
+			b->segs = sg;
 			struct batch_seg *s = &b->segs[b->nsegs];
 			rc = batch_reader(e, fp, b, runs[i].shard, &s->r, err);
 			if (rc)
