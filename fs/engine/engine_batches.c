@@ -2,10 +2,14 @@
  * engine_batches.c - a snapshot's batches as the batch order (order/)
  * places them: the order of an epoch fed with the record counts of the
  * materialized shards, in the order's own shard order, as far as they
- * go (a known prefix), and the batches of a rank view listed from it.
+ * go (a known prefix); the batches of a rank view listed from it; one
+ * batch's place and size without computing; and a batch reader, whose
+ * open computes (through mf_engine_open_shard, single flight) the shards
+ * the order needs to place the batch and those its records are in, and
+ * reads its runs' bytes (fixed records so far).
  *
- * Not for: computing shards (nothing here claims or runs), reading
- * records' bytes, or paths: the FUSE batch tree is built on this.
+ * Not for: paths or inodes (the FUSE batch tree is built on this), or a
+ * chunk cache: a batch reader reads its shard readers directly.
  */
 #include <errno.h>
 #include <stdlib.h>
