@@ -2,10 +2,14 @@
  * engine_batches.c - a snapshot's batches as the batch order (order/)
  * places them: the order of an epoch fed with the record counts of the
  * materialized shards, in the order's own shard order, as far as they
- * go (a known prefix), and the batches of a rank view listed from it.
+ * go (a known prefix); the batches of a rank view listed from it; one
+ * batch's place and size without computing; and a batch reader, whose
+ * open computes (through mf_engine_open_shard, single flight) the shards
+ * the order needs to place the batch and those its records are in, and
+ * reads its runs' bytes (fixed records so far).
  *
- * Not for: computing shards (nothing here claims or runs), reading
- * records' bytes, or paths: the FUSE batch tree is built on this.
+ * Not for: paths or inodes (the FUSE batch tree is built on this), or a
+ * chunk cache: a batch reader reads its shard readers directly.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -111,7 +115,8 @@ static int feed_known(struct mf_engine *e, const char *fp, struct mf_order *o,
 static int open_order(struct mf_engine *e, const char *fp,
 		      const struct mf_engine_batch_view *v,
 		      struct mf_engine_batches_info *info,
-		      struct mf_order **out, char **err)
+		      struct mf_records *records, struct mf_order **out,
+		      char **err)
 {
 	struct mf_catalog *c;
 	int rc = eng_catalog_get(e, &c);
@@ -141,6 +146,8 @@ static int open_order(struct mf_engine *e, const char *fp,
 		eng_errf(err, "snapshot %s: %s", fp, strerror(-rc));
 		return rc;
 	}
+	if (records)
+		*records = se->spec->records;
 	info->order = MF_ORDER_VERSION;
 	info->shards = p.nshards;
 	info->window = p.window;
@@ -207,7 +214,7 @@ int mf_engine_batches(struct mf_engine *e, const char *fp,
 	}
 	struct mf_engine_batches_info in = {0};
 	struct mf_order *o;
-	int rc = open_order(e, fp, v, &in, &o, err);
+	int rc = open_order(e, fp, v, &in, NULL, &o, err);
 	if (rc)
 		return rc;
 	uint64_t count;
@@ -228,4 +235,270 @@ int mf_engine_batches(struct mf_engine *e, const char *fp,
 	if (rc == 0)
 		*info = in;
 	return rc;
+}
+
+/* ---- one batch: its place without computing, and its reader ---- */
+
+static int check_view(const struct mf_engine_batch_view *v,
+		      struct mf_order_view *ov, char **err)
+{
+	*ov = (struct mf_order_view){v->batch, v->world, v->rank, v->from};
+	if (mf_order_view_check(ov)) {
+		eng_errf(err,
+			 "batch size, rank and world out of range (batch "
+			 "and world 1 to 2^63 - 1, rank below world)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The bytes of a batch of fixed records; -ENOTSUP for other framings
+ * (not served yet), -EOVERFLOW past 2^63 - 1. */
+static int batch_bytes(const struct mf_records *fr, uint64_t batch,
+		       uint64_t *size)
+{
+	if (fr->framing != MF_FRAMING_FIXED)
+		return -ENOTSUP;
+	if (batch > MF_ORDER_MAX / fr->size)
+		return -EOVERFLOW;
+	*size = batch * fr->size;
+	return 0;
+}
+
+int mf_engine_batch_find(struct mf_engine *e, const char *fp,
+			 const struct mf_engine_batch_view *v, uint64_t k,
+			 struct mf_engine_batch_place *out, char **err)
+{
+	struct mf_order_view ov;
+	int rc = check_view(v, &ov, err);
+	if (rc)
+		return rc;
+	struct mf_engine_batches_info in = {0};
+	struct mf_records fr;
+	struct mf_order *o;
+	if ((rc = open_order(e, fp, v, &in, &fr, &o, err)))
+		return rc;
+	uint64_t g, size = 0;
+	rc = mf_order_view_batch(o, &ov, k, &g);
+	if (rc == 0)
+		rc = batch_bytes(&fr, v->batch, &size);
+	mf_order_free(o);
+	if (rc == 0) {
+		out->global = g;
+		out->size = size;
+		out->order = MF_ORDER_VERSION;
+	}
+	return rc;
+}
+
+int mf_engine_batch_count(struct mf_engine *e, const char *fp,
+			  const struct mf_engine_batch_view *v, uint64_t *count,
+			  bool *complete, char **err)
+{
+	struct mf_order_view ov;
+	int rc = check_view(v, &ov, err);
+	if (rc)
+		return rc;
+	struct mf_engine_batches_info in = {0};
+	struct mf_order *o;
+	if ((rc = open_order(e, fp, v, &in, NULL, &o, err)))
+		return rc;
+	rc = mf_order_view_count(o, &ov, count, complete);
+	mf_order_free(o);
+	return rc;
+}
+
+/* A run of a batch: bytes [off, off + len) of a shard's file, at `at` in
+ * the batch. */
+struct batch_seg {
+	struct mf_shard_reader *r; /* one of the batch's readers */
+	uint64_t off, len, at;
+};
+
+/* Each shard is opened once however many runs it has. The arrays grow
+ * with the runs and shards the batch has: memory O(runs), not O(B). */
+struct mf_engine_batch {
+	uint64_t size;
+	size_t nsegs, segs_cap, nreaders, readers_cap;
+	struct batch_seg *segs;
+	uint64_t *shards; /* readers_cap of them, beside readers */
+	struct mf_shard_reader **readers;
+};
+
+/* Room for one more of n elements at p, of *cap: p itself, p grown
+ * (*cap updated), or NULL when out of memory (p unchanged). */
+static void *grow(void *p, size_t *cap, size_t n, size_t elem)
+{
+	if (n < *cap)
+		return p;
+	size_t c = *cap ? *cap * 2 : 16;
+	void *q = realloc(p, c * elem);
+	if (q)
+		*cap = c;
+	return q;
+}
+
+void mf_engine_batch_close(struct mf_engine_batch *b)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->nreaders; i++)
+		mf_shard_reader_close(b->readers[i]);
+	free(b->segs);
+	free(b->shards);
+	free(b->readers);
+	free(b);
+}
+
+/* The batch's reader of shard, opened (computed) on its first run. */
+static int batch_reader(struct mf_engine *e, const char *fp,
+			struct mf_engine_batch *b, uint64_t shard,
+			struct mf_shard_reader **r, char **err)
+{
+	for (size_t i = 0; i < b->nreaders; i++)
+		if (b->shards[i] == shard) {
+			*r = b->readers[i];
+			return 0;
+		}
+	size_t cap = b->readers_cap;
+	uint64_t *sh = grow(b->shards, &cap, b->nreaders, sizeof(*sh));
+	if (!sh)
+		return -ENOMEM;
+	b->shards = sh;
+	struct mf_shard_reader **rd =
+	    grow(b->readers, &b->readers_cap, b->nreaders, sizeof(*rd));
+	if (!rd)
+		return -ENOMEM;
+	b->readers = rd;
+	int rc = mf_engine_open_shard(e, fp, (uint32_t)shard, r, err);
+	if (rc == 0) {
+		b->shards[b->nreaders] = shard;
+		b->readers[b->nreaders++] = *r;
+	}
+	return rc;
+}
+
+uint64_t mf_engine_batch_size(const struct mf_engine_batch *b)
+{
+	return b->size;
+}
+
+/* Computes (single flight, as a shard open) the shards o names next
+ * until batch k of ov is known or known absent: 0 and *g, -ENOENT. */
+static int learn_batch(struct mf_engine *e, const char *fp, struct mf_order *o,
+		       const struct mf_order_view *ov, uint64_t k, uint64_t *g,
+		       char **err)
+{
+	for (;;) {
+		int rc = mf_order_view_batch(o, ov, k, g);
+		if (rc != -EAGAIN)
+			return rc;
+		uint64_t shard;
+		if (mf_order_next_shard(o, &shard) != 0)
+			return -EIO; /* complete yet unknown: cannot be */
+		struct mf_shard_reader *r;
+		if ((rc =
+			 mf_engine_open_shard(e, fp, (uint32_t)shard, &r, err)))
+			return rc;
+		mf_shard_reader_close(r);
+		uint64_t known;
+		if ((rc = feed_known(e, fp, o, &known, err)))
+			return rc;
+		if (known == 0)
+			return -EAGAIN; /* expired as soon as computed */
+	}
+}
+
+int mf_engine_batch_open(struct mf_engine *e, const char *fp,
+			 const struct mf_engine_batch_view *v, uint64_t k,
+			 struct mf_engine_batch **out, char **err)
+{
+	struct mf_order_view ov;
+	int rc = check_view(v, &ov, err);
+	if (rc)
+		return rc;
+	struct mf_engine_batches_info in = {0};
+	struct mf_records fr;
+	struct mf_order *o;
+	if ((rc = open_order(e, fp, v, &in, &fr, &o, err)))
+		return rc;
+	uint64_t g, size = 0;
+	struct mf_engine_batch *b = NULL;
+	rc = learn_batch(e, fp, o, &ov, k, &g, err);
+	if (rc == 0)
+		rc = batch_bytes(&fr, v->batch, &size);
+	if (rc == 0 && v->batch > MF_ENGINE_BATCH_MAX_RUNS)
+		rc = -EFBIG;
+	if (rc == 0 && !(b = calloc(1, sizeof(*b))))
+		rc = -ENOMEM;
+	uint64_t at = g * v->batch, left = v->batch, pos = 0;
+	while (rc == 0 && left > 0) {
+		struct mf_order_run runs[64];
+		size_t nr;
+		uint64_t cov;
+		rc = mf_order_runs(o, at, left, runs, 64, &nr, &cov);
+		for (size_t i = 0; rc == 0 && i < nr; i++) {
+			struct batch_seg *sg =
+			    grow(b->segs, &b->segs_cap, b->nsegs, sizeof(*sg));
+			if (!sg) {
+				rc = -ENOMEM;
+				break;
+			}
+			b->segs = sg;
+			struct batch_seg *s = &b->segs[b->nsegs];
+			rc = batch_reader(e, fp, b, runs[i].shard, &s->r, err);
+			if (rc)
+				break;
+			s->off = runs[i].record * fr.size;
+			s->len = runs[i].count * fr.size;
+			s->at = pos;
+			pos += s->len;
+			b->nsegs++;
+		}
+		at += cov;
+		left -= cov;
+	}
+	mf_order_free(o);
+	if (rc) {
+		mf_engine_batch_close(b);
+		return rc;
+	}
+	b->size = size;
+	*out = b;
+	return 0;
+}
+
+ssize_t mf_engine_batch_pread(struct mf_engine_batch *b, void *buf, size_t len,
+			      uint64_t off)
+{
+	if (off >= b->size || len == 0)
+		return 0;
+	if (len > b->size - off)
+		len = (size_t)(b->size - off);
+	/* the first segment holding off: the last with at <= off */
+	size_t lo = 0, hi = b->nsegs;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (b->segs[mid].at <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	size_t done = 0;
+	for (size_t i = lo; i < b->nsegs && done < len; i++) {
+		const struct batch_seg *s = &b->segs[i];
+		uint64_t in = off + done - s->at;
+		size_t n = (size_t)(s->len - in);
+		if (n > len - done)
+			n = len - done;
+		ssize_t got = mf_shard_reader_pread(s->r, (char *)buf + done, n,
+						    s->off + in);
+		if (got < 0)
+			return got;
+		if ((size_t)got != n)
+			return MF_CORRUPT(
+			    "a shard is shorter than its records");
+		done += n;
+	}
+	return (ssize_t)done;
 }

@@ -900,4 +900,53 @@ int mf_engine_batches(struct mf_engine *e, const char *fp,
 		      mf_engine_batch_fn fn, void *arg,
 		      struct mf_engine_batches_info *info, char **err);
 
+/*
+ * One batch of a view (engine_batches.c), for the batch tree: its k-th
+ * batch is global batch `global`, of `size` bytes (fixed records only so
+ * far: B x size; other framings give -ENOTSUP).
+ */
+struct mf_engine_batch_place {
+	uint64_t global, size;
+	unsigned order; /* the order's version (user.matfs.order) */
+};
+/*
+ * Where the view's k-th batch is, computing nothing (stat, lookup): 0,
+ * -ENOENT when the epoch has none (its round is not whole, or k is past
+ * the end), -EAGAIN when the shards materialized so far do not say yet,
+ * and the errors of mf_engine_batches.
+ */
+int mf_engine_batch_find(struct mf_engine *e, const char *fp,
+			 const struct mf_engine_batch_view *v, uint64_t k,
+			 struct mf_engine_batch_place *out, char **err);
+/* The view's batches whose place is known, computing nothing (readdir):
+ * 0 and *count (whole rounds, the same for every rank), *complete when
+ * that is all of them; the errors of mf_engine_batches. */
+int mf_engine_batch_count(struct mf_engine *e, const char *fp,
+			  const struct mf_engine_batch_view *v, uint64_t *count,
+			  bool *complete, char **err);
+
+/* A reader of one batch's bytes (the records of its runs in order). */
+struct mf_engine_batch;
+/* A batch holds at most this many records in a reader (one shard run
+ * each at worst): larger ones are -EFBIG. */
+#define MF_ENGINE_BATCH_MAX_RUNS (1u << 20)
+/*
+ * Opens the view's k-th batch: computes (single flight, through
+ * mf_engine_open_shard) the shards the order needs to place it, then
+ * opens the shards its records are in, and no others. Returns 0, -ENOENT
+ * (no such batch), -EFBIG, -ENOTSUP (not fixed records), the errors of
+ * mf_engine_open_shard and mf_engine_batches. Close with
+ * mf_engine_batch_close.
+ */
+int mf_engine_batch_open(struct mf_engine *e, const char *fp,
+			 const struct mf_engine_batch_view *v, uint64_t k,
+			 struct mf_engine_batch **out, char **err);
+uint64_t mf_engine_batch_size(const struct mf_engine_batch *b);
+/* Reads up to len bytes at off: their count (short only at the end),
+ * -EBADMSG (corrupt) or -errno. Many threads may read one batch. */
+ssize_t mf_engine_batch_pread(struct mf_engine_batch *b, void *buf, size_t len,
+			      uint64_t off);
+/* NULL does nothing. */
+void mf_engine_batch_close(struct mf_engine_batch *b);
+
 #endif
