@@ -86,9 +86,10 @@ int mfs_start(struct mfs *m, struct fuse_session *se);
  */
 int mfs_stop(struct mfs *m, unsigned timeout_ms);
 
-/* Whether the session ended because no mount of it was left in this mount
- * namespace (mfs_start): the caller must then not unmount its mount point,
- * which may hold another mount by now. */
+/* Whether the session ended, its connection alive, because no mount of it
+ * was left in this mount namespace (mfs_start, the SIGTERM case): the
+ * caller must then not unmount its mount point, which may hold another
+ * mount by now. */
 bool mfs_mount_left(struct mfs *m);
 /* Frees m (NULL: nothing). A spec registration still stuck reading a file
  * after MFS_FREE_WAIT_MS uses m: m is then left allocated. */

@@ -105,8 +105,6 @@ static void end_session(struct mfs *m, const struct mfs_nswatch *w)
 	mfs_logf(m, MFS_LOG_INFO,
 		 "the mount left this mount namespace (a copy elsewhere keeps "
 		 "it alive): ending the session as after an unmount");
-	/* the mount point may hold another mount by now */
-	atomic_store(&m->mount_left, true);
 	int rc = abort_conn(w->dev);
 	if (rc == 0 || ended_within(m, w, 0))
 		return; /* the loop reads ENODEV, as after an unmount */
@@ -121,6 +119,10 @@ static void end_session(struct mfs *m, const struct mfs_nswatch *w)
 	}
 	mfs_logf(m, MFS_LOG_INFO, "connection not aborted (%s): stopping",
 		 strerror(-rc));
+	/* the session then ends with its connection alive: libfuse's
+	 * unmount would unmount whatever the point holds by now (after an
+	 * abort it sees the connection gone and unmounts nothing) */
+	atomic_store(&m->mount_left, true);
 	/* the handler (libfuse's) ends the loop; only a signal wakes the
 	 * loop's thread, which waits for its workers */
 	fuse_session_exit(m->se);
