@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define READ_BUF (1U << 16)
 
@@ -33,10 +34,13 @@ struct fp_build {
 	struct mf_input_guard *guards;
 	size_t n_guards;
 	bool want_guards;
+	uint64_t seed; /* of the guards' digests, random per build */
+	uint8_t digest[16]; /* the last file hash_file read, with seed */
 };
 
-/* Keeps st as the guard of the input just added, when guards are wanted. */
-static int add_guard(struct fp_build *b, const struct stat *st)
+/* Keeps st as the guard of the input just added, when guards are wanted;
+ * hashed: its content was just hashed (b->digest). */
+static int add_guard(struct fp_build *b, const struct stat *st, bool hashed)
 {
 	if (!b->want_guards)
 		return 0;
@@ -50,7 +54,11 @@ static int add_guard(struct fp_build *b, const struct stat *st)
 	    .ino = st->st_ino,
 	    .size = st->st_size,
 	    .ctime = st->st_ctim,
+	    .hashed = hashed,
+	    .seed = b->seed,
 	};
+	if (hashed)
+		memcpy(v[b->n_guards - 1].digest, b->digest, sizeof(b->digest));
 	return 0;
 }
 
@@ -108,7 +116,10 @@ static int hash_file(struct fp_build *b, const char *path, uint8_t out[32],
 	}
 	char *buf = malloc(READ_BUF);
 	struct mf_sha256 h;
-	rc = buf ? mf_sha256_init(&h) : -ENOMEM;
+	XXH3_state_t *x = b->want_guards ? XXH3_createState() : NULL;
+	rc = buf && (x || !b->want_guards) ? mf_sha256_init(&h) : -ENOMEM;
+	if (rc == 0 && x && XXH3_128bits_reset_withSeed(x, b->seed) != XXH_OK)
+		rc = -ENOMEM;
 	if (rc)
 		goto free_buf;
 	uint64_t total = 0;
@@ -124,10 +135,17 @@ static int hash_file(struct fp_build *b, const char *path, uint8_t out[32],
 		}
 		total += (uint64_t)n;
 		rc = mf_sha256_update(&h, buf, (size_t)n);
+		if (rc == 0 && x && XXH3_128bits_update(x, buf, (size_t)n))
+			rc = -ENOMEM;
 		if (rc)
 			break;
 	}
 	rc = finish(&h, rc, out);
+	if (rc == 0 && x) {
+		XXH128_canonical_t c;
+		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(x));
+		memcpy(b->digest, c.digest, sizeof(b->digest));
+	}
 	if (rc == 0 &&
 	    (fstat(fd, &after) < 0 || !same_stat(&before, &after) ||
 	     total != (uint64_t)before.st_size))
@@ -138,6 +156,7 @@ static int hash_file(struct fp_build *b, const char *path, uint8_t out[32],
 			*st = before;
 	}
 free_buf:
+	XXH3_freeState(x);
 	free(buf);
 	close(fd);
 report:
@@ -463,13 +482,13 @@ static int add_input(struct fp_build *b, const struct mf_spec *spec, size_t i)
 	if (spec->identity == MF_IDENTITY_STAT) {
 		struct stat st;
 		int rc = add_input_stat(b, rel, abs, &st);
-		return rc ? rc : add_guard(b, &st);
+		return rc ? rc : add_guard(b, &st, false);
 	}
 	char *label = dupf("input[%s]", rel);
 	struct stat st;
 	int rc =
 	    label ? add_content(b, label, "content", rel, abs, &st) : -ENOMEM;
-	return rc ? rc : add_guard(b, &st);
+	return rc ? rc : add_guard(b, &st, true);
 }
 
 static int add_parts(struct fp_build *b, const struct mf_spec *spec)
@@ -617,7 +636,12 @@ int mf_fingerprint_guard_shard(const struct mf_spec *spec,
 	if (spec->fingerprint_key)
 		return 0; /* the user vouches for the bytes */
 	struct fp_build b = {.want_guards = guards != NULL};
-	int rc = add_parts_as_owner(&b, spec, false, shard);
+	char seed[17];
+	int rc = guards ? mf_random_hex(8, seed) : 0;
+	if (rc == 0) {
+		b.seed = strtoull(seed, NULL, 16); /* no one can aim at it */
+		rc = add_parts_as_owner(&b, spec, false, shard);
+	}
 	bool differs = false;
 	for (size_t i = 0; rc == 0 && i < b.n; i++) {
 		const struct mf_fp_part *was = find_part(fp, b.parts[i].label);

@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include <keyutils.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack: no malloc after fork */
+#include <xxhash.h>
 
 #include "job_i.h"
 
@@ -238,17 +240,20 @@ enum feed_outcome {
 	FEED_FAILED, /* *kind and *err say why */
 };
 
-/* The copy loop for files splice cannot take; *sent counts its bytes. */
-static enum feed_outcome copy_rest(int in, int out, int *kind, int *err,
-				   int64_t *sent)
+/* The copy loop for files splice cannot take, and for those whose bytes
+ * are hashed as they go (x: NULL for none); *sent counts its bytes. */
+static enum feed_outcome copy_rest(int in, int out, XXH3_state_t *x, int *kind,
+				   int *err, int64_t *sent)
 {
-	char buf[8192];
+	char buf[65536];
 
 	for (;;) {
 		ssize_t n = read(in, buf, sizeof buf), off = 0;
 
 		if (n == 0)
 			return FEED_DONE;
+		if (n > 0 && x)
+			(void)XXH3_128bits_update(x, buf, (size_t)n);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -308,6 +313,14 @@ static enum feed_outcome check_after(int in, const struct mf_input_guard *g,
 	return res;
 }
 
+/* Whether the bytes hashed into x are the content g's digest names. */
+static bool same_content(XXH3_state_t *x, const struct mf_input_guard *g)
+{
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(x));
+	return memcmp(c.digest, g->digest, sizeof(g->digest)) == 0;
+}
+
 /* Sends the file at path; with a guard g, only while it is the file g
  * names, and exactly its bytes. */
 static enum feed_outcome feed_file(const char *path,
@@ -333,6 +346,19 @@ static enum feed_outcome feed_file(const char *path,
 		e->want = (int64_t)g->size;
 		return FEED_FAILED;
 	}
+	if (g && g->hashed) { /* by content: hashed as it goes */
+		XXH3_state_t x;
+		(void)XXH3_128bits_reset_withSeed(&x, g->seed);
+		res = copy_rest(in, out, &x, &e->kind, &e->err, &sent);
+		res = check_after(in, g, res, sent, e);
+		if (res == FEED_DONE && !same_content(&x, g)) {
+			e->kind = JOB_REPORT_CHANGED;
+			e->err = EIO;
+			res = FEED_FAILED;
+		}
+		(void)close(in);
+		return res;
+	}
 	for (;;) {
 		ssize_t n = splice(in, NULL, out, NULL, 1 << 20, 0);
 
@@ -347,7 +373,8 @@ static enum feed_outcome feed_file(const char *path,
 		if (errno == EPIPE) {
 			res = FEED_STOPPED;
 		} else if (errno == EINVAL || errno == ENOSYS) {
-			res = copy_rest(in, out, &e->kind, &e->err, &sent);
+			res =
+			    copy_rest(in, out, NULL, &e->kind, &e->err, &sent);
 		} else {
 			/* the pipe side fails only with EPIPE */
 			e->err = errno;

@@ -213,6 +213,13 @@ struct mf_input_guard {
 	ino_t ino;
 	off_t size;
 	struct timespec ctime;
+	/* identity content: the feeder also hashes what it delivers and
+	 * fails the job unless it is the content the fingerprint hashed
+	 * (a page changed through a writable mapping moves no ctime):
+	 * XXH3-128 with a random seed of the bytes as hashed */
+	bool hashed;
+	uint64_t seed;
+	uint8_t digest[16];
 };
 
 /*

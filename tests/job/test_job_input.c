@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -119,8 +120,52 @@ static void guard_of(const char *path, struct mf_input_guard *g)
 {
 	struct stat st;
 	assert_int_equal(stat(path, &st), 0);
-	*g = (struct mf_input_guard){st.st_dev, st.st_ino, st.st_size,
-				     st.st_ctim};
+	*g = (struct mf_input_guard){.dev = st.st_dev,
+				     .ino = st.st_ino,
+				     .size = st.st_size,
+				     .ctime = st.st_ctim};
+}
+
+/* g hashed: the feeder checks the bytes it delivers against the digest
+ * of `content` with seed. */
+static void guard_content(struct mf_input_guard *g, const char *content,
+			  uint64_t seed)
+{
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(
+	    &c, XXH3_128bits_withSeed(content, strlen(content), seed));
+	g->hashed = true;
+	g->seed = seed;
+	memcpy(g->digest, c.digest, sizeof(g->digest));
+}
+
+/* By content, the feeder also checks the bytes themselves: a change that
+ * moves no ctime, size or inode (a page written through a shared
+ * mapping, then set back before the run ends) fails the job with
+ * input_changed; the bytes the identity hashed go. */
+static void test_guarded_content(void **state)
+{
+	struct jt *t = *state;
+	const char *p = jt_input(t, "a", "abc\n", 4);
+	jt_stage(t, 10, "cat", NULL);
+	struct mf_input_guard g;
+	struct mf_job_result res;
+	char out[64], want[512];
+	guard_of(p, &g);
+	guard_content(&g, "abc\n", 7);
+	run_guarded(t, &g, 1, &res, out, sizeof(out));
+	assert_true(res.ok);
+	assert_false(res.input_changed);
+	assert_string_equal(out, "abc\n");
+
+	guard_content(&g, "abd\n", 7); /* what the feeder reads differs */
+	run_guarded(t, &g, 1, &res, out, sizeof(out));
+	assert_false(res.ok);
+	assert_true(res.input_changed);
+	snprintf(want, sizeof(want),
+		 "input '%s' changed while it was read (4 of 4 bytes sent)", p);
+	assert_string_equal(res.error, want);
+	jt_assert_clean(t);
 }
 
 /* The feeder delivers a guarded input only while it is the file the
@@ -167,6 +212,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_one_big_file, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_guarded_input, jt_setup,
+					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_guarded_content, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_two_files_through_the_feeder,
 					    jt_setup, jt_teardown),
