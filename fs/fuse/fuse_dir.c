@@ -35,11 +35,14 @@ struct listing {
 	struct dent *v;
 	uint64_t epoch; /* mfs.attr_epoch before the catalog was read */
 	uid_t uid; /* the opener's, counted by mfs_user_take */
+	size_t bytes; /* counted by mfs_user_take_bytes once built */
 };
 
 static void listing_free(struct mfs *m, struct listing *l)
 {
 	mfs_user_give(m, l->uid, MFS_HANDLE_DIR);
+	if (l->bytes)
+		mfs_user_give_bytes(m, l->uid, l->bytes);
 	free(l->v);
 	free(l);
 }
@@ -211,6 +214,9 @@ void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = list_snapshot(m, &in.si, l);
 	else if (rc == 0)
 		rc = -ENOTDIR;
+	size_t bytes = l ? sizeof(*l) + l->cap * sizeof(*l->v) : 0;
+	if (rc == 0 && (rc = mfs_user_take_bytes(m, uid, bytes)) == 0)
+		l->bytes = bytes;
 	if (rc) {
 		if (l)
 			listing_free(m, l);

@@ -208,6 +208,13 @@ int mfs_user_take(struct mfs *m, uid_t uid, enum mfs_handle_kind k);
 void mfs_user_give(struct mfs *m, uid_t uid, enum mfs_handle_kind k);
 /* Logs that uid reached its bound of kind k, once a minute at most. */
 void mfs_user_capped(struct mfs *m, uid_t uid, enum mfs_handle_kind k);
+/* The memory the listings of uid's directory handles hold: a listing of
+ * `bytes` more is refused (-EMFILE, logged) where uid already holds some
+ * and the sum would pass MFS_DIR_BYTES_CAP; a uid's first listing is
+ * always let through, so that anyone can list any folder. */
+#define MFS_DIR_BYTES_CAP ((size_t)64 << 20)
+int mfs_user_take_bytes(struct mfs *m, uid_t uid, size_t bytes);
+void mfs_user_give_bytes(struct mfs *m, uid_t uid, size_t bytes);
 
 /* fuse_model.c: the namespace, attributes */
 int mfs_ns_init(struct mfs *m);

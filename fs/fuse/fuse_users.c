@@ -8,7 +8,8 @@
  *     A shard no one else has open costs one descriptor; the rest stay
  *     for other users, the catalog, the store and the stages' pipes;
  *   - directory handles: MFS_DIR_CAP, as each holds a copy of its
- *     folder's listing (a snapshot of 100,000 shards is megabytes).
+ *     folder's listing (a snapshot of 100,000 shards is megabytes), and
+ *     MFS_DIR_BYTES_CAP of listings in all, past the first.
  * Past its bound a uid's opens fail with EMFILE, logged once a minute.
  *
  * Not for: the handles themselves (fuse_open.c, fuse_dir.c).
@@ -28,6 +29,7 @@ struct mfs_user_fhs {
 	struct mfs_user_fhs *next;
 	uid_t uid;
 	size_t n[MFS_HANDLE_KINDS];
+	size_t dir_bytes; /* of the listings its directory handles hold */
 };
 
 static size_t shard_cap(void)
@@ -68,6 +70,8 @@ static void user_put(struct mfs *m, struct mfs_user_fhs *u)
 	for (int k = 0; k < MFS_HANDLE_KINDS; k++)
 		if (u->n[k])
 			return;
+	if (u->dir_bytes)
+		return;
 	struct mfs_user_fhs **pp = &m->user_fhs;
 	while (*pp && *pp != u)
 		pp = &(*pp)->next;
@@ -134,5 +138,44 @@ void mfs_user_give(struct mfs *m, uid_t uid, enum mfs_handle_kind k)
 {
 	pthread_mutex_lock(&m->node_lock);
 	mfs_user_give_locked(m, uid, k);
+	pthread_mutex_unlock(&m->node_lock);
+}
+
+int mfs_user_take_bytes(struct mfs *m, uid_t uid, size_t bytes)
+{
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_user_fhs *u = user_get(m, uid);
+	int rc = u ? 0 : -ENOMEM;
+	if (u && u->dir_bytes && bytes > MFS_DIR_BYTES_CAP - u->dir_bytes)
+		rc = -EMFILE;
+	if (rc == 0)
+		u->dir_bytes += bytes;
+	size_t held = u ? u->dir_bytes : 0;
+	if (u)
+		user_put(m, u);
+	pthread_mutex_unlock(&m->node_lock);
+	if (rc == -EMFILE) {
+		static _Atomic int64_t last;
+		int64_t now = mf_now_s(), was = atomic_load(&last);
+		if (now - was >= 60 &&
+		    atomic_compare_exchange_strong(&last, &was, now))
+			mfs_logf(m, MFS_LOG_WARN,
+				 "uid %u holds %zu MiB of directory listings, "
+				 "its bound: its further opendirs fail with "
+				 "EMFILE until it closes some",
+				 (unsigned)uid, held >> 20);
+	}
+	return rc;
+}
+
+void mfs_user_give_bytes(struct mfs *m, uid_t uid, size_t bytes)
+{
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_user_fhs *u = user_get(m, uid);
+	assert(u && u->dir_bytes >= bytes);
+	if (u) {
+		u->dir_bytes -= bytes <= u->dir_bytes ? bytes : u->dir_bytes;
+		user_put(m, u);
+	}
 	pthread_mutex_unlock(&m->node_lock);
 }
