@@ -9,8 +9,9 @@
  * (codec_adapt.c), from how many chunks are still waiting to be
  * compressed, and recorded in its index entry.
  *
- * Not for: reading (shard_reader.c), the byte layout (shard_format.c) or
- * the rule that picks a chunk's level (codec_adapt.c).
+ * Not for: a chunk's compression and its append to the file, in order,
+ * and the pool (shard_chunks.c), reading (shard_reader.c), the byte layout
+ * (shard_format.c) or the rule that picks a chunk's level (codec_adapt.c).
  *
  * Memory: `nslots` chunk buffers (workers + 1, or 1 inline) of chunk_size
  * raw bytes plus their compression bound, and the index (32 bytes a chunk).
@@ -27,264 +28,6 @@
 
 #define WRITER_THREADS_MAX 64
 
-enum slot_state {
-	SLOT_FREE, /* the caller may fill it */
-	SLOT_QUEUED, /* handed to the pool, not yet compressed */
-	SLOT_DONE, /* compressed, waiting to be appended in order */
-};
-
-struct wslot {
-	uint8_t *raw; /* chunk_size bytes */
-	uint8_t *out; /* the codec's bound; NULL for MF_CODEC_NONE */
-	const uint8_t *src; /* raw, or the caller's bytes when inline */
-	enum mf_codec codec; /* this chunk's, picked when it was handed over */
-	int level;
-	size_t raw_len, out_len;
-	uint64_t checksum;
-	int err;
-	enum slot_state state; /* guarded by lock when the pool runs */
-};
-
-struct worker {
-	struct mf_shard_writer *w;
-	struct snap_cctx *cctx;
-	pthread_t thread;
-};
-
-/*
- * Only the owning thread touches everything but the fields marked as
- * guarded by lock, which the pool's workers share. One lock, no order.
- */
-struct mf_shard_writer {
-	int dirfd, fd;
-	char tmp[SNAP_NAME_MAX], final[SNAP_NAME_MAX];
-	enum mf_codec codec; /* the ceiling: the trailer's codec and level */
-	int level;
-	struct snap_adapt adapt; /* picks each chunk's codec and level */
-	mf_shard_pressure_fn pressure; /* NULL: the measured backlog */
-	void *pressure_arg;
-	struct snap_seeds seeds; /* MF_SHARD_FORMAT_VERSION, this shard's key */
-	struct snap_out *out; /* appends to fd (file_out.c) */
-	size_t chunk_size, bound;
-	size_t raw_cap, out_cap; /* of each slot's buffers (mf_buf_alloc) */
-	struct wslot *slots;
-	unsigned nslots;
-	uint64_t head; /* next chunk to append to the file */
-	uint64_t tail; /* chunks submitted so far; guarded by lock */
-	size_t fill; /* bytes in slots[tail % nslots].raw */
-	uint64_t raw_total, file_off;
-	struct snap_entry *idx; /* head entries */
-	size_t idx_cap;
-	int err; /* the first failure; sticky */
-	struct snap_cctx *cctx; /* inline compression */
-	struct worker *workers; /* nalloc of them, nworkers running */
-	unsigned nalloc, nworkers;
-	pthread_mutex_t lock;
-	pthread_cond_t work_cv, done_cv;
-	uint64_t next_job; /* guarded by lock */
-	uint64_t compressed; /* chunks the pool has compressed; guarded by
-				lock */
-	bool stop; /* guarded by lock */
-	mf_shard_tap_fn tap; /* NULL: none */
-	void *tap_arg;
-	mf_shard_release_fn release; /* NULL: tapped bytes borrowed per call */
-	uint64_t released; /* chunks below this one were released */
-	bool sealed; /* finish() wrote the index and trailer: only the
-			commit protocol is left */
-	struct snap_indexer ix; /* the records index (framing none: idle) */
-};
-
-/* ---- compressing and appending ---- */
-
-static void compress_slot(const struct mf_shard_writer *w,
-			  struct snap_cctx *cctx, struct wslot *s, uint64_t seq)
-{
-	uint64_t seed = snap_chunk_seed(&w->seeds, (uint32_t)seq);
-	if (s->codec == MF_CODEC_NONE) {
-		s->out_len = s->raw_len;
-		s->checksum = snap_chunk_checksum(s->src, s->raw_len, seed);
-		s->err = 0;
-		return;
-	}
-	s->err = snap_compress(cctx, s->codec, s->level, s->src, s->raw_len,
-			       s->out, w->bound, &s->out_len);
-	if (s->err == 0)
-		s->checksum = snap_chunk_checksum(s->out, s->out_len, seed);
-}
-
-static int push_entry(struct mf_shard_writer *w, const struct snap_entry *e)
-{
-	if (w->head == w->idx_cap) {
-		size_t cap = w->idx_cap ? 2 * w->idx_cap : 64;
-		void *p = realloc(w->idx, cap * sizeof(*w->idx));
-		if (!p)
-			return -ENOMEM;
-		w->idx = p;
-		w->idx_cap = cap;
-	}
-	w->idx[w->head] = *e;
-	return 0;
-}
-
-/* Appends chunk head, held compressed in s, to the file. */
-static int append(struct mf_shard_writer *w, struct wslot *s)
-{
-	if (s->err)
-		return s->err;
-	const uint8_t *data = s->codec == MF_CODEC_NONE ? s->src : s->out;
-	struct snap_entry e = {
-	    .offset = w->file_off,
-	    .stored = (uint32_t)s->out_len,
-	    .raw = (uint32_t)s->raw_len,
-	    .checksum = s->checksum,
-	    .codec = s->codec,
-	    .level = s->level,
-	};
-	int rc = push_entry(w, &e);
-	if (rc)
-		return rc;
-	rc = snap_out_put(w->out, data, s->out_len);
-	if (rc)
-		return rc;
-	w->file_off += s->out_len;
-	w->raw_total += s->raw_len;
-	return 0;
-}
-
-/*
- * Appends the compressed chunks in order, waiting for those below `need`
- * and stopping at the first one not ready at or after it.
- */
-static int drain(struct mf_shard_writer *w, uint64_t need)
-{
-	int rc = 0;
-	pthread_mutex_lock(&w->lock);
-	while (w->head < w->tail) {
-		struct wslot *s = &w->slots[w->head % w->nslots];
-		if (s->state != SLOT_DONE) {
-			if (w->head >= need)
-				break;
-			pthread_cond_wait(&w->done_cv, &w->lock);
-			continue;
-		}
-		/* never write while holding the lock */
-		pthread_mutex_unlock(&w->lock);
-		rc = append(w, s);
-		pthread_mutex_lock(&w->lock);
-		if (rc)
-			break;
-		s->state = SLOT_FREE;
-		w->head++;
-	}
-	pthread_mutex_unlock(&w->lock);
-	return rc;
-}
-
-/* Picks the codec and level of chunk tail, in s, from the chunks handed
- * to the pool and not yet compressed (none inline). */
-static void pick_codec(struct mf_shard_writer *w, struct wslot *s)
-{
-	unsigned workers = w->nworkers ? w->nworkers : 1;
-	uint64_t backlog = 0;
-	if (w->adapt.on && w->nworkers) {
-		pthread_mutex_lock(&w->lock);
-		backlog = w->tail - w->compressed;
-		pthread_mutex_unlock(&w->lock);
-	}
-	if (w->pressure && w->adapt.on)
-		backlog =
-		    w->pressure(w->pressure_arg, (uint32_t)w->tail, workers);
-	unsigned b = backlog > workers ? workers : (unsigned)backlog;
-	snap_adapt_next(&w->adapt, b, workers, &s->codec, &s->level);
-}
-
-/* Hands the chunk in slot tail (raw_len, src set) on, showing it to the
- * tap first: the slot is not the pool's yet, so nothing else reads it. */
-static int submit(struct mf_shard_writer *w, struct wslot *s)
-{
-	if (w->tail >= UINT32_MAX)
-		return -EFBIG; /* the chunk count is 32 bits */
-	if (w->tap)
-		w->tap(w->tap_arg, (uint32_t)w->tail, s->src, s->raw_len);
-	pick_codec(w, s);
-	if (w->nworkers == 0) {
-		compress_slot(w, w->cctx, s, w->tail);
-		int rc = append(w, s);
-		if (rc)
-			return rc;
-		w->tail++;
-		w->head++;
-		return 0;
-	}
-	pthread_mutex_lock(&w->lock);
-	s->state = SLOT_QUEUED;
-	w->tail++;
-	pthread_cond_signal(&w->work_cv);
-	pthread_mutex_unlock(&w->lock);
-	return drain(w, 0);
-}
-
-/* ---- the pool ---- */
-
-static void *worker_main(void *arg)
-{
-	struct worker *me = arg;
-	struct mf_shard_writer *w = me->w;
-	pthread_mutex_lock(&w->lock);
-	for (;;) {
-		while (!w->stop && w->next_job == w->tail)
-			pthread_cond_wait(&w->work_cv, &w->lock);
-		if (w->stop)
-			break;
-		uint64_t seq = w->next_job++;
-		struct wslot *s = &w->slots[seq % w->nslots];
-		pthread_mutex_unlock(&w->lock);
-		compress_slot(w, me->cctx, s, seq);
-		pthread_mutex_lock(&w->lock);
-		s->state = SLOT_DONE;
-		w->compressed++;
-		pthread_cond_broadcast(&w->done_cv);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return NULL;
-}
-
-static void pool_stop(struct mf_shard_writer *w)
-{
-	if (w->nworkers == 0)
-		return;
-	pthread_mutex_lock(&w->lock);
-	w->stop = true;
-	pthread_cond_broadcast(&w->work_cv);
-	pthread_mutex_unlock(&w->lock);
-	for (unsigned i = 0; i < w->nworkers; i++)
-		pthread_join(w->workers[i].thread, NULL);
-	w->nworkers = 0;
-}
-
-static int pool_start(struct mf_shard_writer *w, unsigned n)
-{
-	w->workers = calloc(n, sizeof(*w->workers));
-	if (!w->workers)
-		return -ENOMEM;
-	w->nalloc = n;
-	for (unsigned i = 0; i < n; i++) {
-		struct worker *k = &w->workers[i];
-		k->w = w;
-		int rc = snap_cctx_new(w->codec, &k->cctx);
-		if (rc == 0)
-			rc = -pthread_create(&k->thread, NULL, worker_main, k);
-		if (rc) {
-			snap_cctx_free(k->cctx);
-			k->cctx = NULL;
-			pool_stop(w);
-			return rc;
-		}
-		w->nworkers = i + 1;
-	}
-	return 0;
-}
-
 /* ---- open, write ---- */
 
 static void slots_free(struct mf_shard_writer *w);
@@ -292,7 +35,7 @@ static void release_below(struct mf_shard_writer *w, uint64_t end);
 
 static void writer_free(struct mf_shard_writer *w)
 {
-	pool_stop(w);
+	snap_writer_pool_stop(w);
 	snap_out_free(w->out); /* its writes done before fd closes */
 	for (unsigned i = 0; i < w->nalloc; i++)
 		snap_cctx_free(w->workers[i].cctx);
@@ -439,7 +182,7 @@ int mf_shard_writer_open(struct mf_store *st, const char *fp,
 	snap_shard_name(shard, ".mfs", w->final);
 	rc = tmp_create(w);
 	if (rc == 0 && threads > 0)
-		rc = pool_start(w, threads);
+		rc = snap_writer_pool_start(w, threads);
 	if (rc)
 		goto abort_w;
 	*out = w;
@@ -557,7 +300,7 @@ static int fill_slot(struct mf_shard_writer *w, struct wslot **s)
 {
 	int rc;
 	if (w->fill == 0 && w->tail - w->head == w->nslots &&
-	    (rc = drain(w, w->head + 1)) != 0)
+	    (rc = snap_writer_drain(w, w->head + 1)) != 0)
 		return rc;
 	if (w->fill == 0 && w->tail >= w->nslots)
 		release_below(w, w->tail - w->nslots + 1);
@@ -574,7 +317,7 @@ static int filled(struct mf_shard_writer *w, struct wslot *s, size_t n)
 	s->src = s->raw;
 	s->raw_len = w->fill;
 	w->fill = 0;
-	return submit(w, s);
+	return snap_writer_submit(w, s);
 }
 
 /* Copies what fits of buf into the filling slot; submits it when full. */
@@ -589,7 +332,7 @@ static int write_some(struct mf_shard_writer *w, const uint8_t *buf, size_t len,
 		s->raw_len = w->chunk_size;
 		*used = w->chunk_size;
 		int rc = snap_indexer_feed(&w->ix, buf, w->chunk_size);
-		return rc ? rc : submit(w, s);
+		return rc ? rc : snap_writer_submit(w, s);
 	}
 	struct wslot *s;
 	int rc = fill_slot(w, &s);
@@ -656,12 +399,12 @@ static int finish(struct mf_shard_writer *w)
 		s->src = s->raw;
 		s->raw_len = w->fill;
 		w->fill = 0;
-		if ((rc = submit(w, s)) != 0)
+		if ((rc = snap_writer_submit(w, s)) != 0)
 			return rc;
 	}
-	if ((rc = drain(w, w->tail)) != 0)
+	if ((rc = snap_writer_drain(w, w->tail)) != 0)
 		return rc;
-	pool_stop(w);
+	snap_writer_pool_stop(w);
 	if ((rc = snap_indexer_end(&w->ix)) != 0)
 		return rc;
 	struct snap_trailer t = {
@@ -808,7 +551,7 @@ void mf_shard_writer_abort(struct mf_shard_writer *w)
 {
 	if (!w)
 		return;
-	pool_stop(w);
+	snap_writer_pool_stop(w);
 	/* a write under way on its thread ends before the descriptor goes:
 	 * after it, the number may be another file's */
 	snap_out_free(w->out);

@@ -1,7 +1,8 @@
 /*
  * snapshot_i.h - private details of the chunk store shared by its .c files:
  * the shard file's byte layout (docs/format.md), per-thread codec state,
- * the descriptor-relative open helpers and the folder walk's pieces.
+ * the descriptor-relative open helpers, the folder walk's pieces and a
+ * shard writer's state.
  *
  * Not for: anything outside snapshot/. Callers use mf_snapshot.h.
  */
@@ -360,5 +361,89 @@ struct mf_shard_reader {
 /* Reads chunk i (< chunks) into dst (its raw length), checksum checked.
  * 0, -EBADMSG, -ENOMEM or -errno. Thread-safe. */
 int snap_load_chunk(struct mf_shard_reader *r, uint32_t i, void *dst);
+
+/* ---- a shard writer (shard_writer.c, shard_chunks.c) ---- */
+
+enum slot_state {
+	SLOT_FREE, /* the caller may fill it */
+	SLOT_QUEUED, /* handed to the pool, not yet compressed */
+	SLOT_DONE, /* compressed, waiting to be appended in order */
+};
+
+struct wslot {
+	uint8_t *raw; /* chunk_size bytes */
+	uint8_t *out; /* the codec's bound; NULL for MF_CODEC_NONE */
+	const uint8_t *src; /* raw, or the caller's bytes when inline */
+	enum mf_codec codec; /* this chunk's, picked when it was handed over */
+	int level;
+	size_t raw_len, out_len;
+	uint64_t checksum;
+	int err;
+	enum slot_state state; /* guarded by lock when the pool runs */
+};
+
+struct worker {
+	struct mf_shard_writer *w;
+	struct snap_cctx *cctx;
+	pthread_t thread;
+};
+
+/*
+ * Only the owning thread touches everything but the fields marked as
+ * guarded by lock, which the pool's workers share. One lock, no order.
+ */
+struct mf_shard_writer {
+	int dirfd, fd;
+	char tmp[SNAP_NAME_MAX], final[SNAP_NAME_MAX];
+	enum mf_codec codec; /* the ceiling: the trailer's codec and level */
+	int level;
+	struct snap_adapt adapt; /* picks each chunk's codec and level */
+	mf_shard_pressure_fn pressure; /* NULL: the measured backlog */
+	void *pressure_arg;
+	struct snap_seeds seeds; /* MF_SHARD_FORMAT_VERSION, this shard's key */
+	struct snap_out *out; /* appends to fd (file_out.c) */
+	size_t chunk_size, bound;
+	size_t raw_cap, out_cap; /* of each slot's buffers (mf_buf_alloc) */
+	struct wslot *slots;
+	unsigned nslots;
+	uint64_t head; /* next chunk to append to the file */
+	uint64_t tail; /* chunks submitted so far; guarded by lock */
+	size_t fill; /* bytes in slots[tail % nslots].raw */
+	uint64_t raw_total, file_off;
+	struct snap_entry *idx; /* head entries */
+	size_t idx_cap;
+	int err; /* the first failure; sticky */
+	struct snap_cctx *cctx; /* inline compression */
+	struct worker *workers; /* nalloc of them, nworkers running */
+	unsigned nalloc, nworkers;
+	pthread_mutex_t lock;
+	pthread_cond_t work_cv, done_cv;
+	uint64_t next_job; /* guarded by lock */
+	uint64_t compressed; /* chunks the pool has compressed; guarded by
+				lock */
+	bool stop; /* guarded by lock */
+	mf_shard_tap_fn tap; /* NULL: none */
+	void *tap_arg;
+	mf_shard_release_fn release; /* NULL: tapped bytes borrowed per call */
+	uint64_t released; /* chunks below this one were released */
+	bool sealed; /* finish() wrote the index and trailer: only the
+			commit protocol is left */
+	struct snap_indexer ix; /* the records index (framing none: idle) */
+};
+
+/* Hands the chunk in slot s, the next one (raw_len, src set), on: shows it
+ * to the tap, picks its codec and level, compresses and appends it inline
+ * or queues it to the pool and appends what is ready. 0, -EFBIG past 2^32
+ * chunks, or the first failure of a chunk appended. Owning thread only. */
+int snap_writer_submit(struct mf_shard_writer *w, struct wslot *s);
+/* Appends the compressed chunks in order, waiting for those below need
+ * and stopping at the first one not ready at or after it. 0, or the
+ * first failure. Owning thread only. */
+int snap_writer_drain(struct mf_shard_writer *w, uint64_t need);
+/* Starts n compression workers: 0, or -ENOMEM or a codec's or
+ * pthread_create's error, with none left running. */
+int snap_writer_pool_start(struct mf_shard_writer *w, unsigned n);
+/* Stops and joins the workers; none running: nothing. */
+void snap_writer_pool_stop(struct mf_shard_writer *w);
 
 #endif

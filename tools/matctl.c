@@ -452,6 +452,60 @@ static const struct command commands[] = {
     {"batches", 2, 2, cmd_batches, STORE_FIND},
 };
 
+/* The options that only set their field: a flag, or a value kept as
+ * given. True when c is one (and its field set). */
+static bool take_plain(struct ctl *ctl, int c, const char *arg)
+{
+	const struct {
+		int c;
+		bool *flag; /* NULL: value */
+		const char **value;
+	} plain[] = {
+	    {'J', &ctl->json, NULL},	{'F', &ctl->force, NULL},
+	    {'E', &ctl->explain, NULL}, {'R', &ctl->rebuild, NULL},
+	    {'f', &ctl->follow, NULL},	{'P', &ctl->prometheus, NULL},
+	    {'s', NULL, &ctl->store},	{'O', NULL, &ctl->older_than},
+	    {'S', NULL, &ctl->seed},	{'e', NULL, &ctl->epoch},
+	    {'r', NULL, &ctl->rank},
+	};
+	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+		if (plain[i].c != c)
+			continue;
+		if (plain[i].flag)
+			*plain[i].flag = true;
+		else
+			*plain[i].value = arg;
+		return true;
+	}
+	return false;
+}
+
+/* --catalog, with a warning when it carries a password. */
+static void take_catalog(struct ctl *ctl, const char *arg)
+{
+	ctl->catalog = arg;
+	if (mf_engine_catalog_has_password(arg))
+		ctl_err("warning: catalog '%s' carries a "
+			"password, which every user of this "
+			"host can read in the process list; "
+			"put it in ~/.pgpass, PGPASSFILE or "
+			"PGPASSWORD",
+			mf_engine_catalog_shown(arg));
+}
+
+/* -j: 0, or 2 (said why) when it is not 1 to 256. */
+static int take_jobs(struct ctl *ctl, const char *arg)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+	if (*end || v < 1 || v > 256) {
+		ctl_err("bad -j '%s': expected 1-256", arg);
+		return 2;
+	}
+	ctl->jobs = (unsigned)v;
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct ctl *ctl)
 {
 	static const struct option opts[] = {
@@ -475,60 +529,16 @@ static int parse_args(int argc, char **argv, struct ctl *ctl)
 	int c;
 	/* Options may stand before or after the command (GNU permutation). */
 	while ((c = getopt_long(argc, argv, "s:j:fhV", opts, NULL)) != -1) {
+		if (take_plain(ctl, c, optarg))
+			continue;
 		switch (c) {
-		case 's':
-			ctl->store = optarg;
-			break;
 		case 'C':
-			ctl->catalog = optarg;
-			if (mf_engine_catalog_has_password(optarg))
-				ctl_err("warning: catalog '%s' carries a "
-					"password, which every user of this "
-					"host can read in the process list; "
-					"put it in ~/.pgpass, PGPASSFILE or "
-					"PGPASSWORD",
-					mf_engine_catalog_shown(optarg));
+			take_catalog(ctl, optarg);
 			break;
-		case 'J':
-			ctl->json = true;
-			break;
-		case 'F':
-			ctl->force = true;
-			break;
-		case 'E':
-			ctl->explain = true;
-			break;
-		case 'R':
-			ctl->rebuild = true;
-			break;
-		case 'O':
-			ctl->older_than = optarg;
-			break;
-		case 'f':
-			ctl->follow = true;
-			break;
-		case 'P':
-			ctl->prometheus = true;
-			break;
-		case 'S':
-			ctl->seed = optarg;
-			break;
-		case 'e':
-			ctl->epoch = optarg;
-			break;
-		case 'r':
-			ctl->rank = optarg;
-			break;
-		case 'j': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > 256) {
-				ctl_err("bad -j '%s': expected 1-256", optarg);
+		case 'j':
+			if (take_jobs(ctl, optarg))
 				return 2;
-			}
-			ctl->jobs = (unsigned)v;
 			break;
-		}
 		case 'h':
 			fputs(usage, stdout);
 			return -1;

@@ -37,16 +37,50 @@ static uint64_t byte_sum(const mg_buf *buf)
 	return sum;
 }
 
+/* Reads every file of ld, from folder dir: each one's size (on the CPU,
+ * its byte sum too), then the totals. */
+static void read_all(mg_ctx *ctx, mg_loader *ld, const char *dir)
+{
+	mg_buf *buf = NULL;
+	uint64_t total = 0;
+	int r, n = 0;
+	double t0;
+
+	printf("reading '%s' on %s\n", dir, mg_ctx_backend(ctx));
+	t0 = now();
+	for (;;) {
+		r = mg_loader_next(ld, &buf);
+		if (r) {
+			/* This file failed; the loader goes on with the next. */
+			fprintf(stderr, "matgpu_shards: file %d: %s\n", n,
+				mg_strerror(r));
+			n++;
+			continue;
+		}
+		if (!buf)
+			break;
+		if (mg_ctx_device(ctx) == MG_DEVICE_CPU)
+			printf("file %d: %zu bytes, byte sum %llu\n", n,
+			       mg_buf_size(buf),
+			       (unsigned long long)byte_sum(buf));
+		else
+			printf("file %d: %zu bytes at device address %p\n", n,
+			       mg_buf_size(buf), mg_buf_data(buf));
+		total += mg_buf_size(buf);
+		mg_buf_release(buf); /* back to the pool for the next files */
+		n++;
+	}
+	printf("%d files, %.1f MB in %.3f s\n", n, (double)total / 1e6,
+	       now() - t0);
+}
+
 int main(int argc, char **argv)
 {
 	struct mg_loader_opts lo;
 	mg_loader *ld = NULL;
 	mg_ctx *ctx = NULL;
-	mg_buf *buf = NULL;
 	const char *name;
-	uint64_t total = 0;
-	int device = MG_DEVICE_AUTO, r, n = 0;
-	double t0;
+	int device = MG_DEVICE_AUTO, r;
 
 	if (argc < 2 || argc > 3) {
 		fprintf(stderr, "usage: %s DIR [cpu|auto|CUDA-ORDINAL]\n",
@@ -74,32 +108,7 @@ int main(int argc, char **argv)
 		mg_ctx_close(ctx);
 		return 1;
 	}
-	printf("reading '%s' on %s\n", argv[1], mg_ctx_backend(ctx));
-	t0 = now();
-	for (;;) {
-		r = mg_loader_next(ld, &buf);
-		if (r) {
-			/* This file failed; the loader goes on with the next. */
-			fprintf(stderr, "matgpu_shards: file %d: %s\n", n,
-				mg_strerror(r));
-			n++;
-			continue;
-		}
-		if (!buf)
-			break;
-		if (mg_ctx_device(ctx) == MG_DEVICE_CPU)
-			printf("file %d: %zu bytes, byte sum %llu\n", n,
-			       mg_buf_size(buf),
-			       (unsigned long long)byte_sum(buf));
-		else
-			printf("file %d: %zu bytes at device address %p\n", n,
-			       mg_buf_size(buf), mg_buf_data(buf));
-		total += mg_buf_size(buf);
-		mg_buf_release(buf); /* back to the pool for the next files */
-		n++;
-	}
-	printf("%d files, %.1f MB in %.3f s\n", n, (double)total / 1e6,
-	       now() - t0);
+	read_all(ctx, ld, argv[1]);
 	mg_loader_close(ld);
 	mg_ctx_close(ctx);
 	return 0;

@@ -74,7 +74,7 @@ struct failed_shard {
 
 /* A registration this engine forgot (its spec file left), remembered for a
  * while so that its name is not free in the moment a file is removed and
- * made again (engine_spec.c, holder_claims). */
+ * made again (engine_names.c, holder_claims). */
 struct left_name {
 	char fp[MF_FP_HEX_LEN + 1]; /* "" for an empty slot */
 	char name[MF_NAME_MAX + 1];
@@ -169,7 +169,7 @@ struct mf_engine {
 	pthread_mutex_t index_lock;
 
 	/* held across a registration's name check and its catalog record
-	 * (check_name_claim), catalog and store I/O included; taken holding
+	 * (eng_check_name_claim), catalog and store I/O included; taken holding
 	 * no lock of the engine, and lock is taken under it (order:
 	 * name_lock, then lock) */
 	pthread_mutex_t name_lock;
@@ -352,6 +352,12 @@ uint64_t eng_shard_hash(const char *fp, uint32_t index);
  * caller holds e->lock. */
 void eng_name_left(struct mf_engine *e, const char *fp, const char *name,
 		   uid_t owner);
+/* Whether spec s may take its name (engine_names.c): 0, or -EEXIST with
+ * *err naming both files when the name belongs to a spec file of another
+ * owner that still claims it; a catalog error as it came. Caller holds
+ * e->name_lock and no other lock of the engine. */
+int eng_check_name_claim(struct mf_engine *e, struct mf_catalog *c,
+			 const struct mf_spec *s, char **err);
 /* Tells opts.note, when set, a formatted line. */
 void eng_note(struct mf_engine *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

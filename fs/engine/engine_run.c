@@ -255,6 +255,29 @@ static int take_ends(struct pump *p, struct mf_job *job,
 	return rc;
 }
 
+/* The shard's failure when its output could not be stored (store_rc, not
+ * 0): it broke its framing, or the store failed to write it. Aborts w and
+ * records the failure; -EIO. */
+static int store_failed(struct pump *p, struct mf_shard_writer *w, int store_rc,
+			char **err)
+{
+	if (store_rc == -EBADMSG &&
+	    (p->ends_why[0] || *mf_shard_writer_framing_error(w))) {
+		/* the output broke its framing: the shard's failure */
+		eng_errf(err, "shard %u: records: %s", p->shard,
+			 p->ends_why[0] ? p->ends_why
+					: mf_shard_writer_framing_error(w));
+		mf_shard_writer_abort(w);
+		(void)record_failure(p, -1, *err, NULL);
+		return -EIO;
+	}
+	mf_shard_writer_abort(w);
+	eng_errf(err, "store: writing shard %u: %s", p->shard,
+		 strerror(-store_rc));
+	(void)record_failure(p, -1, *err, NULL);
+	return -EIO;
+}
+
 static int run_stages(struct pump *p, struct spec_entry *se,
 		      struct mf_shard_writer *w, char **err)
 {
@@ -288,23 +311,8 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 					       p->run_id);
 		return -ECANCELED;
 	}
-	if (store_rc == -EBADMSG &&
-	    (p->ends_why[0] || *mf_shard_writer_framing_error(w))) {
-		/* the output broke its framing: the shard's failure */
-		eng_errf(err, "shard %u: records: %s", p->shard,
-			 p->ends_why[0] ? p->ends_why
-					: mf_shard_writer_framing_error(w));
-		mf_shard_writer_abort(w);
-		(void)record_failure(p, -1, *err, NULL);
-		return -EIO;
-	}
-	if (store_rc) {
-		mf_shard_writer_abort(w);
-		eng_errf(err, "store: writing shard %u: %s", p->shard,
-			 strerror(-store_rc));
-		(void)record_failure(p, -1, *err, NULL);
-		return -EIO;
-	}
+	if (store_rc)
+		return store_failed(p, w, store_rc, err);
 	if (!res.ok && res.input_changed) { /* no one's outcome */
 		mf_shard_writer_abort(w);
 		p->input_changed = true;

@@ -132,6 +132,9 @@ struct spec_file {
 #define MFS_REG_MAX 64
 #define MFS_SPEC_TIMEOUT_S 60 /* default limit of one registration */
 #define MFS_SPEC_START_S 10 /* the longest the mount waits for one */
+/* the watcher's (fuse_specs_watch.c) and a resolve's (fuse_specs.c) */
+#define RECHECK_MS 1000 /* a resolved name's spec checked longer ago: now */
+#define NS_PER_MS 1000000ULL
 
 struct mfs_specs {
 	/* Lock order: pub_lock -> lock. Never held across I/O: scans of the
@@ -192,6 +195,11 @@ struct spec_file *mfs_specs_find(struct mfs_specs *s, const char *path);
 void mfs_specs_publish(struct mfs *m, struct mfs_specs *s);
 /* Wakes the watcher to look at its timers and retries again. */
 void mfs_specs_wake(struct mfs_specs *s);
+/* One look at everything (fuse_specs.c), for the watcher
+ * (fuse_specs_watch.c): registrations past their limit, the folder, the
+ * marked and due specs, what to forget; polled specs last checked age_ns
+ * ago or more are checked. Caller holds no lock of s. */
+void mfs_specs_pass(struct mfs *m, uint64_t age_ns);
 
 /* Forgetting a file's registrations in the engine with no lock held:
  * begin (caller holds s->lock) marks f unregistering and copies what to
