@@ -252,6 +252,18 @@ static int check_view(const struct mf_engine_batch_view *v,
 	return 0;
 }
 
+/* The view v checked into *ov, then the order of fp for it (records: its
+ * framing, or NULL); the caller frees *o. */
+static int view_order(struct mf_engine *e, const char *fp,
+		      const struct mf_engine_batch_view *v,
+		      struct mf_order_view *ov, struct mf_records *records,
+		      struct mf_order **o, char **err)
+{
+	struct mf_engine_batches_info in = {0};
+	int rc = check_view(v, ov, err);
+	return rc ? rc : open_order(e, fp, v, &in, records, o, err);
+}
+
 /* The bytes of a batch of fixed records; -ENOTSUP for other framings
  * (not served yet), -EOVERFLOW past 2^63 - 1. */
 static int batch_bytes(const struct mf_records *fr, uint64_t batch,
@@ -270,13 +282,10 @@ int mf_engine_batch_find(struct mf_engine *e, const char *fp,
 			 struct mf_engine_batch_place *out, char **err)
 {
 	struct mf_order_view ov;
-	int rc = check_view(v, &ov, err);
-	if (rc)
-		return rc;
-	struct mf_engine_batches_info in = {0};
 	struct mf_records fr;
 	struct mf_order *o;
-	if ((rc = open_order(e, fp, v, &in, &fr, &o, err)))
+	int rc = view_order(e, fp, v, &ov, &fr, &o, err);
+	if (rc)
 		return rc;
 	uint64_t g, size = 0;
 	rc = mf_order_view_batch(o, &ov, k, &g);
@@ -296,12 +305,9 @@ int mf_engine_batch_count(struct mf_engine *e, const char *fp,
 			  bool *complete, char **err)
 {
 	struct mf_order_view ov;
-	int rc = check_view(v, &ov, err);
-	if (rc)
-		return rc;
-	struct mf_engine_batches_info in = {0};
 	struct mf_order *o;
-	if ((rc = open_order(e, fp, v, &in, NULL, &o, err)))
+	int rc = view_order(e, fp, v, &ov, NULL, &o, err);
+	if (rc)
 		return rc;
 	rc = mf_order_view_count(o, &ov, count, complete);
 	mf_order_free(o);
@@ -414,13 +420,10 @@ int mf_engine_batch_open(struct mf_engine *e, const char *fp,
 			 struct mf_engine_batch **out, char **err)
 {
 	struct mf_order_view ov;
-	int rc = check_view(v, &ov, err);
-	if (rc)
-		return rc;
-	struct mf_engine_batches_info in = {0};
 	struct mf_records fr;
 	struct mf_order *o;
-	if ((rc = open_order(e, fp, v, &in, &fr, &o, err)))
+	int rc = view_order(e, fp, v, &ov, &fr, &o, err);
+	if (rc)
 		return rc;
 	uint64_t g, size = 0;
 	struct mf_engine_batch *b = NULL;
