@@ -146,7 +146,10 @@ int mfs_user_take_bytes(struct mfs *m, uid_t uid, size_t bytes)
 	pthread_mutex_lock(&m->node_lock);
 	struct mfs_user_fhs *u = user_get(m, uid);
 	int rc = u ? 0 : -ENOMEM;
-	if (u && u->dir_bytes && bytes > MFS_DIR_BYTES_CAP - u->dir_bytes)
+	/* a first listing past the bound leaves no room for another */
+	if (u && u->dir_bytes &&
+	    (u->dir_bytes >= MFS_DIR_BYTES_CAP ||
+	     bytes > MFS_DIR_BYTES_CAP - u->dir_bytes))
 		rc = -EMFILE;
 	if (rc == 0)
 		u->dir_bytes += bytes;

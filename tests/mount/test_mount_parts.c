@@ -836,9 +836,35 @@ static void test_mountinfo_lookups(void **state)
 	fclose(f);
 }
 
+/* The listing bytes a reader uid may hold: its first listing always,
+ * however large; past MFS_DIR_BYTES_CAP no further one, also when that
+ * first one alone passed it; each uid on its own; given back, room again. */
+static void test_user_listing_bytes(void **state)
+{
+	(void)state;
+	struct mfs *m = calloc(1, sizeof(*m));
+	assert_non_null(m);
+	assert_int_equal(mf_mutex_init(&m->node_lock), 0);
+	size_t cap = MFS_DIR_BYTES_CAP, big = 4 * MFS_DIR_BYTES_CAP;
+	assert_int_equal(mfs_user_take_bytes(m, 1000, big), 0);
+	assert_int_equal(mfs_user_take_bytes(m, 1000, 1), -EMFILE);
+	assert_int_equal(mfs_user_take_bytes(m, 1001, cap / 2), 0);
+	assert_int_equal(mfs_user_take_bytes(m, 1001, cap / 2), 0);
+	assert_int_equal(mfs_user_take_bytes(m, 1001, 1), -EMFILE);
+	mfs_user_give_bytes(m, 1000, big);
+	assert_int_equal(mfs_user_take_bytes(m, 1000, cap), 0);
+	mfs_user_give_bytes(m, 1000, cap);
+	mfs_user_give_bytes(m, 1001, cap / 2);
+	mfs_user_give_bytes(m, 1001, cap / 2);
+	assert_null(m->user_fhs); /* nothing held: no entry left */
+	pthread_mutex_destroy(&m->node_lock);
+	free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_user_listing_bytes),
 	    cmocka_unit_test_setup_teardown(test_cache_bytes_and_budget, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_cache_hits_and_misses, setup,
