@@ -85,6 +85,11 @@ int mf_order_set_shard(struct mf_order *o, uint64_t shard, uint64_t records,
 uint64_t mf_order_known(const struct mf_order *o);
 bool mf_order_complete(const struct mf_order *o);
 
+/* The positions of the shard order whose counts are known: [0, n). So
+ * mf_order_shard_at(o, n) is the shard mf_order_next_shard names, and
+ * the ones after it are those a cold epoch needs next. */
+uint64_t mf_order_known_shards(const struct mf_order *o);
+
 /* The next shard whose count extends the known prefix: 0 and *shard, or
  * -ENOENT once every count is known. */
 int mf_order_next_shard(const struct mf_order *o, uint64_t *shard);

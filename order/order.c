@@ -276,6 +276,11 @@ int mf_order_set_shard(struct mf_order *o, uint64_t shard, uint64_t records,
 	return ord_advance(o);
 }
 
+uint64_t mf_order_known_shards(const struct mf_order *o)
+{
+	return o->known_pos;
+}
+
 uint64_t mf_order_known(const struct mf_order *o)
 {
 	return o->known;

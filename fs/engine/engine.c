@@ -75,11 +75,16 @@ static int sync_init(struct mf_engine *e)
 	rc = mf_mutex_init(&e->name_lock);
 	if (rc)
 		goto undo_index_lock;
-	rc = -pthread_cond_init(&e->flight_cv, NULL);
+	rc = mf_mutex_init(&e->orders_lock);
 	if (rc)
 		goto undo_name_lock;
+	rc = -pthread_cond_init(&e->flight_cv, NULL);
+	if (rc)
+		goto undo_orders_lock;
 	e->sync_ready = true;
 	return 0;
+undo_orders_lock:
+	pthread_mutex_destroy(&e->orders_lock);
 undo_name_lock:
 	pthread_mutex_destroy(&e->name_lock);
 undo_index_lock:
@@ -94,6 +99,7 @@ static void sync_release(struct mf_engine *e)
 	if (!e->sync_ready)
 		return;
 	pthread_cond_destroy(&e->flight_cv);
+	pthread_mutex_destroy(&e->orders_lock);
 	pthread_mutex_destroy(&e->name_lock);
 	pthread_mutex_destroy(&e->index_lock);
 	pthread_mutex_destroy(&e->lock);
@@ -257,6 +263,7 @@ void mf_engine_close(struct mf_engine *e)
 	for (size_t i = 0; i < e->n_pool; i++)
 		mf_catalog_close(e->pool[i]);
 	free(e->known);
+	eng_orders_free(e);
 	while (e->specs) {
 		struct spec_entry *s = e->specs;
 		e->specs = s->next;

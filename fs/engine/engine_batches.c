@@ -11,7 +11,9 @@
  * Not for: paths or inodes (the FUSE batch tree is built on this), or a
  * chunk cache: a batch reader reads its shard readers directly.
  */
+#include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,12 +113,52 @@ static int feed_known(struct mf_engine *e, const char *fp, struct mf_order *o,
 	return 0;
 }
 
-/* The order of v's epoch for fp with its known counts fed. */
-static int open_order(struct mf_engine *e, const char *fp,
+/* ---- the orders last used ----
+ *
+ * Building an order reads a row and a shard file's trailer per known
+ * shard: ENG_ORDER_SLOTS of them are kept, fed further when a batch
+ * asks past what they know. A kept count is checked again whenever a
+ * batch opens that shard's file (order_check): a shard computed anew
+ * with other records drops the order, which is built again. */
+struct eng_order_slot {
+	bool used;
+	char fp[MF_FP_HEX_LEN + 1];
+	bool shuffled;
+	uint64_t seed, epoch;
+	struct mf_order *o;
+	struct mf_records records;
+	uint64_t window, nshards, shards_known;
+	uint64_t tick; /* of its last use: the least is replaced */
+};
+
+void eng_orders_free(struct mf_engine *e)
+{
+	if (!e->orders)
+		return;
+	for (size_t i = 0; i < ENG_ORDER_SLOTS; i++)
+		mf_order_free(e->orders[i].o);
+	free(e->orders);
+	e->orders = NULL;
+}
+
+static bool slot_is(const struct eng_order_slot *s, const char *fp,
+		    const struct mf_engine_batch_view *v)
+{
+	return s->used && s->shuffled == v->shuffled &&
+	    (!v->shuffled || (s->seed == v->seed && s->epoch == v->epoch)) &&
+	    strcmp(s->fp, fp) == 0;
+}
+
+static void slot_clear(struct eng_order_slot *s)
+{
+	mf_order_free(s->o);
+	memset(s, 0, sizeof(*s));
+}
+
+/* A new order of v's epoch for fp into s, with no count known. */
+static int slot_build(struct mf_engine *e, const char *fp,
 		      const struct mf_engine_batch_view *v,
-		      struct mf_engine_batches_info *info,
-		      struct mf_records *records, struct mf_order **out,
-		      char **err)
+		      struct eng_order_slot *s, char **err)
 {
 	struct mf_catalog *c;
 	int rc = eng_catalog_get(e, &c);
@@ -132,8 +174,8 @@ static int open_order(struct mf_engine *e, const char *fp,
 		return -ENOTSUP;
 	}
 	struct mf_order_params p = {.shuffled = v->shuffled,
-				    .seed = v->seed,
-				    .epoch = v->epoch,
+				    .seed = v->shuffled ? v->seed : 0,
+				    .epoch = v->shuffled ? v->epoch : 0,
 				    .window = se->spec->shuffle_window,
 				    .nshards = se->spec->shards};
 	if (fp_bytes(fp, p.fingerprint) != 0) {
@@ -146,18 +188,65 @@ static int open_order(struct mf_engine *e, const char *fp,
 		eng_errf(err, "snapshot %s: %s", fp, strerror(-rc));
 		return rc;
 	}
-	if (records)
-		*records = se->spec->records;
-	info->order = MF_ORDER_VERSION;
-	info->shards = p.nshards;
-	info->window = p.window;
-	rc = feed_known(e, fp, o, &info->shards_known, err);
-	if (rc) {
-		mf_order_free(o);
-		return rc;
-	}
-	*out = o;
+	*s = (struct eng_order_slot){.used = true,
+				     .shuffled = p.shuffled,
+				     .seed = p.seed,
+				     .epoch = p.epoch,
+				     .o = o,
+				     .records = se->spec->records,
+				     .window = p.window,
+				     .nshards = p.nshards};
+	snprintf(s->fp, sizeof(s->fp), "%s", fp);
 	return 0;
+}
+
+/* The kept order of v's epoch for fp, built when missing, fed with the
+ * counts materialized since. Caller holds orders_lock; the slot is
+ * valid until it lets go. */
+static int order_get(struct mf_engine *e, const char *fp,
+		     const struct mf_engine_batch_view *v,
+		     struct eng_order_slot **out, char **err)
+{
+	assert(mf_mutex_held(&e->orders_lock));
+	if (!e->orders &&
+	    !(e->orders = calloc(ENG_ORDER_SLOTS, sizeof(*e->orders))))
+		return -ENOMEM;
+	struct eng_order_slot *s = NULL, *old = &e->orders[0];
+	for (size_t i = 0; i < ENG_ORDER_SLOTS && !s; i++) {
+		if (slot_is(&e->orders[i], fp, v))
+			s = &e->orders[i];
+		else if (e->orders[i].tick < old->tick)
+			old = &e->orders[i];
+	}
+	if (!s) {
+		slot_clear(old);
+		int rc = slot_build(e, fp, v, old, err);
+		if (rc)
+			return rc;
+		s = old;
+	}
+	s->tick = ++e->orders_tick;
+	if (!mf_order_complete(s->o)) {
+		uint64_t known;
+		int rc = feed_known(e, fp, s->o, &known, err);
+		s->shards_known += known;
+		if (rc) {
+			slot_clear(s);
+			return rc;
+		}
+	}
+	*out = s;
+	return 0;
+}
+
+/* Fills info from a slot. */
+static void slot_info(const struct eng_order_slot *s,
+		      struct mf_engine_batches_info *info)
+{
+	info->order = MF_ORDER_VERSION;
+	info->shards = s->nshards;
+	info->window = s->window;
+	info->shards_known = s->shards_known;
 }
 
 /* Calls fn for global batch g with its runs, MF_ENGINE_BATCH_RUNS at a
@@ -200,45 +289,6 @@ static int one_batch(const struct mf_order *o, uint64_t batch, uint64_t k,
 	return fn(arg, k, g, buf, n, first, true);
 }
 
-int mf_engine_batches(struct mf_engine *e, const char *fp,
-		      const struct mf_engine_batch_view *v,
-		      mf_engine_batch_fn fn, void *arg,
-		      struct mf_engine_batches_info *info, char **err)
-{
-	struct mf_order_view ov = {v->batch, v->world, v->rank, v->from};
-	if (mf_order_view_check(&ov)) {
-		eng_errf(err,
-			 "batch size, rank and world out of range (batch "
-			 "and world 1 to 2^63 - 1, rank below world)");
-		return -EINVAL;
-	}
-	struct mf_engine_batches_info in = {0};
-	struct mf_order *o;
-	int rc = open_order(e, fp, v, &in, NULL, &o, err);
-	if (rc)
-		return rc;
-	uint64_t count;
-	rc = mf_order_view_count(o, &ov, &count, &in.complete);
-	struct mf_engine_batch_run *buf = NULL;
-	if (rc == 0 && count > 0 &&
-	    !(buf = malloc(MF_ENGINE_BATCH_RUNS * sizeof(*buf))))
-		rc = -ENOMEM;
-	for (uint64_t k = 0; rc == 0 && k < count; k++) {
-		uint64_t g;
-		rc = mf_order_view_batch(o, &ov, k, &g);
-		if (rc == 0)
-			rc = one_batch(o, v->batch, k, g, buf, fn, arg);
-	}
-	free(buf);
-	mf_order_free(o);
-	in.batches = count;
-	if (rc == 0)
-		*info = in;
-	return rc;
-}
-
-/* ---- one batch: its place without computing, and its reader ---- */
-
 static int check_view(const struct mf_engine_batch_view *v,
 		      struct mf_order_view *ov, char **err)
 {
@@ -252,17 +302,44 @@ static int check_view(const struct mf_engine_batch_view *v,
 	return 0;
 }
 
-/* The view v checked into *ov, then the order of fp for it (records: its
- * framing, or NULL); the caller frees *o. */
-static int view_order(struct mf_engine *e, const char *fp,
+int mf_engine_batches(struct mf_engine *e, const char *fp,
 		      const struct mf_engine_batch_view *v,
-		      struct mf_order_view *ov, struct mf_records *records,
-		      struct mf_order **o, char **err)
+		      mf_engine_batch_fn fn, void *arg,
+		      struct mf_engine_batches_info *info, char **err)
 {
+	struct mf_order_view ov;
+	int rc = check_view(v, &ov, err);
+	if (rc)
+		return rc;
 	struct mf_engine_batches_info in = {0};
-	int rc = check_view(v, ov, err);
-	return rc ? rc : open_order(e, fp, v, &in, records, o, err);
+	struct mf_engine_batch_run *buf =
+	    malloc(MF_ENGINE_BATCH_RUNS * sizeof(*buf));
+	if (!buf)
+		return -ENOMEM;
+	/* the listing runs under the lock: a listing is for matctl */
+	pthread_mutex_lock(&e->orders_lock);
+	struct eng_order_slot *s;
+	rc = order_get(e, fp, v, &s, err);
+	uint64_t count = 0;
+	if (rc == 0) {
+		slot_info(s, &in);
+		rc = mf_order_view_count(s->o, &ov, &count, &in.complete);
+	}
+	for (uint64_t k = 0; rc == 0 && k < count; k++) {
+		uint64_t g;
+		rc = mf_order_view_batch(s->o, &ov, k, &g);
+		if (rc == 0)
+			rc = one_batch(s->o, v->batch, k, g, buf, fn, arg);
+	}
+	pthread_mutex_unlock(&e->orders_lock);
+	free(buf);
+	in.batches = count;
+	if (rc == 0)
+		*info = in;
+	return rc;
 }
+
+/* ---- one batch: its place without computing, and its plan ---- */
 
 /* The bytes of a batch of fixed records; -ENOTSUP for other framings
  * (not served yet), -EOVERFLOW past 2^63 - 1. */
@@ -282,16 +359,18 @@ int mf_engine_batch_find(struct mf_engine *e, const char *fp,
 			 struct mf_engine_batch_place *out, char **err)
 {
 	struct mf_order_view ov;
-	struct mf_records fr;
-	struct mf_order *o;
-	int rc = view_order(e, fp, v, &ov, &fr, &o, err);
+	int rc = check_view(v, &ov, err);
 	if (rc)
 		return rc;
-	uint64_t g, size = 0;
-	rc = mf_order_view_batch(o, &ov, k, &g);
+	uint64_t g = 0, size = 0;
+	pthread_mutex_lock(&e->orders_lock);
+	struct eng_order_slot *s;
+	rc = order_get(e, fp, v, &s, err);
 	if (rc == 0)
-		rc = batch_bytes(&fr, v->batch, &size);
-	mf_order_free(o);
+		rc = mf_order_view_batch(s->o, &ov, k, &g);
+	if (rc == 0)
+		rc = batch_bytes(&s->records, v->batch, &size);
+	pthread_mutex_unlock(&e->orders_lock);
 	if (rc == 0) {
 		out->global = g;
 		out->size = size;
@@ -305,44 +384,252 @@ int mf_engine_batch_count(struct mf_engine *e, const char *fp,
 			  bool *complete, char **err)
 {
 	struct mf_order_view ov;
-	struct mf_order *o;
-	int rc = view_order(e, fp, v, &ov, NULL, &o, err);
+	int rc = check_view(v, &ov, err);
 	if (rc)
 		return rc;
-	rc = mf_order_view_count(o, &ov, count, complete);
-	mf_order_free(o);
+	pthread_mutex_lock(&e->orders_lock);
+	struct eng_order_slot *s;
+	rc = order_get(e, fp, v, &s, err);
+	if (rc == 0)
+		rc = mf_order_view_count(s->o, &ov, count, complete);
+	pthread_mutex_unlock(&e->orders_lock);
 	return rc;
 }
 
-/* A run of a batch: bytes [off, off + len) of a shard's file, at `at` in
- * the batch. */
-struct batch_seg {
-	struct mf_shard_reader *r; /* one of the batch's readers */
-	uint64_t off, len, at;
-};
-
-/* Each shard is opened once however many runs it has. The arrays grow
- * with the runs and shards the batch has: memory O(runs), not O(B). */
-struct mf_engine_batch {
-	uint64_t size;
-	size_t nsegs, segs_cap, nreaders, readers_cap;
-	struct batch_seg *segs;
-	uint64_t *shards; /* readers_cap of them, beside readers */
-	struct mf_shard_reader **readers;
-};
-
-/* Room for one more of n elements at p, of *cap: p itself, p grown
- * (*cap updated), or NULL when out of memory (p unchanged). */
-static void *grow(void *p, size_t *cap, size_t n, size_t elem)
+int mf_engine_batch_wanted(struct mf_engine *e, const char *fp,
+			   const struct mf_engine_batch_view *v, uint64_t k,
+			   uint32_t *shards, size_t cap, size_t *n, char **err)
 {
-	if (n < *cap)
-		return p;
-	size_t c = *cap ? *cap * 2 : 16;
-	void *q = realloc(p, c * elem);
-	if (q)
-		*cap = c;
-	return q;
+	struct mf_order_view ov;
+	int rc = check_view(v, &ov, err);
+	if (rc)
+		return rc;
+	*n = 0;
+	pthread_mutex_lock(&e->orders_lock);
+	struct eng_order_slot *s;
+	rc = order_get(e, fp, v, &s, err);
+	uint64_t g;
+	if (rc == 0 && mf_order_view_batch(s->o, &ov, k, &g) == -EAGAIN) {
+		uint64_t pos = mf_order_known_shards(s->o);
+		while (*n < cap && pos < s->nshards)
+			shards[(*n)++] =
+			    (uint32_t)mf_order_shard_at(s->o, pos++);
+	}
+	pthread_mutex_unlock(&e->orders_lock);
+	return rc;
 }
+
+/* The shard's records as the order counts them, from its reader. */
+static int reader_counts(struct mf_shard_reader *r, uint64_t *count,
+			 uint64_t *bytes)
+{
+	struct mf_records fr;
+	mf_shard_reader_records(r, &fr, count);
+	if (*count == 0) {
+		*bytes = 0;
+		return 0;
+	}
+	if (fr.framing == MF_FRAMING_FIXED) {
+		if (*count > MF_ORDER_MAX / fr.size)
+			return -EOVERFLOW;
+		*bytes = *count * fr.size;
+		return 0;
+	}
+	uint64_t off, len;
+	int rc = mf_shard_reader_record(r, *count - 1, &off, &len);
+	if (rc == 0)
+		*bytes = off + len;
+	return rc;
+}
+
+/* Checks that the file r reads has the records the kept order of v
+ * counts for shard: -ESTALE (and the order dropped) when it was computed
+ * anew with others. */
+static int order_check(struct mf_engine *e, const char *fp,
+		       const struct mf_engine_batch_view *v, uint64_t shard,
+		       struct mf_shard_reader *r)
+{
+	uint64_t count, bytes;
+	int rc = reader_counts(r, &count, &bytes);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&e->orders_lock);
+	for (size_t i = 0; e->orders && i < ENG_ORDER_SLOTS; i++) {
+		struct eng_order_slot *s = &e->orders[i];
+		if (!slot_is(s, fp, v))
+			continue;
+		rc = mf_order_set_shard(s->o, shard, count, bytes);
+		if (rc == -EINVAL) {
+			slot_clear(s);
+			rc = -ESTALE;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&e->orders_lock);
+	return rc;
+}
+
+/* Computes (through get) the shards the order names next until batch k
+ * of ov is known or known absent: 0 and *g, -ENOENT. */
+static int learn_batch(struct mf_engine *e, const char *fp,
+		       const struct mf_engine_batch_view *v,
+		       const struct mf_order_view *ov, uint64_t k,
+		       mf_engine_batch_shard_fn get, void *arg, uint64_t *g,
+		       char **err)
+{
+	for (uint64_t before = UINT64_MAX;;) {
+		pthread_mutex_lock(&e->orders_lock);
+		struct eng_order_slot *s;
+		uint64_t shard = 0, known = 0;
+		int rc = order_get(e, fp, v, &s, err);
+		if (rc == 0 &&
+		    (rc = mf_order_view_batch(s->o, ov, k, g)) == -EAGAIN) {
+			known = mf_order_known_shards(s->o);
+			if (mf_order_next_shard(s->o, &shard) != 0)
+				rc = -EIO; /* complete yet unknown: cannot be */
+		}
+		pthread_mutex_unlock(&e->orders_lock);
+		if (rc != -EAGAIN)
+			return rc;
+		if (known == before)
+			return -EAGAIN; /* expired as soon as computed */
+		before = known;
+		struct mf_shard_reader *r;
+		if ((rc = get(arg, (uint32_t)shard, &r, err)))
+			return rc;
+	}
+}
+
+void mf_engine_batch_plan_release(struct mf_engine_batch_plan *p)
+{
+	free(p->segs);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Appends a segment of shard's bytes [off, off + len) to p, joined to the
+ * last one when it continues it. */
+static int plan_add(struct mf_engine_batch_plan *p, size_t *cap, uint32_t shard,
+		    uint64_t off, uint64_t len)
+{
+	struct mf_engine_batch_seg *last =
+	    p->nsegs ? &p->segs[p->nsegs - 1] : NULL;
+	if (last && !last->lit && last->shard == shard &&
+	    last->off + last->len == off) {
+		last->len += len;
+		p->size += len;
+		return 0;
+	}
+	if (p->nsegs == *cap) {
+		size_t c = *cap ? *cap * 2 : 16;
+		void *q = realloc(p->segs, c * sizeof(*p->segs));
+		if (!q)
+			return -ENOMEM;
+		p->segs = q;
+		*cap = c;
+	}
+	p->segs[p->nsegs++] =
+	    (struct mf_engine_batch_seg){shard, off, len, NULL};
+	p->size += len;
+	return 0;
+}
+
+/* The runs of global batch g, copied out of the kept order. */
+static int batch_runs(struct mf_engine *e, const char *fp,
+		      const struct mf_engine_batch_view *v, uint64_t g,
+		      struct mf_order_run **out, size_t *n,
+		      struct mf_records *fr, char **err)
+{
+	struct mf_order_run *runs = NULL;
+	size_t nr = 0, cap = 0;
+	pthread_mutex_lock(&e->orders_lock);
+	struct eng_order_slot *s;
+	int rc = order_get(e, fp, v, &s, err);
+	uint64_t at = g * v->batch, left = v->batch;
+	if (rc == 0)
+		*fr = s->records;
+	while (rc == 0 && left > 0) {
+		if (cap - nr < 64) {
+			size_t c = cap ? cap * 2 : 64;
+			void *q = realloc(runs, c * sizeof(*runs));
+			if (!q) {
+				rc = -ENOMEM;
+				break;
+			}
+			runs = q;
+			cap = c;
+		}
+		size_t got;
+		uint64_t cov;
+		rc = mf_order_runs(s->o, at, left, runs + nr, cap - nr, &got,
+				   &cov);
+		nr += got;
+		at += cov;
+		left -= cov;
+	}
+	pthread_mutex_unlock(&e->orders_lock);
+	if (rc) {
+		free(runs);
+		return rc;
+	}
+	*out = runs;
+	*n = nr;
+	return 0;
+}
+
+int mf_engine_batch_plan(struct mf_engine *e, const char *fp,
+			 const struct mf_engine_batch_view *v, uint64_t k,
+			 mf_engine_batch_shard_fn get, void *arg,
+			 struct mf_engine_batch_plan *out, char **err)
+{
+	struct mf_order_view ov;
+	int rc = check_view(v, &ov, err);
+	if (rc)
+		return rc;
+	if (v->batch > MF_ENGINE_BATCH_MAX_RUNS)
+		return -EFBIG;
+	struct mf_engine_batch_plan p = {0};
+	struct mf_order_run *runs = NULL;
+	struct mf_records fr;
+	size_t nr = 0, cap = 0;
+	rc = learn_batch(e, fp, v, &ov, k, get, arg, &p.global, err);
+	if (rc == 0)
+		rc = batch_runs(e, fp, v, p.global, &runs, &nr, &fr, err);
+	if (rc == 0 && fr.framing != MF_FRAMING_FIXED)
+		rc = -ENOTSUP;
+	for (size_t i = 0; rc == 0 && i < nr; i++) {
+		struct mf_shard_reader *r;
+		uint32_t shard = (uint32_t)runs[i].shard;
+		bool seen = false;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = runs[j].shard == runs[i].shard;
+		rc = get(arg, shard, &r, err);
+		if (rc == 0 && !seen)
+			rc = order_check(e, fp, v, shard, r);
+		if (rc == 0)
+			rc = plan_add(&p, &cap, shard, runs[i].record * fr.size,
+				      runs[i].count * fr.size);
+	}
+	free(runs);
+	if (rc) {
+		mf_engine_batch_plan_release(&p);
+		return rc;
+	}
+	*out = p;
+	return 0;
+}
+
+/* ---- a batch reader of its own (matctl, tests): the plan over
+ * readers it opens ---- */
+
+struct mf_engine_batch {
+	struct mf_engine *e;
+	const char *fp;
+	struct mf_engine_batch_plan plan;
+	size_t nreaders, readers_cap;
+	uint32_t *shards; /* readers_cap of them, beside readers */
+	struct mf_shard_reader **readers;
+	struct mf_shard_reader **seg_reader; /* plan.nsegs */
+};
 
 void mf_engine_batch_close(struct mf_engine_batch *b)
 {
@@ -350,33 +637,37 @@ void mf_engine_batch_close(struct mf_engine_batch *b)
 		return;
 	for (size_t i = 0; i < b->nreaders; i++)
 		mf_shard_reader_close(b->readers[i]);
-	free(b->segs);
+	mf_engine_batch_plan_release(&b->plan);
 	free(b->shards);
 	free(b->readers);
+	free(b->seg_reader);
 	free(b);
 }
 
-/* The batch's reader of shard, opened (computed) on its first run. */
-static int batch_reader(struct mf_engine *e, const char *fp,
-			struct mf_engine_batch *b, uint64_t shard,
-			struct mf_shard_reader **r, char **err)
+/* The batch's reader of shard, opened (computed) when first asked for. */
+static int own_reader(void *arg, uint32_t shard, struct mf_shard_reader **r,
+		      char **err)
 {
+	struct mf_engine_batch *b = arg;
 	for (size_t i = 0; i < b->nreaders; i++)
 		if (b->shards[i] == shard) {
 			*r = b->readers[i];
 			return 0;
 		}
-	size_t cap = b->readers_cap;
-	uint64_t *sh = grow(b->shards, &cap, b->nreaders, sizeof(*sh));
-	if (!sh)
-		return -ENOMEM;
-	b->shards = sh;
-	struct mf_shard_reader **rd =
-	    grow(b->readers, &b->readers_cap, b->nreaders, sizeof(*rd));
-	if (!rd)
-		return -ENOMEM;
-	b->readers = rd;
-	int rc = mf_engine_open_shard(e, fp, (uint32_t)shard, r, err);
+	if (b->nreaders == b->readers_cap) {
+		size_t c = b->readers_cap ? b->readers_cap * 2 : 16;
+		uint32_t *sh = realloc(b->shards, c * sizeof(*sh));
+		if (!sh)
+			return -ENOMEM;
+		b->shards = sh;
+		struct mf_shard_reader **rd =
+		    realloc(b->readers, c * sizeof(*rd));
+		if (!rd)
+			return -ENOMEM;
+		b->readers = rd;
+		b->readers_cap = c;
+	}
+	int rc = mf_engine_open_shard(b->e, b->fp, shard, r, err);
 	if (rc == 0) {
 		b->shards[b->nreaders] = shard;
 		b->readers[b->nreaders++] = *r;
@@ -386,87 +677,32 @@ static int batch_reader(struct mf_engine *e, const char *fp,
 
 uint64_t mf_engine_batch_size(const struct mf_engine_batch *b)
 {
-	return b->size;
-}
-
-/* Computes (single flight, as a shard open) the shards o names next
- * until batch k of ov is known or known absent: 0 and *g, -ENOENT. */
-static int learn_batch(struct mf_engine *e, const char *fp, struct mf_order *o,
-		       const struct mf_order_view *ov, uint64_t k, uint64_t *g,
-		       char **err)
-{
-	for (;;) {
-		int rc = mf_order_view_batch(o, ov, k, g);
-		if (rc != -EAGAIN)
-			return rc;
-		uint64_t shard;
-		if (mf_order_next_shard(o, &shard) != 0)
-			return -EIO; /* complete yet unknown: cannot be */
-		struct mf_shard_reader *r;
-		if ((rc =
-			 mf_engine_open_shard(e, fp, (uint32_t)shard, &r, err)))
-			return rc;
-		mf_shard_reader_close(r);
-		uint64_t known;
-		if ((rc = feed_known(e, fp, o, &known, err)))
-			return rc;
-		if (known == 0)
-			return -EAGAIN; /* expired as soon as computed */
-	}
+	return b->plan.size;
 }
 
 int mf_engine_batch_open(struct mf_engine *e, const char *fp,
 			 const struct mf_engine_batch_view *v, uint64_t k,
 			 struct mf_engine_batch **out, char **err)
 {
-	struct mf_order_view ov;
-	struct mf_records fr;
-	struct mf_order *o;
-	int rc = view_order(e, fp, v, &ov, &fr, &o, err);
-	if (rc)
-		return rc;
-	uint64_t g, size = 0;
-	struct mf_engine_batch *b = NULL;
-	rc = learn_batch(e, fp, o, &ov, k, &g, err);
-	if (rc == 0)
-		rc = batch_bytes(&fr, v->batch, &size);
-	if (rc == 0 && v->batch > MF_ENGINE_BATCH_MAX_RUNS)
-		rc = -EFBIG;
-	if (rc == 0 && !(b = calloc(1, sizeof(*b))))
+	struct mf_engine_batch *b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->e = e;
+	b->fp = fp;
+	int rc =
+	    mf_engine_batch_plan(e, fp, v, k, own_reader, b, &b->plan, err);
+	if (rc == 0 && b->plan.nsegs &&
+	    !(b->seg_reader = calloc(b->plan.nsegs, sizeof(*b->seg_reader))))
 		rc = -ENOMEM;
-	uint64_t at = g * v->batch, left = v->batch, pos = 0;
-	while (rc == 0 && left > 0) {
-		struct mf_order_run runs[64];
-		size_t nr;
-		uint64_t cov;
-		rc = mf_order_runs(o, at, left, runs, 64, &nr, &cov);
-		for (size_t i = 0; rc == 0 && i < nr; i++) {
-			struct batch_seg *sg =
-			    grow(b->segs, &b->segs_cap, b->nsegs, sizeof(*sg));
-			if (!sg) {
-				rc = -ENOMEM;
-				break;
-			}
-			b->segs = sg;
-			struct batch_seg *s = &b->segs[b->nsegs];
-			rc = batch_reader(e, fp, b, runs[i].shard, &s->r, err);
-			if (rc)
-				break;
-			s->off = runs[i].record * fr.size;
-			s->len = runs[i].count * fr.size;
-			s->at = pos;
-			pos += s->len;
-			b->nsegs++;
-		}
-		at += cov;
-		left -= cov;
-	}
-	mf_order_free(o);
+	for (size_t i = 0; rc == 0 && i < b->plan.nsegs; i++)
+		if (!b->plan.segs[i].lit)
+			rc = own_reader(b, b->plan.segs[i].shard,
+					&b->seg_reader[i], err);
+	b->fp = NULL; /* the caller's: not kept */
 	if (rc) {
 		mf_engine_batch_close(b);
 		return rc;
 	}
-	b->size = size;
 	*out = b;
 	return 0;
 }
@@ -474,34 +710,34 @@ int mf_engine_batch_open(struct mf_engine *e, const char *fp,
 ssize_t mf_engine_batch_pread(struct mf_engine_batch *b, void *buf, size_t len,
 			      uint64_t off)
 {
-	if (off >= b->size || len == 0)
-		return 0;
-	if (len > b->size - off)
-		len = (size_t)(b->size - off);
-	/* the first segment holding off: the last with at <= off */
-	size_t lo = 0, hi = b->nsegs;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (b->segs[mid].at <= off)
-			lo = mid;
-		else
-			hi = mid;
-	}
+	const struct mf_engine_batch_plan *p = &b->plan;
 	size_t done = 0;
-	for (size_t i = lo; i < b->nsegs && done < len; i++) {
-		const struct batch_seg *s = &b->segs[i];
-		uint64_t in = off + done - s->at;
+	uint64_t at = 0;
+	for (size_t i = 0; i < p->nsegs && done < len; i++) {
+		const struct mf_engine_batch_seg *s = &p->segs[i];
+		uint64_t pos = off + done;
+		if (pos >= at + s->len) {
+			at += s->len;
+			continue;
+		}
+		uint64_t in = pos - at;
 		size_t n = (size_t)(s->len - in);
 		if (n > len - done)
 			n = len - done;
-		ssize_t got = mf_shard_reader_pread(s->r, (char *)buf + done, n,
-						    s->off + in);
-		if (got < 0)
-			return got;
-		if ((size_t)got != n)
-			return MF_CORRUPT(
-			    "a shard is shorter than its records");
+		if (s->lit) {
+			memcpy((char *)buf + done, s->lit + in, n);
+		} else {
+			ssize_t got = mf_shard_reader_pread(b->seg_reader[i],
+							    (char *)buf + done,
+							    n, s->off + in);
+			if (got < 0)
+				return got;
+			if ((size_t)got != n)
+				return MF_CORRUPT(
+				    "a shard is shorter than its records");
+		}
 		done += n;
+		at += s->len;
 	}
 	return (ssize_t)done;
 }

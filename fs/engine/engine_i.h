@@ -113,6 +113,12 @@ struct sealed {
 	bool started; /* the commit thread took it */
 };
 
+/* The batch orders an engine keeps (engine_batches.c). */
+#define ENG_ORDER_SLOTS 8
+struct eng_order_slot;
+/* Frees them (mf_engine_close). */
+void eng_orders_free(struct mf_engine *e);
+
 struct mf_engine {
 	struct mf_engine_opts opts;
 	char *catalog_path; /* its location (eng_catalog_location) */
@@ -173,6 +179,14 @@ struct mf_engine {
 	 * no lock of the engine, and lock is taken under it (order:
 	 * name_lock, then lock) */
 	pthread_mutex_t name_lock;
+
+	/* the batch orders last used (engine_batches.c), least recently used
+	 * replaced; held across the catalog and shard-file reads that feed
+	 * an order, never across a computation; taken holding no lock of the
+	 * engine, and lock is taken under it (order: orders_lock, then lock) */
+	pthread_mutex_t orders_lock;
+	struct eng_order_slot *orders; /* ENG_ORDER_SLOTS, or NULL */
+	uint64_t orders_tick;
 
 	pthread_t hb_thread;
 	pthread_cond_t hb_cv;

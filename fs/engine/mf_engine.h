@@ -925,19 +925,64 @@ int mf_engine_batch_count(struct mf_engine *e, const char *fp,
 			  const struct mf_engine_batch_view *v, uint64_t *count,
 			  bool *complete, char **err);
 
-/* A reader of one batch's bytes (the records of its runs in order). */
-struct mf_engine_batch;
-/* A batch holds at most this many records in a reader (one shard run
- * each at worst): larger ones are -EFBIG. */
+/*
+ * The shards the order of v needs next to place the view's k-th batch,
+ * computing nothing: at most cap of them, in the order a cold epoch needs
+ * them (none when the batch is placed or known absent), so that a front
+ * end can have them computed in parallel before it opens the batch. 0 and
+ * *n, or the errors of mf_engine_batches.
+ */
+int mf_engine_batch_wanted(struct mf_engine *e, const char *fp,
+			   const struct mf_engine_batch_view *v, uint64_t k,
+			   uint32_t *shards, size_t cap, size_t *n, char **err);
+
+/*
+ * A batch's plan: its bytes as segments, each bytes [off, off + len) of
+ * a shard's output (the shard file's uncompressed bytes) or, when lit is
+ * set, of lit (framing bytes of the batch's own, static).
+ */
+struct mf_engine_batch_seg {
+	uint32_t shard;
+	uint64_t off, len;
+	const uint8_t *lit;
+};
+struct mf_engine_batch_plan {
+	uint64_t global; /* its global batch */
+	uint64_t size; /* the sum of the segments' lengths */
+	size_t nsegs;
+	struct mf_engine_batch_seg *segs; /* mf_engine_batch_plan_release */
+};
+/* Gives the planner a reader of shard `shard` of the plan's snapshot,
+ * computing it (mf_engine_open_shard) when it is not materialized. The
+ * reader is the supplier's, and must stay open until the plan is made:
+ * the planner reads record places through it. 0 or -errno (*err may say
+ * why). */
+typedef int (*mf_engine_batch_shard_fn)(void *arg, uint32_t shard,
+					struct mf_shard_reader **r, char **err);
+/* A batch holds at most this many records (one shard run each at
+ * worst): larger ones are -EFBIG. */
 #define MF_ENGINE_BATCH_MAX_RUNS (1u << 20)
 /*
- * Opens the view's k-th batch: computes (single flight, through
- * mf_engine_open_shard) the shards the order needs to place it, then
- * opens the shards its records are in, and no others. Returns 0, -ENOENT
- * (no such batch), -EFBIG, -ENOTSUP (not fixed records), the errors of
- * mf_engine_open_shard and mf_engine_batches. Close with
- * mf_engine_batch_close.
+ * Plans the view's k-th batch: has get compute the shards the order
+ * needs to place it, one at a time in the order's shard order, then
+ * those its records are in, and no others. Each shard opened is checked
+ * against the counts the order holds for it. Returns 0 with *out (release
+ * it), -ENOENT (no such batch), -EFBIG, -ENOTSUP (a framing not served
+ * yet), -ESTALE (a shard was computed anew with other records: ask
+ * again), get's errors and those of mf_engine_batches. Many threads may
+ * plan at once; the engine keeps the last orders used.
  */
+int mf_engine_batch_plan(struct mf_engine *e, const char *fp,
+			 const struct mf_engine_batch_view *v, uint64_t k,
+			 mf_engine_batch_shard_fn get, void *arg,
+			 struct mf_engine_batch_plan *out, char **err);
+void mf_engine_batch_plan_release(struct mf_engine_batch_plan *p);
+
+/* A reader of one batch's bytes of its own: mf_engine_batch_plan over
+ * readers it opens with mf_engine_open_shard (matctl, tests). */
+struct mf_engine_batch;
+/* Opens the view's k-th batch: 0 or the errors of mf_engine_batch_plan.
+ * Close with mf_engine_batch_close. */
 int mf_engine_batch_open(struct mf_engine *e, const char *fp,
 			 const struct mf_engine_batch_view *v, uint64_t k,
 			 struct mf_engine_batch **out, char **err);
