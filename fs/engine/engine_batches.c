@@ -20,6 +20,9 @@
 #include "engine_i.h"
 #include "mf_order.h"
 
+_Static_assert(MF_ENGINE_ORDER_VERSION == MF_ORDER_VERSION,
+	       "the order version the engine shows is order/'s");
+
 /* The 32 bytes of a 64-hex-digit fingerprint. */
 static int fp_bytes(const char *fp, uint8_t out[32])
 {
@@ -111,6 +114,23 @@ static int feed_known(struct mf_engine *e, const char *fp, struct mf_order *o,
 		(*known)++;
 	}
 	return 0;
+}
+
+int mf_engine_batch_framing(struct mf_engine *e, const char *fp,
+			    struct mf_records *out, char **err)
+{
+	struct mf_catalog *c;
+	int rc = eng_catalog_get(e, &c);
+	if (rc)
+		return rc;
+	struct spec_entry *se;
+	rc = eng_spec_for(e, c, fp, &se, err);
+	if (rc == 0 && se->spec->records.framing == MF_FRAMING_NONE)
+		rc = -ENOTSUP;
+	if (rc == 0)
+		*out = se->spec->records;
+	eng_catalog_put(e, c);
+	return rc;
 }
 
 /* ---- the orders last used ----
@@ -496,6 +516,10 @@ static int learn_batch(struct mf_engine *e, const char *fp,
 		before = known;
 		struct mf_shard_reader *r;
 		if ((rc = get(arg, (uint32_t)shard, &r, err)))
+			return rc;
+		/* its counts from the file: a sealed shard's row does not
+		 * say materialized yet */
+		if ((rc = order_check(e, fp, v, shard, r)))
 			return rc;
 	}
 }

@@ -860,6 +860,9 @@ int mf_engine_rebuild(const struct mf_engine_opts *opts, mf_rebuild_fn report,
  * `batch` records, rank `rank` of `world` resuming after `from` global
  * batches (the global batches: world 1, rank 0, from 0).
  */
+/* The version of the batch order served (order/'s MF_ORDER_VERSION, which
+ * engine_batches.c checks it against): user.matfs.order. */
+#define MF_ENGINE_ORDER_VERSION 1
 struct mf_engine_batch_view {
 	bool shuffled; /* false: seed-none */
 	uint64_t seed, epoch;
@@ -899,6 +902,11 @@ int mf_engine_batches(struct mf_engine *e, const char *fp,
 		      const struct mf_engine_batch_view *v,
 		      mf_engine_batch_fn fn, void *arg,
 		      struct mf_engine_batches_info *info, char **err);
+
+/* The framing of fp's records (its spec's `records`): 0, -ENOTSUP when
+ * it has none (no batch tree), -ENOENT, -ESTALE as mf_engine_batches. */
+int mf_engine_batch_framing(struct mf_engine *e, const char *fp,
+			    struct mf_records *out, char **err);
 
 /*
  * One batch of a view (engine_batches.c), for the batch tree: its k-th

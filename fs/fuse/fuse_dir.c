@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuse_batchpath.h"
+
 struct dent {
 	char name[MF_FP_HEX_LEN + 8]; /* longest: a fingerprint */
 	struct stat st;
@@ -36,6 +38,11 @@ struct listing {
 	uint64_t epoch; /* mfs.attr_epoch before the catalog was read */
 	uid_t uid; /* the opener's, counted by mfs_user_take */
 	size_t bytes; /* counted by mfs_user_take_bytes once built */
+	/* a folder of the batch tree: after the entries above, its batch
+	 * files 0 to batches - 1, named as they are read (no memory per
+	 * batch), their inodes computed from the folder's */
+	uint64_t batches;
+	fuse_ino_t bdir;
 };
 
 static void listing_free(struct mfs *m, struct listing *l)
@@ -194,6 +201,35 @@ static int list_snapshot(struct mfs *m, const struct mfs_snap_info *si,
 	return rc;
 }
 
+/* A folder of the batch tree: an epoch's or a rank's lists the batches
+ * placed so far (a prefix in whole rounds, all of them once every shard
+ * is materialized); the others list nothing (any B, seed or epoch is
+ * there to look up). */
+static int list_bdir(struct mfs *m, fuse_ino_t ino, const struct mfs_inode *in,
+		     struct listing *l)
+{
+	struct stat self;
+	double ttl;
+	int rc = mfs_btree_attr(m, ino, 0, &self, &ttl);
+	if (rc == 0)
+		rc = dots(m, l, &self);
+	if (rc || in->bkey.level < MFS_BL_EPOCH)
+		return rc;
+	bool complete;
+	char *err = NULL;
+	rc = mf_engine_batch_count(m->eng, in->si.fp, &in->bkey.v, &l->batches,
+				   &complete, &err);
+	free(err);
+	if (rc == -ENOTSUP) { /* a framing not served: nothing to list */
+		l->batches = 0;
+		rc = 0;
+	}
+	if (l->batches > MFS_BT_FILE_MAX)
+		l->batches = MFS_BT_FILE_MAX;
+	l->bdir = ino;
+	return rc;
+}
+
 void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mfs *m = fuse_req_userdata(req);
@@ -212,6 +248,8 @@ void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = list_root(m, l);
 	else if (rc == 0 && in.kind == MFS_DIR)
 		rc = list_snapshot(m, &in.si, l);
+	else if (rc == 0 && in.kind == MFS_BDIR)
+		rc = list_bdir(m, ino, &in, l);
 	else if (rc == 0)
 		rc = -ENOTDIR;
 	size_t bytes = l ? sizeof(*l) + l->cap * sizeof(*l->v) : 0;
@@ -243,6 +281,7 @@ static void reply_listing(fuse_req_t req, size_t size, off_t off,
 		return;
 	}
 	size_t used = 0;
+	bool full = false;
 	for (size_t i = (size_t)off; off >= 0 && i < l->n; i++) {
 		struct dent *d = &l->v[i];
 		size_t left = size - used, want;
@@ -260,6 +299,31 @@ static void reply_listing(fuse_req_t req, size_t size, off_t off,
 		} else {
 			want = fuse_add_direntry(req, buf + used, left, d->name,
 						 &d->st, (off_t)(i + 1));
+		}
+		if (want > left) {
+			full = true;
+			break;
+		}
+		used += want;
+	}
+	/* then the batch files, past the entries */
+	uint64_t end = (uint64_t)l->n + l->batches;
+	for (uint64_t i = off > (off_t)l->n ? (uint64_t)off : l->n;
+	     off >= 0 && !full && i < end; i++) {
+		char name[32];
+		uint64_t k = i - l->n;
+		struct stat st = {.st_mode = S_IFREG | 0444,
+				  .st_ino = mfs_btree_file_ino(l->bdir, k)};
+		size_t left = size - used, want;
+		(void)mfs_batch_name(k, name, sizeof(name));
+		if (plus) {
+			/* names only: sizes are looked up */
+			struct fuse_entry_param e = {.attr = st};
+			want = fuse_add_direntry_plus(req, buf + used, left,
+						      name, &e, (off_t)(i + 1));
+		} else {
+			want = fuse_add_direntry(req, buf + used, left, name,
+						 &st, (off_t)(i + 1));
 		}
 		if (want > left)
 			break;

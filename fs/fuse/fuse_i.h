@@ -138,6 +138,9 @@ struct mfs_reaper;
 struct mfs_nswatch;
 
 struct mfs_fh;
+struct mfs_bdirs;
+struct mfs_btab;
+struct mfs_bfh;
 
 struct mfs {
 	struct mfs_opts o; /* strings owned (copied) */
@@ -189,6 +192,8 @@ struct mfs {
 	struct mfs_reaper *reaper; /* stops abandoned computations */
 	atomic_bool mount_left; /* the session ended as its mount left this
 				 * namespace: not ours to unmount */
+	struct mfs_bdirs *bdirs; /* the batch tree's folders (fuse_btree.c) */
+	struct mfs_btab *btab; /* shard data batches read (fuse_batch.c) */
 	struct mfs_nswatch *nswatch; /* ends the session when the mount
 					left this namespace (or NULL) */
 	atomic_bool stopping; /* mfs_stop began: computations are cancelled */
@@ -278,14 +283,35 @@ double mfs_attr_shard(struct mfs *m, fuse_ino_t ino,
 		      const struct mfs_snap_info *si,
 		      const struct mf_engine_shard *rec, struct stat *st);
 
-/* What an inode is, decoded; snap info filled for dirs and shards. */
-enum mfs_kind { MFS_ROOT, MFS_DIR, MFS_SHARD, MFS_LINK };
+/* A folder of the batch tree (docs/format.md, "The batch tree's names"):
+ * SNAP/batches, its B, seed-S, epoch-E and rank-R-of-W[-from-G]
+ * folders. The view's fields are those its path gave: batch from B on,
+ * shuffled and seed from seed-S on, epoch from epoch-E on, and world 1,
+ * rank 0, from 0 unless it is a rank folder. */
+enum mfs_blevel {
+	MFS_BL_TOP,
+	MFS_BL_SIZE,
+	MFS_BL_SEED,
+	MFS_BL_EPOCH,
+	MFS_BL_RANK
+};
+struct mfs_bkey {
+	uint32_t snap_id;
+	enum mfs_blevel level;
+	struct mf_engine_batch_view v;
+};
+
+/* What an inode is, decoded; snap info filled for dirs, shards and the
+ * batch tree. */
+enum mfs_kind { MFS_ROOT, MFS_DIR, MFS_SHARD, MFS_LINK, MFS_BDIR, MFS_BFILE };
 struct mfs_inode {
 	enum mfs_kind kind;
 	struct mfs_snap *snap;
 	struct mfs_snap_info si;
 	uint32_t shard;
 	struct mfs_link link;
+	struct mfs_bkey bkey; /* MFS_BDIR, and a MFS_BFILE's folder */
+	uint64_t batch; /* MFS_BFILE: its number in its folder */
 };
 int mfs_inode_decode(struct mfs *m, fuse_ino_t ino, struct mfs_inode *out);
 /* Applies opts.readahead_kb once; called on requests after FUSE INIT. */
@@ -305,8 +331,8 @@ void mfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void mfs_op_readlink(fuse_req_t req, fuse_ino_t ino);
 void mfs_op_statfs(fuse_req_t req, fuse_ino_t ino);
 /* Fills e for the child name of parent; 0 or -errno. */
-int mfs_entry(struct mfs *m, fuse_ino_t parent, const char *name,
-	      struct fuse_entry_param *e);
+int mfs_entry(struct mfs *m, fuse_req_t req, fuse_ino_t parent,
+	      const char *name, struct fuse_entry_param *e);
 
 /* fuse_dir.c: opendir, readdir(plus), releasedir */
 void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
@@ -398,6 +424,74 @@ void mfs_fhs_release(struct mfs *m);
 /* The data an open handle reads (fi->fh of a shard's open). */
 const struct mfs_data *mfs_fh_data(uint64_t fh);
 void mfs_data_put(struct mfs *m, struct mfs_data *d);
+void mfs_data_get(struct mfs_data *d);
+/* Wraps a reader of the computation rec describes (taken over, closed on
+ * failure) in a data of refs 1. With adopt, the chunks this thread's
+ * materialization of that very file put in the cache become the
+ * data's. */
+int mfs_data_new(struct mfs *m, const struct mf_engine_shard *rec,
+		 struct mf_shard_reader *r, bool adopt, int64_t created,
+		 struct mfs_data **out);
+
+/* fuse_btree.c: the batch tree's inodes. A folder of it is a node of a
+ * table, made by a lookup and freed when the kernel forgets it (its
+ * lookups counted); a batch file's inode is computed from its folder's:
+ * MFS_INO_BATCH | (folder slot + 1) << MFS_BT_FILE_BITS | (number + 1),
+ * so that reading an epoch costs no memory per batch. Batch numbers at
+ * or past MFS_BT_FILE_MAX have no inode: EOVERFLOW. */
+#define MFS_INO_BATCH (MFS_INO_INC | (1ULL << 62))
+#define MFS_BT_FILE_BITS 38
+#define MFS_BT_SLOT_MAX (1u << 24) /* folders at most: 2^24 - 1 */
+#define MFS_BT_FILE_MAX ((1ULL << MFS_BT_FILE_BITS) - 1)
+/* Folders of the tree one reader uid may make the daemon hold, and all
+ * of them: past it a lookup fails with ENFILE until the kernel forgets
+ * some (its dentry cache lets them go). */
+#define MFS_BT_UID_CAP 4096
+#define MFS_BT_CAP 65536
+int mfs_btree_new(struct mfs *m);
+void mfs_btree_free(struct mfs *m);
+static inline bool mfs_ino_is_batch(fuse_ino_t ino)
+{
+	return (ino & MFS_INO_BATCH) == MFS_INO_BATCH;
+}
+/* Decodes a batch tree inode into out (kind, snap, si, bkey, batch):
+ * 0 or -ENOENT. */
+int mfs_btree_decode(struct mfs *m, fuse_ino_t ino, struct mfs_inode *out);
+/* The entry of name under a folder of the tree, or of `batches` under a
+ * snapshot folder (parent in: MFS_DIR or MFS_BDIR); counts the lookup.
+ * 0, -ENOENT, -ENFILE, -EOVERFLOW, -errno. */
+int mfs_btree_entry(struct mfs *m, fuse_req_t req, fuse_ino_t parent,
+		    const struct mfs_inode *in, const char *name,
+		    struct fuse_entry_param *e);
+/* A lookup of a tree inode answered but not delivered (the kernel never
+ * got it): as a FORGET of one. */
+void mfs_btree_forget(struct mfs *m, fuse_ino_t ino, uint64_t nlookup);
+/* The attributes of a tree inode (fh: an open batch's handle, or 0). */
+int mfs_btree_attr(struct mfs *m, fuse_ino_t ino, uint64_t fh, struct stat *st,
+		   double *ttl);
+/* Whether snapshot fp serves a batch tree (its spec has records): 1, 0,
+ * or -errno. */
+int mfs_btree_has(struct mfs *m, const char *fp);
+/* A batch file's inode. */
+fuse_ino_t mfs_btree_file_ino(fuse_ino_t dir, uint64_t n);
+
+/* fuse_batch.c: opening batch files and reading them through the chunk
+ * cache, over the shard data the mount keeps for batches (the last
+ * MFS_BTAB_SLOTS shards they read, each a reader of one computation). */
+#define MFS_BTAB_SLOTS 512
+int mfs_btab_new(struct mfs *m);
+void mfs_btab_free(struct mfs *m);
+/* open and read of a MFS_BFILE inode (from mfs_op_open, mfs_op_read,
+ * mfs_op_release: their fi->fh is a batch handle). */
+void mfs_batch_open(fuse_req_t req, fuse_ino_t ino, const struct mfs_inode *in,
+		    struct fuse_file_info *fi);
+void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
+		    struct fuse_file_info *fi);
+void mfs_batch_release(struct mfs *m, struct fuse_file_info *fi);
+/* The size an open batch handle reads. */
+uint64_t mfs_batch_fh_size(uint64_t fh);
+/* Closes the batch handles still open once the session has ended. */
+void mfs_batch_fhs_release(struct mfs *m);
 
 /* fuse_write.c: unlink, rmdir, and every refused change */
 void mfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);

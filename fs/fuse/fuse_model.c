@@ -554,6 +554,8 @@ int mfs_inode_decode(struct mfs *m, fuse_ino_t ino, struct mfs_inode *out)
 		out->kind = MFS_ROOT;
 		return 0;
 	}
+	if (mfs_ino_is_batch(ino))
+		return mfs_btree_decode(m, ino, out);
 	uint32_t id = (uint32_t)(ino >> 32), low = (uint32_t)ino;
 	if (ino & MFS_INO_INC) {
 		uint32_t k;

@@ -114,6 +114,10 @@ static int setup(struct mfs *m, const struct mfs_opts *o, char **err)
 	if (rc == 0)
 		rc = mfs_ns_init(m);
 	if (rc == 0)
+		rc = mfs_btree_new(m);
+	if (rc == 0)
+		rc = mfs_btab_new(m);
+	if (rc == 0)
 		rc = mfs_specs_new(m, &m->specs);
 	if (rc == 0)
 		mfs_specs_scan(m);
@@ -256,6 +260,8 @@ void mfs_free(struct mfs *m)
 	 * their snapshot through the namespace */
 	mf_engine_close(m->eng);
 	mfs_fhs_release(m);
+	mfs_btab_free(m); /* its handles too */
+	mfs_btree_free(m);
 	mfs_nodes_release(m);
 	mfs_cache_free(m->cache);
 	mfs_specs_free(m->specs);

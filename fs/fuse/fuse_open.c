@@ -88,7 +88,7 @@ void mfs_data_put(struct mfs *m, struct mfs_data *d)
 	free(d);
 }
 
-static void data_get(struct mfs_data *d)
+void mfs_data_get(struct mfs_data *d)
 {
 	atomic_fetch_add(&d->refs, 1);
 }
@@ -96,9 +96,9 @@ static void data_get(struct mfs_data *d)
 /* Wraps a reader of the computation rec describes (taken over, closed on
  * failure). With adopt, the chunks this thread's materialization of that
  * very file put in the cache become the data's. */
-static int data_new(struct mfs *m, const struct mf_engine_shard *rec,
-		    struct mf_shard_reader *r, bool adopt, int64_t created,
-		    struct mfs_data **out)
+int mfs_data_new(struct mfs *m, const struct mf_engine_shard *rec,
+		 struct mf_shard_reader *r, bool adopt, int64_t created,
+		 struct mfs_data **out)
 {
 	struct mfs_data *d = calloc(1, sizeof(*d));
 	if (!d) {
@@ -158,7 +158,7 @@ static int fh_open(struct mfs *m, fuse_ino_t ino, uid_t uid, struct mfs_data *d,
 		n->cur = d; /* the caller's reference becomes the node's */
 		n->nfh = 1;
 	}
-	data_get(d); /* the handle's */
+	mfs_data_get(d); /* the handle's */
 	*keep = n->kept != 0 && n->kept == d->gen;
 	n->kept = d->gen;
 	fh->d = d;
@@ -249,7 +249,7 @@ static struct mfs_data *node_current(struct mfs *m, fuse_ino_t ino,
 	struct mfs_node *n = mfs_node_get(m, ino);
 	if (n && n->cur && n->cur->gen == rec->generation) {
 		d = n->cur;
-		data_get(d);
+		mfs_data_get(d);
 	}
 	pthread_mutex_unlock(&m->node_lock);
 	return d;
@@ -290,7 +290,7 @@ static int open_fast(struct mfs *m, fuse_ino_t ino, const struct mfs_inode *in,
 		return rc;
 	struct mfs_data *d = h.found;
 	if (!d)
-		rc = data_new(m, &rec, r, false, in->si.created, &d);
+		rc = mfs_data_new(m, &rec, r, false, in->si.created, &d);
 	mf_engine_shard_release(&rec);
 	if (rc == 0)
 		*out = d;
@@ -317,7 +317,7 @@ static int open_engine(struct open_job *j, struct mfs_data **out, char **err)
 	}
 	if (rc)
 		return rc;
-	rc = data_new(m, &rec, r, true, j->created, out);
+	rc = mfs_data_new(m, &rec, r, true, j->created, out);
 	mf_engine_shard_release(&rec);
 	return rc;
 }
@@ -400,7 +400,7 @@ static void open_job_run(void *arg, bool cancelled)
 		if (rc) {
 			fuse_reply_err(w->req, rc == -EBADMSG ? EIO : -rc);
 		} else {
-			data_get(d);
+			mfs_data_get(d);
 			reply_opened(m, w->req, &w->fi, j->ino, d);
 		}
 		free(w);
@@ -507,6 +507,10 @@ void mfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct mfs *m = fuse_req_userdata(req);
 	struct mfs_inode in;
 	int rc = mfs_inode_decode(m, ino, &in);
+	if (rc == 0 && in.kind == MFS_BFILE) {
+		mfs_batch_open(req, ino, &in, fi);
+		return;
+	}
 	if (rc == 0 && in.kind != MFS_SHARD)
 		rc = in.kind == MFS_LINK ? -ELOOP : -EISDIR;
 	/* shards are read-only files (r--r--r--): what the kernel answers
@@ -537,9 +541,11 @@ const struct mfs_data *mfs_fh_data(uint64_t fh)
 
 void mfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
 	struct mfs *m = fuse_req_userdata(req);
-	fh_close(m, (struct mfs_fh *)(uintptr_t)fi->fh);
+	if (mfs_ino_is_batch(ino))
+		mfs_batch_release(m, fi);
+	else
+		fh_close(m, (struct mfs_fh *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -583,7 +589,7 @@ static void ra_submit(struct mfs *m, struct mfs_data *d, uint32_t chunk)
 	if (!j)
 		return;
 	*j = (struct ra_job){m, d, chunk};
-	data_get(d);
+	mfs_data_get(d);
 	if (mfs_pool_submit(m->ra_pool, ra_run, j) != 0) {
 		mfs_data_put(m, d);
 		free(j);
@@ -641,7 +647,10 @@ static void read_failed(struct mfs *m, fuse_req_t req, struct mfs_data *d,
 void mfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		 struct fuse_file_info *fi)
 {
-	(void)ino;
+	if (mfs_ino_is_batch(ino)) {
+		mfs_batch_read(req, size, off, fi);
+		return;
+	}
 	struct mfs *m = fuse_req_userdata(req);
 	struct mfs_fh *fh = (struct mfs_fh *)(uintptr_t)fi->fh;
 	struct mfs_data *d = fh->d;

@@ -114,8 +114,8 @@ static int entry_shard(struct mfs *m, const struct mfs_snap_info *si,
 	return 0;
 }
 
-int mfs_entry(struct mfs *m, fuse_ino_t parent, const char *name,
-	      struct fuse_entry_param *e)
+int mfs_entry(struct mfs *m, fuse_req_t req, fuse_ino_t parent,
+	      const char *name, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	if (strlen(name) > NAME_MAX)
@@ -128,7 +128,11 @@ int mfs_entry(struct mfs *m, fuse_ino_t parent, const char *name,
 	case MFS_ROOT:
 		return entry_root_child(m, name, e);
 	case MFS_DIR:
+		if (strcmp(name, "batches") == 0)
+			return mfs_btree_entry(m, req, parent, &in, name, e);
 		return entry_shard(m, &in.si, name, e);
+	case MFS_BDIR:
+		return mfs_btree_entry(m, req, parent, &in, name, e);
 	default:
 		return -ENOTDIR;
 	}
@@ -138,26 +142,29 @@ void mfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct mfs *m = fuse_req_userdata(req);
 	struct fuse_entry_param e;
-	int rc = mfs_entry(m, parent, name, &e);
+	int rc = mfs_entry(m, req, parent, name, &e);
 	if (rc)
 		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_entry(req, &e);
+	else if (fuse_reply_entry(req, &e) != 0 && mfs_ino_is_batch(e.ino))
+		mfs_btree_forget(m, e.ino, 1); /* the kernel never got it */
 }
 
-/* Inodes are computed, so the kernel's references need no bookkeeping. */
+/* Inodes are computed, so the kernel's references need no bookkeeping,
+ * but for the batch tree's folders (fuse_btree.c). */
 void mfs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	(void)ino;
-	(void)nlookup;
+	if (mfs_ino_is_batch(ino))
+		mfs_btree_forget(fuse_req_userdata(req), ino, nlookup);
 	fuse_reply_none(req);
 }
 
 void mfs_op_forget_multi(fuse_req_t req, size_t count,
 			 struct fuse_forget_data *forgets)
 {
-	(void)count;
-	(void)forgets;
+	struct mfs *m = fuse_req_userdata(req);
+	for (size_t i = 0; i < count; i++)
+		if (mfs_ino_is_batch(forgets[i].ino))
+			mfs_btree_forget(m, forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -184,6 +191,8 @@ static int inode_attr(struct mfs *m, fuse_ino_t ino, uint64_t fh,
 	struct mf_engine_file ss;
 	int64_t created;
 	*ttl = MFS_ATTR_TTL;
+	if (mfs_ino_is_batch(ino))
+		return mfs_btree_attr(m, ino, fh, st, ttl);
 	if (fh) {
 		const struct mfs_data *d = mfs_fh_data(fh);
 		attr_held(m, ino, &d->st, d->created, st);
@@ -209,6 +218,9 @@ static int inode_attr(struct mfs *m, fuse_ino_t ino, uint64_t fh,
 		return 0;
 	case MFS_SHARD:
 		break;
+	case MFS_BDIR:
+	case MFS_BFILE:
+		return -ENOENT; /* decoded above */
 	}
 	struct mf_engine_shard rec;
 	rc = mfs_shard_rec(m, in.si.fp, in.shard, &rec);

@@ -273,6 +273,25 @@ static int dir_attrs(struct mfs *m, const struct mfs_inode *in,
 	return 0;
 }
 
+/* A folder or file of the batch tree: the order's version, and for a
+ * file its records and, once placed, its global batch. */
+static int batch_attrs(struct mfs *m, const struct mfs_inode *in,
+		       struct xattrs *x)
+{
+	xa_add(x, "order", "%u", (unsigned)MF_ENGINE_ORDER_VERSION);
+	if (in->kind != MFS_BFILE)
+		return 0;
+	xa_add(x, "records", "%llu", (unsigned long long)in->bkey.v.batch);
+	struct mf_engine_batch_place pl;
+	char *err = NULL;
+	if (mf_engine_batch_find(m->eng, in->si.fp, &in->bkey.v, in->batch, &pl,
+				 &err) == 0)
+		xa_add(x, "global_batch", "%llu",
+		       (unsigned long long)pl.global);
+	free(err);
+	return 0;
+}
+
 /* Since the mount, atomic reads without a lock: chunks the cache
  * decompressed, chunks it took from materializations as they were
  * written instead, readers' cache hits and misses, bytes read replies
@@ -325,6 +344,9 @@ static int attrs_of(struct mfs *m, uid_t reader, fuse_ino_t ino,
 		return 0;
 	case MFS_LINK:
 		return 0;
+	case MFS_BDIR:
+	case MFS_BFILE:
+		return batch_attrs(m, &in, x);
 	}
 	return 0;
 }

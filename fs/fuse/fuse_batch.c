@@ -1,0 +1,653 @@
+/*
+ * fuse_batch.c - opening batch files and reading them.
+ *
+ * A batch's open plans it (mf_engine_batch_plan: the segments of shard
+ * bytes its records are) over the shard data of this file: readers of
+ * the shards batches read last, kept in a table of MFS_BTAB_SLOTS, so
+ * that consecutive batches of an epoch, which draw on the same window of
+ * shards, share their readers and their chunks in the cache. A reader
+ * kept is used again only while its shard is still that computation (the
+ * row's generation, mf_engine_open_materialized).
+ *
+ * An open whose shards are materialized is answered on the spot. One that
+ * needs a computation goes to the workers, keyed by its reader's uid as
+ * shard opens are; its job first has the shards the order needs next
+ * computed on other workers too (mf_engine_batch_wanted), so that a cold
+ * epoch's first batch costs about one shard's time with enough workers,
+ * then plans, each computation single-flight through the engine. A stage
+ * of this daemon opening a batch that needs a computation gets EDEADLK,
+ * as for shards.
+ *
+ * Reads go through the chunk cache (fuse_cache.c), each segment's chunks
+ * from its shard's data. Batch files never change while their inode
+ * lives: opens keep the kernel's pages (FOPEN_KEEP_CACHE).
+ *
+ * Not for: the tree's names and inodes (fuse_btree.c) or the order (the
+ * engine, order/).
+ */
+#include "fuse_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#define BTAB_WAYS 4
+#define BTAB_SETS (MFS_BTAB_SLOTS / BTAB_WAYS)
+#define WANTED_MAX 64
+#define MAX_PIECES 256 /* iovecs of a reply; more are copied into one */
+
+struct bt_ent {
+	struct mfs_data *d; /* a reference; NULL: empty */
+	uint64_t tick;
+};
+
+struct mfs_bfh;
+
+/* lock is a leaf: nothing is taken or called under it but the table's
+ * own bookkeeping (references are put after it is let go). */
+struct mfs_btab {
+	pthread_mutex_t lock;
+	struct bt_ent v[MFS_BTAB_SLOTS];
+	uint64_t tick;
+	struct mfs_bfh *fhs; /* every batch handle open */
+};
+
+/* One segment of an open batch: at `at` in the batch, bytes [off, off +
+ * len) of d's shard, or of lit. */
+struct bseg {
+	uint64_t at, off, len;
+	const uint8_t *lit;
+	struct mfs_data *d; /* borrowed from the handle's datas */
+};
+
+struct mfs_bfh {
+	struct mfs_bfh *prev, *next; /* btab->fhs, under its lock */
+	uid_t uid; /* counted by mfs_user_take */
+	uint64_t size;
+	size_t nsegs;
+	struct bseg *segs;
+	size_t ndatas;
+	struct mfs_data **datas; /* references */
+};
+
+int mfs_btab_new(struct mfs *m)
+{
+	struct mfs_btab *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	int rc = mf_mutex_init(&t->lock);
+	if (rc) {
+		free(t);
+		return rc;
+	}
+	m->btab = t;
+	return 0;
+}
+
+void mfs_btab_free(struct mfs *m)
+{
+	struct mfs_btab *t = m->btab;
+	if (!t)
+		return;
+	mfs_batch_fhs_release(m);
+	for (size_t i = 0; i < MFS_BTAB_SLOTS; i++)
+		mfs_data_put(m, t->v[i].d);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+	m->btab = NULL;
+}
+
+static size_t set_of(const char *fp, uint32_t shard)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (const char *p = fp; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	h ^= shard;
+	h *= 0xff51afd7ed558ccdULL;
+	return (size_t)((h ^ (h >> 32)) % BTAB_SETS) * BTAB_WAYS;
+}
+
+/* The kept data of fp's shard (a reference), or NULL. */
+static struct mfs_data *tab_find(struct mfs *m, const char *fp, uint32_t shard)
+{
+	struct mfs_btab *t = m->btab;
+	struct mfs_data *d = NULL;
+	size_t s = set_of(fp, shard);
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = s; i < s + BTAB_WAYS && !d; i++) {
+		struct mfs_data *x = t->v[i].d;
+		if (x && x->shard == shard && strcmp(x->fp, fp) == 0) {
+			d = x;
+			mfs_data_get(d);
+			t->v[i].tick = ++t->tick;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return d;
+}
+
+/* Keeps d (one more reference) in place of its shard's data, or of the
+ * least recently used of its set. */
+static void tab_put(struct mfs *m, struct mfs_data *d)
+{
+	struct mfs_btab *t = m->btab;
+	size_t s = set_of(d->fp, d->shard), at = s;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = s; i < s + BTAB_WAYS; i++) {
+		struct mfs_data *x = t->v[i].d;
+		if (!x || (x->shard == d->shard && strcmp(x->fp, d->fp) == 0)) {
+			at = i;
+			break;
+		}
+		if (t->v[i].tick < t->v[at].tick)
+			at = i;
+	}
+	struct mfs_data *old = t->v[at].d;
+	mfs_data_get(d);
+	t->v[at] = (struct bt_ent){d, ++t->tick};
+	pthread_mutex_unlock(&t->lock);
+	mfs_data_put(m, old);
+}
+
+/* ---- planning: the shard supplier ---- */
+
+struct bopen {
+	struct mfs *m;
+	fuse_req_t req;
+	struct fuse_file_info fi;
+	fuse_ino_t ino;
+	char fp[MF_FP_HEX_LEN + 1];
+	struct mf_engine_batch_view v;
+	uint64_t k;
+	int64_t created;
+	uid_t uid;
+	bool compute; /* the supplier may compute: on a worker only */
+	size_t ndatas, cap;
+	struct mfs_data **datas; /* references, each shard once */
+};
+
+static bool have_same(void *arg, const struct mf_engine_shard *rec)
+{
+	struct mfs_data *d = arg;
+	return d && d->gen == rec->generation;
+}
+
+/* The current data of o's shard: the kept one while it is that
+ * computation, else a new reader (kept), computing the shard when o may
+ * (-EAGAIN when it may not and must). A reference. */
+static int shard_data(struct bopen *o, uint32_t shard, struct mfs_data **out,
+		      char **err)
+{
+	struct mfs *m = o->m;
+	struct mfs_data *d = tab_find(m, o->fp, shard);
+	struct mf_shard_reader *r = NULL;
+	struct mf_engine_shard rec;
+	int rc = mf_engine_open_materialized(m->eng, o->fp, shard, have_same, d,
+					     &r, &rec);
+	bool adopt = false;
+	if (rc == -EAGAIN && o->compute) {
+		rc = mf_engine_open_shard_rec(m->eng, o->fp, shard, &r, &rec,
+					      err);
+		adopt = true;
+	}
+	if (rc == 0 && r) { /* another computation than the one kept */
+		mfs_data_put(m, d);
+		d = NULL;
+		rc = mfs_data_new(m, &rec, r, adopt, o->created, &d);
+		if (adopt)
+			mfs_cache_unstage(m->cache);
+		if (rc == 0)
+			tab_put(m, d);
+	}
+	if (rc == 0)
+		mf_engine_shard_release(&rec);
+	if (rc) {
+		mfs_data_put(m, d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+static int supply(void *arg, uint32_t shard, struct mf_shard_reader **r,
+		  char **err)
+{
+	struct bopen *o = arg;
+	for (size_t i = 0; i < o->ndatas; i++)
+		if (o->datas[i]->shard == shard) {
+			*r = o->datas[i]->r;
+			return 0;
+		}
+	if (o->ndatas == o->cap) {
+		size_t c = o->cap ? o->cap * 2 : 16;
+		void *p = realloc(o->datas, c * sizeof(*o->datas));
+		if (!p)
+			return -ENOMEM;
+		o->datas = p;
+		o->cap = c;
+	}
+	struct mfs_data *d;
+	int rc = shard_data(o, shard, &d, err);
+	if (rc)
+		return rc;
+	o->datas[o->ndatas++] = d;
+	*r = d->r;
+	return 0;
+}
+
+static void bopen_free(struct bopen *o)
+{
+	for (size_t i = 0; i < o->ndatas; i++)
+		mfs_data_put(o->m, o->datas[i]);
+	free(o->datas);
+	free(o);
+}
+
+/* ---- handles ---- */
+
+static void fh_free(struct mfs *m, struct mfs_bfh *fh)
+{
+	for (size_t i = 0; i < fh->ndatas; i++)
+		mfs_data_put(m, fh->datas[i]);
+	free(fh->datas);
+	free(fh->segs);
+	mfs_user_give(m, fh->uid, MFS_HANDLE_SHARD);
+	free(fh);
+}
+
+static void fh_unlink(struct mfs *m, struct mfs_bfh *fh)
+{
+	struct mfs_btab *t = m->btab;
+	pthread_mutex_lock(&t->lock);
+	if (fh->prev)
+		fh->prev->next = fh->next;
+	else
+		t->fhs = fh->next;
+	if (fh->next)
+		fh->next->prev = fh->prev;
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* A handle on plan p, taking o's data references over. */
+static int fh_make(struct bopen *o, const struct mf_engine_batch_plan *p,
+		   struct mfs_bfh **out)
+{
+	struct mfs_bfh *fh = calloc(1, sizeof(*fh));
+	if (!fh)
+		return -ENOMEM;
+	fh->segs = calloc(p->nsegs ? p->nsegs : 1, sizeof(*fh->segs));
+	if (!fh->segs) {
+		free(fh);
+		return -ENOMEM;
+	}
+	uint64_t at = 0;
+	for (size_t i = 0; i < p->nsegs; i++) {
+		const struct mf_engine_batch_seg *s = &p->segs[i];
+		struct bseg *b = &fh->segs[i];
+		*b = (struct bseg){at, s->off, s->len, s->lit, NULL};
+		for (size_t j = 0; !s->lit && j < o->ndatas && !b->d; j++)
+			if (o->datas[j]->shard == s->shard)
+				b->d = o->datas[j];
+		if (!s->lit &&
+		    (!b->d || s->off > b->d->st.raw_bytes ||
+		     s->len > b->d->st.raw_bytes - s->off)) {
+			free(fh->segs);
+			free(fh);
+			return -ESTALE; /* a shard shorter than planned */
+		}
+		at += s->len;
+	}
+	fh->nsegs = p->nsegs;
+	fh->size = at;
+	fh->uid = o->uid;
+	fh->datas = o->datas;
+	fh->ndatas = o->ndatas;
+	o->datas = NULL;
+	o->ndatas = o->cap = 0;
+	*out = fh;
+	return 0;
+}
+
+/* Plans o's batch and answers its open. Frees o. */
+static void open_finish(struct bopen *o, int rc_plan,
+			struct mf_engine_batch_plan *p)
+{
+	struct mfs *m = o->m;
+	struct mfs_bfh *fh = NULL;
+	int rc = rc_plan ? rc_plan : fh_make(o, p, &fh);
+	if (rc == 0) {
+		struct mfs_btab *t = m->btab;
+		pthread_mutex_lock(&t->lock);
+		fh->next = t->fhs;
+		if (t->fhs)
+			t->fhs->prev = fh;
+		t->fhs = fh;
+		pthread_mutex_unlock(&t->lock);
+		o->fi.fh = (uint64_t)(uintptr_t)fh;
+		o->fi.keep_cache = 1;
+		o->fi.direct_io = 0;
+		o->fi.noflush = 1;
+		if (fuse_reply_open(o->req, &o->fi) != 0) { /* no release */
+			fh_unlink(m, fh);
+			fh_free(m, fh);
+		}
+	} else {
+		mfs_user_give(m, o->uid, MFS_HANDLE_SHARD);
+		if (rc == -EBADMSG || rc == -EAGAIN)
+			rc = -EIO;
+		fuse_reply_err(o->req, -rc);
+	}
+	bopen_free(o);
+}
+
+static int plan(struct bopen *o, struct mf_engine_batch_plan *p, char **err)
+{
+	int rc = mf_engine_batch_plan(o->m->eng, o->fp, &o->v, o->k, supply, o,
+				      p, err);
+	if (rc == -ESTALE) { /* its order was dropped: once more */
+		free(*err);
+		*err = NULL;
+		rc = mf_engine_batch_plan(o->m->eng, o->fp, &o->v, o->k, supply,
+					  o, p, err);
+	}
+	return rc;
+}
+
+struct warm_job {
+	struct mfs *m;
+	char fp[MF_FP_HEX_LEN + 1];
+	uint32_t shard;
+	int64_t created;
+};
+
+/* Computes one shard a cold batch needs (its data kept for the batch). */
+static void warm_run(void *arg, bool cancelled)
+{
+	struct warm_job *j = arg;
+	struct bopen o = {.m = j->m, .created = j->created, .compute = true};
+	memcpy(o.fp, j->fp, sizeof(o.fp));
+	struct mfs_data *d;
+	char *err = NULL;
+	if (!cancelled && shard_data(&o, j->shard, &d, &err) == 0)
+		mfs_data_put(j->m, d);
+	free(err);
+	free(j);
+}
+
+/* Has the shards the order needs next for o's batch computed by other
+ * workers, up to as many as there are. */
+static void warm_wanted(struct bopen *o)
+{
+	struct mfs *m = o->m;
+	uint32_t shards[WANTED_MAX];
+	size_t n = 0, cap = m->o.workers ? m->o.workers : m->cores;
+	char *err = NULL;
+	if (cap > WANTED_MAX)
+		cap = WANTED_MAX;
+	if (mf_engine_batch_wanted(m->eng, o->fp, &o->v, o->k, shards, cap, &n,
+				   &err) != 0)
+		n = 0;
+	free(err);
+	/* the first is this job's own to compute */
+	for (size_t i = 1; i < n; i++) {
+		struct warm_job *j = malloc(sizeof(*j));
+		if (!j)
+			break;
+		*j = (struct warm_job){m, "", shards[i], o->created};
+		memcpy(j->fp, o->fp, sizeof(j->fp));
+		if (mfs_pool_submit_keyed(m->open_pool, o->uid, warm_run, j))
+			free(j);
+	}
+}
+
+static void open_job_run(void *arg, bool cancelled)
+{
+	struct bopen *o = arg;
+	struct mf_engine_batch_plan p = {0};
+	char *err = NULL;
+	int rc = -ENODEV;
+	if (!cancelled) {
+		warm_wanted(o);
+		rc = plan(o, &p, &err);
+	}
+	if (rc && rc != -ENOENT && !cancelled) {
+		char l[MFS_LABEL_MAX];
+		mfs_logf(o->m, MFS_LOG_WARN, "batch %llu of %s: %s",
+			 (unsigned long long)o->k,
+			 mfs_label(o->m, o->fp, l, sizeof(l)),
+			 err ? err : strerror(-rc));
+	}
+	free(err);
+	open_finish(o, rc, &p);
+	mf_engine_batch_plan_release(&p);
+}
+
+void mfs_batch_open(fuse_req_t req, fuse_ino_t ino, const struct mfs_inode *in,
+		    struct fuse_file_info *fi)
+{
+	struct mfs *m = fuse_req_userdata(req);
+	uid_t uid = fuse_req_ctx(req)->uid;
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	int rc = mfs_user_take(m, uid, MFS_HANDLE_SHARD);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct bopen *o = calloc(1, sizeof(*o));
+	if (!o) {
+		mfs_user_give(m, uid, MFS_HANDLE_SHARD);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	*o = (struct bopen){.m = m,
+			    .req = req,
+			    .fi = *fi,
+			    .ino = ino,
+			    .v = in->bkey.v,
+			    .k = in->batch,
+			    .created = in->si.created,
+			    .uid = uid};
+	memcpy(o->fp, in->si.fp, sizeof(o->fp));
+	struct mf_engine_batch_plan p = {0};
+	char *err = NULL;
+	rc = plan(o, &p, &err); /* materialized shards only */
+	free(err);
+	if (rc == -EAGAIN) {
+		mf_engine_batch_plan_release(&p);
+		if (mf_engine_runs_process(m->eng, fuse_req_ctx(req)->pid)) {
+			char l[MFS_LABEL_MAX];
+			mfs_logf(m, MFS_LOG_WARN,
+				 "batch %llu of %s: opened by a stage of this "
+				 "daemon while its shards are not "
+				 "materialized: refused (EDEADLK); "
+				 "materialize them first (matctl warm)",
+				 (unsigned long long)o->k,
+				 mfs_label(m, o->fp, l, sizeof(l)));
+			open_finish(o, -EDEADLK, NULL);
+			return;
+		}
+		for (size_t i = 0; i < o->ndatas; i++)
+			mfs_data_put(m, o->datas[i]);
+		o->ndatas = 0;
+		o->compute = true;
+		rc = mfs_pool_submit_keyed(m->open_pool, uid, open_job_run, o);
+		if (rc)
+			open_finish(o, rc, NULL);
+		return;
+	}
+	open_finish(o, rc, &p);
+	mf_engine_batch_plan_release(&p);
+}
+
+uint64_t mfs_batch_fh_size(uint64_t fh)
+{
+	return ((const struct mfs_bfh *)(uintptr_t)fh)->size;
+}
+
+void mfs_batch_release(struct mfs *m, struct fuse_file_info *fi)
+{
+	struct mfs_bfh *fh = (struct mfs_bfh *)(uintptr_t)fi->fh;
+	fh_unlink(m, fh);
+	fh_free(m, fh);
+}
+
+void mfs_batch_fhs_release(struct mfs *m)
+{
+	struct mfs_btab *t = m->btab;
+	for (;;) {
+		pthread_mutex_lock(&t->lock);
+		struct mfs_bfh *fh = t->fhs;
+		pthread_mutex_unlock(&t->lock);
+		if (!fh)
+			return;
+		fh_unlink(m, fh);
+		fh_free(m, fh);
+	}
+}
+
+/* ---- read ---- */
+
+/* The pieces of a read reply: iovecs and the chunk references they
+ * borrow from. */
+struct pieces {
+	size_t n, cap, nref, refcap;
+	struct iovec *iov;
+	void **ref;
+};
+
+static int piece_add(struct pieces *p, const void *buf, size_t len, void *ref)
+{
+	if (p->n == p->cap) {
+		size_t c = p->cap ? p->cap * 2 : 16;
+		void *q = realloc(p->iov, c * sizeof(*p->iov));
+		if (!q)
+			return -ENOMEM;
+		p->iov = q;
+		p->cap = c;
+	}
+	if (ref && p->nref == p->refcap) {
+		size_t c = p->refcap ? p->refcap * 2 : 16;
+		void *q = realloc(p->ref, c * sizeof(*p->ref));
+		if (!q)
+			return -ENOMEM;
+		p->ref = q;
+		p->refcap = c;
+	}
+	p->iov[p->n++] = (struct iovec){(void *)buf, len};
+	if (ref)
+		p->ref[p->nref++] = ref;
+	return 0;
+}
+
+/* Bytes [off, off + len) of segment s's shard, chunk by chunk. */
+static int seg_pieces(struct mfs *m, const struct bseg *s, uint64_t off,
+		      uint64_t len, struct pieces *p)
+{
+	struct mfs_data *d = s->d;
+	uint64_t cs = d->st.chunk_size, pos = s->off + off, end = pos + len;
+	while (pos < end) {
+		uint32_t c = (uint32_t)(pos / cs);
+		struct mfs_chunk ch;
+		void *ref;
+		int rc = mfs_cache_read(m->cache, d, c, &ch, &ref);
+		if (rc)
+			return rc;
+		uint64_t in = pos - (uint64_t)c * cs;
+		if (in >= ch.len) {
+			mfs_cache_unref(m->cache, ref);
+			return MF_CORRUPT("a chunk is shorter than its place");
+		}
+		size_t n =
+		    (size_t)(ch.len - in < end - pos ? ch.len - in : end - pos);
+		if ((rc = piece_add(p, ch.buf + in, n, ref))) {
+			mfs_cache_unref(m->cache, ref);
+			return rc;
+		}
+		pos += n;
+	}
+	return 0;
+}
+
+static void read_error(struct mfs *m, fuse_req_t req, const struct bseg *s,
+		       int rc)
+{
+	if (rc == -EBADMSG && s && s->d) {
+		char l[MFS_LABEL_MAX];
+		mfs_logf(m, MFS_LOG_ERR,
+			 "shard %u of %s: corrupt chunk (%s, %s), read for a "
+			 "batch: it will be computed again",
+			 s->d->shard, mfs_label(m, s->d->fp, l, sizeof(l)),
+			 mf_corrupt_reason(), mf_corrupt_where());
+		(void)mf_engine_report_corrupt(m->eng, s->d->fp, s->d->shard,
+					       s->d->gen);
+		rc = -EIO;
+	}
+	fuse_reply_err(req, -rc);
+}
+
+void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct mfs *m = fuse_req_userdata(req);
+	struct mfs_bfh *fh = (struct mfs_bfh *)(uintptr_t)fi->fh;
+	if (off < 0 || (uint64_t)off >= fh->size || size == 0) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	uint64_t pos = (uint64_t)off;
+	if (size > fh->size - pos)
+		size = (size_t)(fh->size - pos);
+	/* the segment holding pos: the last with at <= pos */
+	size_t lo = 0, hi = fh->nsegs;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (fh->segs[mid].at <= pos)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	struct pieces p = {0};
+	int rc = 0;
+	const struct bseg *bad = NULL;
+	uint64_t end = pos + size;
+	for (size_t i = lo; rc == 0 && i < fh->nsegs && pos < end; i++) {
+		const struct bseg *s = &fh->segs[i];
+		uint64_t in = pos - s->at;
+		uint64_t n = s->len - in < end - pos ? s->len - in : end - pos;
+		if (s->lit)
+			rc = piece_add(&p, s->lit + in, (size_t)n, NULL);
+		else if ((rc = seg_pieces(m, s, in, n, &p)))
+			bad = s;
+		pos += n;
+	}
+	char *flat = NULL;
+	if (rc == 0 && p.n > MAX_PIECES) { /* past what one writev takes */
+		if (!(flat = malloc(size))) {
+			rc = -ENOMEM;
+		} else {
+			size_t at = 0;
+			for (size_t i = 0; i < p.n; i++) {
+				memcpy(flat + at, p.iov[i].iov_base,
+				       p.iov[i].iov_len);
+				at += p.iov[i].iov_len;
+			}
+			p.iov[0] = (struct iovec){flat, size};
+			p.n = 1;
+		}
+	}
+	if (rc)
+		read_error(m, req, bad, rc);
+	else if (fuse_reply_iov(req, p.iov, (int)p.n) == 0)
+		atomic_fetch_add_explicit(&m->bytes_served, size,
+					  memory_order_relaxed);
+	for (size_t i = 0; i < p.nref; i++)
+		mfs_cache_unref(m->cache, p.ref[i]);
+	free(flat);
+	free(p.iov);
+	free(p.ref);
+}
