@@ -557,6 +557,44 @@ static int plan_add(struct mf_engine_batch_plan *p, size_t *cap, uint32_t shard,
 	return 0;
 }
 
+/* A set of shard numbers, open addressing (stored as shard + 1). */
+struct shard_set {
+	uint64_t *v;
+	size_t cap, n; /* cap a power of 2 */
+};
+
+/* Adds shard: 1 when it was not in s, 0 when it was, -ENOMEM. */
+static int set_add(struct shard_set *s, uint32_t shard)
+{
+	if (2 * (s->n + 1) > s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64;
+		uint64_t *v = calloc(cap, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		for (size_t i = 0; i < s->cap; i++)
+			for (size_t j = s->v[i] * 0x9e3779b97f4a7c15ULL;
+			     s->v[i]; j++)
+				if (!v[j & (cap - 1)]) {
+					v[j & (cap - 1)] = s->v[i];
+					break;
+				}
+		free(s->v);
+		s->v = v;
+		s->cap = cap;
+	}
+	uint64_t key = (uint64_t)shard + 1;
+	for (size_t j = key * 0x9e3779b97f4a7c15ULL;; j++) {
+		uint64_t *slot = &s->v[j & (s->cap - 1)];
+		if (*slot == key)
+			return 0;
+		if (!*slot) {
+			*slot = key;
+			s->n++;
+			return 1;
+		}
+	}
+}
+
 /* The runs of global batch g, copied out of the kept order. */
 static int batch_runs(struct mf_engine *e, const char *fp,
 		      const struct mf_engine_batch_view *v, uint64_t g,
@@ -620,20 +658,22 @@ int mf_engine_batch_plan(struct mf_engine *e, const char *fp,
 		rc = batch_runs(e, fp, v, p.global, &runs, &nr, &fr, err);
 	if (rc == 0 && fr.framing != MF_FRAMING_FIXED)
 		rc = -ENOTSUP;
+	struct shard_set seen = {0};
 	for (size_t i = 0; rc == 0 && i < nr; i++) {
 		struct mf_shard_reader *r;
 		uint32_t shard = (uint32_t)runs[i].shard;
-		bool seen = false;
-		for (size_t j = 0; j < i && !seen; j++)
-			seen = runs[j].shard == runs[i].shard;
 		rc = get(arg, shard, &r, err);
-		if (rc == 0 && !seen)
+		int added = rc ? 0 : set_add(&seen, shard);
+		if (added < 0)
+			rc = added;
+		else if (added)
 			rc = order_check(e, fp, v, shard, r);
 		if (rc == 0)
 			rc = plan_add(&p, &cap, shard, runs[i].record * fr.size,
 				      runs[i].count * fr.size);
 	}
 	free(runs);
+	free(seen.v);
 	if (rc) {
 		mf_engine_batch_plan_release(&p);
 		return rc;

@@ -36,11 +36,14 @@
 #define BTAB_WAYS 4
 #define BTAB_SETS (MFS_BTAB_SLOTS / BTAB_WAYS)
 #define WANTED_MAX 64
-#define MAX_PIECES 256 /* iovecs of a reply; more are copied into one */
+#define MAX_PIECES                                                             \
+	1000 /* iovecs of a reply (IOV_MAX less libfuse's
+			  * header); more are copied into one */
 
 struct bt_ent {
 	struct mfs_data *d; /* a reference; NULL: empty */
 	uint64_t tick;
+	uint64_t checked_ns; /* when its row last said it is current */
 };
 
 struct mfs_bfh;
@@ -109,12 +112,16 @@ static size_t set_of(const char *fp, uint32_t shard)
 	return (size_t)((h ^ (h >> 32)) % BTAB_SETS) * BTAB_WAYS;
 }
 
-/* The kept data of fp's shard (a reference), or NULL. */
-static struct mfs_data *tab_find(struct mfs *m, const char *fp, uint32_t shard)
+/* The kept data of fp's shard (a reference), or NULL; *fresh when its
+ * row said it is current less than MFS_SNAP_TTL_NS ago. */
+static struct mfs_data *tab_find(struct mfs *m, const char *fp, uint32_t shard,
+				 bool *fresh)
 {
 	struct mfs_btab *t = m->btab;
 	struct mfs_data *d = NULL;
 	size_t s = set_of(fp, shard);
+	uint64_t now = mf_mono_ns();
+	*fresh = false;
 	pthread_mutex_lock(&t->lock);
 	for (size_t i = s; i < s + BTAB_WAYS && !d; i++) {
 		struct mfs_data *x = t->v[i].d;
@@ -122,6 +129,7 @@ static struct mfs_data *tab_find(struct mfs *m, const char *fp, uint32_t shard)
 			d = x;
 			mfs_data_get(d);
 			t->v[i].tick = ++t->tick;
+			*fresh = now - t->v[i].checked_ns < MFS_SNAP_TTL_NS;
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -145,8 +153,11 @@ static void tab_put(struct mfs *m, struct mfs_data *d)
 			at = i;
 	}
 	struct mfs_data *old = t->v[at].d;
-	mfs_data_get(d);
-	t->v[at] = (struct bt_ent){d, ++t->tick};
+	if (old == d)
+		old = NULL; /* the same: checked again */
+	else
+		mfs_data_get(d);
+	t->v[at] = (struct bt_ent){d, ++t->tick, mf_mono_ns()};
 	pthread_mutex_unlock(&t->lock);
 	mfs_data_put(m, old);
 }
@@ -175,13 +186,19 @@ static bool have_same(void *arg, const struct mf_engine_shard *rec)
 }
 
 /* The current data of o's shard: the kept one while it is that
- * computation, else a new reader (kept), computing the shard when o may
- * (-EAGAIN when it may not and must). A reference. */
+ * computation (its row read again at most once a MFS_SNAP_TTL_NS), else a
+ * new reader (kept), computing the shard when o may (-EAGAIN when it may
+ * not and must). A reference. */
 static int shard_data(struct bopen *o, uint32_t shard, struct mfs_data **out,
 		      char **err)
 {
 	struct mfs *m = o->m;
-	struct mfs_data *d = tab_find(m, o->fp, shard);
+	bool fresh;
+	struct mfs_data *d = tab_find(m, o->fp, shard, &fresh);
+	if (d && fresh) {
+		*out = d;
+		return 0;
+	}
 	struct mf_shard_reader *r = NULL;
 	struct mf_engine_shard rec;
 	int rc = mf_engine_open_materialized(m->eng, o->fp, shard, have_same, d,
@@ -198,9 +215,9 @@ static int shard_data(struct bopen *o, uint32_t shard, struct mfs_data **out,
 		rc = mfs_data_new(m, &rec, r, adopt, o->created, &d);
 		if (adopt)
 			mfs_cache_unstage(m->cache);
-		if (rc == 0)
-			tab_put(m, d);
 	}
+	if (rc == 0)
+		tab_put(m, d); /* kept, or checked again */
 	if (rc == 0)
 		mf_engine_shard_release(&rec);
 	if (rc) {
@@ -215,7 +232,7 @@ static int supply(void *arg, uint32_t shard, struct mf_shard_reader **r,
 		  char **err)
 {
 	struct bopen *o = arg;
-	for (size_t i = 0; i < o->ndatas; i++)
+	for (size_t i = o->ndatas; i-- > 0;) /* the last ones first */
 		if (o->datas[i]->shard == shard) {
 			*r = o->datas[i]->r;
 			return 0;
@@ -270,6 +287,30 @@ static void fh_unlink(struct mfs *m, struct mfs_bfh *fh)
 	pthread_mutex_unlock(&t->lock);
 }
 
+static int by_shard(const void *a, const void *b)
+{
+	uint32_t x = (*(struct mfs_data *const *)a)->shard;
+	uint32_t y = (*(struct mfs_data *const *)b)->shard;
+	return (x > y) - (x < y);
+}
+
+/* o's data of shard (o->datas sorted by shard), or NULL. */
+static struct mfs_data *data_of(const struct bopen *o, uint32_t shard)
+{
+	size_t lo = 0, hi = o->ndatas;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		uint32_t x = o->datas[mid]->shard;
+		if (x == shard)
+			return o->datas[mid];
+		if (x < shard)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
 /* A handle on plan p, taking o's data references over. */
 static int fh_make(struct bopen *o, const struct mf_engine_batch_plan *p,
 		   struct mfs_bfh **out)
@@ -283,13 +324,13 @@ static int fh_make(struct bopen *o, const struct mf_engine_batch_plan *p,
 		return -ENOMEM;
 	}
 	uint64_t at = 0;
+	qsort(o->datas, o->ndatas, sizeof(*o->datas), by_shard);
 	for (size_t i = 0; i < p->nsegs; i++) {
 		const struct mf_engine_batch_seg *s = &p->segs[i];
 		struct bseg *b = &fh->segs[i];
 		*b = (struct bseg){at, s->off, s->len, s->lit, NULL};
-		for (size_t j = 0; !s->lit && j < o->ndatas && !b->d; j++)
-			if (o->datas[j]->shard == s->shard)
-				b->d = o->datas[j];
+		if (!s->lit)
+			b->d = data_of(o, s->shard);
 		if (!s->lit &&
 		    (!b->d || s->off > b->d->st.raw_bytes ||
 		     s->len > b->d->st.raw_bytes - s->off)) {
@@ -573,6 +614,39 @@ static int seg_pieces(struct mfs *m, const struct bseg *s, uint64_t off,
 	return 0;
 }
 
+/* A buffer of at least size bytes, the calling thread's (kept for its
+ * next read: a read's worth allocated and freed each time costs an mmap
+ * and its page faults), freed when the thread ends. */
+static pthread_key_t flat_key;
+static pthread_once_t flat_once = PTHREAD_ONCE_INIT;
+struct flat {
+	size_t cap;
+	char buf[];
+};
+
+static void flat_make(void)
+{
+	if (pthread_key_create(&flat_key, free) != 0)
+		abort(); /* no key left: cannot go on */
+}
+
+static char *flat_buf(size_t size)
+{
+	(void)pthread_once(&flat_once, flat_make);
+	struct flat *f = pthread_getspecific(flat_key);
+	if (f && f->cap >= size)
+		return f->buf;
+	size_t cap = size < (1u << 20) ? 1u << 20 : size;
+	struct flat *g = malloc(sizeof(*g) + cap);
+	if (!g || pthread_setspecific(flat_key, g) != 0) {
+		free(g);
+		return NULL;
+	}
+	free(f);
+	g->cap = cap;
+	return g->buf;
+}
+
 static void read_error(struct mfs *m, fuse_req_t req, const struct bseg *s,
 		       int rc)
 {
@@ -626,8 +700,10 @@ void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
 		pos += n;
 	}
 	char *flat = NULL;
-	if (rc == 0 && p.n > MAX_PIECES) { /* past what one writev takes */
-		if (!(flat = malloc(size))) {
+	/* past what one writev takes, or pieces so small that pinning each
+	 * page of them in the kernel costs more than one copy here */
+	if (rc == 0 && (p.n > MAX_PIECES || (p.n > 8 && size / p.n < 4096))) {
+		if (!(flat = flat_buf(size))) {
 			rc = -ENOMEM;
 		} else {
 			size_t at = 0;
@@ -647,7 +723,6 @@ void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
 					  memory_order_relaxed);
 	for (size_t i = 0; i < p.nref; i++)
 		mfs_cache_unref(m->cache, p.ref[i]);
-	free(flat);
 	free(p.iov);
 	free(p.ref);
 }
