@@ -17,11 +17,14 @@
 #           shuffle_window;
 #   cold    the time to the first batch (B=64) of a cold 16-shard
 #           snapshot against the time to compute one shard, each on a new
-#           store: a stage that waits (sleep 1; cat) with workers=8, and
-#           a stage that computes (gzip -1 | gunzip) with workers=2;
+#           store: a stage that waits (sleep 1; cat) with workers=8, at
+#           the default shuffle_window (one group of all 16 shards, as the
+#           snapshot is smaller than the window) and at 16MiB (a first
+#           group of 8 shards), and a stage that computes (gzip -1 |
+#           gunzip) with workers=2 (this machine's cores);
 #   resume  the time to open and read the first batch of a view resuming
-#           at global batch 10^6 (rank-0-of-1-from-1000000, B=8) of an
-#           epoch of 2^21 batches, against the view's own batch 0, each on
+#           at global batch 10^6 (rank-0-of-1-from-1000000, B=1) of an
+#           epoch of 2^21 batches (8-byte records), against the view's own batch 0, each on
 #           a fresh mount (the order built by the open).
 #
 # usage: bench/batches/run.sh [BUILD_DIR]  (env: MIB=256, ROUNDS=3,
@@ -172,17 +175,17 @@ if [[ " $parts " == *" warm "* ]]; then
 fi
 
 if [[ " $parts " == *" cold "* ]]; then
-  for cfg in "wait 8" "compute 2"; do
-    read -r kind workers <<<"$cfg"
+  for cfg in "wait 8 256MiB" "wait 8 16MiB" "compute 2 256MiB"; do
+    read -r kind workers window <<<"$cfg"
     if [ "$kind" = wait ]; then
       stage='[sh, -c, "sleep 1; cat"]'
     else
       stage='[sh, -c, "gzip -1 | gunzip"]'
     fi
-    pipes=$tmp/p-cold-$kind
+    pipes=$tmp/p-cold-$kind-$window
     mkdir -p "$pipes"
-    printf 'name: cold\ninputs: ../in/*.bin\nshards: 16\nrecords: 2048\nstages:\n  - exec: %s\n' \
-      "$stage" >"$pipes/cold.yaml"
+    printf 'name: cold\ninputs: ../in/*.bin\nshards: 16\nrecords: 2048\nshuffle_window: %s\nstages:\n  - exec: %s\n' \
+      "$window" "$stage" >"$pipes/cold.yaml"
     declare -A CT
     CT=()
     for r in $(seq 1 "$rounds"); do
@@ -203,16 +206,16 @@ if [[ " $parts " == *" cold "* ]]; then
     done
     s=$(echo "${CT[shard]}" | tr ' ' '\n' | grep . | median)
     b=$(echo "${CT[batch]}" | tr ' ' '\n' | grep . | median)
-    awk -v k="$kind" -v w="$workers" -v s="$s" -v b="$b" 'BEGIN {
-      printf "cold %s_workers%s one_shard_ms %.0f first_batch_ms %.0f\n", k, w, s / 1e6, b / 1e6
-      printf "ratio cold_%s_workers%s_first_batch_vs_one_shard %.2f\n", k, w, b / s }'
+    awk -v k="$kind" -v w="$workers" -v win="$window" -v s="$s" -v b="$b" 'BEGIN {
+      printf "cold %s_workers%s_window%s one_shard_ms %.0f first_batch_ms %.0f\n", k, w, win, s / 1e6, b / 1e6
+      printf "ratio cold_%s_workers%s_window%s_first_batch_vs_one_shard %.2f\n", k, w, win, b / s }'
   done
 fi
 
 if [[ " $parts " == *" resume "* ]]; then
   pipes=$tmp/p-big store=$tmp/s-big
   mkdir -p "$pipes"
-  # 16 MiB of 8-byte records: 2^21 batches of 8
+  # 16 MiB of 8-byte records: 2^21 batches of 1
   printf 'name: big\ninputs: ../in/*.bin\nshards: 16\nrecords: 8\nstages:\n  - exec: [head, -c, "1048576"]\n' >"$pipes/big.yaml"
   mount_up "$store" "$pipes"
   for _ in $(seq 1 200); do [ -L "$mnt/big" ] && break; sleep 0.05; done
@@ -225,12 +228,12 @@ if [[ " $parts " == *" resume "* ]]; then
     for w in start resume; do
       mount_up "$store" "$pipes"
       if [ "$w" = start ]; then
-        p=$mnt/$fp/batches/8/seed-1/epoch-0/rank-0-of-1/batch-000000
+        p=$mnt/$fp/batches/1/seed-1/epoch-0/rank-0-of-1/batch-000000
       else
-        p=$mnt/$fp/batches/8/seed-1/epoch-0/rank-0-of-1-from-1000000/batch-000000
+        p=$mnt/$fp/batches/1/seed-1/epoch-0/rank-0-of-1-from-1000000/batch-000000
       fi
       read -r bytes ns < <(reader one "$p")
-      [ "$bytes" = 64 ] || { echo "resume $w read $bytes bytes" >&2; exit 1; }
+      [ "$bytes" = 8 ] || { echo "resume $w read $bytes bytes" >&2; exit 1; }
       RT[$w]+="$ns "
       mount_down
     done

@@ -175,6 +175,8 @@ struct bopen {
 	int64_t created;
 	uid_t uid;
 	bool compute; /* the supplier may compute: on a worker only */
+	size_t nwarmed;
+	uint32_t warmed[WANTED_MAX]; /* shards given to other workers */
 	size_t ndatas, cap;
 	struct mfs_data **datas; /* references, each shard once */
 };
@@ -228,10 +230,14 @@ static int shard_data(struct bopen *o, uint32_t shard, struct mfs_data **out,
 	return 0;
 }
 
+static void warm_ahead(struct bopen *o, uint32_t own);
+
 static int supply(void *arg, uint32_t shard, struct mf_shard_reader **r,
 		  char **err)
 {
 	struct bopen *o = arg;
+	if (o->compute)
+		warm_ahead(o, shard);
 	for (size_t i = o->ndatas; i-- > 0;) /* the last ones first */
 		if (o->datas[i]->shard == shard) {
 			*r = o->datas[i]->r;
@@ -417,9 +423,11 @@ static void warm_run(void *arg, bool cancelled)
 	free(j);
 }
 
-/* Has the shards the order needs next for o's batch computed by other
- * workers, up to as many as there are. */
-static void warm_wanted(struct bopen *o)
+/* Has the shards the order needs next for o's batch, after own (this
+ * job's to compute), computed by other workers, as many as there are:
+ * asked again before each shard the job computes, so that a group of
+ * many shards computes workers at a time. Each shard is given once. */
+static void warm_ahead(struct bopen *o, uint32_t own)
 {
 	struct mfs *m = o->m;
 	uint32_t shards[WANTED_MAX];
@@ -431,15 +439,22 @@ static void warm_wanted(struct bopen *o)
 				   &err) != 0)
 		n = 0;
 	free(err);
-	/* the first is this job's own to compute */
-	for (size_t i = 1; i < n; i++) {
+	for (size_t i = 0; i < n && o->nwarmed < WANTED_MAX; i++) {
+		bool given = shards[i] == own;
+		for (size_t j = 0; j < o->nwarmed && !given; j++)
+			given = o->warmed[j] == shards[i];
+		if (given)
+			continue;
 		struct warm_job *j = malloc(sizeof(*j));
 		if (!j)
 			break;
 		*j = (struct warm_job){m, "", shards[i], o->created};
 		memcpy(j->fp, o->fp, sizeof(j->fp));
-		if (mfs_pool_submit_keyed(m->open_pool, o->uid, warm_run, j))
+		if (mfs_pool_submit_keyed(m->open_pool, o->uid, warm_run, j)) {
 			free(j);
+			break;
+		}
+		o->warmed[o->nwarmed++] = shards[i];
 	}
 }
 
@@ -449,10 +464,8 @@ static void open_job_run(void *arg, bool cancelled)
 	struct mf_engine_batch_plan p = {0};
 	char *err = NULL;
 	int rc = -ENODEV;
-	if (!cancelled) {
-		warm_wanted(o);
+	if (!cancelled)
 		rc = plan(o, &p, &err);
-	}
 	if (rc && rc != -ENOENT && !cancelled) {
 		char l[MFS_LABEL_MAX];
 		mfs_logf(o->m, MFS_LOG_WARN, "batch %llu of %s: %s",
