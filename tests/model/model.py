@@ -114,7 +114,7 @@ def report(a, seed, m, rig, err):
     s = m.stats
     allowed = ", ".join(f"{k} {v}" for k, v in sorted(m.errors.items())) or "none"
     print(f"seed {seed}: {s['ops']} ops, {s['reads']} reads checked, "
-          f"{s['records']} record counts checked, "
+          f"{s['records']} record counts checked, {s['batches']} batches checked, "
           f"{s['descriptors']} descriptors checked, {len(m.violations)} violations, "
           f"{s['late_names']} names late, {s['window_kills']} kills "
           f"between serving and committing; "
@@ -160,7 +160,7 @@ def main():
     else:
         seeds, nops = [a.seed if a.seed is not None else random.randrange(1 << 31)], \
             a.ops or 150
-    totals = {"ops": 0, "reads": 0, "records": 0, "descriptors": 0,
+    totals = {"ops": 0, "reads": 0, "records": 0, "batches": 0, "descriptors": 0,
               "window_kills": 0}
     bad = []  # (seed, violations, rig error)
     i = 0
@@ -182,6 +182,7 @@ def main():
     nviol = sum(len(v) for _, v, _ in bad)
     print(f"model: {i} seeds, {totals['ops']} operations, {totals['reads']} reads checked, "
           f"{totals['records']} record counts checked, "
+          f"{totals['batches']} batches checked, "
           f"{totals['descriptors']} descriptors checked, "
           f"{totals['window_kills']} kills between serving and committing, "
           f"{nviol} violations "

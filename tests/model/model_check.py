@@ -101,7 +101,8 @@ class Checks:
         self.stale_to = {}  # (daemon, pipeline) -> the targets it was found stale at
         self.lock = threading.Lock()
         self.stats = {"ops": 0, "reads": 0, "descriptors": 0, "late_names": 0,
-                      "window_kills": 0, "records": 0}
+                      "window_kills": 0, "records": 0,
+                      "batches": 0}
         self.errors = {}  # "context errno" -> count
         self.violations = []  # (op number, kind, message)
         self.log = []  # op log lines
@@ -361,6 +362,48 @@ class Checks:
         res = self.read_check(what, self.shard_path(d, False, pi, fp, k), {fp}, k,
                               allow | self.lenient(d), "pinned" if y else "pinned-unyielded")
         self.note(f"  {what}{'' if y else ' (not yielded)'} -> {res}")
+        return res
+
+    def read_batch(self, d, fp, view, k):
+        """A batch of fp's tree read whole by its path: the records the
+        order places there, in their framing, or ENOENT past the epoch's
+        whole rounds."""
+        shuffled, seed, epoch, b, w, r, g = view
+        want = self.w.batch(fp, shuffled, seed, epoch, b, w, r, g, k)
+        rank = f"rank-{r}-of-{w}" + (f"-from-{g}" if g else "")
+        rel = os.path.join("batches", str(b), f"seed-{seed}" if shuffled else "seed-none",
+                           f"epoch-{epoch}", rank, "batch-%06d" % k)
+        what = f"batch {d.label}:{self.short(fp)}/{rel}"
+        y = self.yielded(fp, time.monotonic())
+        allow = set() if y else {errno.ENOENT, errno.ESTALE}
+        if want is None:
+            allow |= {errno.ENOENT, errno.EOPNOTSUPP}
+        allow |= self.lenient(d)
+        v, e, hung = io_call(lambda: read_whole(os.path.join(d.mnt, fp, rel)))
+        if hung:
+            self.violation("hang", f"{what}: no answer in {IO_TIMEOUT} s")
+            raise RigError("a read hung")
+        if e is not None:
+            ok = e.errno in allow
+            if ok:
+                self.allowed("batch", e.errno)
+            else:
+                self.violation("errno-batch", f"{what}: {getattr(e, 'phase', '')} "
+                               f"failed with {ename(e.errno)} ({e.strerror})")
+            res = f"{ename(e.errno)}{' (allowed)' if ok else ' VIOLATION'}"
+        elif want is None:
+            self.violation("batch-past-end", f"{what}: {len(v[1])} bytes read, the "
+                           "oracle's epoch has no such batch (or it is not served)")
+            res = "VIOLATION"
+        elif v[1] != want or v[0] != len(want):
+            self.violation("batch-bytes", f"{what}: {len(v[1])} bytes (fstat {v[0]}), "
+                           f"want {len(want)}, first difference at "
+                           f"{first_diff(v[1], want)}")
+            res = "BAD BYTES"
+        else:
+            self.count("batches")
+            res = f"ok {len(want)} B"
+        self.note(f"  {what} -> {res}")
         return res
 
     # -- held descriptors --

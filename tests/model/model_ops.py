@@ -31,6 +31,7 @@ from model_rig import RigError
 OPS = {
     "read_name": (16, None),
     "read_pinned": (11, None),
+    "read_batch": (6, None),
     "list": (5, None),
     "hold": (7, "holds"),
     "release": (3, "holds"),
@@ -125,6 +126,16 @@ class Model(Checks):
         fp = self.pick_fp(pi, r[3])
         self.note(f"read_pinned {d.label} {self.w.pipelines[pi].name}@{self.short(fp)}")
         self.read_pinned(d, fp, r[2])
+
+    def op_read_batch(self, r):
+        """A batch of a pinned fingerprint with records, any view."""
+        d, pi = self.pick_d(r[0]), r[1] % 3
+        fp = self.pick_fp(pi, r[3])
+        w = 1 + r[7] % 3
+        view = (r[5] % 4 != 0, r[5] % 3, r[6] % 3, (1, 2, 5)[r[4] % 3], w,
+                r[2] % w, (r[2] >> 4) % 4 if r[2] % 2 else 0)
+        self.note(f"read_batch {d.label} {self.w.pipelines[pi].name}@{self.short(fp)}")
+        self.read_batch(d, fp, view, (r[2] >> 8) % 6)
 
     def op_list(self, r):
         d, pi = self.pick_d(r[0]), r[1] % 3

@@ -16,6 +16,14 @@ import hashlib
 import os
 import random
 import struct
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "order"))
+import order_ref  # noqa: E402 (the order as docs/format.md specifies it)
+
+# the framings whose batches the mount serves, checked by read_batch
+BATCH_FRAMINGS = {"fixed"}
 
 SCHEME = 1
 MTIME_BASE = 1_700_000_000_000_000_000  # input mtimes are fixed per variant
@@ -274,6 +282,36 @@ class World:
         if rec[0] == "fixed":
             return len(data) // rec[1]
         return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+    def batch(self, fp, shuffled, seed, epoch, b, w, r, g, k):
+        """The bytes of batch k of the view rank r of w from global batch g
+        (batches of b records) of fp, from the oracle's shards and the
+        batch order as tests/order/order_ref.py reimplements it; None past
+        the epoch's whole rounds, or for a framing batches do not serve
+        here."""
+        pi, cfg = self.fp_info[fp]
+        rec = self.pipelines[pi].spec_variants[cfg.spec].get("records")
+        if not rec or rec[0] not in BATCH_FRAMINGS:
+            return None
+        n = self.nshards(fp)
+        datas = [self.expected(fp, s) for s in range(n)]
+        if rec[0] == "fixed":
+            size = rec[1]
+            recs = [[d[i * size:(i + 1) * size] for i in range(len(d) // size)]
+                    for d in datas]
+            nbytes = [len(x) * size for x in recs]
+        else:  # lines: each keeps or gains its newline
+            recs = [[ln + b"\n" for ln in d.split(b"\n")[:-1]] +
+                    ([d.rsplit(b"\n", 1)[-1] + b"\n"] if d and not d.endswith(b"\n") else [])
+                    for d in datas]
+            nbytes = [len(d) for d in datas]
+        _, _, windows = order_ref.order(bytes.fromhex(fp), shuffled, seed, epoch,
+                                        256 << 20, [len(x) for x in recs], nbytes)
+        seq = [e for _, _, _, q in windows for e in q]
+        if (g + (k + 1) * w) * b > len(seq):
+            return None
+        first = (g + r + k * w) * b
+        return b"".join(recs[s][i] for s, i in seq[first:first + b])
 
     def nshards(self, fp):
         pi, cfg = self.fp_info[fp]
