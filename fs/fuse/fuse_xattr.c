@@ -10,8 +10,11 @@
  *   a snapshot    user.matfs.fingerprint, .name, .spec, .state (absent,
  *                 partial, running, failed, materialized), .shards,
  *                 .materialized, .running, .failed, .raw_bytes,
- *                 .stored_bytes, .framing (from the spec, when known),
- *                 and .records once every shard is materialized
+ *                 .stored_bytes, .framing (from the spec, when known)
+ *                 with .order (the batch order's version), and .records
+ *                 once every shard is materialized
+ *   the batch tree  .order on every folder and file; a batch file's
+ *                 .records (B) and, once placed, .global_batch
  *   the root      user.matfs.store, .pipelines, .version, .log (where
  *                 the daemon logs), and this mount's counters:
  *                 .chunks_decompressed (read back from store files),
@@ -244,6 +247,8 @@ static void dir_records(struct mfs *m, const char *fp, bool done,
 	}
 	size_t had = x->n;
 	spec_framing(m, fp, x);
+	if (x->n > had) /* a batch tree, served in this order */
+		xa_add(x, "order", "%u", (unsigned)MF_ENGINE_ORDER_VERSION);
 	if (done && x->n > had)
 		xa_add(x, "records", "%s", "");
 }

@@ -56,6 +56,8 @@ b0=$mnt/rec/batches/4/seed-1/epoch-0/batch-000000
 [ "$(calls "$tmp/calls")" = 0 ] || fail "stat computed"
 ls "$mnt/rec/" | grep -q batches && fail "batches listed among the shards"
 [ "$(xattr "$b0" order)" = 1 ] || fail "user.matfs.order is not 1"
+[ "$(xattr "$mnt/rec" order)" = 1 ] || fail "the snapshot's user.matfs.order is not 1"
+[ -z "$(xattr "$mnt/plain" order)" ] || fail "user.matfs.order without records"
 pass "stat and ls compute nothing"
 
 # the cold first batch: 256 x 4 bytes, from the first group only
