@@ -67,6 +67,8 @@ void mfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		rc = unlink_in_root(m, name);
 	else if (rc == 0 && in.kind == MFS_DIR)
 		rc = unlink_shard(m, &in.si, name);
+	else if (rc == 0 && in.kind == MFS_BDIR)
+		rc = -EPERM; /* the batch tree is computed, never removed */
 	else if (rc == 0)
 		rc = -ENOTDIR;
 	fuse_reply_err(req, -rc);
@@ -106,8 +108,13 @@ void mfs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		rc = rmdir_snapshot(m, name);
 	} else if (rc == 0 && in.kind == MFS_DIR) {
 		uint32_t k;
-		rc =
-		    mfs_shard_parse(&in.si, name, &k) == 0 ? -ENOTDIR : -ENOENT;
+		rc = mfs_shard_parse(&in.si, name, &k) == 0 ? -ENOTDIR
+		    : strcmp(name, "batches") == 0 &&
+			mfs_btree_has(m, in.si.fp) == 1
+		    ? -EPERM
+		    : -ENOENT;
+	} else if (rc == 0 && in.kind == MFS_BDIR) {
+		rc = -EPERM;
 	} else if (rc == 0) {
 		rc = -ENOTDIR;
 	}
@@ -189,8 +196,11 @@ void mfs_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	struct mfs *m = fuse_req_userdata(req);
 	struct mfs_inode in;
 	int rc = mfs_inode_decode(m, ino, &in);
-	if (rc == 0 && in.kind == MFS_SHARD && (mask & (W_OK | X_OK)))
+	if (rc == 0 && (in.kind == MFS_SHARD || in.kind == MFS_BFILE) &&
+	    (mask & (W_OK | X_OK)))
 		rc = -EACCES;
+	if (rc == 0 && in.kind == MFS_BDIR && (mask & W_OK))
+		rc = -EACCES; /* computed folders (r-x) */
 	fuse_reply_err(req, -rc);
 }
 

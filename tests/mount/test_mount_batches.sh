@@ -184,6 +184,20 @@ except OSError as e:
 else:
     raise AssertionError("a batch opened for writing")
 assert os.listdir(os.path.join(base, "4")) == []
+# nothing in the tree is removed, made or written
+for fn, p, want in ((os.unlink, path(4, 1, 0, 0), errno.EPERM),
+                    (os.rmdir, os.path.join(base, "4"), errno.EPERM),
+                    (os.rmdir, base, errno.EPERM),
+                    (os.mkdir, os.path.join(base, "4", "x"), None)):
+    try:
+        fn(p)
+    except OSError as e:
+        assert want is None or e.errno == want, (fn.__name__, p, e)
+    else:
+        raise AssertionError("%s %s" % (fn.__name__, p))
+assert not os.access(path(4, 1, 0, 0), os.W_OK)
+assert not os.access(os.path.join(base, "4"), os.W_OK)
+assert os.access(os.path.join(base, "4"), os.R_OK | os.X_OK)
 print("ok")
 PY
 pass "records once, one order for every B and W, ranks, resume, names"
