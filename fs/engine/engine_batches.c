@@ -357,7 +357,8 @@ int mf_engine_batches(struct mf_engine *e, const char *fp,
 	return rc;
 }
 
-/* ---- one batch: its place without computing, and its plan ---- */
+/* ---- one batch: its place without computing, the shards a plan
+ * computes to place it ---- */
 
 int mf_engine_batch_count(struct mf_engine *e, const char *fp,
 			  const struct mf_engine_batch_view *v, uint64_t *count,
@@ -484,6 +485,8 @@ int eng_batch_learn(struct mf_engine *e, const char *fp,
 	}
 }
 
+/* The runs of global batch g, copied out of the kept order, and the
+ * records' framing. */
 int eng_batch_runs(struct mf_engine *e, const char *fp,
 		   const struct mf_engine_batch_view *v, uint64_t g,
 		   struct mf_order_run **out, size_t *n, struct mf_records *fr,
@@ -526,9 +529,7 @@ int eng_batch_runs(struct mf_engine *e, const char *fp,
 	return 0;
 }
 
-/* The bytes of run ru in the shard r reads: [*off, *off + *len), one
- * segment (its records are consecutive); *nl when they end with the
- * shard's last line and it has no '\n' (one byte read, only then). */
+/* One try of mf_engine_batch_find. */
 static int find_once(struct mf_engine *e, const char *fp,
 		     const struct mf_engine_batch_view *v,
 		     const struct mf_order_view *ov, uint64_t k,

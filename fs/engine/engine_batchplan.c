@@ -11,6 +11,7 @@
  * its shard readers directly.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,8 +149,9 @@ static void map_free(struct shard_map *m)
 	memset(m, 0, sizeof(*m));
 }
 
-/* The runs of global batch g, copied out of the kept order, and the
- * records' framing. */
+/* The bytes of run ru in the shard r reads: [*off, *off + *len), one
+ * segment (its records are consecutive); *nl when they end with the
+ * shard's last line and it has no '\n' (one byte read, only then). */
 static int run_bytes(struct mf_shard_reader *r, const struct mf_records *fr,
 		     const struct mf_order_run *ru, uint64_t *off,
 		     uint64_t *len, bool *nl)
@@ -315,15 +317,129 @@ int mf_engine_batch_record_ends(struct mf_engine *e, const char *fp,
 	return 0;
 }
 
-/* Readers of materialized shards only, for a batch's size: -EAGAIN for
- * a shard that is not (or whose file is gone or corrupt meanwhile: an
- * open sorts it out). */
+/* ---- a placed batch's size, from the materialized shards' files ----
+ *
+ * Its plan needs the record places of its runs, from the records
+ * sections of the shard files: readers of them are kept across sizes
+ * (ENG_SIZE_READERS, at most ENG_SIZE_RECORDS record places in all), so
+ * that listing an epoch with sizes reads each section once. A kept
+ * reader answers for the computation (row generation) it was opened on;
+ * the row is read again each time, so a shard computed anew is read
+ * anew. */
+struct eng_size_reader {
+	char fp[MF_FP_HEX_LEN + 1];
+	uint32_t shard;
+	uint64_t gen; /* the row's generation the file is */
+	uint64_t records; /* its record places, counted against the bound */
+	struct mf_shard_reader *r; /* NULL: a free slot */
+	uint64_t tick; /* of the size it was last used for */
+};
+
+void eng_size_readers_free(struct mf_engine *e)
+{
+	if (!e->size_readers)
+		return;
+	for (size_t i = 0; i < ENG_SIZE_READERS; i++)
+		mf_shard_reader_close(e->size_readers[i].r);
+	free(e->size_readers);
+	e->size_readers = NULL;
+}
+
+/* Readers for one size: the kept ones, and those of its own it closes
+ * after (when the kept ones are all in use for it). Under sizes_lock. */
 struct mat_readers {
 	struct mf_engine *e;
 	const char *fp;
+	uint64_t tick; /* this size's: its kept readers are not replaced */
 	struct shard_map m; /* shard -> its reader */
+	struct mf_shard_reader **own;
+	size_t nown, cap_own;
 };
 
+/* The kept reader of shard of gen, when there is one. */
+static struct mf_shard_reader *kept_find(struct mat_readers *mr, uint32_t shard,
+					 uint64_t gen)
+{
+	struct eng_size_reader *c = mr->e->size_readers;
+	for (size_t i = 0; i < ENG_SIZE_READERS; i++)
+		if (c[i].r && c[i].shard == shard && c[i].gen == gen &&
+		    strcmp(c[i].fp, mr->fp) == 0) {
+			c[i].tick = mr->tick;
+			return c[i].r;
+		}
+	return NULL;
+}
+
+/* Keeps r (shard's, of gen), replacing the least recently used readers
+ * not in use for this size as the bounds need: false when it does not
+ * fit (the caller owns r then). */
+static bool kept_add(struct mat_readers *mr, uint32_t shard, uint64_t gen,
+		     struct mf_shard_reader *r)
+{
+	struct eng_size_reader *c = mr->e->size_readers;
+	struct mf_records fr;
+	uint64_t count;
+	mf_shard_reader_records(r, &fr, &count);
+	if (count > ENG_SIZE_RECORDS)
+		return false;
+	for (;;) {
+		uint64_t held = 0;
+		struct eng_size_reader *free_slot = NULL, *old = NULL;
+		for (size_t i = 0; i < ENG_SIZE_READERS; i++) {
+			if (!c[i].r) {
+				free_slot = free_slot ? free_slot : &c[i];
+				continue;
+			}
+			held += c[i].records;
+			if (c[i].tick != mr->tick &&
+			    (!old || c[i].tick < old->tick))
+				old = &c[i];
+		}
+		if (free_slot && held + count <= ENG_SIZE_RECORDS) {
+			*free_slot = (struct eng_size_reader){.shard = shard,
+							      .gen = gen,
+							      .records = count,
+							      .r = r,
+							      .tick = mr->tick};
+			snprintf(free_slot->fp, sizeof(free_slot->fp), "%s",
+				 mr->fp);
+			return true;
+		}
+		if (!old)
+			return false;
+		mf_shard_reader_close(old->r);
+		memset(old, 0, sizeof(*old));
+	}
+}
+
+/* Opens shard of rec's computation, kept or owned by mr. */
+static int mat_open(struct mat_readers *mr, uint32_t shard,
+		    const struct mf_engine_shard *rec, uint64_t gen,
+		    struct mf_shard_reader **r)
+{
+	int rc = mf_shard_reader_open(mr->e->store, mr->fp, rec->run_id,
+				      rec->index, r);
+	if (rc)
+		return rc;
+	if (kept_add(mr, shard, gen, *r))
+		return 0;
+	if (mr->nown == mr->cap_own) {
+		size_t c = mr->cap_own ? 2 * mr->cap_own : 16;
+		void *q = realloc(mr->own, c * sizeof(*mr->own));
+		if (!q) {
+			mf_shard_reader_close(*r);
+			return -ENOMEM;
+		}
+		mr->own = q;
+		mr->cap_own = c;
+	}
+	mr->own[mr->nown++] = *r;
+	return 0;
+}
+
+/* A reader of materialized shard `shard` only: -EAGAIN for a shard that
+ * is not (or whose file is gone or corrupt meanwhile: an open sorts it
+ * out). */
 static int mat_reader(void *arg, uint32_t shard, struct mf_shard_reader **r,
 		      char **err)
 {
@@ -338,23 +454,18 @@ static int mat_reader(void *arg, uint32_t shard, struct mf_shard_reader **r,
 	int rc = mf_engine_shard_rec(mr->e, mr->fp, shard, &rec);
 	if (rc)
 		return rc == -ENOENT ? -EAGAIN : rc;
+	uint64_t gen = rec.generation;
 	if (rec.state != MF_ENGINE_MATERIALIZED || !rec.run_id[0])
 		rc = -EAGAIN;
-	else
-		rc = mf_shard_reader_open(mr->e->store, mr->fp, rec.run_id,
-					  rec.index, r);
+	else if (!(*r = kept_find(mr, shard, gen)))
+		rc = mat_open(mr, shard, &rec, gen, r);
 	mf_engine_shard_release(&rec);
 	if (rc)
 		return rc == -ENOENT || rc == -EBADMSG ? -EAGAIN : rc;
-	if ((rc = map_put(&mr->m, shard, *r)) < 0) {
-		mf_shard_reader_close(*r);
-		return rc;
-	}
-	return 0;
+	rc = map_put(&mr->m, shard, *r);
+	return rc < 0 ? rc : 0;
 }
 
-/* The size of placed global batch g of a framing that stores ends: its
- * plan over the materialized shards' files. */
 int eng_batch_placed_size(struct mf_engine *e, const char *fp,
 			  const struct mf_engine_batch_view *v, uint64_t g,
 			  uint64_t *size, char **err)
@@ -369,19 +480,27 @@ int eng_batch_placed_size(struct mf_engine *e, const char *fp,
 		return rc;
 	struct mat_readers mr = {.e = e, .fp = fp};
 	struct mf_engine_batch_plan p = {0};
-	rc = plan_runs(e, fp, v, runs, nr, &fr, mat_reader, &mr, &p, NULL, err);
+	pthread_mutex_lock(&e->sizes_lock);
+	if (!e->size_readers &&
+	    !(e->size_readers =
+		  calloc(ENG_SIZE_READERS, sizeof(*e->size_readers))))
+		rc = -ENOMEM;
+	mr.tick = ++e->sizes_tick;
+	if (rc == 0)
+		rc = plan_runs(e, fp, v, runs, nr, &fr, mat_reader, &mr, &p,
+			       NULL, err);
+	for (size_t i = 0; i < mr.nown; i++)
+		mf_shard_reader_close(mr.own[i]);
+	pthread_mutex_unlock(&e->sizes_lock);
 	if (rc == 0)
 		*size = p.size;
 	mf_engine_batch_plan_release(&p);
-	for (size_t i = 0; i < mr.m.cap; i++)
-		if (mr.m.keys[i])
-			mf_shard_reader_close(mr.m.vals[i]);
+	free(mr.own);
 	map_free(&mr.m);
 	free(runs);
 	return rc;
 }
 
-/* One try of mf_engine_batch_find. */
 /* ---- a batch reader of its own (matctl, tests): the plan over
  * readers it opens ---- */
 
@@ -389,9 +508,7 @@ struct mf_engine_batch {
 	struct mf_engine *e;
 	const char *fp;
 	struct mf_engine_batch_plan plan;
-	size_t nreaders, readers_cap;
-	uint32_t *shards; /* readers_cap of them, beside readers */
-	struct mf_shard_reader **readers;
+	struct shard_map readers; /* shard -> its reader, opened */
 	struct mf_shard_reader **seg_reader; /* plan.nsegs */
 };
 
@@ -399,11 +516,11 @@ void mf_engine_batch_close(struct mf_engine_batch *b)
 {
 	if (!b)
 		return;
-	for (size_t i = 0; i < b->nreaders; i++)
-		mf_shard_reader_close(b->readers[i]);
+	for (size_t i = 0; i < b->readers.cap; i++)
+		if (b->readers.keys[i])
+			mf_shard_reader_close(b->readers.vals[i]);
 	mf_engine_batch_plan_release(&b->plan);
-	free(b->shards);
-	free(b->readers);
+	map_free(&b->readers);
 	free(b->seg_reader);
 	free(b);
 }
@@ -413,30 +530,19 @@ static int own_reader(void *arg, uint32_t shard, struct mf_shard_reader **r,
 		      char **err)
 {
 	struct mf_engine_batch *b = arg;
-	for (size_t i = 0; i < b->nreaders; i++)
-		if (b->shards[i] == shard) {
-			*r = b->readers[i];
-			return 0;
-		}
-	if (b->nreaders == b->readers_cap) {
-		size_t c = b->readers_cap ? b->readers_cap * 2 : 16;
-		uint32_t *sh = realloc(b->shards, c * sizeof(*sh));
-		if (!sh)
-			return -ENOMEM;
-		b->shards = sh;
-		struct mf_shard_reader **rd =
-		    realloc(b->readers, c * sizeof(*rd));
-		if (!rd)
-			return -ENOMEM;
-		b->readers = rd;
-		b->readers_cap = c;
+	void *have;
+	if (map_get(&b->readers, shard, &have)) {
+		*r = have;
+		return 0;
 	}
 	int rc = mf_engine_open_shard(b->e, b->fp, shard, r, err);
-	if (rc == 0) {
-		b->shards[b->nreaders] = shard;
-		b->readers[b->nreaders++] = *r;
+	if (rc)
+		return rc;
+	if ((rc = map_put(&b->readers, shard, *r)) < 0) {
+		mf_shard_reader_close(*r);
+		return rc;
 	}
-	return rc;
+	return 0;
 }
 
 uint64_t mf_engine_batch_size(const struct mf_engine_batch *b)

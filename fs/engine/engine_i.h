@@ -118,6 +118,14 @@ struct sealed {
 struct eng_order_slot;
 /* Frees them (mf_engine_close). */
 void eng_orders_free(struct mf_engine *e);
+/* The readers a placed batch's size is read from, kept across sizes
+ * (engine_batchplan.c): at most this many, holding at most this many
+ * record places (8 bytes each) in all. */
+#define ENG_SIZE_READERS 64
+#define ENG_SIZE_RECORDS (1u << 21)
+struct eng_size_reader;
+/* Closes them (mf_engine_close). */
+void eng_size_readers_free(struct mf_engine *e);
 
 /* Between engine_batches.c (the kept orders) and engine_batchplan.c (a
  * batch's plan), with order/'s runs and views. */
@@ -220,6 +228,13 @@ struct mf_engine {
 	pthread_mutex_t orders_lock;
 	struct eng_order_slot *orders; /* ENG_ORDER_SLOTS, or NULL */
 	uint64_t orders_tick;
+	/* sizes_lock guards the readers kept for batch sizes: held for one
+	 * size's plan, across the catalog and shard-file reads it makes,
+	 * never across a computation; taken holding no lock of the engine
+	 * (order: sizes_lock, then orders_lock, then lock) */
+	pthread_mutex_t sizes_lock;
+	struct eng_size_reader *size_readers; /* ENG_SIZE_READERS, or NULL */
+	uint64_t sizes_tick;
 
 	pthread_t hb_thread;
 	pthread_cond_t hb_cv;

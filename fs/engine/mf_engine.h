@@ -924,8 +924,11 @@ struct mf_engine_batch_place {
  * and the errors of mf_engine_batches. Fixed records need no shard file;
  * the other framings' sizes come from the records sections of the shard
  * files the batch's records are in (opened, never computed: -EAGAIN when
- * one is not materialized, or its file went meanwhile), so that costs a
- * file open per shard of the batch; -EFBIG as mf_engine_batch_plan.
+ * one is not materialized, or its file went meanwhile): a catalog row
+ * per shard of the batch, and a file open and records-section read per
+ * shard the engine has not kept a reader of (it keeps 64, of 2^21 record
+ * places in all, across calls); -EFBIG as mf_engine_batch_plan.
+ * Thread-safe; sizes of non-fixed batches are read one at a time.
  */
 int mf_engine_batch_find(struct mf_engine *e, const char *fp,
 			 const struct mf_engine_batch_view *v, uint64_t k,
