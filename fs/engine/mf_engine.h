@@ -970,7 +970,8 @@ struct mf_engine_batch_plan {
 /* Gives the planner a reader of shard `shard` of the plan's snapshot,
  * computing it (mf_engine_open_shard) when it is not materialized. The
  * reader is the supplier's, and must stay open until the plan is made:
- * the planner reads record places through it. 0 or -errno (*err may say
+ * the planner reads record places (and, for lines, the last byte of a
+ * shard's last record) through it. 0 or -errno (*err may say
  * why). */
 typedef int (*mf_engine_batch_shard_fn)(void *arg, uint32_t shard,
 					struct mf_shard_reader **r, char **err);
