@@ -78,11 +78,16 @@ static int sync_init(struct mf_engine *e)
 	rc = mf_mutex_init(&e->orders_lock);
 	if (rc)
 		goto undo_name_lock;
-	rc = -pthread_cond_init(&e->flight_cv, NULL);
+	rc = mf_mutex_init(&e->sizes_lock);
 	if (rc)
 		goto undo_orders_lock;
+	rc = -pthread_cond_init(&e->flight_cv, NULL);
+	if (rc)
+		goto undo_sizes_lock;
 	e->sync_ready = true;
 	return 0;
+undo_sizes_lock:
+	pthread_mutex_destroy(&e->sizes_lock);
 undo_orders_lock:
 	pthread_mutex_destroy(&e->orders_lock);
 undo_name_lock:
@@ -99,6 +104,7 @@ static void sync_release(struct mf_engine *e)
 	if (!e->sync_ready)
 		return;
 	pthread_cond_destroy(&e->flight_cv);
+	pthread_mutex_destroy(&e->sizes_lock);
 	pthread_mutex_destroy(&e->orders_lock);
 	pthread_mutex_destroy(&e->name_lock);
 	pthread_mutex_destroy(&e->index_lock);
@@ -264,6 +270,7 @@ void mf_engine_close(struct mf_engine *e)
 		mf_catalog_close(e->pool[i]);
 	free(e->known);
 	eng_orders_free(e);
+	eng_size_readers_free(e);
 	while (e->specs) {
 		struct spec_entry *s = e->specs;
 		e->specs = s->next;

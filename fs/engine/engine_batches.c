@@ -3,13 +3,11 @@
  * places them: the order of an epoch fed with the record counts of the
  * materialized shards, in the order's own shard order, as far as they
  * go (a known prefix); the batches of a rank view listed from it; one
- * batch's place and size without computing; and a batch reader, whose
- * open computes (through mf_engine_open_shard, single flight) the shards
- * the order needs to place the batch and those its records are in, and
- * reads its runs' bytes (fixed records so far).
+ * batch's place and size without computing; the shards a batch's plan
+ * has computed to place it (engine_batchplan.c plans it and reads it).
  *
- * Not for: paths or inodes (the FUSE batch tree is built on this), or a
- * chunk cache: a batch reader reads its shard readers directly.
+ * Not for: a batch's segments and framing (engine_batchplan.c), paths
+ * or inodes (the FUSE batch tree is built on this).
  */
 #include <assert.h>
 #include <errno.h>
@@ -309,8 +307,8 @@ static int one_batch(const struct mf_order *o, uint64_t batch, uint64_t k,
 	return fn(arg, k, g, buf, n, first, true);
 }
 
-static int check_view(const struct mf_engine_batch_view *v,
-		      struct mf_order_view *ov, char **err)
+int eng_batch_view_check(const struct mf_engine_batch_view *v,
+			 struct mf_order_view *ov, char **err)
 {
 	*ov = (struct mf_order_view){v->batch, v->world, v->rank, v->from};
 	if (mf_order_view_check(ov)) {
@@ -328,7 +326,7 @@ int mf_engine_batches(struct mf_engine *e, const char *fp,
 		      struct mf_engine_batches_info *info, char **err)
 {
 	struct mf_order_view ov;
-	int rc = check_view(v, &ov, err);
+	int rc = eng_batch_view_check(v, &ov, err);
 	if (rc)
 		return rc;
 	struct mf_engine_batches_info in = {0};
@@ -359,52 +357,15 @@ int mf_engine_batches(struct mf_engine *e, const char *fp,
 	return rc;
 }
 
-/* ---- one batch: its place without computing, and its plan ---- */
-
-/* The bytes of a batch of fixed records; -ENOTSUP for other framings
- * (not served yet), -EOVERFLOW past 2^63 - 1. */
-static int batch_bytes(const struct mf_records *fr, uint64_t batch,
-		       uint64_t *size)
-{
-	if (fr->framing != MF_FRAMING_FIXED)
-		return -ENOTSUP;
-	if (batch > MF_ORDER_MAX / fr->size)
-		return -EOVERFLOW;
-	*size = batch * fr->size;
-	return 0;
-}
-
-int mf_engine_batch_find(struct mf_engine *e, const char *fp,
-			 const struct mf_engine_batch_view *v, uint64_t k,
-			 struct mf_engine_batch_place *out, char **err)
-{
-	struct mf_order_view ov;
-	int rc = check_view(v, &ov, err);
-	if (rc)
-		return rc;
-	uint64_t g = 0, size = 0;
-	pthread_mutex_lock(&e->orders_lock);
-	struct eng_order_slot *s;
-	rc = order_get(e, fp, v, &s, err);
-	if (rc == 0)
-		rc = mf_order_view_batch(s->o, &ov, k, &g);
-	if (rc == 0)
-		rc = batch_bytes(&s->records, v->batch, &size);
-	pthread_mutex_unlock(&e->orders_lock);
-	if (rc == 0) {
-		out->global = g;
-		out->size = size;
-		out->order = MF_ORDER_VERSION;
-	}
-	return rc;
-}
+/* ---- one batch: its place without computing, the shards a plan
+ * computes to place it ---- */
 
 int mf_engine_batch_count(struct mf_engine *e, const char *fp,
 			  const struct mf_engine_batch_view *v, uint64_t *count,
 			  bool *complete, char **err)
 {
 	struct mf_order_view ov;
-	int rc = check_view(v, &ov, err);
+	int rc = eng_batch_view_check(v, &ov, err);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&e->orders_lock);
@@ -421,7 +382,7 @@ int mf_engine_batch_wanted(struct mf_engine *e, const char *fp,
 			   uint32_t *shards, size_t cap, size_t *n, char **err)
 {
 	struct mf_order_view ov;
-	int rc = check_view(v, &ov, err);
+	int rc = eng_batch_view_check(v, &ov, err);
 	if (rc)
 		return rc;
 	*n = 0;
@@ -465,9 +426,9 @@ static int reader_counts(struct mf_shard_reader *r, uint64_t *count,
 /* Checks that the file r reads has the records the kept order of v
  * counts for shard: -ESTALE (and the order dropped) when it was computed
  * anew with others. */
-static int order_check(struct mf_engine *e, const char *fp,
-		       const struct mf_engine_batch_view *v, uint64_t shard,
-		       struct mf_shard_reader *r)
+int eng_batch_order_check(struct mf_engine *e, const char *fp,
+			  const struct mf_engine_batch_view *v, uint64_t shard,
+			  struct mf_shard_reader *r)
 {
 	uint64_t count, bytes;
 	int rc = reader_counts(r, &count, &bytes);
@@ -491,11 +452,11 @@ static int order_check(struct mf_engine *e, const char *fp,
 
 /* Computes (through get) the shards the order names next until batch k
  * of ov is known or known absent: 0 and *g, -ENOENT. */
-static int learn_batch(struct mf_engine *e, const char *fp,
-		       const struct mf_engine_batch_view *v,
-		       const struct mf_order_view *ov, uint64_t k,
-		       mf_engine_batch_shard_fn get, void *arg, uint64_t *g,
-		       char **err)
+int eng_batch_learn(struct mf_engine *e, const char *fp,
+		    const struct mf_engine_batch_view *v,
+		    const struct mf_order_view *ov, uint64_t k,
+		    mf_engine_batch_shard_fn get, void *arg, uint64_t *g,
+		    char **err)
 {
 	for (uint64_t before = UINT64_MAX;;) {
 		pthread_mutex_lock(&e->orders_lock);
@@ -519,87 +480,17 @@ static int learn_batch(struct mf_engine *e, const char *fp,
 			return rc;
 		/* its counts from the file: a sealed shard's row does not
 		 * say materialized yet */
-		if ((rc = order_check(e, fp, v, shard, r)))
+		if ((rc = eng_batch_order_check(e, fp, v, shard, r)))
 			return rc;
 	}
 }
 
-void mf_engine_batch_plan_release(struct mf_engine_batch_plan *p)
-{
-	free(p->segs);
-	memset(p, 0, sizeof(*p));
-}
-
-/* Appends a segment of shard's bytes [off, off + len) to p, joined to the
- * last one when it continues it. */
-static int plan_add(struct mf_engine_batch_plan *p, size_t *cap, uint32_t shard,
-		    uint64_t off, uint64_t len)
-{
-	struct mf_engine_batch_seg *last =
-	    p->nsegs ? &p->segs[p->nsegs - 1] : NULL;
-	if (last && !last->lit && last->shard == shard &&
-	    last->off + last->len == off) {
-		last->len += len;
-		p->size += len;
-		return 0;
-	}
-	if (p->nsegs == *cap) {
-		size_t c = *cap ? *cap * 2 : 16;
-		void *q = realloc(p->segs, c * sizeof(*p->segs));
-		if (!q)
-			return -ENOMEM;
-		p->segs = q;
-		*cap = c;
-	}
-	p->segs[p->nsegs++] =
-	    (struct mf_engine_batch_seg){shard, off, len, NULL};
-	p->size += len;
-	return 0;
-}
-
-/* A set of shard numbers, open addressing (stored as shard + 1). */
-struct shard_set {
-	uint64_t *v;
-	size_t cap, n; /* cap a power of 2 */
-};
-
-/* Adds shard: 1 when it was not in s, 0 when it was, -ENOMEM. */
-static int set_add(struct shard_set *s, uint32_t shard)
-{
-	if (2 * (s->n + 1) > s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 64;
-		uint64_t *v = calloc(cap, sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		for (size_t i = 0; i < s->cap; i++)
-			for (size_t j = s->v[i] * 0x9e3779b97f4a7c15ULL;
-			     s->v[i]; j++)
-				if (!v[j & (cap - 1)]) {
-					v[j & (cap - 1)] = s->v[i];
-					break;
-				}
-		free(s->v);
-		s->v = v;
-		s->cap = cap;
-	}
-	uint64_t key = (uint64_t)shard + 1;
-	for (size_t j = key * 0x9e3779b97f4a7c15ULL;; j++) {
-		uint64_t *slot = &s->v[j & (s->cap - 1)];
-		if (*slot == key)
-			return 0;
-		if (!*slot) {
-			*slot = key;
-			s->n++;
-			return 1;
-		}
-	}
-}
-
-/* The runs of global batch g, copied out of the kept order. */
-static int batch_runs(struct mf_engine *e, const char *fp,
-		      const struct mf_engine_batch_view *v, uint64_t g,
-		      struct mf_order_run **out, size_t *n,
-		      struct mf_records *fr, char **err)
+/* The runs of global batch g, copied out of the kept order, and the
+ * records' framing. */
+int eng_batch_runs(struct mf_engine *e, const char *fp,
+		   const struct mf_engine_batch_view *v, uint64_t g,
+		   struct mf_order_run **out, size_t *n, struct mf_records *fr,
+		   char **err)
 {
 	struct mf_order_run *runs = NULL;
 	size_t nr = 0, cap = 0;
@@ -638,170 +529,48 @@ static int batch_runs(struct mf_engine *e, const char *fp,
 	return 0;
 }
 
-int mf_engine_batch_plan(struct mf_engine *e, const char *fp,
-			 const struct mf_engine_batch_view *v, uint64_t k,
-			 mf_engine_batch_shard_fn get, void *arg,
-			 struct mf_engine_batch_plan *out, char **err)
+/* One try of mf_engine_batch_find. */
+static int find_once(struct mf_engine *e, const char *fp,
+		     const struct mf_engine_batch_view *v,
+		     const struct mf_order_view *ov, uint64_t k,
+		     struct mf_engine_batch_place *out, char **err)
 {
-	struct mf_order_view ov;
-	int rc = check_view(v, &ov, err);
+	uint64_t g = 0, size = 0;
+	struct mf_records fr = {0};
+	pthread_mutex_lock(&e->orders_lock);
+	struct eng_order_slot *s;
+	int rc = order_get(e, fp, v, &s, err);
+	if (rc == 0)
+		rc = mf_order_view_batch(s->o, ov, k, &g);
+	if (rc == 0)
+		fr = s->records;
+	pthread_mutex_unlock(&e->orders_lock);
 	if (rc)
 		return rc;
-	if (v->batch > MF_ENGINE_BATCH_MAX_RUNS)
-		return -EFBIG;
-	struct mf_engine_batch_plan p = {0};
-	struct mf_order_run *runs = NULL;
-	struct mf_records fr;
-	size_t nr = 0, cap = 0;
-	rc = learn_batch(e, fp, v, &ov, k, get, arg, &p.global, err);
-	if (rc == 0)
-		rc = batch_runs(e, fp, v, p.global, &runs, &nr, &fr, err);
-	if (rc == 0 && fr.framing != MF_FRAMING_FIXED)
-		rc = -ENOTSUP;
-	struct shard_set seen = {0};
-	for (size_t i = 0; rc == 0 && i < nr; i++) {
-		struct mf_shard_reader *r;
-		uint32_t shard = (uint32_t)runs[i].shard;
-		rc = get(arg, shard, &r, err);
-		int added = rc ? 0 : set_add(&seen, shard);
-		if (added < 0)
-			rc = added;
-		else if (added)
-			rc = order_check(e, fp, v, shard, r);
-		if (rc == 0)
-			rc = plan_add(&p, &cap, shard, runs[i].record * fr.size,
-				      runs[i].count * fr.size);
-	}
-	free(runs);
-	free(seen.v);
-	if (rc) {
-		mf_engine_batch_plan_release(&p);
-		return rc;
-	}
-	*out = p;
-	return 0;
-}
-
-/* ---- a batch reader of its own (matctl, tests): the plan over
- * readers it opens ---- */
-
-struct mf_engine_batch {
-	struct mf_engine *e;
-	const char *fp;
-	struct mf_engine_batch_plan plan;
-	size_t nreaders, readers_cap;
-	uint32_t *shards; /* readers_cap of them, beside readers */
-	struct mf_shard_reader **readers;
-	struct mf_shard_reader **seg_reader; /* plan.nsegs */
-};
-
-void mf_engine_batch_close(struct mf_engine_batch *b)
-{
-	if (!b)
-		return;
-	for (size_t i = 0; i < b->nreaders; i++)
-		mf_shard_reader_close(b->readers[i]);
-	mf_engine_batch_plan_release(&b->plan);
-	free(b->shards);
-	free(b->readers);
-	free(b->seg_reader);
-	free(b);
-}
-
-/* The batch's reader of shard, opened (computed) when first asked for. */
-static int own_reader(void *arg, uint32_t shard, struct mf_shard_reader **r,
-		      char **err)
-{
-	struct mf_engine_batch *b = arg;
-	for (size_t i = 0; i < b->nreaders; i++)
-		if (b->shards[i] == shard) {
-			*r = b->readers[i];
-			return 0;
-		}
-	if (b->nreaders == b->readers_cap) {
-		size_t c = b->readers_cap ? b->readers_cap * 2 : 16;
-		uint32_t *sh = realloc(b->shards, c * sizeof(*sh));
-		if (!sh)
-			return -ENOMEM;
-		b->shards = sh;
-		struct mf_shard_reader **rd =
-		    realloc(b->readers, c * sizeof(*rd));
-		if (!rd)
-			return -ENOMEM;
-		b->readers = rd;
-		b->readers_cap = c;
-	}
-	int rc = mf_engine_open_shard(b->e, b->fp, shard, r, err);
+	if (fr.framing != MF_FRAMING_FIXED)
+		rc = eng_batch_placed_size(e, fp, v, g, &size, err);
+	else if (v->batch > MF_ORDER_MAX / fr.size)
+		rc = -EOVERFLOW;
+	else
+		size = v->batch * fr.size; /* no reader needed */
 	if (rc == 0) {
-		b->shards[b->nreaders] = shard;
-		b->readers[b->nreaders++] = *r;
+		out->global = g;
+		out->size = size;
+		out->order = MF_ORDER_VERSION;
 	}
 	return rc;
 }
 
-uint64_t mf_engine_batch_size(const struct mf_engine_batch *b)
-{
-	return b->plan.size;
-}
-
-int mf_engine_batch_open(struct mf_engine *e, const char *fp,
+int mf_engine_batch_find(struct mf_engine *e, const char *fp,
 			 const struct mf_engine_batch_view *v, uint64_t k,
-			 struct mf_engine_batch **out, char **err)
+			 struct mf_engine_batch_place *out, char **err)
 {
-	struct mf_engine_batch *b = calloc(1, sizeof(*b));
-	if (!b)
-		return -ENOMEM;
-	b->e = e;
-	b->fp = fp;
-	int rc =
-	    mf_engine_batch_plan(e, fp, v, k, own_reader, b, &b->plan, err);
-	if (rc == 0 && b->plan.nsegs &&
-	    !(b->seg_reader = calloc(b->plan.nsegs, sizeof(*b->seg_reader))))
-		rc = -ENOMEM;
-	for (size_t i = 0; rc == 0 && i < b->plan.nsegs; i++)
-		if (!b->plan.segs[i].lit)
-			rc = own_reader(b, b->plan.segs[i].shard,
-					&b->seg_reader[i], err);
-	b->fp = NULL; /* the caller's: not kept */
-	if (rc) {
-		mf_engine_batch_close(b);
+	struct mf_order_view ov;
+	int rc = eng_batch_view_check(v, &ov, err);
+	if (rc)
 		return rc;
-	}
-	*out = b;
-	return 0;
-}
-
-ssize_t mf_engine_batch_pread(struct mf_engine_batch *b, void *buf, size_t len,
-			      uint64_t off)
-{
-	const struct mf_engine_batch_plan *p = &b->plan;
-	size_t done = 0;
-	uint64_t at = 0;
-	for (size_t i = 0; i < p->nsegs && done < len; i++) {
-		const struct mf_engine_batch_seg *s = &p->segs[i];
-		uint64_t pos = off + done;
-		if (pos >= at + s->len) {
-			at += s->len;
-			continue;
-		}
-		uint64_t in = pos - at;
-		size_t n = (size_t)(s->len - in);
-		if (n > len - done)
-			n = len - done;
-		if (s->lit) {
-			memcpy((char *)buf + done, s->lit + in, n);
-		} else {
-			ssize_t got = mf_shard_reader_pread(b->seg_reader[i],
-							    (char *)buf + done,
-							    n, s->off + in);
-			if (got < 0)
-				return got;
-			if ((size_t)got != n)
-				return MF_CORRUPT(
-				    "a shard is shorter than its records");
-		}
-		done += n;
-		at += s->len;
-	}
-	return (ssize_t)done;
+	rc = find_once(e, fp, v, &ov, k, out, err);
+	if (rc == -ESTALE) /* a shard was computed anew: its order is gone */
+		rc = find_once(e, fp, v, &ov, k, out, err);
+	return rc == -ESTALE ? -EAGAIN : rc;
 }

@@ -118,6 +118,47 @@ struct sealed {
 struct eng_order_slot;
 /* Frees them (mf_engine_close). */
 void eng_orders_free(struct mf_engine *e);
+/* The readers a placed batch's size is read from, kept across sizes
+ * (engine_batchplan.c): at most this many, holding at most this many
+ * record places (8 bytes each) in all. */
+#define ENG_SIZE_READERS 64
+#define ENG_SIZE_RECORDS (1u << 21)
+struct eng_size_reader;
+/* Closes them (mf_engine_close). */
+void eng_size_readers_free(struct mf_engine *e);
+
+/* Between engine_batches.c (the kept orders) and engine_batchplan.c (a
+ * batch's plan), with order/'s runs and views. */
+struct mf_order_run;
+struct mf_order_view;
+/* v as order/'s view: 0, or -EINVAL with *err. */
+int eng_batch_view_check(const struct mf_engine_batch_view *v,
+			 struct mf_order_view *ov, char **err);
+/* Checks that the file r reads has the records the kept order of v
+ * counts for shard: -ESTALE (and the order dropped) when it was computed
+ * anew with others. */
+int eng_batch_order_check(struct mf_engine *e, const char *fp,
+			  const struct mf_engine_batch_view *v, uint64_t shard,
+			  struct mf_shard_reader *r);
+/* Has get compute the shards the order names next until batch k of ov
+ * is known or known absent: 0 and *g, -ENOENT. */
+int eng_batch_learn(struct mf_engine *e, const char *fp,
+		    const struct mf_engine_batch_view *v,
+		    const struct mf_order_view *ov, uint64_t k,
+		    mf_engine_batch_shard_fn get, void *arg, uint64_t *g,
+		    char **err);
+/* The runs of global batch g (*out, caller frees, *n of them), copied
+ * out of the kept order, and the records' framing. */
+int eng_batch_runs(struct mf_engine *e, const char *fp,
+		   const struct mf_engine_batch_view *v, uint64_t g,
+		   struct mf_order_run **out, size_t *n, struct mf_records *fr,
+		   char **err);
+/* The size of placed global batch g of a framing with stored ends: its
+ * plan over the materialized shards' files (never computing: -EAGAIN
+ * when one is not materialized), -EFBIG past MF_ENGINE_BATCH_MAX_RUNS. */
+int eng_batch_placed_size(struct mf_engine *e, const char *fp,
+			  const struct mf_engine_batch_view *v, uint64_t g,
+			  uint64_t *size, char **err);
 
 struct mf_engine {
 	struct mf_engine_opts opts;
@@ -187,6 +228,13 @@ struct mf_engine {
 	pthread_mutex_t orders_lock;
 	struct eng_order_slot *orders; /* ENG_ORDER_SLOTS, or NULL */
 	uint64_t orders_tick;
+	/* sizes_lock guards the readers kept for batch sizes: held for one
+	 * size's plan, across the catalog and shard-file reads it makes,
+	 * never across a computation; taken holding no lock of the engine
+	 * (order: sizes_lock, then orders_lock, then lock) */
+	pthread_mutex_t sizes_lock;
+	struct eng_size_reader *size_readers; /* ENG_SIZE_READERS, or NULL */
+	uint64_t sizes_tick;
 
 	pthread_t hb_thread;
 	pthread_cond_t hb_cv;

@@ -910,8 +910,8 @@ int mf_engine_batch_framing(struct mf_engine *e, const char *fp,
 
 /*
  * One batch of a view (engine_batches.c), for the batch tree: its k-th
- * batch is global batch `global`, of `size` bytes (fixed records only so
- * far: B x size; other framings give -ENOTSUP).
+ * batch is global batch `global`, of `size` bytes: the batch file's, in
+ * its framing (docs/format.md, "Batch files"; B x size for fixed records).
  */
 struct mf_engine_batch_place {
 	uint64_t global, size;
@@ -921,7 +921,14 @@ struct mf_engine_batch_place {
  * Where the view's k-th batch is, computing nothing (stat, lookup): 0,
  * -ENOENT when the epoch has none (its round is not whole, or k is past
  * the end), -EAGAIN when the shards materialized so far do not say yet,
- * and the errors of mf_engine_batches.
+ * and the errors of mf_engine_batches. Fixed records need no shard file;
+ * the other framings' sizes come from the records sections of the shard
+ * files the batch's records are in (opened, never computed: -EAGAIN when
+ * one is not materialized, or its file went meanwhile): a catalog row
+ * per shard of the batch, and a file open and records-section read per
+ * shard the engine has not kept a reader of (it keeps 64, of 2^21 record
+ * places in all, across calls); -EFBIG as mf_engine_batch_plan.
+ * Thread-safe; sizes of non-fixed batches are read one at a time.
  */
 int mf_engine_batch_find(struct mf_engine *e, const char *fp,
 			 const struct mf_engine_batch_view *v, uint64_t k,
@@ -963,7 +970,8 @@ struct mf_engine_batch_plan {
 /* Gives the planner a reader of shard `shard` of the plan's snapshot,
  * computing it (mf_engine_open_shard) when it is not materialized. The
  * reader is the supplier's, and must stay open until the plan is made:
- * the planner reads record places through it. 0 or -errno (*err may say
+ * the planner reads record places (and, for lines, the last byte of a
+ * shard's last record) through it. 0 or -errno (*err may say
  * why). */
 typedef int (*mf_engine_batch_shard_fn)(void *arg, uint32_t shard,
 					struct mf_shard_reader **r, char **err);
@@ -974,17 +982,37 @@ typedef int (*mf_engine_batch_shard_fn)(void *arg, uint32_t shard,
  * Plans the view's k-th batch: has get compute the shards the order
  * needs to place it, one at a time in the order's shard order, then
  * those its records are in, and no others. Each shard opened is checked
- * against the counts the order holds for it. Returns 0 with *out (release
- * it), -ENOENT (no such batch), -EFBIG, -ENOTSUP (a framing not served
- * yet), -ESTALE (a shard was computed anew with other records: ask
- * again), get's errors and those of mf_engine_batches. Many threads may
- * plan at once; the engine keeps the last orders used.
+ * against the counts the order holds for it. Every framing is planned
+ * (docs/format.md, "Batch files"): each run of consecutive records of a
+ * shard is one segment; a lines run that ends with its shard's last line
+ * is followed by a literal "\n" when that line has none (one byte read
+ * through the reader, only for such a run); a tar batch ends with its two
+ * zero end blocks, a literal. Returns 0 with *out (release it), -ENOENT
+ * (no such batch), -EFBIG, -ESTALE (a shard was computed anew with other
+ * records: ask again), -EBADMSG (a corrupt records section), get's errors
+ * and those of mf_engine_batches. Many threads may plan at once; the
+ * engine keeps the last orders used.
  */
 int mf_engine_batch_plan(struct mf_engine *e, const char *fp,
 			 const struct mf_engine_batch_view *v, uint64_t k,
 			 mf_engine_batch_shard_fn get, void *arg,
 			 struct mf_engine_batch_plan *out, char **err);
 void mf_engine_batch_plan_release(struct mf_engine_batch_plan *p);
+/*
+ * The record ends of the view's k-th batch (user.matfs.record_ends of a
+ * `records: index` batch; any framing's): planned as mf_engine_batch_plan
+ * plans it, with get as there, *n = v->batch offsets in *ends (caller
+ * frees), record i being bytes [ends[i-1], ends[i]) of the batch file
+ * (ends[-1] = 0), so ends[n-1] is its size (for tar, that less the end
+ * blocks; a lines record includes the "\n" the batch adds). Costs one
+ * record-place lookup per record (B up to MF_ENGINE_BATCH_MAX_RUNS: 8
+ * MiB at most). Returns 0 or the errors of mf_engine_batch_plan.
+ */
+int mf_engine_batch_record_ends(struct mf_engine *e, const char *fp,
+				const struct mf_engine_batch_view *v,
+				uint64_t k, mf_engine_batch_shard_fn get,
+				void *arg, uint64_t **ends, size_t *n,
+				char **err);
 
 /* A reader of one batch's bytes of its own: mf_engine_batch_plan over
  * readers it opens with mf_engine_open_shard (matctl, tests). */
