@@ -67,6 +67,7 @@ struct bseg {
 
 struct mfs_bfh {
 	struct mfs_bfh *prev, *next; /* btab->fhs, under its lock */
+	fuse_ino_t ino;
 	uid_t uid; /* counted by mfs_user_take */
 	uint64_t size;
 	size_t nsegs;
@@ -348,6 +349,7 @@ static int fh_make(struct bopen *o, const struct mf_engine_batch_plan *p,
 	}
 	fh->nsegs = p->nsegs;
 	fh->size = at;
+	fh->ino = o->ino;
 	fh->uid = o->uid;
 	fh->datas = o->datas;
 	fh->ndatas = o->ndatas;
@@ -536,6 +538,37 @@ void mfs_batch_open(fuse_req_t req, fuse_ino_t ino, const struct mfs_inode *in,
 	}
 	open_finish(o, rc, &p);
 	mf_engine_batch_plan_release(&p);
+}
+
+int mfs_batch_record_ends(struct mfs *m, const struct mfs_inode *in,
+			  uint64_t **ends, size_t *n)
+{
+	struct bopen *o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	*o = (struct bopen){
+	    .m = m, .v = in->bkey.v, .k = in->batch, .created = in->si.created};
+	memcpy(o->fp, in->si.fp, sizeof(o->fp));
+	char *err = NULL;
+	int rc = mf_engine_batch_record_ends(m->eng, o->fp, &o->v, o->k, supply,
+					     o, ends, n, &err);
+	free(err);
+	bopen_free(o);
+	return rc;
+}
+
+bool mfs_batch_held(struct mfs *m, fuse_ino_t ino, uint64_t *size)
+{
+	struct mfs_btab *t = m->btab;
+	bool held = false;
+	pthread_mutex_lock(&t->lock);
+	for (struct mfs_bfh *fh = t->fhs; fh && !held; fh = fh->next)
+		if (fh->ino == ino) {
+			*size = fh->size;
+			held = true;
+		}
+	pthread_mutex_unlock(&t->lock);
+	return held;
 }
 
 uint64_t mfs_batch_fh_size(uint64_t fh)

@@ -307,6 +307,13 @@ static int file_attr(struct mfs *m, const struct mfs_inode *in, fuse_ino_t ino,
 		     struct stat *st, double *ttl)
 {
 	(void)mfs_attr_shard(m, ino, &in->si, NULL, st);
+	uint64_t size;
+	if (mfs_batch_held(m, ino, &size)) { /* what its handles read */
+		st->st_size = (off_t)size;
+		st->st_blocks = (blkcnt_t)((size + 511) / 512);
+		*ttl = MFS_ATTR_TTL;
+		return 0;
+	}
 	struct mf_engine_batch_place pl;
 	char *err = NULL;
 	int rc = mf_engine_batch_find(m->eng, in->si.fp, &in->bkey.v, in->batch,

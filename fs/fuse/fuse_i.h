@@ -488,6 +488,14 @@ void mfs_batch_open(fuse_req_t req, fuse_ino_t ino, const struct mfs_inode *in,
 void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
 		    struct fuse_file_info *fi);
 void mfs_batch_release(struct mfs *m, struct fuse_file_info *fi);
+/* A batch file's record ends (mf_engine_batch_record_ends), from
+ * materialized shards only: -EAGAIN while they are not. */
+int mfs_batch_record_ends(struct mfs *m, const struct mfs_inode *in,
+			  uint64_t **ends, size_t *n);
+/* The size the handles open on batch inode ino read, when one is open:
+ * what its stat says, whatever the order says meanwhile (a shard served
+ * before its commit is not materialized yet). */
+bool mfs_batch_held(struct mfs *m, fuse_ino_t ino, uint64_t *size);
 /* The size an open batch handle reads. */
 uint64_t mfs_batch_fh_size(uint64_t fh);
 /* Closes the batch handles still open once the session has ended. */

@@ -53,11 +53,14 @@
 
 #define PREFIX "user.matfs."
 #define MAX_ATTRS 18
+/* record ends fit an xattr value (64 KiB) up to this many records */
+#define MFS_XATTR_ENDS_MAX 8192
 
 struct xattrs {
 	size_t n;
 	const char *name[MAX_ATTRS]; /* without PREFIX; static strings */
 	char *value[MAX_ATTRS];
+	size_t len[MAX_ATTRS]; /* of a binary value; 0: a string's */
 };
 
 static void xa_release(struct xattrs *x)
@@ -82,6 +85,18 @@ static void xa_add(struct xattrs *x, const char *name, const char *fmt, ...)
 	if (rc < 0)
 		return;
 	x->name[x->n] = name;
+	x->value[x->n++] = v;
+}
+
+/* A binary value of len bytes (taken over). */
+static void xa_add_raw(struct xattrs *x, const char *name, void *v, size_t len)
+{
+	if (x->n == MAX_ATTRS) {
+		free(v);
+		return;
+	}
+	x->name[x->n] = name;
+	x->len[x->n] = len;
 	x->value[x->n++] = v;
 }
 
@@ -278,14 +293,55 @@ static int dir_attrs(struct mfs *m, const struct mfs_inode *in,
 	return 0;
 }
 
+/* A batch file of `records: index`: its record ends, as u64 little
+ * endian (docs/format.md §10), computed only when asked for by name; a
+ * listing names it. */
+static int batch_ends(struct mfs *m, const struct mfs_inode *in,
+		      const char *want, struct xattrs *x)
+{
+	struct mf_records r;
+	char *err = NULL;
+	int rc = mf_engine_batch_framing(m->eng, in->si.fp, &r, &err);
+	free(err);
+	if (rc || r.framing != MF_FRAMING_INDEX)
+		return 0;
+	if (!want) {
+		xa_add(x, "record_ends", "%s", "");
+		return 0;
+	}
+	if (strcmp(want, "record_ends") != 0)
+		return 0;
+	if (in->bkey.v.batch > MFS_XATTR_ENDS_MAX)
+		return -E2BIG;
+	uint64_t *ends;
+	size_t n;
+	rc = mfs_batch_record_ends(m, in, &ends, &n);
+	if (rc)
+		return rc == -EAGAIN || rc == -ENOENT ? 0 : rc; /* ENODATA */
+	uint8_t *v = malloc(n ? 8 * n : 1);
+	if (!v) {
+		free(ends);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		for (int b = 0; b < 8; b++)
+			v[8 * i + b] = (uint8_t)(ends[i] >> (8 * b));
+	free(ends);
+	xa_add_raw(x, "record_ends", v, 8 * n);
+	return 0;
+}
+
 /* A folder or file of the batch tree: the order's version, and for a
  * file its records and, once placed, its global batch. */
 static int batch_attrs(struct mfs *m, const struct mfs_inode *in,
-		       struct xattrs *x)
+		       const char *want, struct xattrs *x)
 {
 	xa_add(x, "order", "%u", (unsigned)MF_ENGINE_ORDER_VERSION);
 	if (in->kind != MFS_BFILE)
 		return 0;
+	int rc = batch_ends(m, in, want, x);
+	if (rc)
+		return rc;
 	xa_add(x, "records", "%llu", (unsigned long long)in->bkey.v.batch);
 	struct mf_engine_batch_place pl;
 	char *err = NULL;
@@ -351,7 +407,7 @@ static int attrs_of(struct mfs *m, uid_t reader, fuse_ino_t ino,
 		return 0;
 	case MFS_BDIR:
 	case MFS_BFILE:
-		return batch_attrs(m, &in, x);
+		return batch_attrs(m, &in, want, x);
 	}
 	return 0;
 }
@@ -392,7 +448,8 @@ void mfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	if (i == x.n)
 		fuse_reply_err(req, ENODATA);
 	else
-		reply_value(req, x.value[i], strlen(x.value[i]), size);
+		reply_value(req, x.value[i],
+			    x.len[i] ? x.len[i] : strlen(x.value[i]), size);
 	xa_release(&x);
 }
 

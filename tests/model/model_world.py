@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 import order_ref  # noqa: E402 (the order as docs/format.md specifies it)
 
 # the framings whose batches the mount serves, checked by read_batch
-BATCH_FRAMINGS = {"fixed"}
+BATCH_FRAMINGS = {"fixed", "lines"}
 
 SCHEME = 1
 MTIME_BASE = 1_700_000_000_000_000_000  # input mtimes are fixed per variant
