@@ -439,6 +439,7 @@ void mfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	int rc =
 	    attrs_of(m, fuse_req_ctx(req)->uid, ino, name + strlen(PREFIX), &x);
 	if (rc) {
+		xa_release(&x); /* what came before the error */
 		fuse_reply_err(req, -rc);
 		return;
 	}
@@ -459,6 +460,7 @@ void mfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	struct xattrs x = {0};
 	int rc = attrs_of(m, fuse_req_ctx(req)->uid, ino, NULL, &x);
 	if (rc) {
+		xa_release(&x); /* what came before the error */
 		fuse_reply_err(req, -rc);
 		return;
 	}
