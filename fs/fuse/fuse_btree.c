@@ -12,7 +12,8 @@
  * its folder's slot and its number (fuse_i.h), and its attributes come
  * from the engine's order (mf_engine_batch_find), which never computes:
  * the exact size once the shards that place it are materialized, 0
- * before, ENOENT when the epoch is known to have no such batch.
+ * before, ENOENT when the epoch is known to have no such batch, and for
+ * a number of MFS_BT_FILE_MAX or more, which has no inode.
  *
  * `batches` is looked up, never listed, in a snapshot folder: a listing
  * of a snapshot stays its shards, as every tool that reads them expects
@@ -414,7 +415,7 @@ int mfs_btree_entry(struct mfs *m, fuse_req_t req, fuse_ino_t parent,
 	e->entry_timeout = ENTRY_TTL;
 	if (rc == 1) { /* a batch file of folder in */
 		if (n >= MFS_BT_FILE_MAX)
-			return -EOVERFLOW;
+			return -ENOENT; /* no epoch reaches it: see fuse_i.h */
 		struct mfs_inode f = *in;
 		f.kind = MFS_BFILE;
 		f.batch = n;

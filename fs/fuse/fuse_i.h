@@ -438,7 +438,8 @@ int mfs_data_new(struct mfs *m, const struct mf_engine_shard *rec,
  * lookups counted); a batch file's inode is computed from its folder's:
  * MFS_INO_BATCH | (folder slot + 1) << MFS_BT_FILE_BITS | (number + 1),
  * so that reading an epoch costs no memory per batch. Batch numbers at
- * or past MFS_BT_FILE_MAX have no inode: EOVERFLOW. */
+ * or past MFS_BT_FILE_MAX have no inode: ENOENT (an epoch would need
+ * 2.7 x 10^11 batches to hold one). */
 #define MFS_INO_BATCH (MFS_INO_INC | (1ULL << 62))
 #define MFS_BT_FILE_BITS 38
 #define MFS_BT_SLOT_MAX (1u << 24) /* folders at most: 2^24 - 1 */
@@ -459,7 +460,7 @@ static inline bool mfs_ino_is_batch(fuse_ino_t ino)
 int mfs_btree_decode(struct mfs *m, fuse_ino_t ino, struct mfs_inode *out);
 /* The entry of name under a folder of the tree, or of `batches` under a
  * snapshot folder (parent in: MFS_DIR or MFS_BDIR); counts the lookup.
- * 0, -ENOENT, -ENFILE, -EOVERFLOW, -errno. */
+ * 0, -ENOENT, -ENFILE, -errno. */
 int mfs_btree_entry(struct mfs *m, fuse_req_t req, fuse_ino_t parent,
 		    const struct mfs_inode *in, const char *name,
 		    struct fuse_entry_param *e);

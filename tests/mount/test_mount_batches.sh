@@ -168,7 +168,8 @@ bad = ["0", "-1", "01", "+4", " 4", "4 ", "9223372036854775808",
        "4/seed-1/epoch-0/rank-0-of-0", "4/seed-1/epoch-0/rank-0-of-3-from-",
        "4/seed-1/epoch-0/rank-0-of-3/rank-0-of-3",
        "4/seed-1/epoch-0/batch-000000/x", "4/seed-1/x", "4/x", "x",
-       "4/seed-1/epoch-0/batch-9223372036854775808"]
+       "4/seed-1/epoch-0/batch-9223372036854775808",
+       "4/seed-1/epoch-0/batch-274877906943", "4/seed-1/epoch-0/batch-9223372036854775807"]
 for b in bad:
     try:
         os.stat(os.path.join(base, b))
