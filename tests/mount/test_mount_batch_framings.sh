@@ -80,7 +80,7 @@ for n in lines tf tar idx big; do
 done
 
 "$py" - "$mnt" <<'PY' || fail "batch files in their framings"
-import collections, errno, io, os, struct, sys, tarfile
+import collections, errno, io, os, struct, sys, tarfile, time
 mnt = sys.argv[1]
 def crc32c(b):
     c = 0xffffffff
@@ -120,7 +120,12 @@ def shards(name):
     return [open(os.path.join(snap, f), "rb").read() for f in sorted(os.listdir(snap))]
 B = 3
 for name, parse in (("lines", lines), ("tf", frames), ("tar", samples), ("idx", None)):
-    sh = shards(name)  # materializes all
+    sh = shards(name)  # computes all; served before their commit
+    snap = os.path.join(mnt, name)
+    for _ in range(600):  # stat is exact once they are committed
+        if os.getxattr(snap, "user.matfs.state") == b"materialized":
+            break
+        time.sleep(0.05)
     if name == "idx":
         recs = []
         for k, d in enumerate(sh):
