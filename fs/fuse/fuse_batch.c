@@ -36,6 +36,7 @@
 #define BTAB_WAYS 4
 #define BTAB_SETS (MFS_BTAB_SLOTS / BTAB_WAYS)
 #define WANTED_MAX 64
+#define PREFETCH_MAX 256 /* chunks an open sends to read-ahead */
 #define MAX_PIECES                                                             \
 	1000 /* iovecs of a reply (IOV_MAX less libfuse's
 			  * header); more are copied into one */
@@ -359,6 +360,31 @@ static int fh_make(struct bopen *o, const struct mf_engine_batch_plan *p,
 	return 0;
 }
 
+/* Has the chunks a new handle reads decompressed on the read-ahead
+ * threads, in parallel, before its reads ask for them one by one. */
+static void prefetch(struct mfs *m, const struct mfs_bfh *fh)
+{
+	struct mfs_data *last = NULL;
+	uint32_t last_chunk = 0;
+	unsigned sent = 0;
+	for (size_t i = 0; i < fh->nsegs && sent < PREFETCH_MAX; i++) {
+		const struct bseg *s = &fh->segs[i];
+		if (s->lit || s->len == 0)
+			continue;
+		uint64_t cs = s->d->st.chunk_size;
+		uint32_t c = (uint32_t)(s->off / cs);
+		uint32_t end = (uint32_t)((s->off + s->len - 1) / cs);
+		for (; c <= end && sent < PREFETCH_MAX; c++) {
+			if (s->d == last && c == last_chunk)
+				continue;
+			mfs_ra_submit(m, s->d, c);
+			last = s->d;
+			last_chunk = c;
+			sent++;
+		}
+	}
+}
+
 /* Plans o's batch and answers its open. Frees o. */
 static void open_finish(struct bopen *o, int rc_plan,
 			struct mf_engine_batch_plan *p)
@@ -378,6 +404,7 @@ static void open_finish(struct bopen *o, int rc_plan,
 		o->fi.keep_cache = 1;
 		o->fi.direct_io = 0;
 		o->fi.noflush = 1;
+		prefetch(m, fh);
 		if (fuse_reply_open(o->req, &o->fi) != 0) { /* no release */
 			fh_unlink(m, fh);
 			fh_free(m, fh);
@@ -601,10 +628,19 @@ void mfs_batch_fhs_release(struct mfs *m)
 
 /* The pieces of a read reply: iovecs and the chunk references they
  * borrow from. */
+#define MEMO 16
 struct pieces {
 	size_t n, cap, nref, refcap;
 	struct iovec *iov;
 	void **ref;
+	/* the chunks this reply holds already, the last MEMO of them: a
+	 * read of small records draws on the same few chunks many times */
+	struct {
+		const struct mfs_data *d;
+		uint32_t chunk;
+		struct mfs_chunk ch;
+	} memo[MEMO];
+	unsigned nmemo;
 };
 
 static int piece_add(struct pieces *p, const void *buf, size_t len, void *ref)
@@ -639,20 +675,34 @@ static int seg_pieces(struct mfs *m, const struct bseg *s, uint64_t off,
 	uint64_t cs = d->st.chunk_size, pos = s->off + off, end = pos + len;
 	while (pos < end) {
 		uint32_t c = (uint32_t)(pos / cs);
-		struct mfs_chunk ch;
-		void *ref;
-		int rc = mfs_cache_read(m->cache, d, c, &ch, &ref);
-		if (rc)
-			return rc;
+		struct mfs_chunk ch = {0};
+		void *ref = NULL;
+		int rc = 0;
+		unsigned i = 0;
+		while (i < p->nmemo &&
+		       (p->memo[i].d != d || p->memo[i].chunk != c))
+			i++;
+		if (i < p->nmemo) {
+			ch = p->memo[i].ch; /* held by an earlier piece */
+		} else {
+			if ((rc = mfs_cache_read(m->cache, d, c, &ch, &ref)))
+				return rc;
+			unsigned at = p->nmemo < MEMO ? p->nmemo++ : c % MEMO;
+			p->memo[at].d = d;
+			p->memo[at].chunk = c;
+			p->memo[at].ch = ch;
+		}
 		uint64_t in = pos - (uint64_t)c * cs;
 		if (in >= ch.len) {
-			mfs_cache_unref(m->cache, ref);
+			if (ref)
+				mfs_cache_unref(m->cache, ref);
 			return MF_CORRUPT("a chunk is shorter than its place");
 		}
 		size_t n =
 		    (size_t)(ch.len - in < end - pos ? ch.len - in : end - pos);
 		if ((rc = piece_add(p, ch.buf + in, n, ref))) {
-			mfs_cache_unref(m->cache, ref);
+			if (ref)
+				mfs_cache_unref(m->cache, ref);
 			return rc;
 		}
 		pos += n;

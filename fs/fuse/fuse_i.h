@@ -425,6 +425,9 @@ void mfs_fhs_release(struct mfs *m);
 const struct mfs_data *mfs_fh_data(uint64_t fh);
 void mfs_data_put(struct mfs *m, struct mfs_data *d);
 void mfs_data_get(struct mfs_data *d);
+/* Has chunk of d decompressed on the read-ahead threads, unless it is
+ * cached or loading, or their backlog is long (fuse_open.c). */
+void mfs_ra_submit(struct mfs *m, struct mfs_data *d, uint32_t chunk);
 /* Wraps a reader of the computation rec describes (taken over, closed on
  * failure) in a data of refs 1. With adopt, the chunks this thread's
  * materialization of that very file put in the cache become the

@@ -580,7 +580,7 @@ static uint32_t ra_window(struct mfs *m, const struct mfs_data *d)
 	return (uint32_t)(n < 1 ? 1 : n > RA_MAX_CHUNKS ? RA_MAX_CHUNKS : n);
 }
 
-static void ra_submit(struct mfs *m, struct mfs_data *d, uint32_t chunk)
+void mfs_ra_submit(struct mfs *m, struct mfs_data *d, uint32_t chunk)
 {
 	if (chunk >= d->st.chunks || mfs_cache_has(m->cache, d, chunk) ||
 	    mfs_pool_backlog(m->ra_pool) > 4 * RA_MAX_CHUNKS)
@@ -624,7 +624,7 @@ static void read_ahead(struct mfs *m, struct mfs_fh *fh, uint64_t off,
 	}
 	pthread_mutex_unlock(&fh->lock);
 	for (uint32_t c = from; c <= to && c < d->st.chunks; c++)
-		ra_submit(m, d, c);
+		mfs_ra_submit(m, d, c);
 }
 
 static void read_failed(struct mfs *m, fuse_req_t req, struct mfs_data *d,
