@@ -2,8 +2,8 @@
 like a snapshot (shard-NNNNN.u32 files): matfs.shards' split between
 ranks, ShardDataset's split between ranks and DataLoader workers (every
 record exactly once, also shuffled), set_epoch's deterministic shuffle,
-record dtypes torch lacks, bad arguments, and a 2-worker DataLoader over
-real files.
+record dtypes torch lacks, bad arguments, a 2-worker DataLoader over
+real files, and BatchDataset's readers of batch files.
 
 Runs under /usr/bin/python3 (Debian's numpy and torch) with PYTHONPATH at
 python/. The tests that need torch or numpy are skipped without them.
@@ -516,6 +516,40 @@ class RecordsTest(Folder):
         with _framed("index"), self.assertRaisesRegex(ValueError,
                                                      "records: index"):
             matfs.ShardDataset(snap)
+
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs python3-numpy and python3-torch")
+class BatchFilesTest(unittest.TestCase):
+    """BatchDataset's readers of batch files (docs/format.md, section
+    10), on bytes: the mount's answers are test_python_batches.sh's."""
+
+    def test_frames(self):
+        from matfs._batches import _frames
+        data = _tf_frame(b"") + _tf_frame(b"abc")
+        self.assertEqual(_frames(data, "b"), [b"", b"abc"])
+        for cut in (1, 15, len(data) - 1):
+            with self.assertRaisesRegex(ValueError, "cut short"):
+                _frames(data[:cut], "b")
+
+    def test_lines(self):
+        from matfs._batches import _lines
+        self.assertEqual(_lines(b"a\n\nb\n", "b"), [b"a\n", b"\n", b"b\n"])
+        self.assertEqual(_lines(b"", "b"), [])
+        with self.assertRaisesRegex(ValueError, "newline"):
+            _lines(b"a\nb", "b")
+
+    def test_record_ends(self):
+        import struct
+        from matfs._batches import _cut
+
+        def ends(*e):
+            return struct.pack("<%dQ" % len(e), *e)
+        self.assertEqual(_cut(b"abcdef", ends(1, 1, 6), "b"),
+                         [b"a", b"", b"bcdef"])
+        for bad in (ends(1, 5), ends(3, 2, 6), ends(7), b"\0" * 9):
+            with self.assertRaises(ValueError):
+                _cut(b"abcdef", bad, "b")
 
 
 if __name__ == "__main__":
