@@ -36,10 +36,21 @@ wait "$reader" || fail "the read failed after the signals"
 [ "$(cat "$tmp/out")" = x ] || fail "the read got '$(cat "$tmp/out")'"
 pass "SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPWR, SIGTSTP, SIGTTIN, SIGTTOU and real-time signals are ignored"
 
+# stacks PID: what each thread of a daemon that did not stop waits in
+# (for the failure's report; gdb where the machine has it)
+stacks() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    echo "thread ${t##*/} $(cat "$t/comm" 2>/dev/null): $(cat "$t/wchan" 2>/dev/null)" >&2
+  done
+  command -v gdb >/dev/null &&
+    timeout 30 gdb -batch -p "$1" -ex "thread apply all bt" >&2 2>&1 </dev/null
+}
+
 # stops_cleanly SIG: SIG makes the daemon exit 0, unmounted
 stops_cleanly() {
   kill -s "$1" "$mpid"
-  wait_for 60 pid_gone "$mpid" || fail "SIG$1 did not stop the daemon"
+  wait_for 60 pid_gone "$mpid" || { stacks "$mpid"; fail "SIG$1 did not stop the daemon"; }
   wait "$mpid"
   local st=$?
   [ "$st" = 0 ] || fail "the daemon exited $st after SIG$1"
