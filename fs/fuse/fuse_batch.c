@@ -633,12 +633,14 @@ struct pieces {
 	size_t n, cap, nref, refcap;
 	struct iovec *iov;
 	void **ref;
+	size_t *served; /* bytes of ref[i]'s chunk in the reply */
 	/* the chunks this reply holds already, the last MEMO of them: a
 	 * read of small records draws on the same few chunks many times */
 	struct {
 		const struct mfs_data *d;
 		uint32_t chunk;
 		struct mfs_chunk ch;
+		size_t refi; /* its index in ref */
 	} memo[MEMO];
 	unsigned nmemo;
 };
@@ -659,11 +661,16 @@ static int piece_add(struct pieces *p, const void *buf, size_t len, void *ref)
 		if (!q)
 			return -ENOMEM;
 		p->ref = q;
+		if (!(q = realloc(p->served, c * sizeof(*p->served))))
+			return -ENOMEM;
+		p->served = q;
 		p->refcap = c;
 	}
 	p->iov[p->n++] = (struct iovec){(void *)buf, len};
-	if (ref)
+	if (ref) {
+		p->served[p->nref] = len;
 		p->ref[p->nref++] = ref;
+	}
 	return 0;
 }
 
@@ -687,10 +694,11 @@ static int seg_pieces(struct mfs *m, const struct bseg *s, uint64_t off,
 		} else {
 			if ((rc = mfs_cache_read(m->cache, d, c, &ch, &ref)))
 				return rc;
-			unsigned at = p->nmemo < MEMO ? p->nmemo++ : c % MEMO;
-			p->memo[at].d = d;
-			p->memo[at].chunk = c;
-			p->memo[at].ch = ch;
+			i = p->nmemo < MEMO ? p->nmemo++ : c % MEMO;
+			p->memo[i].d = d;
+			p->memo[i].chunk = c;
+			p->memo[i].ch = ch;
+			p->memo[i].refi = p->nref; /* piece_add puts it there */
 		}
 		uint64_t in = pos - (uint64_t)c * cs;
 		if (in >= ch.len) {
@@ -705,6 +713,8 @@ static int seg_pieces(struct mfs *m, const struct bseg *s, uint64_t off,
 				mfs_cache_unref(m->cache, ref);
 			return rc;
 		}
+		if (!ref)
+			p->served[p->memo[i].refi] += n;
 		pos += n;
 	}
 	return 0;
@@ -812,13 +822,17 @@ void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
 			p.n = 1;
 		}
 	}
+	bool served = false;
 	if (rc)
 		read_error(m, req, bad, rc);
-	else if (fuse_reply_iov(req, p.iov, (int)p.n) == 0)
+	else if ((served = fuse_reply_iov(req, p.iov, (int)p.n) == 0))
 		atomic_fetch_add_explicit(&m->bytes_served, size,
 					  memory_order_relaxed);
+	/* an epoch reads each record once: chunks all read are let go */
 	for (size_t i = 0; i < p.nref; i++)
-		mfs_cache_unref(m->cache, p.ref[i]);
+		mfs_cache_unref_served(m->cache, p.ref[i],
+				       served ? p.served[i] : 0);
 	free(p.iov);
 	free(p.ref);
+	free(p.served);
 }

@@ -39,6 +39,7 @@ struct centry {
 	bool linked; /* in the hash and the LRU list */
 	uint8_t *buf;
 	size_t len, cap; /* bytes of the chunk, of buf */
+	uint64_t served; /* bytes mfs_cache_unref_served said were read */
 };
 
 /* A buffer kept for the next chunk: faulted-in memory saves the page
@@ -402,6 +403,25 @@ void mfs_cache_unref(struct mfs_cache *c, void *ref)
 {
 	pthread_mutex_lock(&c->lock);
 	unref_locked(c, ref);
+	if (c->used > c->budget)
+		evict(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void mfs_cache_unref_served(struct mfs_cache *c, void *ref, size_t bytes)
+{
+	struct centry *e = ref;
+	pthread_mutex_lock(&c->lock);
+	e->served += bytes;
+	if (e->served >= e->len && e->refs == 1 && e->linked) {
+		/* every byte read once: dead for its reader, and likely for
+		 * all (another reader of it loads it again) */
+		unlink_entry(c, e);
+		e->refs = 0;
+		entry_free(c, e);
+	} else {
+		unref_locked(c, e);
+	}
 	if (c->used > c->budget)
 		evict(c);
 	pthread_mutex_unlock(&c->lock);

@@ -564,6 +564,12 @@ void mfs_cache_free(struct mfs_cache *c);
 int mfs_cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
 		  struct mfs_chunk *out, void **ref);
 void mfs_cache_unref(struct mfs_cache *c, void *ref);
+/* mfs_cache_unref for a reader that reads each byte of a chunk once (the
+ * batches of an epoch): bytes of it were served. A chunk all of whose
+ * bytes were so served is let go as soon as nobody holds it, its buffer
+ * kept for the next load, instead of waiting for the budget to push it
+ * out: an epoch's chunks are dead once its reader passed them. */
+void mfs_cache_unref_served(struct mfs_cache *c, void *ref, size_t bytes);
 /* True when the chunk is cached or loading. */
 bool mfs_cache_has(struct mfs_cache *c, const struct mfs_data *d,
 		   uint32_t chunk);

@@ -161,6 +161,33 @@ static void test_cache_held_chunk_stays(void **state)
 	mfs_cache_free(c);
 }
 
+/* A chunk all of whose bytes a batch reader was served goes at once,
+ * within the budget (its buffer kept for the next load); one served in
+ * part, or held by another reader too, stays. */
+static void test_cache_served_chunk_goes(void **state)
+{
+	struct fx *f = *state;
+	struct mfs_cache *c;
+	assert_int_equal(mfs_cache_new(64 * CHUNK, &c), 0);
+	struct mfs_chunk ch, again;
+	void *ref, *ref2;
+	assert_int_equal(mfs_cache_read(c, &f->d, 5, &ch, &ref), 0);
+	mfs_cache_unref_served(c, ref, CHUNK / 2);
+	assert_true(mfs_cache_has(c, &f->d, 5)); /* half read: kept */
+	assert_int_equal(mfs_cache_read(c, &f->d, 5, &ch, &ref), 0);
+	assert_int_equal(mfs_cache_read(c, &f->d, 5, &again, &ref2), 0);
+	mfs_cache_unref_served(c, ref, CHUNK / 2);
+	assert_true(mfs_cache_has(c, &f->d, 5)); /* another holds it */
+	mfs_cache_unref(c, ref2);
+	assert_true(mfs_cache_has(c, &f->d, 5));
+	assert_int_equal(mfs_cache_read(c, &f->d, 5, &ch, &ref), 0);
+	mfs_cache_unref_served(c, ref, 1);
+	assert_false(mfs_cache_has(c, &f->d, 5)); /* every byte read */
+	/* the next load gets the right bytes (in the buffer kept) */
+	check_chunk(f, c, 6);
+	mfs_cache_free(c);
+}
+
 struct racer {
 	struct fx *f;
 	struct mfs_cache *c;
@@ -870,6 +897,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_cache_hits_and_misses, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_cache_held_chunk_stays, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_cache_served_chunk_goes, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_cache_one_load_for_all, setup,
 					    teardown),
