@@ -129,16 +129,20 @@ static void end_session(struct mfs *m, const struct mfs_nswatch *w)
 	pthread_kill(w->loop, SIGTERM);
 }
 
-/* True when the watch is over: stopped, or the connection ended. */
+/* True when the watch is over: stopped, or the connection ended. Between
+ * changes of the mount table it waits on MOUNTINFO and the stop only: a
+ * poll of /dev/fuse would wake on every request queued there (its wait
+ * queue is the readers'), a wake-up and the queue's lock taken again for
+ * each request of the mount. An unmount here changes the table first;
+ * the loop's end stops the watch. */
 static bool watch_once(struct mfs *m, const struct mfs_nswatch *w)
 {
-	struct pollfd p[3] = {{.fd = w->info_fd, .events = POLLPRI},
-			      {.fd = fuse_session_fd(m->se), .events = 0},
+	struct pollfd p[2] = {{.fd = w->info_fd, .events = POLLPRI},
 			      {.fd = w->stop_fd, .events = POLLIN}};
-	if (poll(p, 3, -1) < 0)
+	if (poll(p, 2, -1) < 0)
 		return true; /* its signals are blocked: nothing to wait on */
-	if (p[1].revents || p[2].revents)
-		return true; /* unmounted here as the last copy, or stopped */
+	if (p[1].revents)
+		return true; /* stopped */
 	if (!p[0].revents || still_here(w->dev) != 0)
 		return false;
 	/* an unmount here ends the connection once its last reference
