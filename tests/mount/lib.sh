@@ -14,6 +14,8 @@ command -v fusermount3 >/dev/null || { echo "skip: no fusermount3"; exit 77; }
 tmp=$(mktemp -d /tmp/mf-mount.XXXXXX)
 log=$tmp/matfs.log
 daemons=() mounts=()
+# what mount_fs starts the daemon through (a test sets it: env ...)
+launch=()
 
 # reap PID: waits up to 5 s for it, then kills it hard.
 reap() {
@@ -59,7 +61,7 @@ pid_gone() { ! kill -0 "$1" 2>/dev/null; }
 mount_fs() {
   local mnt=$1 store=$2 pipes=$3; shift 3
   mkdir -p "$mnt"
-  "$matfs" --store "$store" --pipelines "$pipes" -f "$@" "$mnt" >>"$log" 2>&1 &
+  "${launch[@]}" "$matfs" --store "$store" --pipelines "$pipes" -f "$@" "$mnt" >>"$log" 2>&1 &
   mpid=$!
   daemons+=("$mpid")
   mounts+=("$mnt")

@@ -4,7 +4,8 @@
 # SIGALRM, SIGVTALRM, SIGPWR and a real-time signal, sent while a shard is
 # computed, change nothing: the daemon serves on and the read gets its
 # bytes (each left the mount ENOTCONN and the stages orphaned before).
-# SIGHUP stops it as an unmount does: exit 0, unmounted, no stage left;
+# SIGHUP stops it as an unmount does: exit 0, unmounted, no stage left
+# (but one ignored at start, as under nohup, stays ignored);
 # SIGXCPU the same. SIGTSTP, SIGTTIN and SIGTTOU stop nothing.
 . "$MF_SOURCE_ROOT/tests/mount/lib.sh"
 
@@ -18,6 +19,9 @@ stages:
   - exec: [/bin/sh, -c, 'echo $$ >"$0.pid"; until [ -e GO ]; do sleep 0.05; done; cat', stage]
 YAML
 mnt=$tmp/mnt
+# the stop signals at their defaults, whatever this test inherited
+# (under nohup SIGHUP comes ignored, and an ignored one stays so: matfs(8))
+launch=(env --default-signal=HUP,INT,TERM)
 mount_fs "$mnt" "$tmp/store" "$p"
 wait_for 10 test -L "$mnt/s" || fail "s is not registered"
 
@@ -75,3 +79,13 @@ pass "SIGHUP stops the daemon cleanly: unmounted, exit 0, no stage left"
 mount_fs "$mnt" "$tmp/store" "$p"
 stops_cleanly XCPU
 pass "SIGXCPU stops the daemon cleanly"
+
+# SIGHUP ignored when the daemon starts (nohup) stays ignored
+launch=(env --ignore-signal=HUP)
+mount_fs "$mnt" "$tmp/store" "$p"
+kill -s HUP "$mpid"
+sleep 0.3
+kill -0 "$mpid" 2>/dev/null || fail "SIGHUP stopped a daemon started with it ignored"
+is_mounted "$mnt" || fail "SIGHUP unmounted a daemon started with it ignored"
+umount_fs "$mnt" "$mpid"
+pass "a SIGHUP ignored at start (nohup) stays ignored"
