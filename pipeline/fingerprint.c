@@ -596,6 +596,77 @@ int mf_fingerprint_compute(const struct mf_spec *spec,
 	return 0;
 }
 
+/* The 32 bytes of a part's component hash, from its hex. */
+static void part_digest(const struct mf_fp_part *part, uint8_t out[32])
+{
+	for (int i = 0; i < 32; i++) {
+		char two[3] = {part->hex[2 * i], part->hex[2 * i + 1], 0};
+		out[i] = (uint8_t)strtoul(two, NULL, 16);
+	}
+}
+
+static int put_part(struct mf_sha256 *h, const char *label,
+		    const uint8_t digest[32])
+{
+	int rc = put_str(h, label);
+	return rc ? rc : mf_sha256_update(h, digest, 32);
+}
+
+static int put_fp_part(struct mf_sha256 *h, const struct mf_fp_part *part)
+{
+	uint8_t d[32];
+	part_digest(part, d);
+	return put_part(h, part->label, d);
+}
+
+/* H(u64(v)) as a part labelled label. */
+static int put_number_part(struct mf_sha256 *h, const char *label, uint64_t v)
+{
+	struct mf_sha256 n;
+	uint8_t d[32];
+	int rc = mf_sha256_init(&n);
+	if (rc == 0)
+		rc = finish(&n, put_u64(&n, v), d);
+	return rc ? rc : put_part(h, label, d);
+}
+
+int mf_fingerprint_shard(const struct mf_spec *spec,
+			 const struct mf_fingerprint *fp, uint32_t shard,
+			 char hex[MF_FP_HEX_LEN + 1])
+{
+	if (shard >= spec->shards)
+		return -EINVAL;
+	/* the inputs are fp's last parts, in the spec's order */
+	size_t first_input =
+	    fp->n_parts - (spec->fingerprint_key ? 0 : spec->n_inputs);
+	if (!spec->fingerprint_key && fp->n_parts < spec->n_inputs)
+		return -EINVAL;
+	struct mf_sha256 h;
+	uint8_t d[32];
+	int rc = mf_sha256_init(&h);
+	if (rc)
+		return rc;
+	rc = put_number_part(&h, "shard-scheme", MF_SHARD_FINGERPRINT_SCHEME);
+	for (size_t i = 0; rc == 0 && i < first_input; i++) {
+		const char *l = fp->parts[i].label;
+		bool kept = spec->fingerprint_key
+		    ? strcmp(l, "key") == 0 || strcmp(l, "shards") == 0
+		    : strcmp(l, "env") == 0 || strncmp(l, "stage[", 6) == 0;
+		if (kept)
+			rc = put_fp_part(&h, &fp->parts[i]);
+	}
+	if (rc == 0)
+		rc = put_number_part(&h, "shard", shard);
+	for (size_t i = shard;
+	     rc == 0 && !spec->fingerprint_key && i < spec->n_inputs;
+	     i += spec->shards)
+		rc = put_fp_part(&h, &fp->parts[first_input + i]);
+	rc = finish(&h, rc, d);
+	if (rc == 0)
+		mf_hex(d, sizeof(d), hex);
+	return rc;
+}
+
 void mf_fingerprint_release(struct mf_fingerprint *fp)
 {
 	if (!fp)

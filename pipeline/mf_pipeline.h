@@ -192,6 +192,21 @@ int mf_fingerprint_compute(const struct mf_spec *spec,
 			   struct mf_fingerprint *out, char **err);
 void mf_fingerprint_release(struct mf_fingerprint *fp);
 
+#define MF_SHARD_FINGERPRINT_SCHEME 1
+
+/*
+ * The fingerprint of shard `shard` alone (docs/spec.md, "The shard
+ * fingerprint"), from fp computed from spec: the parts that can change
+ * that shard's bytes (env, every stage's argv and deps, the shard's index
+ * and its own inputs; with a fixed key, the key, shards and the index),
+ * without `shards`, `records`, `shuffle_window` or the other shards'
+ * inputs. Reads nothing. -EINVAL for a shard out of range or fp not of
+ * spec.
+ */
+int mf_fingerprint_shard(const struct mf_spec *spec,
+			 const struct mf_fingerprint *fp, uint32_t shard,
+			 char hex[MF_FP_HEX_LEN + 1]);
+
 /*
  * Checks that what shard `shard` is computed from - every deps file and the
  * shard's own input files - still hashes as it did in fp (computed from the

@@ -128,6 +128,15 @@ static int cmd_fingerprint(struct ctl *ctl)
 				       fp.parts[i].detail ? "  " : "",
 				       fp.parts[i].detail ? fp.parts[i].detail
 							  : "");
+			if (ctl->explain)
+				printf("shard fingerprints:\n");
+			for (uint32_t k = 0;
+			     ctl->explain && rc == 0 && k < spec->shards; k++) {
+				char hex[MF_FP_HEX_LEN + 1];
+				rc = mf_fingerprint_shard(spec, &fp, k, hex);
+				if (rc == 0)
+					printf("  %s  shard[%u]\n", hex, k);
+			}
 			mf_fingerprint_release(&fp);
 		}
 		mf_spec_free(spec);

@@ -674,20 +674,112 @@ static void test_records_covered(void **state)
 	mf_spec_free(s);
 }
 
+/* The fingerprints of every shard of path (n of them), and the
+ * snapshot's into snap. */
+static void shard_fps(const char *path, char snap[65], char (*out)[65],
+		      uint32_t n)
+{
+	struct mf_spec *s = fx_load(path);
+	struct mf_fingerprint fp;
+	char *err = NULL;
+	assert_int_equal(mf_fingerprint_compute(s, &fp, &err), 0);
+	assert_int_equal(s->shards, n);
+	memcpy(snap, fp.hex, 65);
+	for (uint32_t k = 0; k < n; k++) {
+		assert_int_equal(mf_fingerprint_shard(s, &fp, k, out[k]), 0);
+		assert_true(mf_is_hex(out[k], MF_FP_HEX_LEN));
+	}
+	char hex[65];
+	assert_int_equal(mf_fingerprint_shard(s, &fp, n, hex), -EINVAL);
+	mf_fingerprint_release(&fp);
+	mf_spec_free(s);
+}
+
+/* Scheme 1 of shard 0 of the project (docs/spec.md, "The shard
+ * fingerprint", recomputed by hand from its table): a change here makes every stored
+ * shard another's (a new MF_SHARD_FINGERPRINT_SCHEME). */
+#define GOLDEN_SHARD0                                                          \
+	"59e6ee51ea73627b9989d2e16df7cee320b2eab615335bd70b768b8f30ab68ed"
+
+/* A shard's fingerprint covers the stages and its own inputs and index:
+ * appending an input, adding records or editing another shard's input
+ * keeps it; its own input or an argv word changes it. */
+static void test_shard_fingerprint(void **state)
+{
+	char snap[65], snap2[65], a[4][65], b[4][65];
+	project();
+	shard_fps("proj/spec.yaml", snap, a, 3);
+	assert_string_equal(a[0], GOLDEN_SHARD0);
+	assert_string_not_equal(a[0], a[1]);
+	assert_string_not_equal(a[1], a[2]);
+	assert_string_not_equal(a[0], snap);
+	/* one shard per input, one input appended: a new fourth shard */
+	fx_write("proj/raw/d.jsonl", "dd\n");
+	fx_mtime("proj/raw/d.jsonl", T0 + 3, 0);
+	spec_edit("proj/four.yaml", "shards: 3", "shards: 4");
+	shard_fps("proj/four.yaml", snap2, b, 4);
+	assert_string_not_equal(snap, snap2);
+	for (int k = 0; k < 3; k++)
+		assert_string_equal(a[k], b[k]);
+	assert_string_not_equal(b[3], a[0]);
+	/* shards: 3 kept: the input lands in shard 0 (3 mod 3) alone */
+	shard_fps("proj/spec.yaml", snap2, b, 3);
+	assert_string_not_equal(a[0], b[0]);
+	assert_string_equal(a[1], b[1]);
+	assert_string_equal(a[2], b[2]);
+	assert_int_equal(unlink("proj/raw/d.jsonl"), 0);
+	/* records and shuffle_window: the same bytes, another snapshot */
+	spec_edit("proj/rec.yaml",
+		  "suffix:", "records: 8\nshuffle_window: 1KiB\nsuffix:");
+	shard_fps("proj/rec.yaml", snap2, b, 3);
+	assert_string_not_equal(snap, snap2);
+	for (int k = 0; k < 3; k++)
+		assert_string_equal(a[k], b[k]);
+	/* an input of shard 1 touched: shard 1 alone */
+	fx_mtime("proj/raw/b.jsonl", T0 + 7, 0);
+	shard_fps("proj/spec.yaml", snap2, b, 3);
+	assert_string_equal(a[0], b[0]);
+	assert_string_not_equal(a[1], b[1]);
+	assert_string_equal(a[2], b[2]);
+	fx_mtime("proj/raw/b.jsonl", T0 + 1, 0);
+	/* an argv word: every shard */
+	spec_edit("proj/spec.yaml", "\"512\"", "\"1024\"");
+	shard_fps("proj/spec.yaml", snap2, b, 3);
+	for (int k = 0; k < 3; k++)
+		assert_string_not_equal(a[k], b[k]);
+	/* a fixed key: the key, shards and the index */
+	spec_edit("proj/spec.yaml", "stages:", "fingerprint: k1\nstages:");
+	shard_fps("proj/spec.yaml", snap2, a, 3);
+	spec_edit("proj/spec.yaml", "stages:", "fingerprint: k2\nstages:");
+	shard_fps("proj/spec.yaml", snap2, b, 3);
+	assert_string_not_equal(a[0], a[1]);
+	assert_string_not_equal(a[0], b[0]);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    T(test_golden),	      T(test_layout_ignored),
-	    T(test_project_move),     T(test_deps_byte),
-	    T(test_argv_word),	      T(test_shards_covered),
-	    T(test_input_size),	      T(test_input_mtime),
-	    T(test_input_set),	      T(test_not_covered),
-	    T(test_content_identity), T(test_fixed_key),
-	    T(test_explain_layout),   T(test_quoted_detail),
-	    T(test_unreadable_file),  T(test_check_shard),
-	    T(test_env_covered),      T(test_records_covered),
+	    T(test_golden),
+	    T(test_layout_ignored),
+	    T(test_project_move),
+	    T(test_deps_byte),
+	    T(test_argv_word),
+	    T(test_shards_covered),
+	    T(test_input_size),
+	    T(test_input_mtime),
+	    T(test_input_set),
+	    T(test_not_covered),
+	    T(test_content_identity),
+	    T(test_fixed_key),
+	    T(test_explain_layout),
+	    T(test_quoted_detail),
+	    T(test_unreadable_file),
+	    T(test_check_shard),
+	    T(test_env_covered),
+	    T(test_records_covered),
+	    T(test_shard_fingerprint),
 	};
 	return cmocka_run_group_tests_name("fingerprint", tests, NULL, NULL);
 }
