@@ -135,7 +135,7 @@ if [[ " $parts " == *" warm "* ]]; then
     fp=$(readlink "$mnt/$name")
     mount_down
     b=$((524288 / rsize))
-    view=$mnt/$fp/batches/$b/seed-1/epoch-0
+    view=$mnt/$fp/batches/$b/seed-1/epoch-0/rank-0-of-1
     declare -A T C
     T=() C=()
     for r in $(seq 1 "$rounds"); do

@@ -18,8 +18,15 @@
  * of this daemon opening a batch that needs a computation gets EDEADLK,
  * as for shards.
  *
+ * Each answered open has the view's next batch planned on a read-ahead
+ * thread (from materialized shards only) and its chunks read ahead, so
+ * that a reader going through its batches in order finds the next open
+ * planned and its chunks loading while it reads this one; a plan kept
+ * that way is used for at most MFS_SNAP_TTL_NS, as the kept readers.
+ *
  * Reads go through the chunk cache (fuse_cache.c), each segment's chunks
- * from its shard's data. Batch files never change while their inode
+ * from its shard's data; a chunk all of whose bytes were served is let
+ * go at once (an epoch reads each record once). Batch files never change while their inode
  * lives: opens keep the kernel's pages (FOPEN_KEEP_CACHE).
  *
  * Not for: the tree's names and inodes (fuse_btree.c) or the order (the
@@ -37,6 +44,7 @@
 #define BTAB_SETS (MFS_BTAB_SLOTS / BTAB_WAYS)
 #define WANTED_MAX 64
 #define PREFETCH_MAX 256 /* chunks an open sends to read-ahead */
+#define AHEAD_SLOTS 16 /* batches planned ahead, of as many views */
 #define MAX_PIECES                                                             \
 	1000 /* iovecs of a reply (IOV_MAX less libfuse's
 			  * header); more are copied into one */
@@ -49,6 +57,17 @@ struct bt_ent {
 
 struct mfs_bfh;
 
+/* A batch planned ahead: the next of a view whose batch was just opened,
+ * planned on a read-ahead thread while its reader reads that one. */
+struct ahead {
+	char fp[MF_FP_HEX_LEN + 1]; /* "": empty */
+	struct mf_engine_batch_view v;
+	uint64_t k;
+	uint64_t made_ns; /* 0: being planned */
+	uint64_t tick;
+	struct mfs_bfh *fh; /* its handle, no reader's yet; NULL: none */
+};
+
 /* lock is a leaf: nothing is taken or called under it but the table's
  * own bookkeeping (references are put after it is let go). */
 struct mfs_btab {
@@ -56,6 +75,7 @@ struct mfs_btab {
 	struct bt_ent v[MFS_BTAB_SLOTS];
 	uint64_t tick;
 	struct mfs_bfh *fhs; /* every batch handle open */
+	struct ahead ahead[AHEAD_SLOTS];
 };
 
 /* One segment of an open batch: at `at` in the batch, bytes [off, off +
@@ -69,13 +89,16 @@ struct bseg {
 struct mfs_bfh {
 	struct mfs_bfh *prev, *next; /* btab->fhs, under its lock */
 	fuse_ino_t ino;
-	uid_t uid; /* counted by mfs_user_take */
+	uid_t uid; /* counted by mfs_user_take, once counted */
+	bool counted; /* false: planned ahead, no open's yet */
 	uint64_t size;
 	size_t nsegs;
 	struct bseg *segs;
 	size_t ndatas;
 	struct mfs_data **datas; /* references */
 };
+
+static void fh_free(struct mfs *m, struct mfs_bfh *fh);
 
 int mfs_btab_new(struct mfs *m)
 {
@@ -97,6 +120,9 @@ void mfs_btab_free(struct mfs *m)
 	if (!t)
 		return;
 	mfs_batch_fhs_release(m);
+	for (size_t i = 0; i < AHEAD_SLOTS; i++)
+		if (t->ahead[i].fh)
+			fh_free(m, t->ahead[i].fh);
 	for (size_t i = 0; i < MFS_BTAB_SLOTS; i++)
 		mfs_data_put(m, t->v[i].d);
 	pthread_mutex_destroy(&t->lock);
@@ -278,7 +304,8 @@ static void fh_free(struct mfs *m, struct mfs_bfh *fh)
 		mfs_data_put(m, fh->datas[i]);
 	free(fh->datas);
 	free(fh->segs);
-	mfs_user_give(m, fh->uid, MFS_HANDLE_SHARD);
+	if (fh->counted)
+		mfs_user_give(m, fh->uid, MFS_HANDLE_SHARD);
 	free(fh);
 }
 
@@ -352,6 +379,7 @@ static int fh_make(struct bopen *o, const struct mf_engine_batch_plan *p,
 	fh->size = at;
 	fh->ino = o->ino;
 	fh->uid = o->uid;
+	fh->counted = o->req != NULL; /* an open's, not planned ahead */
 	fh->datas = o->datas;
 	fh->ndatas = o->ndatas;
 	o->datas = NULL;
@@ -385,6 +413,34 @@ static void prefetch(struct mfs *m, const struct mfs_bfh *fh)
 	}
 }
 
+static void ahead_plan(struct bopen *o);
+
+/* Links fh (o's batch) into the open handles and answers o's open with
+ * it; then has the view's next batch planned ahead. */
+static void open_answer(struct bopen *o, struct mfs_bfh *fh, bool fetch)
+{
+	struct mfs *m = o->m;
+	struct mfs_btab *t = m->btab;
+	pthread_mutex_lock(&t->lock);
+	fh->next = t->fhs;
+	fh->prev = NULL;
+	if (t->fhs)
+		t->fhs->prev = fh;
+	t->fhs = fh;
+	pthread_mutex_unlock(&t->lock);
+	o->fi.fh = (uint64_t)(uintptr_t)fh;
+	o->fi.keep_cache = 1;
+	o->fi.direct_io = 0;
+	o->fi.noflush = 1;
+	if (fetch)
+		prefetch(m, fh);
+	if (fuse_reply_open(o->req, &o->fi) != 0) { /* no release */
+		fh_unlink(m, fh);
+		fh_free(m, fh);
+	}
+	ahead_plan(o);
+}
+
 /* Plans o's batch and answers its open. Frees o. */
 static void open_finish(struct bopen *o, int rc_plan,
 			struct mf_engine_batch_plan *p)
@@ -393,22 +449,7 @@ static void open_finish(struct bopen *o, int rc_plan,
 	struct mfs_bfh *fh = NULL;
 	int rc = rc_plan ? rc_plan : fh_make(o, p, &fh);
 	if (rc == 0) {
-		struct mfs_btab *t = m->btab;
-		pthread_mutex_lock(&t->lock);
-		fh->next = t->fhs;
-		if (t->fhs)
-			t->fhs->prev = fh;
-		t->fhs = fh;
-		pthread_mutex_unlock(&t->lock);
-		o->fi.fh = (uint64_t)(uintptr_t)fh;
-		o->fi.keep_cache = 1;
-		o->fi.direct_io = 0;
-		o->fi.noflush = 1;
-		prefetch(m, fh);
-		if (fuse_reply_open(o->req, &o->fi) != 0) { /* no release */
-			fh_unlink(m, fh);
-			fh_free(m, fh);
-		}
+		open_answer(o, fh, true);
 	} else {
 		mfs_user_give(m, o->uid, MFS_HANDLE_SHARD);
 		if (rc == -EBADMSG || rc == -EAGAIN)
@@ -429,6 +470,143 @@ static int plan(struct bopen *o, struct mf_engine_batch_plan *p, char **err)
 					  o, p, err);
 	}
 	return rc;
+}
+
+/* ---- planning ahead ---- */
+
+static bool same_view(const struct mf_engine_batch_view *a,
+		      const struct mf_engine_batch_view *b)
+{
+	return a->shuffled == b->shuffled && a->seed == b->seed &&
+	    a->epoch == b->epoch && a->batch == b->batch &&
+	    a->world == b->world && a->rank == b->rank && a->from == b->from;
+}
+
+static bool ahead_is(const struct ahead *a, const char *fp,
+		     const struct mf_engine_batch_view *v, uint64_t k)
+{
+	return a->fp[0] && a->k == k && same_view(&a->v, v) &&
+	    strcmp(a->fp, fp) == 0;
+}
+
+struct ahead_job {
+	struct mfs *m;
+	char fp[MF_FP_HEX_LEN + 1];
+	struct mf_engine_batch_view v;
+	uint64_t k;
+	int64_t created;
+};
+
+/* Plans the job's batch from materialized shards only (nothing is
+ * computed ahead), has its chunks read ahead, and leaves the handle in
+ * its slot, if the slot is still its own. */
+static void ahead_run(void *arg, bool cancelled)
+{
+	struct ahead_job *j = arg;
+	struct mfs *m = j->m;
+	struct mfs_bfh *fh = NULL;
+	struct bopen *o = cancelled ? NULL : calloc(1, sizeof(*o));
+	if (o) {
+		*o = (struct bopen){
+		    .m = m, .v = j->v, .k = j->k, .created = j->created};
+		memcpy(o->fp, j->fp, sizeof(o->fp));
+		struct mf_engine_batch_plan p = {0};
+		char *err = NULL;
+		if (plan(o, &p, &err) == 0 && fh_make(o, &p, &fh) == 0)
+			prefetch(m, fh);
+		free(err);
+		mf_engine_batch_plan_release(&p);
+		bopen_free(o);
+	}
+	struct mfs_btab *t = m->btab;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < AHEAD_SLOTS; i++) {
+		struct ahead *a = &t->ahead[i];
+		if (ahead_is(a, j->fp, &j->v, j->k) && a->made_ns == 0) {
+			if (fh) {
+				a->fh = fh;
+				a->made_ns = mf_mono_ns();
+				fh = NULL;
+			} else {
+				a->fp[0] =
+				    '\0'; /* past the end, or not there */
+			}
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (fh)
+		fh_free(m, fh); /* its slot went to another view */
+	free(j);
+}
+
+/* Has the batch after o's in o's view planned on a read-ahead thread,
+ * unless it is planned or being planned already. */
+static void ahead_plan(struct bopen *o)
+{
+	struct mfs *m = o->m;
+	struct mfs_btab *t = m->btab;
+	uint64_t k = o->k + 1;
+	struct ahead_job *j = malloc(sizeof(*j));
+	if (!j)
+		return;
+	*j = (struct ahead_job){m, "", o->v, k, o->created};
+	memcpy(j->fp, o->fp, sizeof(j->fp));
+	struct mfs_bfh *old = NULL;
+	size_t at = 0;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < AHEAD_SLOTS; i++) {
+		if (ahead_is(&t->ahead[i], o->fp, &o->v, k)) {
+			pthread_mutex_unlock(&t->lock);
+			free(j);
+			return;
+		}
+		if (t->ahead[i].tick < t->ahead[at].tick)
+			at = i;
+	}
+	struct ahead *a = &t->ahead[at];
+	old = a->fh;
+	*a = (struct ahead){.v = o->v, .k = k, .tick = ++t->tick};
+	memcpy(a->fp, o->fp, sizeof(a->fp));
+	pthread_mutex_unlock(&t->lock);
+	if (old)
+		fh_free(m, old);
+	if (mfs_pool_submit(m->ra_pool, ahead_run, j) != 0) {
+		pthread_mutex_lock(&t->lock);
+		if (ahead_is(a, o->fp, &o->v, k) && a->made_ns == 0)
+			a->fp[0] = '\0';
+		pthread_mutex_unlock(&t->lock);
+		free(j);
+	}
+}
+
+/* The handle planned ahead for fp's batch k of view v, taken out of its
+ * slot, while it is younger than a catalog re-read (as the kept shard
+ * readers it holds); NULL when there is none. */
+static struct mfs_bfh *ahead_take(struct mfs *m, const char *fp,
+				  const struct mf_engine_batch_view *v,
+				  uint64_t k)
+{
+	struct mfs_btab *t = m->btab;
+	struct mfs_bfh *fh = NULL, *stale = NULL;
+	uint64_t now = mf_mono_ns();
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < AHEAD_SLOTS; i++) {
+		struct ahead *a = &t->ahead[i];
+		if (!ahead_is(a, fp, v, k) || !a->fh)
+			continue;
+		if (now - a->made_ns < MFS_SNAP_TTL_NS)
+			fh = a->fh;
+		else
+			stale = a->fh;
+		a->fh = NULL;
+		a->fp[0] = '\0';
+		break;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (stale)
+		fh_free(m, stale);
+	return fh;
 }
 
 struct warm_job {
@@ -536,6 +714,15 @@ void mfs_batch_open(fuse_req_t req, fuse_ino_t ino, const struct mfs_inode *in,
 			    .created = in->si.created,
 			    .uid = uid};
 	memcpy(o->fp, in->si.fp, sizeof(o->fp));
+	struct mfs_bfh *fh = ahead_take(m, o->fp, &o->v, o->k);
+	if (fh) { /* planned while the view's batch before was read */
+		fh->ino = ino;
+		fh->uid = uid;
+		fh->counted = true;
+		open_answer(o, fh, false);
+		bopen_free(o);
+		return;
+	}
 	struct mf_engine_batch_plan p = {0};
 	char *err = NULL;
 	rc = plan(o, &p, &err); /* materialized shards only */
