@@ -26,8 +26,10 @@
  *
  * Reads go through the chunk cache (fuse_cache.c), each segment's chunks
  * from its shard's data; a chunk all of whose bytes were served is let
- * go at once (an epoch reads each record once). Batch files never change while their inode
- * lives: opens keep the kernel's pages (FOPEN_KEEP_CACHE).
+ * go at once (an epoch reads each record once). Opens keep the kernel's
+ * pages of a batch only while they are of the same computations
+ * (open_answer). What a uid's batch handles hold is bounded as its shard
+ * handles are (fuse_users.c).
  *
  * Not for: the tree's names and inodes (fuse_btree.c) or the order (the
  * engine, order/).
@@ -45,6 +47,11 @@
 #define WANTED_MAX 64
 #define PREFETCH_MAX 256 /* chunks an open sends to read-ahead */
 #define AHEAD_SLOTS 16 /* batches planned ahead, of as many views */
+#define SEEN_SLOTS 4096 /* batch inodes whose cached pages are known */
+/* Batches of more records are planned on the workers, in their reader's
+ * turn (a plan costs about 0.2 us a record: a big one would hold a FUSE
+ * thread), and not planned ahead (its memory is no reader's). */
+#define INLINE_MAX 16384
 #define MAX_PIECES                                                             \
 	1000 /* iovecs of a reply (IOV_MAX less libfuse's
 			  * header); more are copied into one */
@@ -76,6 +83,13 @@ struct mfs_btab {
 	uint64_t tick;
 	struct mfs_bfh *fhs; /* every batch handle open */
 	struct ahead ahead[AHEAD_SLOTS];
+	/* what the kernel may hold in the pages of a batch inode: the
+	 * computations of the open that last let it keep them (an inode not
+	 * here: unknown, its pages dropped at the next open) */
+	struct {
+		fuse_ino_t ino;
+		uint64_t sig;
+	} seen[SEEN_SLOTS];
 };
 
 /* One segment of an open batch: at `at` in the batch, bytes [off, off +
@@ -91,6 +105,8 @@ struct mfs_bfh {
 	fuse_ino_t ino;
 	uid_t uid; /* counted by mfs_user_take, once counted */
 	bool counted; /* false: planned ahead, no open's yet */
+	size_t units, plan_bytes; /* taken beyond its handle (users) */
+	uint64_t sig; /* of the computations its bytes are (fh_sig) */
 	uint64_t size;
 	size_t nsegs;
 	struct bseg *segs;
@@ -304,8 +320,10 @@ static void fh_free(struct mfs *m, struct mfs_bfh *fh)
 		mfs_data_put(m, fh->datas[i]);
 	free(fh->datas);
 	free(fh->segs);
-	if (fh->counted)
+	if (fh->counted) {
+		mfs_user_give_batch(m, fh->uid, fh->units, fh->plan_bytes);
 		mfs_user_give(m, fh->uid, MFS_HANDLE_SHARD);
+	}
 	free(fh);
 }
 
@@ -415,13 +433,60 @@ static void prefetch(struct mfs *m, const struct mfs_bfh *fh)
 
 static void ahead_plan(struct bopen *o);
 
-/* Links fh (o's batch) into the open handles and answers o's open with
- * it; then has the view's next batch planned ahead. */
+/* Which computations fh's bytes are: its shards' (sorted by shard) and
+ * their generations, and its size. */
+static uint64_t fh_sig(const struct mfs_bfh *fh)
+{
+	uint64_t h = fh->size ^ 0x9e3779b97f4a7c15ULL;
+	for (size_t i = 0; i < fh->ndatas; i++) {
+		h = (h ^ fh->datas[i]->shard) * 0xff51afd7ed558ccdULL;
+		h = (h ^ fh->datas[i]->gen) * 0xc4ceb9fe1a85ec53ULL;
+		h ^= h >> 33;
+	}
+	return h;
+}
+
+/*
+ * Links fh (o's batch) into the open handles and answers o's open with
+ * it; then has the view's next batch planned ahead. A batch's inode is
+ * its name's, whatever computations of its shards it is read from, so
+ * the kernel keeps its pages (FOPEN_KEEP_CACHE) only when the last open
+ * that let it keep them read the same computations. Otherwise the open
+ * drops them; and one made while a handle of other computations is
+ * still open reads around the page cache (FOPEN_DIRECT_IO), which that
+ * handle may fill with its own bytes. A reader never gets bytes of two
+ * computations (the same rule as a shard's: docs/guide.md, "ls, rm and
+ * the store").
+ */
 static void open_answer(struct bopen *o, struct mfs_bfh *fh, bool fetch)
 {
 	struct mfs *m = o->m;
 	struct mfs_btab *t = m->btab;
+	/* each shard it draws on may hold a descriptor, and its plan memory */
+	size_t units = fh->ndatas > 1 ? fh->ndatas - 1 : 0;
+	size_t bytes = fh->nsegs * sizeof(*fh->segs);
+	int rc = mfs_user_take_batch(m, o->uid, units, bytes);
+	if (rc) {
+		fh_free(m, fh); /* its handle given back */
+		fuse_reply_err(o->req, -rc);
+		return;
+	}
+	fh->units = units;
+	fh->plan_bytes = bytes;
+	fh->sig = fh_sig(fh);
+	size_t at =
+	    (size_t)((o->ino * 0x9e3779b97f4a7c15ULL) >> 52) % SEEN_SLOTS;
+	bool other = false, keep = false;
 	pthread_mutex_lock(&t->lock);
+	for (const struct mfs_bfh *x = t->fhs; x && !other; x = x->next)
+		other = x->ino == o->ino && x->sig != fh->sig;
+	if (other) {
+		t->seen[at].ino = 0; /* its pages: anyone's now */
+	} else {
+		keep = t->seen[at].ino == o->ino && t->seen[at].sig == fh->sig;
+		t->seen[at].ino = o->ino;
+		t->seen[at].sig = fh->sig;
+	}
 	fh->next = t->fhs;
 	fh->prev = NULL;
 	if (t->fhs)
@@ -429,8 +494,8 @@ static void open_answer(struct bopen *o, struct mfs_bfh *fh, bool fetch)
 	t->fhs = fh;
 	pthread_mutex_unlock(&t->lock);
 	o->fi.fh = (uint64_t)(uintptr_t)fh;
-	o->fi.keep_cache = 1;
-	o->fi.direct_io = 0;
+	o->fi.keep_cache = keep;
+	o->fi.direct_io = other;
 	o->fi.noflush = 1;
 	if (fetch)
 		prefetch(m, fh);
@@ -547,6 +612,8 @@ static void ahead_plan(struct bopen *o)
 	struct mfs *m = o->m;
 	struct mfs_btab *t = m->btab;
 	uint64_t k = o->k + 1;
+	if (o->v.batch > INLINE_MAX)
+		return;
 	struct ahead_job *j = malloc(sizeof(*j));
 	if (!j)
 		return;
@@ -725,7 +792,12 @@ void mfs_batch_open(fuse_req_t req, fuse_ino_t ino, const struct mfs_inode *in,
 	}
 	struct mf_engine_batch_plan p = {0};
 	char *err = NULL;
-	rc = plan(o, &p, &err); /* materialized shards only */
+	/* materialized shards only; a big batch is the workers' to plan
+	 * (but for a stage of this daemon, which may wait for no worker) */
+	rc = o->v.batch > INLINE_MAX &&
+		!mf_engine_runs_process(m->eng, fuse_req_ctx(req)->pid)
+	    ? -EAGAIN
+	    : plan(o, &p, &err);
 	free(err);
 	if (rc == -EAGAIN) {
 		mf_engine_batch_plan_release(&p);

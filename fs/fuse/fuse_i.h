@@ -220,6 +220,12 @@ void mfs_user_capped(struct mfs *m, uid_t uid, enum mfs_handle_kind k);
 #define MFS_DIR_BYTES_CAP ((size_t)64 << 20)
 int mfs_user_take_bytes(struct mfs *m, uid_t uid, size_t bytes);
 void mfs_user_give_bytes(struct mfs *m, uid_t uid, size_t bytes);
+/* What an open batch holds beyond its handle: `units` more shard handles
+ * (-EMFILE past the bound) and `bytes` of plan (-ENOMEM where uid holds
+ * some and the sum would pass MFS_PLAN_BYTES_CAP; both logged). */
+#define MFS_PLAN_BYTES_CAP ((size_t)256 << 20)
+int mfs_user_take_batch(struct mfs *m, uid_t uid, size_t units, size_t bytes);
+void mfs_user_give_batch(struct mfs *m, uid_t uid, size_t units, size_t bytes);
 
 /* fuse_model.c: the namespace, attributes */
 int mfs_ns_init(struct mfs *m);

@@ -9,7 +9,11 @@
  *     for other users, the catalog, the store and the stages' pipes;
  *   - directory handles: MFS_DIR_CAP, as each holds a copy of its
  *     folder's listing (a snapshot of 100,000 shards is megabytes), and
- *     MFS_DIR_BYTES_CAP of listings in all, past the first.
+ *     MFS_DIR_BYTES_CAP of listings in all, past the first;
+ *   - batch handles: one shard handle for each shard a batch draws on
+ *     (each may hold a descriptor), and MFS_PLAN_BYTES_CAP of plans in
+ *     all, past the first (a plan is tens of bytes a run of records:
+ *     megabytes for a shuffled batch of a million records).
  * Past its bound a uid's opens fail with EMFILE, logged once a minute.
  *
  * Not for: the handles themselves (fuse_open.c, fuse_dir.c).
@@ -30,6 +34,7 @@ struct mfs_user_fhs {
 	uid_t uid;
 	size_t n[MFS_HANDLE_KINDS];
 	size_t dir_bytes; /* of the listings its directory handles hold */
+	size_t plan_bytes; /* of the plans its batch handles hold */
 };
 
 static size_t shard_cap(void)
@@ -70,7 +75,7 @@ static void user_put(struct mfs *m, struct mfs_user_fhs *u)
 	for (int k = 0; k < MFS_HANDLE_KINDS; k++)
 		if (u->n[k])
 			return;
-	if (u->dir_bytes)
+	if (u->dir_bytes || u->plan_bytes)
 		return;
 	struct mfs_user_fhs **pp = &m->user_fhs;
 	while (*pp && *pp != u)
@@ -178,6 +183,59 @@ void mfs_user_give_bytes(struct mfs *m, uid_t uid, size_t bytes)
 	assert(u && u->dir_bytes >= bytes);
 	if (u) {
 		u->dir_bytes -= bytes <= u->dir_bytes ? bytes : u->dir_bytes;
+		user_put(m, u);
+	}
+	pthread_mutex_unlock(&m->node_lock);
+}
+
+int mfs_user_take_batch(struct mfs *m, uid_t uid, size_t units, size_t bytes)
+{
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_user_fhs *u = user_get(m, uid);
+	int rc = u ? 0 : -ENOMEM;
+	size_t cap = cap_of(m, MFS_HANDLE_SHARD);
+	if (u &&
+	    (u->n[MFS_HANDLE_SHARD] > cap ||
+	     units > cap - u->n[MFS_HANDLE_SHARD]))
+		rc = -EMFILE;
+	/* as for listings: a uid's first plan is always let through */
+	if (rc == 0 && u->plan_bytes &&
+	    (u->plan_bytes >= MFS_PLAN_BYTES_CAP ||
+	     bytes > MFS_PLAN_BYTES_CAP - u->plan_bytes))
+		rc = -ENOMEM;
+	if (rc == 0) {
+		u->n[MFS_HANDLE_SHARD] += units;
+		u->plan_bytes += bytes;
+	}
+	if (u)
+		user_put(m, u);
+	pthread_mutex_unlock(&m->node_lock);
+	if (rc == -EMFILE) {
+		mfs_user_capped(m, uid, MFS_HANDLE_SHARD);
+	} else if (rc == -ENOMEM && u) {
+		static _Atomic int64_t last;
+		int64_t now = mf_now_s(), was = atomic_load(&last);
+		if (now - was >= 60 &&
+		    atomic_compare_exchange_strong(&last, &was, now))
+			mfs_logf(m, MFS_LOG_WARN,
+				 "uid %u holds %zu MiB of batch plans, its "
+				 "bound: its further batch opens fail with "
+				 "ENOMEM until it closes some",
+				 (unsigned)uid, MFS_PLAN_BYTES_CAP >> 20);
+	}
+	return rc;
+}
+
+void mfs_user_give_batch(struct mfs *m, uid_t uid, size_t units, size_t bytes)
+{
+	pthread_mutex_lock(&m->node_lock);
+	struct mfs_user_fhs *u = user_get(m, uid);
+	assert(u && u->n[MFS_HANDLE_SHARD] >= units && u->plan_bytes >= bytes);
+	if (u) {
+		u->n[MFS_HANDLE_SHARD] -= units <= u->n[MFS_HANDLE_SHARD]
+		    ? units
+		    : u->n[MFS_HANDLE_SHARD];
+		u->plan_bytes -= bytes <= u->plan_bytes ? bytes : u->plan_bytes;
 		user_put(m, u);
 	}
 	pthread_mutex_unlock(&m->node_lock);
