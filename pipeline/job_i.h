@@ -2,8 +2,9 @@
  * job_i.h - private parts of the stage runner shared by job.c (starting),
  * job_plan.c (what to start), job_child.c (code run after fork),
  * job_io.c (reading, polling, timeouts, reaping), job_stray.c (what the
- * stages left running), job_cgroup.c (a stage's cgroup v2 memory limit)
- * and job_finish.c (the result).
+ * stages left running), job_cgroup.c (a stage's cgroup v2 memory limit),
+ * job_guard.c (what kills the stages when this process dies) and
+ * job_finish.c (the result).
  *
  * Not for: anything outside pipeline/job*.c; the contract is the job part
  * of mf_pipeline.h.
@@ -120,6 +121,7 @@ struct job_exec {
 	const struct job_creds *creds;
 	const struct job_limits *limits;
 	int cg_fd; /* cgroup.procs of its cgroup, or -1: RLIMIT_AS instead */
+	int guard_fd; /* job_guard_fd's, or -1 */
 	int max_fd;
 };
 
@@ -130,6 +132,7 @@ struct job_feed {
 	const struct mf_input_guard *guards; /* or NULL */
 	size_t n_inputs;
 	const struct job_creds *creds;
+	int guard_fd; /* job_guard_fd's, or -1 */
 	int max_fd;
 };
 
@@ -237,6 +240,13 @@ void job_cgroups_end(struct mf_job *j);
  * logged yet (tests call it between cases). Not thread-safe. */
 void job_cgroup_forget(void);
 
+/* job_guard.c: the guard's socket (started on first use), or -1 */
+int job_guard_fd(void);
+/* In a child after setsid, before it execs or closes fd: the guard holds
+ * its session. Async-signal-safe. */
+void job_guard_add(int fd);
+/* Once the job's children were reaped: the guard forgets session sid. */
+void job_guard_del(pid_t sid);
 /* job_finish.c */
 const char *job_strerror(int err);
 
