@@ -47,6 +47,10 @@
 /* Sessions the guard holds at most: a process with more stages running
  * at once than this leaves the rest unguarded. */
 #define GUARD_MAX 16384
+/* Guards one process starts at most: a binary that is no guard when
+ * execve'd (one embedding this library) is not forked again for every
+ * job. */
+#define GUARD_STARTS 4
 /* Rounds of /proc scans for processes left in a killed session. */
 #define GUARD_ROUNDS 20
 
@@ -190,6 +194,7 @@ __attribute__((constructor)) static void guard_maybe(void)
 static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
 static int guard_sock = -1; /* our end; -1: no guard */
 static pid_t guard_pid;
+static unsigned guard_starts;
 
 /* Forks and execs the guard; its socket end becomes GUARD_FD, its 0-2
  * /dev/null, nothing else stays open. */
@@ -254,8 +259,10 @@ int job_guard_fd(void)
 		guard_sock = -1;
 		guard_pid = 0;
 	}
-	if (guard_sock < 0)
+	if (guard_sock < 0 && guard_starts < GUARD_STARTS) {
+		guard_starts++;
 		(void)guard_start();
+	}
 	int fd = guard_sock;
 	pthread_mutex_unlock(&guard_lock);
 	return fd;
