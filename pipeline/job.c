@@ -432,6 +432,8 @@ int mf_job_start_guarded(const struct mf_spec *spec, uint32_t shard,
 	rc = keep_inputs(j, &plan);
 	if (rc < 0)
 		goto free_job;
+	j->inputs_dir = plan.inputs_dir; /* the job removes it */
+	plan.inputs_dir = NULL;
 	job_cgroups_make(j, spec, shard);
 	rc = spawn_job(j, spec, &plan, &msg);
 	if (rc < 0)

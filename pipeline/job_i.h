@@ -81,6 +81,8 @@ struct job_plan {
 	struct job_creds creds;
 	struct job_limits *limits; /* one per stage, owned */
 	int inputs_fd; /* sealed memfd of the input list, owned; -1 */
+	char *inputs_dir; /* the folder of MATFS_INPUTS_FILE, owned until
+			     the job takes it; NULL: none (/proc/self/fd/4) */
 	int max_fd; /* bound for closing fds when close_range is missing */
 };
 
@@ -105,6 +107,8 @@ struct job_cgroup {
 /* The most bytes of record ends a job keeps (2^27 records). */
 #define JOB_INDEX_MAX (1U << 30)
 #define JOB_INPUTS_FD 4
+/* The list's file in the job's folder (MATFS_INPUTS_FILE). */
+#define JOB_INPUTS_NAME "inputs"
 #define JOB_INPUTS_FD_STR "4"
 
 /* What a stage child needs between fork and execve. */
@@ -201,12 +205,15 @@ struct mf_job {
 	size_t index_len, index_cap;
 	int index_err; /* a failed read, or -EFBIG past JOB_INDEX_MAX */
 	long raised_pages; /* held in data pipes raised past 64 KiB (job.c) */
+	char *inputs_dir; /* the plan's, removed by job_free; or NULL */
 };
 
 /* Gives back the pages a job's raised data pipes held (job_free). */
 void job_pipes_release(long pages);
 
 /* job_plan.c */
+/* Removes the folder of MATFS_INPUTS_FILE and frees dir (NULL: none). */
+void job_inputs_dir_remove(char *dir);
 int job_plan_init(struct job_plan *plan, const struct mf_spec *spec,
 		  uint32_t shard, const char *fp_hex, char **err);
 void job_plan_release(struct job_plan *plan, const struct mf_spec *spec);

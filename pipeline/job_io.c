@@ -469,5 +469,6 @@ void job_free(struct mf_job *j)
 	free(j->st);
 	free(j->pfd);
 	job_pipes_release(j->raised_pages);
+	job_inputs_dir_remove(j->inputs_dir);
 	free(j);
 }
