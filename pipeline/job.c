@@ -1,8 +1,8 @@
 /*
  * job.c - starting a shard's stages: mf_job_start creates the pipes, forks
  * every stage and the input feeder, each into a new session of its own
- * (so with no controlling terminal: job_child.c), and checks that every
- * stage reached execve.
+ * (so with no controlling terminal: job_child.c) that the guard holds
+ * (job_guard.c), and checks that every stage reached execve.
  *
  * Layout of one job with n stages:
  *
@@ -174,6 +174,7 @@ static int fork_stage(struct mf_job *j, struct spawn *s,
 	    .creds = &plan->creds,
 	    .limits = &plan->limits[i],
 	    .cg_fd = j->st[i].cg.procs_fd,
+	    .guard_fd = job_guard_fd(),
 	    .max_fd = plan->max_fd,
 	};
 	/* a description of its own, read-only: a stage reading descriptor 4
@@ -211,6 +212,7 @@ static int fork_feeder(struct mf_job *j, struct spawn *s,
 	    .guards = plan->guards,
 	    .n_inputs = plan->n_inputs,
 	    .creds = &plan->creds,
+	    .guard_fd = job_guard_fd(),
 	    .max_fd = plan->max_fd,
 	};
 	pid_t pid = fork();
@@ -430,6 +432,8 @@ int mf_job_start_guarded(const struct mf_spec *spec, uint32_t shard,
 	rc = keep_inputs(j, &plan);
 	if (rc < 0)
 		goto free_job;
+	j->inputs_dir = plan.inputs_dir; /* the job removes it */
+	plan.inputs_dir = NULL;
 	job_cgroups_make(j, spec, shard);
 	rc = spawn_job(j, spec, &plan, &msg);
 	if (rc < 0)

@@ -159,7 +159,8 @@ static _Noreturn void give_up(int fd, enum job_report_kind kind, int index,
 }
 
 /*
- * A stage: leads a new session (no controlling terminal), joins its
+ * A stage: leads a new session (no controlling terminal) and has the guard
+ * hold it (job_guard.c), joins its
  * cgroup if it has one (if that fails, RLIMIT_AS stands in for it), takes
  * its pipes as 0, 1 and 2 and the input list as JOB_INPUTS_FD, closes
  * everything else, sets its limits, becomes the spec owner if asked, with
@@ -176,6 +177,7 @@ _Noreturn void job_child_exec(const struct job_exec *x)
 	if (leave_terminal() < 0)
 		give_up(x->report_fd, JOB_REPORT_SETUP, x->index, errno,
 			JOB_EXEC_EXIT);
+	job_guard_add(x->guard_fd);
 	in_cgroup = x->cg_fd >= 0 && join_cgroup(x->cg_fd) == 0;
 	reset_signals();
 	rep = fcntl(x->report_fd, F_DUPFD_CLOEXEC, above);
@@ -401,6 +403,7 @@ _Noreturn void job_child_feed(const struct job_feed *f)
 	if (leave_terminal() < 0)
 		give_up(f->report_fd, JOB_REPORT_SETUP, -1, errno,
 			JOB_FEED_EXIT);
+	job_guard_add(f->guard_fd);
 	reset_signals();
 	memset(&ign, 0, sizeof ign);
 	ign.sa_handler = SIG_IGN;

@@ -2,8 +2,9 @@
  * job_i.h - private parts of the stage runner shared by job.c (starting),
  * job_plan.c (what to start), job_child.c (code run after fork),
  * job_io.c (reading, polling, timeouts, reaping), job_stray.c (what the
- * stages left running), job_cgroup.c (a stage's cgroup v2 memory limit)
- * and job_finish.c (the result).
+ * stages left running), job_cgroup.c (a stage's cgroup v2 memory limit),
+ * job_guard.c (what kills the stages when this process dies) and
+ * job_finish.c (the result).
  *
  * Not for: anything outside pipeline/job*.c; the contract is the job part
  * of mf_pipeline.h.
@@ -80,6 +81,8 @@ struct job_plan {
 	struct job_creds creds;
 	struct job_limits *limits; /* one per stage, owned */
 	int inputs_fd; /* sealed memfd of the input list, owned; -1 */
+	char *inputs_dir; /* the folder of MATFS_INPUTS_FILE, owned until
+			     the job takes it; NULL: none (/proc/self/fd/4) */
 	int max_fd; /* bound for closing fds when close_range is missing */
 };
 
@@ -104,6 +107,8 @@ struct job_cgroup {
 /* The most bytes of record ends a job keeps (2^27 records). */
 #define JOB_INDEX_MAX (1U << 30)
 #define JOB_INPUTS_FD 4
+/* The list's file in the job's folder (MATFS_INPUTS_FILE). */
+#define JOB_INPUTS_NAME "inputs"
 #define JOB_INPUTS_FD_STR "4"
 
 /* What a stage child needs between fork and execve. */
@@ -120,6 +125,7 @@ struct job_exec {
 	const struct job_creds *creds;
 	const struct job_limits *limits;
 	int cg_fd; /* cgroup.procs of its cgroup, or -1: RLIMIT_AS instead */
+	int guard_fd; /* job_guard_fd's, or -1 */
 	int max_fd;
 };
 
@@ -130,6 +136,7 @@ struct job_feed {
 	const struct mf_input_guard *guards; /* or NULL */
 	size_t n_inputs;
 	const struct job_creds *creds;
+	int guard_fd; /* job_guard_fd's, or -1 */
 	int max_fd;
 };
 
@@ -198,12 +205,15 @@ struct mf_job {
 	size_t index_len, index_cap;
 	int index_err; /* a failed read, or -EFBIG past JOB_INDEX_MAX */
 	long raised_pages; /* held in data pipes raised past 64 KiB (job.c) */
+	char *inputs_dir; /* the plan's, removed by job_free; or NULL */
 };
 
 /* Gives back the pages a job's raised data pipes held (job_free). */
 void job_pipes_release(long pages);
 
 /* job_plan.c */
+/* Removes the folder of MATFS_INPUTS_FILE and frees dir (NULL: none). */
+void job_inputs_dir_remove(char *dir);
 int job_plan_init(struct job_plan *plan, const struct mf_spec *spec,
 		  uint32_t shard, const char *fp_hex, char **err);
 void job_plan_release(struct job_plan *plan, const struct mf_spec *spec);
@@ -237,6 +247,13 @@ void job_cgroups_end(struct mf_job *j);
  * logged yet (tests call it between cases). Not thread-safe. */
 void job_cgroup_forget(void);
 
+/* job_guard.c: the guard's socket (started on first use), or -1 */
+int job_guard_fd(void);
+/* In a child after setsid, before it execs or closes fd: the guard holds
+ * its session. Async-signal-safe. */
+void job_guard_add(int fd);
+/* Once the job's children were reaped: the guard forgets session sid. */
+void job_guard_del(pid_t sid);
 /* job_finish.c */
 const char *job_strerror(int err);
 

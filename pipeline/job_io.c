@@ -442,12 +442,17 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-/* Frees a job whose children were reaped (job_reap_all). */
+/* Frees a job whose children were reaped (job_reap_all), and its strays
+ * ended: the guard forgets their sessions. */
 void job_free(struct mf_job *j)
 {
 	if (!j)
 		return;
+	if (j->feeder > 0)
+		job_guard_del(j->feeder);
 	for (size_t i = 0; j->st && i < j->n; i++) {
+		if (j->st[i].pid > 0)
+			job_guard_del(j->st[i].pid);
 		close_fd(&j->st[i].pidfd);
 		close_fd(&j->st[i].err_fd);
 		free(j->st[i].name);
@@ -464,5 +469,6 @@ void job_free(struct mf_job *j)
 	free(j->st);
 	free(j->pfd);
 	job_pipes_release(j->raised_pages);
+	job_inputs_dir_remove(j->inputs_dir);
 	free(j);
 }

@@ -129,6 +129,89 @@ static int env_put(struct job_plan *plan, char *entry)
 	return 0;
 }
 
+/* The stages' TMPDIR when it is absolute, else /tmp. */
+static const char *stage_tmpdir(const struct job_plan *plan)
+{
+	for (size_t k = 0; k < plan->n_env; k++)
+		if (!strncmp(plan->envp[k], "TMPDIR=/", 8))
+			return plan->envp[k] + 7;
+	return "/tmp";
+}
+
+void job_inputs_dir_remove(char *dir)
+{
+	if (!dir)
+		return;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd >= 0) {
+		(void)unlinkat(dfd, JOB_INPUTS_NAME,
+			       0); /* a link, not its target */
+		close(dfd);
+	}
+	(void)rmdir(dir);
+	free(dir);
+}
+
+/* The list again as a file any process of the stages' user can open by
+ * name, also one that closed its descriptors: DIR/inputs, DIR a new 0700
+ * folder under the stages' TMPDIR, both the stages' user's, removed by
+ * job_free. *path is DIR/inputs; plan->inputs_dir owns DIR. */
+static int inputs_path(struct job_plan *plan, char **path)
+{
+	char *dir = NULL;
+	if (asprintf(&dir, "%s/matfs-inputs-XXXXXX", stage_tmpdir(plan)) < 0)
+		return -ENOMEM;
+	if (!mkdtemp(dir)) {
+		int e = errno;
+		free(dir);
+		return -e;
+	}
+	plan->inputs_dir = dir;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = dfd < 0
+	    ? -1
+	    : openat(dfd, JOB_INPUTS_NAME,
+		     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		     0400);
+	int rc = fd < 0 ? -errno : 0;
+	for (size_t k = 0; rc == 0 && k < plan->n_inputs; k++) {
+		rc = write_all(fd, plan->inputs[k], strlen(plan->inputs[k]));
+		if (rc == 0)
+			rc = write_all(fd, "\n", 1);
+	}
+	if (rc == 0 && plan->creds.drop &&
+	    (fchown(fd, plan->creds.uid, plan->creds.gid) < 0 ||
+	     fchown(dfd, plan->creds.uid, plan->creds.gid) < 0))
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+	if (rc == 0 && asprintf(path, "%s/" JOB_INPUTS_NAME, dir) < 0)
+		rc = -ENOMEM;
+	if (rc) {
+		job_inputs_dir_remove(plan->inputs_dir);
+		plan->inputs_dir = NULL;
+	}
+	return rc;
+}
+
+/* MATFS_INPUTS_FILE: the file inputs_path made, or where it could not be
+ * made (no writable TMPDIR), descriptor 4 through /proc. */
+static int env_inputs_file(struct job_plan *plan)
+{
+	char *path = NULL, *entry = NULL;
+	if (inputs_path(plan, &path) == 0) {
+		int n = asprintf(&entry, "MATFS_INPUTS_FILE=%s", path);
+		free(path);
+		if (n < 0)
+			return -ENOMEM;
+		return env_put(plan, entry);
+	}
+	return env_put(
+	    plan, strdup("MATFS_INPUTS_FILE=/proc/self/fd/" JOB_INPUTS_FD_STR));
+}
+
 /* MATFS_INPUTS when it fits one environment string; the list is in
  * MATFS_INPUTS_FILE whatever its length. */
 static int env_inputs(struct job_plan *plan)
@@ -210,10 +293,7 @@ static int build_env(struct job_plan *plan, const struct mf_spec *spec,
 		rc = env_put(
 		    plan, env_entry("MATFS_FINGERPRINT", fp_hex ? fp_hex : ""));
 	if (rc == 0)
-		rc = env_put(
-		    plan,
-		    strdup(
-			"MATFS_INPUTS_FILE=/proc/self/fd/" JOB_INPUTS_FD_STR));
+		rc = env_inputs_file(plan);
 	if (rc == 0)
 		rc = env_inputs(plan);
 	return rc;
@@ -387,6 +467,7 @@ void job_plan_release(struct job_plan *plan, const struct mf_spec *spec)
 	free(plan->limits);
 	if (plan->inputs_fd >= 0)
 		close(plan->inputs_fd);
+	job_inputs_dir_remove(plan->inputs_dir);
 	memset(plan, 0, sizeof *plan);
 	plan->inputs_fd = -1;
 }

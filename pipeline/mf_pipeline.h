@@ -305,6 +305,18 @@ typedef void (*mf_job_log_fn)(void *arg, const char *msg);
 int mf_job_cgroup_setup(const char *base, mf_job_log_fn log, void *arg);
 
 /*
+ * The guard (pipeline/job_guard.c): a process, a child of this one,
+ * started by the first job, that SIGKILLs the sessions of the stages and
+ * feeders this process leaves running when it dies without ending its
+ * jobs (kill -9, a crash), then exits. mf_job_guard_start starts it now
+ * (idempotent; 0 or -errno: jobs then run unguarded) and keeps one
+ * descriptor open for it; mf_job_guard_pid is its pid, 0 when none runs.
+ * A caller that reaps children with waitpid(-1) must leave this one be.
+ */
+int mf_job_guard_start(void);
+pid_t mf_job_guard_pid(void);
+
+/*
  * Starts the stages of shard `shard` (fork + execve, argv[0] looked up in
  * the stages' PATH before the fork, never a shell), chained by pipes, all
  * in one new process group, cwd the spec folder, with a clean environment
@@ -333,8 +345,8 @@ int mf_job_cgroup_setup(const char *base, mf_job_log_fn log, void *arg);
  * errno of a failed execve or chdir ("stage N: cannot run 'PATH': ..."),
  * after which no process of the job is left.
  * A job belongs to one thread at a time; jobs in different threads run at
- * once (no signal handler, no SIGCHLD, no global state; the caller must not
- * reap children it did not start, e.g. with waitpid(-1)).
+ * once (no signal handler, no SIGCHLD, no global state but the guard; the
+ * caller must not reap children it did not start, e.g. with waitpid(-1)).
  */
 int mf_job_start(const struct mf_spec *spec, uint32_t shard, const char *fp_hex,
 		 struct mf_job **out, char **err);

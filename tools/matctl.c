@@ -50,8 +50,10 @@ void json_str(FILE *f, const char *s)
 			fputs("\\n", f);
 		else if (*p == '\t')
 			fputs("\\t", f);
-		else if (*p < 0x20)
+		else if (*p < 0x20 || *p == 0x7f)
 			fprintf(f, "\\u%04x", *p);
+		else if (*p == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0)
+			fprintf(f, "\\u%04x", *++p); /* C1, a terminal's too */
 		else
 			fputc(*p, f);
 	}

@@ -724,7 +724,8 @@ static void warm_ahead(struct bopen *o, uint32_t own)
 			break;
 		*j = (struct warm_job){m, "", shards[i], o->created};
 		memcpy(j->fp, o->fp, sizeof(j->fp));
-		if (mfs_pool_submit_keyed(m->open_pool, o->uid, warm_run, j)) {
+		if (mfs_pool_submit_keyed(m->open_pool, o->uid, warm_run, j,
+					  NULL)) {
 			free(j);
 			break;
 		}
@@ -817,7 +818,8 @@ void mfs_batch_open(fuse_req_t req, fuse_ino_t ino, const struct mfs_inode *in,
 			mfs_data_put(m, o->datas[i]);
 		o->ndatas = 0;
 		o->compute = true;
-		rc = mfs_pool_submit_keyed(m->open_pool, uid, open_job_run, o);
+		rc = mfs_pool_submit_keyed(m->open_pool, uid, open_job_run, o,
+					   NULL);
 		if (rc)
 			open_finish(o, rc, NULL);
 		return;

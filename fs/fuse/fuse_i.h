@@ -123,6 +123,7 @@ struct mfs_node {
 	struct mfs_waiter *waiters; /* opens waiting for a worker */
 	bool queued; /* an open job is with the workers */
 	uint64_t job_seq; /* counts the jobs queued for it */
+	uint64_t job_id; /* the last one's, for mfs_pool_lift */
 	uint64_t kept; /* generation the kernel may cache; 0 */
 	/* the generation whose pages fuse_push.c puts in the kernel's cache
 	 * (0: none), and the bytes of it announced: the size getattr
@@ -549,9 +550,15 @@ int mfs_pool_new(unsigned threads, struct mfs_pool **out);
 /* mfs_pool_submit_keyed with key 0. */
 int mfs_pool_submit(struct mfs_pool *p, mfs_job_fn fn, void *arg);
 /* Queues fn(arg) under key (a reader's uid): a key with many jobs queued
- * waits its turn behind the others' next ones. 0, -ENOMEM, -ESHUTDOWN. */
+ * waits its turn behind the others' next ones. *id (when id is not NULL)
+ * names the job for mfs_pool_lift. 0, -ENOMEM, -ESHUTDOWN. */
 int mfs_pool_submit_keyed(struct mfs_pool *p, uint64_t key, mfs_job_fn fn,
-			  void *arg);
+			  void *arg, uint64_t *id);
+/* Enters job id, while it is still queued, under key too, as the newest
+ * of that key's jobs: it runs once, at the first turn of any of its keys.
+ * 0; -ENOENT when it started (or ran) already, -EEXIST when it has that
+ * key, -ENOMEM. */
+int mfs_pool_lift(struct mfs_pool *p, uint64_t id, uint64_t key);
 /* Jobs not started yet. */
 size_t mfs_pool_backlog(struct mfs_pool *p);
 /* Cancels what is queued and waits up to timeout_ms for running jobs;

@@ -444,9 +444,12 @@ static void on_interrupt(fuse_req_t req, void *arg)
 		mfs_reaper_watch(m, ino, seq);
 }
 
-/* Parks the open on the shard's node and queues the node's job. The node
- * is looked up first, so that the interrupt callback is registered before
- * the open can be answered (after which req is gone). */
+/* Parks the open on the shard's node and queues the node's job, in the
+ * opener's turn; an open of another uid parking on a job still queued
+ * enters it in its own turn too (mfs_pool_lift), so a reader who opened
+ * another's cold shards first does not make that other wait in its turn.
+ * The node is looked up first, so that the interrupt callback is
+ * registered before the open can be answered (after which req is gone). */
 static int open_slow(struct mfs *m, fuse_req_t req, struct fuse_file_info *fi,
 		     fuse_ino_t ino, const struct mfs_inode *in)
 {
@@ -469,9 +472,12 @@ static int open_slow(struct mfs *m, fuse_req_t req, struct fuse_file_info *fi,
 	pthread_mutex_lock(&m->node_lock);
 	int rc = fuse_req_interrupted(req) ? -EINTR : 0;
 	bool submit = rc == 0 && !n->queued;
+	uid_t uid = fuse_req_ctx(req)->uid;
 	if (submit)
-		rc = mfs_pool_submit_keyed(m->open_pool, fuse_req_ctx(req)->uid,
-					   open_job_run, j);
+		rc = mfs_pool_submit_keyed(m->open_pool, uid, open_job_run, j,
+					   &n->job_id);
+	else if (rc == 0) /* also in this uid's turn, unless it started */
+		(void)mfs_pool_lift(m->open_pool, n->job_id, uid);
 	if (rc == 0) {
 		w->next = n->waiters;
 		n->waiters = w;

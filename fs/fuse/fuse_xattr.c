@@ -30,7 +30,9 @@
  * than root, the daemon's user and the owner of the fingerprint's spec
  * (one this daemon knows) gets instead an .error that names only the spec
  * file (its name, no folder) and says where the details are, and no
- * .stderr.
+ * .stderr. Both are cleaned as matctl and the log show them: a control
+ * character (but tab, and newline in .stderr) or a byte that is not UTF-8
+ * is a '?'.
  *
  * Values are text without a trailing newline. An attribute without a
  * value (no error) is not listed. Other user.* names answer ENODATA, other
@@ -88,6 +90,18 @@ static void xa_add(struct xattrs *x, const char *name, const char *fmt, ...)
 	x->value[x->n++] = v;
 }
 
+/* Text a stage wrote, cleaned as matctl and the log show it (controls but
+ * tab and, with newlines, '\n', and bytes that are not UTF-8, become '?'):
+ * `getfattr --only-values` on a terminal sends no escape of the stage's. */
+static void xa_add_text(struct xattrs *x, const char *name, const char *text,
+			bool newlines)
+{
+	size_t before = x->n;
+	xa_add(x, name, "%s", text);
+	if (x->n > before)
+		mf_text_clean(x->value[before], newlines);
+}
+
 /* A binary value of len bytes (taken over). */
 static void xa_add_raw(struct xattrs *x, const char *name, void *v, size_t len)
 {
@@ -142,9 +156,9 @@ static void failure_attrs(struct mfs *m, uid_t reader,
 		return;
 	}
 	if (rec->error)
-		xa_add(x, "error", "%s", rec->error);
+		xa_add_text(x, "error", rec->error, false);
 	if (rec->stderr_tail)
-		xa_add(x, "stderr", "%s", rec->stderr_tail);
+		xa_add_text(x, "stderr", rec->stderr_tail, true);
 }
 
 /* .records and .framing, from the engine (the count is in the shard

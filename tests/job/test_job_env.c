@@ -92,6 +92,7 @@ static char *want_env(struct jt *t, const char *const *extra, size_t n_extra)
 	    "MATFS_SHARD=0",
 	    "MATFS_SHARDS=1",
 	    "MATFS_FINGERPRINT=00ff",
+	    /* TMPDIR does not exist: the list falls back to descriptor 4 */
 	    "MATFS_INPUTS_FILE=/proc/self/fd/4",
 	    inputs,
 	};
@@ -349,7 +350,7 @@ static void test_inputs_file(void **state)
 	const char *b = jt_input(t, "b", "2", 1);
 	const char *show = "cat; echo; cat \"$MATFS_INPUTS_FILE\";"
 			   " echo \"[$MATFS_INPUTS]\";"
-			   " echo x >>\"$MATFS_INPUTS_FILE\" 2>/dev/null &&"
+			   " echo x >>/proc/self/fd/4 2>/dev/null &&"
 			   " echo writable; [ -e /proc/self/fd/3 ] && echo fd3;"
 			   " true";
 	jt_stage(t, 10, "sh", "-c", show, NULL);
@@ -362,6 +363,44 @@ static void test_inputs_file(void **state)
 	assert_string_equal(r.out, want);
 	free(list);
 	free(want);
+	jt_run_release(&r);
+	jt_assert_clean(t);
+}
+
+/* MATFS_INPUTS_FILE names a file, not a descriptor: a child that closed
+ * every descriptor but 0-2 (subprocess.run's close_fds) opens it. It is
+ * the stages' user's, in a 0700 folder of its own, gone after the run.
+ * (Before, /proc/self/fd/4: the child's cat failed.) */
+static void test_inputs_file_child(void **state)
+{
+	struct jt *t = *state;
+	struct jt_run r;
+	const char *a = jt_input(t, "a", "1", 1);
+	jt_stage(t, 10, "python3", "-c",
+		 "import os, subprocess, sys\n"
+		 "sys.stdin.read()\n"
+		 "p = os.environ['MATFS_INPUTS_FILE']\n"
+		 "sys.stdout.write(p + '\\n')\n"
+		 "sys.stdout.flush()\n"
+		 "subprocess.run(['cat', p], check=True)\n"
+		 "st = os.stat(os.path.dirname(p))\n"
+		 "sys.stdout.write('%o %d\\n' % (st.st_mode & 0o7777,"
+		 " st.st_uid == os.getuid()))\n",
+		 NULL);
+	jt_run(t, 0, 4096, &r);
+	assert_ok(&r);
+	char *nl = strchr(r.out, '\n');
+	assert_non_null(nl);
+	*nl = 0;
+	assert_true(strncmp(r.out, "/proc/", 6) != 0);
+	assert_true(strstr(r.out, "/matfs-inputs-") != NULL);
+	char want[600];
+	snprintf(want, sizeof want, "%s\n700 1\n", a);
+	assert_string_equal(nl + 1, want);
+	struct stat st;
+	assert_int_equal(stat(r.out, &st), -1); /* removed after the run */
+	*strrchr(r.out, '/') = 0;
+	assert_int_equal(stat(r.out, &st), -1);
 	jt_run_release(&r);
 	jt_assert_clean(t);
 }
@@ -422,6 +461,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_inputs_file, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_inputs_file_many, jt_setup,
+					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_inputs_file_child, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_inputs_fd_own_offset, jt_setup,
 					    jt_teardown),

@@ -734,6 +734,63 @@ static void test_pool_fifo_and_stop(void **state)
 	assert_int_equal(o.cancelled, 3);
 }
 
+/* A job entered under a second key (mfs_pool_lift) runs at that key's
+ * turn when it comes first, once: key 1 queues jobs 0..4, key 2 then
+ * lifts job 4 (its first opener's last) into its own turn, so it runs
+ * right after the one running, not fifth. Lifting a job that started, or
+ * under a key it has, changes nothing; the stop cancels a lifted job
+ * once. */
+static void test_pool_lift(void **state)
+{
+	(void)state;
+	struct order o = {.lock = MF_MUTEX_INITIALIZER};
+	struct job_arg a[8];
+	uint64_t id[8];
+	struct mfs_pool *p;
+	assert_int_equal(mfs_pool_new(1, &p), 0);
+	a[0] = (struct job_arg){&o, 0, 100000}; /* holds the worker */
+	assert_int_equal(mfs_pool_submit_keyed(p, 1, job, &a[0], &id[0]), 0);
+	for (int i = 0; i < 200 && mfs_pool_backlog(p) > 0; i++)
+		usleep(5000);
+	assert_int_equal(mfs_pool_backlog(p), 0);
+	for (int i = 1; i < 5; i++) {
+		a[i] = (struct job_arg){&o, i, 1000};
+		assert_int_equal(
+		    mfs_pool_submit_keyed(p, 1, job, &a[i], &id[i]), 0);
+	}
+	assert_int_equal(mfs_pool_lift(p, id[0], 2), -ENOENT); /* started */
+	assert_int_equal(mfs_pool_lift(p, id[4], 1), -EEXIST);
+	assert_int_equal(mfs_pool_lift(p, id[4], 2), 0);
+	assert_int_equal(mfs_pool_lift(p, id[4], 2), -EEXIST);
+	assert_int_equal(mfs_pool_backlog(p), 4);
+	for (int i = 0; i < 400; i++) {
+		pthread_mutex_lock(&o.lock);
+		int ran = o.n_ran;
+		pthread_mutex_unlock(&o.lock);
+		if (ran == 5)
+			break;
+		usleep(5000);
+	}
+	usleep(20000); /* a job run twice would show */
+	pthread_mutex_lock(&o.lock);
+	assert_int_equal(o.n_ran, 5);
+	int want[] = {0, 4, 1, 2, 3};
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(o.ran[i], want[i]);
+	pthread_mutex_unlock(&o.lock);
+	assert_int_equal(mfs_pool_lift(p, id[4], 3), -ENOENT); /* ran */
+	a[5] = (struct job_arg){&o, 5, 200000}; /* runs while we stop */
+	assert_int_equal(mfs_pool_submit_keyed(p, 1, job, &a[5], NULL), 0);
+	usleep(50000);
+	a[6] = (struct job_arg){&o, 6, 0};
+	assert_int_equal(mfs_pool_submit_keyed(p, 1, job, &a[6], &id[6]), 0);
+	assert_int_equal(mfs_pool_lift(p, id[6], 2), 0);
+	assert_int_equal(mfs_pool_lift(p, id[6], 3), 0);
+	assert_int_equal(mfs_pool_stop(p, 5000), 0);
+	assert_int_equal(o.n_ran, 6);
+	assert_int_equal(o.cancelled, 1);
+}
+
 static void test_shard_names(void **state)
 {
 	(void)state;
@@ -918,6 +975,7 @@ int main(void)
 					    setup, teardown),
 	    cmocka_unit_test(test_engine_chunk_events),
 	    cmocka_unit_test(test_pool_fifo_and_stop),
+	    cmocka_unit_test(test_pool_lift),
 	    cmocka_unit_test(test_shard_names),
 	    cmocka_unit_test(test_node_pushing_retired),
 	    cmocka_unit_test(test_mountinfo_unescape),

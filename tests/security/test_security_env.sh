@@ -50,8 +50,12 @@ want = {
     "PYTHONPATH": "/opt/lib",
     "MATFS_SHARD": "0", "MATFS_SHARDS": "1",
     "MATFS_FINGERPRINT": fp, "MATFS_INPUTS": inp,
-    "MATFS_INPUTS_FILE": "/proc/self/fd/4",
 }
+import re
+f = got.pop("MATFS_INPUTS_FILE", "")
+assert re.fullmatch(r"/tmp/matfs-inputs-[A-Za-z0-9]{6}/inputs", f), \
+    "MATFS_INPUTS_FILE=%r, not a file of the job's folder in TMPDIR" % f
+assert not os.path.exists(os.path.dirname(f)), "the job's folder %s stays" % f
 want.update({k: v for k, v in os.environ.items() if k.startswith("LC_")})
 extra = sorted(set(got) - set(want))
 missing = sorted(set(want) - set(got))
