@@ -307,9 +307,9 @@ static int dir_attrs(struct mfs *m, const struct mfs_inode *in,
 	return 0;
 }
 
-/* A batch file of `records: index`: its record ends, as u64 little
- * endian (docs/format.md §10), computed only when asked for by name; a
- * listing names it. */
+/* A batch file of any framing but fixed records: its record ends, as
+ * u64 little endian (docs/format.md §10), computed only when asked for by
+ * name; a listing names it. */
 static int batch_ends(struct mfs *m, const struct mfs_inode *in,
 		      const char *want, struct xattrs *x)
 {
@@ -317,7 +317,7 @@ static int batch_ends(struct mfs *m, const struct mfs_inode *in,
 	char *err = NULL;
 	int rc = mf_engine_batch_framing(m->eng, in->si.fp, &r, &err);
 	free(err);
-	if (rc || r.framing != MF_FRAMING_INDEX)
+	if (rc || r.framing == MF_FRAMING_NONE || r.framing == MF_FRAMING_FIXED)
 		return 0;
 	if (!want) {
 		xa_add(x, "record_ends", "%s", "");

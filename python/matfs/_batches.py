@@ -34,6 +34,8 @@ _MAX_64 = (1 << 64) - 1
 
 # user.matfs.record_ends holds at most this many ends (64 KiB / 8).
 _MAX_ENDS = 8192
+# The most records a batch file the mount opens holds (EFBIG past it).
+_MAX_BATCH = 1 << 20
 
 
 def _bounded(value, what, most):
@@ -91,20 +93,22 @@ class BatchDataset(IterableDataset):
     read: with a plain DataLoader and workers, state_dict() cannot know
     and raises RuntimeError.
 
-    Raises here ValueError for a bad batch_size, seed, rank, world_size
-    or shape, a snapshot without `records`, a dtype or shape given for
-    records that come as bytes, `records: index` with more than 8192
-    records per batch; TypeError for fixed records without a dtype.
-    While iterating: matfs.ShardError (an OSError, EIO) when a pipeline a
-    batch needs failed, OSError of opening a batch, ValueError when a
-    batch file is not what its framing says.
+    Raises here ValueError for a bad batch_size (1 to 2^20, the most a
+    batch file holds), seed, rank, world_size or shape, a snapshot
+    without `records`, a dtype or shape given for records that come as
+    bytes, `records: index` or `tar` with more than 8192 records per
+    batch (the most user.matfs.record_ends holds); TypeError for fixed
+    records without a dtype. While iterating: matfs.ShardError (an
+    OSError, EIO) when a pipeline a batch needs failed, FileNotFoundError
+    when the snapshot is removed mid-epoch, OSError of opening a batch,
+    ValueError when a batch file is not what its framing says.
     """
 
     def __init__(self, path, batch_size, seed=0, dtype=None, shape=None,
                  rank=None, world_size=None):
         super().__init__()
         self.folder = os.path.realpath(os.fspath(path))
-        self.batch_size = _bounded(batch_size, "batch_size", _MAX_63)
+        self.batch_size = _bounded(batch_size, "batch_size", _MAX_BATCH)
         if self.batch_size == 0:
             raise ValueError("matfs: batch_size must be 1 or more")
         self.seed = None if seed is None else _bounded(seed, "seed", _MAX_64)
@@ -130,11 +134,12 @@ class BatchDataset(IterableDataset):
                 raise ValueError("matfs: '%s' holds %s records: they come "
                                  "as bytes; give no dtype or shape" %
                                  (self.folder, self.kind))
-            if self.kind == "index" and self.batch_size > _MAX_ENDS:
+            if self.kind in ("index", "tar") and \
+                    self.batch_size > _MAX_ENDS:
                 raise ValueError(
-                    "matfs: '%s' has records: index, whose batches carry "
+                    "matfs: '%s' has records: %s, whose batches carry "
                     "their ends for at most %d records, not %d" %
-                    (self.folder, _MAX_ENDS, self.batch_size))
+                    (self.folder, self.kind, _MAX_ENDS, self.batch_size))
             self.dtype = self.shape = self.torch_dtype = None
             self._convert, self.batch_bytes = None, None
             return
@@ -182,7 +187,7 @@ class BatchDataset(IterableDataset):
         data-parallel job). Raises RuntimeError when DataLoader workers
         read the batches and nothing counted them (use matfs.BatchLoader).
         """
-        if not self._counted and int(self._uncounted[0]):
+        if int(self._uncounted[0]):
             raise RuntimeError("matfs: DataLoader workers read this "
                                "BatchDataset and nothing counted the "
                                "batches handed out: iterate it through "
@@ -230,6 +235,7 @@ class BatchDataset(IterableDataset):
         iterator starts: it starts at the resume point, which is spent."""
         self._start, self._done, self._counted = self._resume, 0, True
         self._resume = 0
+        self._uncounted[0] = 0
         return self._start
 
     def _handed(self):
@@ -256,9 +262,16 @@ class BatchDataset(IterableDataset):
         try:
             f = open_shard(path)
         except FileNotFoundError:
-            # the epoch's end, unless the snapshot itself went away
-            if not os.path.isdir(os.path.dirname(path)):
-                raise
+            # the epoch's end, unless the snapshot itself went away (asked
+            # of the daemon: the kernel may still have its folder cached)
+            try:
+                os.getxattr(self.folder, "user.matfs.fingerprint")
+            except OSError as e:
+                raise FileNotFoundError(
+                    e.errno, "matfs: the snapshot '%s' is gone (%s): its "
+                    "epoch cannot go on" % (self.folder,
+                                            os.strerror(e.errno)),
+                    path) from None
             return None
         except ShardError:
             # A batch carries no error of its own: the failed shard does.
@@ -276,9 +289,14 @@ class BatchDataset(IterableDataset):
                 return _lines(data, path)
             if self.kind == "tfrecord":
                 return _frames(data, path)
-            if self.kind == "tar":
-                return _samples(data)
             ends = os.getxattr(f.fileno(), "user.matfs.record_ends")
+        if self.kind == "tar":
+            # each sample by its end: two in a row of one key (from two
+            # shards) stay two samples, as they are two records
+            end = struct.unpack_from("<Q", ends, len(ends) - 8)[0] \
+                if ends else 0
+            cut = _cut(data[:end], ends, path)
+            return [s for piece in cut for s in _samples(piece)]
         return _cut(data, ends, path)
 
     def _fixed(self, f, size, path):

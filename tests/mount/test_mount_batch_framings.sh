@@ -4,7 +4,8 @@
 # line without a newline gains one), TFRecord batches are valid TFRecord
 # files (frames and CRCs checked here), tar batches are tar archives of
 # whole samples that Python's tarfile reads, with the two end blocks,
-# `records: index` batches carry user.matfs.record_ends; in each, every
+# every framing's batches but fixed records carry user.matfs.record_ends
+# (for tar, each sample's end; the end blocks after the last); in each, every
 # record of an epoch's whole batches is there once, as the shards hold
 # it, and stat gives the size read.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -143,13 +144,21 @@ for name, parse in (("lines", lines), ("tf", frames), ("tar", samples), ("idx", 
             assert e.errno == errno.ENOENT, (name, n, e)
             break
         assert os.stat(p).st_size == len(d), (name, n, os.stat(p).st_size, len(d))
+        # every framing's batch has its record ends
+        v = os.getxattr(p, "user.matfs.record_ends")
+        ends = list(struct.unpack("<%dQ" % (len(v) // 8), v))
+        assert len(ends) == B, (name, ends)
+        pieces = [d[a:b] for a, b in zip([0] + ends[:-1], ends)]
         if name == "idx":
-            v = os.getxattr(p, "user.matfs.record_ends")
-            ends = list(struct.unpack("<%dQ" % (len(v) // 8), v))
-            assert len(ends) == B and ends[-1] == len(d), (ends, len(d))
-            batch = [d[a:b] for a, b in zip([0] + ends[:-1], ends)]
+            assert ends[-1] == len(d), (ends, len(d))
+            batch = pieces
         else:
             batch = parse(d)
+        if name == "tar":  # each piece one sample; the end blocks after
+            assert ends[-1] == len(d) - 1024, (ends, len(d))
+            assert [samples(x)[0] for x in pieces] == batch, n
+        elif name != "idx":
+            assert pieces == batch, (name, n)
         if name == "tar":
             assert d.endswith(b"\0" * 1024) and len(d) % 512 == 0
         if name == "lines":

@@ -40,6 +40,17 @@ for i in range(8):
             t.addfile(info, io.BytesIO(data))
     with open(os.path.join(tmp, "tars", "s%d.tar" % i), "wb") as f:
         f.write(buf.getvalue()[:t.offset])
+    # every input names its samples 000, 001, ...: keys repeat across shards
+    buf = io.BytesIO()
+    t = tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT)
+    for r in range(3):
+        data = ("same-key %d/%d" % (i, r)).encode()
+        info = tarfile.TarInfo("%03d.txt" % r)
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    os.makedirs(os.path.join(tmp, "samekey"), exist_ok=True)
+    with open(os.path.join(tmp, "samekey", "s%d.tar" % i), "wb") as f:
+        f.write(buf.getvalue()[:t.offset])
 PY
 cat >"$tmp/pipes/rec.yaml" <<'EOF2'
 name: rec
@@ -87,6 +98,23 @@ stages:
   - exec: [$py, ends.py]
 records: index
 EOF2
+cat >"$tmp/pipes/samekey.yaml" <<'EOF2'
+name: samekey
+inputs: ../samekey/*.tar
+shards: 8
+stages:
+  - exec: [cat]
+records: tar
+EOF2
+cat >"$tmp/pipes/gone.yaml" <<'EOF2'
+name: gone
+inputs: ../data/*.bin
+shards: 8
+stages:
+  - exec: [cat]
+records: 16
+shuffle_window: 512B
+EOF2
 cat >"$tmp/pipes/bad.yaml" <<'EOF2'
 name: bad
 inputs: ../data/*.bin
@@ -104,7 +132,7 @@ stages:
 EOF2
 mnt=$tmp/mnt
 mount_fs "$mnt" "$tmp/store" "$tmp/pipes" -o workers=2
-for n in rec lines tar index bad plain; do
+for n in rec lines tar samekey gone index bad plain; do
   wait_for 10 test -L "$mnt/$n" || fail "no $n name"
 done
 
@@ -176,6 +204,14 @@ assert ds.state_dict()["global_batch"] == N // B
 plain = matfs.BatchDataset(name, B, seed=5, dtype="<i8")
 assert recs(DataLoader(plain, batch_size=None, num_workers=2)) == got
 refused(RuntimeError, "matfs.BatchLoader", plain.state_dict)
+# counted in this process first, then read by uncounting workers: refused
+mixed = matfs.BatchDataset(name, B, seed=5, dtype="<i8")
+it = iter(mixed)
+next(it), next(it)
+del it
+assert mixed.state_dict()["global_batch"] == 2
+list(DataLoader(mixed, batch_size=None, num_workers=2))
+refused(RuntimeError, "matfs.BatchLoader", mixed.state_dict)
 
 # another epoch, another seed: another order of the same records
 ds.set_epoch(1)
@@ -244,6 +280,13 @@ cut = [l for b in index for l in b]
 assert len(set(cut)) == len(cut) == len(want) // 3 * 3 and set(cut) <= set(want)
 refused(ValueError, "at most 8192 records", matfs.BatchDataset,
         os.path.join(mnt, "index"), 8193)
+refused(ValueError, "over 1048576", matfs.BatchDataset, name, (1 << 20) + 1,
+        dtype="<i8")
+# samples of one key from two shards side by side stay two samples
+same = matfs.BatchDataset(os.path.join(mnt, "samekey"), 4, seed=5)
+texts = [s["txt"] for b in same for s in b]
+assert all(len(b) == 4 for b in same)
+assert len(texts) == len(set(texts)) == 24, texts
 print("lines, tar and index batches as their records")
 
 # a pipeline that fails: ShardError (EIO) naming the shard and its stderr
@@ -256,6 +299,36 @@ else:
     raise AssertionError("a failed pipeline read as batches")
 PY
 pass "BatchDataset: batches, workers, epochs, seeds, resume, framings"
+
+# the snapshot removed mid-epoch: an error, not a quiet end of the epoch
+"$py" - "$mnt" "$matctl" "$tmp/store" "$tmp/pipes/gone.yaml" <<'PY' || fail "a snapshot gone mid-epoch"
+import os, subprocess, sys, time
+import matfs
+mnt, matctl, store, spec = sys.argv[1:]
+name = os.path.join(mnt, "gone")
+ds = matfs.BatchDataset(name, 4, seed=3, dtype="<i8")
+it = iter(ds)
+next(it)
+old = ds.fingerprint
+with open(spec + ".new", "w") as f:
+    f.write(open(spec).read().replace("512B", "1KiB"))
+os.rename(spec + ".new", spec)
+for _ in range(200):
+    if os.readlink(name) != old:
+        break
+    time.sleep(0.05)
+assert os.readlink(name) != old, "the name did not follow the spec"
+subprocess.run([matctl, "--store", store, "rm", "--force", old], check=True,
+               stdout=subprocess.DEVNULL)
+try:
+    for _ in it:
+        pass
+except FileNotFoundError as e:
+    assert "is gone" in str(e), e
+else:
+    raise AssertionError("the epoch of a removed snapshot ended quietly")
+PY
+pass "a snapshot removed mid-epoch raises FileNotFoundError"
 
 # Real ranks: torch.distributed with gloo on loopback, 2-worker loaders.
 cat >"$tmp/rank.py" <<'PY'
