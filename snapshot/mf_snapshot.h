@@ -100,6 +100,24 @@ int mf_store_run_create(struct mf_store *st, const char *fp,
 int mf_store_run_remove(struct mf_store *st, const char *fp,
 			const char *run_id);
 /* Removes one committed shard file of a run; -ENOENT if not there. */
+/* Where the data of a shard fingerprint (pipeline's mf_fingerprint_shard)
+ * was last committed, and by whose spec (store_shared.c: a hint the
+ * catalog and the file's checksums confirm or not). */
+struct mf_store_donor {
+	char fp[MF_FP_HEX_LEN + 1];
+	uint32_t shard;
+	char run_id[MF_RUN_ID_HEX_LEN + 1];
+	uid_t owner; /* of the spec that computed it */
+};
+/* Writes the hint of sfp (atomic rename; not synced). 0, -EINVAL for bad
+ * ids, -errno. */
+int mf_store_shared_put(struct mf_store *st, const char *sfp,
+			const struct mf_store_donor *d);
+/* Reads the hint of sfp: 0, -ENOENT (none), -EBADMSG (not a hint),
+ * -EINVAL, -errno. */
+int mf_store_shared_get(struct mf_store *st, const char *sfp,
+			struct mf_store_donor *d);
+
 int mf_store_shard_remove(struct mf_store *st, const char *fp,
 			  const char *run_id, uint32_t shard);
 /* Removes the temp files (shard-NNNNN.tmp) a run left behind; only for a

@@ -114,6 +114,9 @@ static void commit_one(struct mf_engine *e, struct sealed *s)
 						    s->run_id, -1, err, NULL);
 	} else {
 		rc = record(e, s, &c, &err);
+		if (rc == 0)
+			eng_shared_hint(e, s->sfp, s->fp, s->shard, s->run_id,
+					s->owner);
 		/* read: what eviction orders by (an open of a committed shard
 		 * sets it likewise). Now, not when it was served: the touch
 		 * sets the snapshot's last read too, which another shard of
@@ -358,4 +361,15 @@ int eng_sealed_open(struct mf_engine *e, struct mf_shard_rec *cur,
 		cur->chunks = st.chunks;
 	}
 	return rc;
+}
+
+void eng_shared_hint(struct mf_engine *e, const char *sfp, const char *fp,
+		     uint32_t shard, const char *run_id, uid_t owner)
+{
+	if (!sfp || !sfp[0])
+		return;
+	struct mf_store_donor d = {.shard = shard, .owner = owner};
+	memcpy(d.fp, fp, sizeof(d.fp));
+	memcpy(d.run_id, run_id, sizeof(d.run_id));
+	(void)mf_store_shared_put(e->store, sfp, &d);
 }

@@ -111,7 +111,15 @@ struct sealed {
 	struct mf_shard_stat st;
 	struct mf_shard_writer *w; /* the commit thread's once started */
 	bool started; /* the commit thread took it */
+	char sfp[MF_FP_HEX_LEN + 1]; /* its shard fingerprint; "": none */
+	uid_t owner; /* of its spec */
 };
+
+/* Leaves the hint that shard `shard` of fp (run run_id, a spec of owner)
+ * holds the data of shard fingerprint sfp (nothing when sfp is ""). A
+ * hint not written costs a later computation, nothing else: not told. */
+void eng_shared_hint(struct mf_engine *e, const char *sfp, const char *fp,
+		     uint32_t shard, const char *run_id, uid_t owner);
 
 /* The batch orders an engine keeps (engine_batches.c). */
 #define ENG_ORDER_SLOTS 8

@@ -6,7 +6,10 @@
  * thread, engine_commit.c). With opts.chunk set, the writer's raw chunks
  * and the outcome go to it too.
  * A cancelled attempt (mf_engine_cancel) has its stages killed and gives
- * its claim up without recording a failure.
+ * its claim up without recording a failure. A shard whose shard
+ * fingerprint's data is materialized already (a hint in the store,
+ * confirmed by the catalog and the file) is stored from that data, no
+ * stage run; each commit leaves such a hint.
  *
  * Not for: deciding who computes (engine_claim.c holds the claim).
  */
@@ -58,6 +61,10 @@ struct pump {
 	size_t n_guards;
 	bool input_changed; /* the feeder found one not as checked */
 	char ends_why[160]; /* records: index: what was wrong with fd 3 */
+	char sfp[MF_FP_HEX_LEN + 1]; /* the shard's fingerprint; "": none */
+	uid_t owner; /* of the spec */
+	struct mf_shard_reader *donor; /* data of sfp to reuse; NULL: none */
+	struct mf_store_donor from; /* where donor's file is */
 };
 
 static void pump_progress(struct pump *p, bool done)
@@ -330,6 +337,111 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 	return end_records(p, w, err);
 }
 
+/* ---- reusing a shard of the same shard fingerprint ---- */
+
+/* A shard fingerprint's data already materialized, by a spec of the same
+ * owner, in p->donor: the hint says where, the catalog that it is still
+ * that run's, its file's checksums that it is that shard's. Reuse crosses
+ * owners never: a spec author who made inputs of another's sizes and
+ * times (input_identity: stat) would otherwise have her bytes served in
+ * the other's snapshot. */
+static void find_donor(struct pump *p, const struct spec_entry *se)
+{
+	struct mf_store_donor d;
+	if (!p->sfp[0] || mf_store_shared_get(p->e->store, p->sfp, &d) != 0 ||
+	    d.owner != p->owner ||
+	    (strcmp(d.fp, p->fp) == 0 && d.shard == p->shard))
+		return;
+	struct mf_shard_rec rec;
+	if (mf_catalog_get_shard(p->c, d.fp, d.shard, &rec) != 0)
+		return;
+	bool ok = rec.state == MF_SHARD_MATERIALIZED &&
+	    strcmp(rec.run_id, d.run_id) == 0;
+	mf_shard_rec_release(&rec);
+	struct mf_shard_reader *r;
+	if (!ok ||
+	    mf_shard_reader_open(p->e->store, d.fp, d.run_id, d.shard, &r))
+		return;
+	struct mf_records fr;
+	uint64_t count;
+	mf_shard_reader_records(r, &fr, &count);
+	/* records: index: the ends are the stage's; only a donor has them */
+	if (se->spec->records.framing == MF_FRAMING_INDEX &&
+	    fr.framing != MF_FRAMING_INDEX) {
+		mf_shard_reader_close(r);
+		return;
+	}
+	p->donor = r;
+	p->from = d;
+}
+
+/* The donor's record ends (records: index) to w. */
+static int replay_ends(struct pump *p, struct mf_shard_writer *w)
+{
+	struct mf_records fr;
+	uint64_t n;
+	mf_shard_reader_records(p->donor, &fr, &n);
+	uint64_t *ends = malloc((n ? n : 1) * sizeof(*ends));
+	if (!ends)
+		return -ENOMEM;
+	int rc = 0;
+	for (uint64_t k = 0; rc == 0 && k < n; k++) {
+		uint64_t off, len;
+		rc = mf_shard_reader_record(p->donor, k, &off, &len);
+		ends[k] = off + len;
+	}
+	if (rc == 0)
+		rc = mf_shard_writer_set_ends(w, ends, (size_t)n);
+	free(ends);
+	return rc;
+}
+
+/* The donor's bytes into w, as the stages' output would go: the writer
+ * compresses them with this spec's settings and builds this spec's
+ * records index from them. 0; ENG_REPLAY_FAILED when the donor could not
+ * be read (nothing recorded: the caller runs the stages instead); or the
+ * writer's failure, recorded as the shard's (the stages would give the
+ * same bytes). */
+#define ENG_REPLAY_FAILED 1
+static int replay(struct pump *p, struct spec_entry *se,
+		  struct mf_shard_writer *w, char **err)
+{
+	struct mf_shard_stat st;
+	mf_shard_reader_stat(p->donor, &st);
+	size_t cap = st.chunk_size ? (size_t)st.chunk_size : 1;
+	uint8_t *buf = malloc(cap);
+	int store_rc = buf ? 0 : -ENOMEM, read_rc = 0;
+	for (uint32_t i = 0; buf && i < st.chunks && !store_rc; i++) {
+		ssize_t n = mf_shard_reader_read_chunk(p->donor, i, buf, cap);
+		if (n < 0) {
+			read_rc = (int)n;
+			break;
+		}
+		store_rc = mf_shard_writer_write(w, buf, (size_t)n);
+		p->bytes += (uint64_t)n;
+		pump_progress(p, false);
+	}
+	free(buf);
+	if (read_rc || (store_rc == -ENOMEM && !buf)) {
+		mf_shard_writer_abort(w);
+		eng_note(p->e,
+			 "shard %u of %.12s: the data to reuse (shard %u "
+			 "of %.12s) does not read (%s): computing it",
+			 p->shard, p->fp, p->from.shard, p->from.fp,
+			 strerror(-(read_rc ? read_rc : store_rc)));
+		return ENG_REPLAY_FAILED;
+	}
+	if (store_rc == 0 && se->spec->records.framing == MF_FRAMING_INDEX)
+		store_rc = replay_ends(p, w);
+	if (store_rc)
+		return store_failed(p, w, store_rc, err);
+	eng_note(p->e,
+		 "shard %u of %.12s: reused shard %u of %.12s (same "
+		 "shard fingerprint): no stage ran",
+		 p->shard, p->fp, p->from.shard, p->from.fp);
+	return end_records(p, w, err);
+}
+
 /* Seals w and queues its commit (serve_sealed): 0 with p->sealed, -EIO
  * with *err (recorded), or 1 when it cannot be queued (no memory): then w
  * is still the caller's to commit. */
@@ -351,6 +463,8 @@ static int seal_shard(struct pump *p, struct mf_shard_writer *w,
 	memcpy(s->fp, p->fp, sizeof(s->fp));
 	s->shard = p->shard;
 	memcpy(s->run_id, p->run_id, sizeof(s->run_id));
+	memcpy(s->sfp, p->sfp, sizeof(s->sfp));
+	s->owner = p->owner;
 	s->generation = p->generation;
 	s->sealed_at = mf_now_s();
 	s->st = *st;
@@ -368,7 +482,7 @@ static int store_shard(struct pump *p, struct spec_entry *se,
 		       struct mf_shard_writer *w, struct mf_shard_stat *st,
 		       bool *committed, char **err)
 {
-	int rc = run_stages(p, se, w, err);
+	int rc = p->donor ? replay(p, se, w, err) : run_stages(p, se, w, err);
 	if (rc)
 		return rc;
 	/* the inputs may have changed while the stages read them */
@@ -419,6 +533,7 @@ static int store_shard(struct pump *p, struct spec_entry *se,
 		return -EIO;
 	}
 	*committed = true;
+	eng_shared_hint(p->e, p->sfp, p->fp, p->shard, p->run_id, p->owner);
 	return 0;
 }
 
@@ -452,6 +567,12 @@ static int store_attempt(struct pump *p, struct spec_entry *se, char **err)
 	bool committed = false;
 	rc = store_shard(p, se, w, &st, &committed, err);
 	tap_end(p, committed, &st);
+	if (rc == ENG_REPLAY_FAILED) { /* computed, then */
+		mf_shard_reader_close(p->donor);
+		p->donor = NULL;
+		p->bytes = 0;
+		return store_attempt(p, se, err);
+	}
 	return rc;
 }
 
@@ -467,7 +588,14 @@ static int attempt(struct pump *p, struct spec_entry *se, char **err)
 		return rc; /* ESTALE: the caller gives the claim back */
 	p->guards = guards;
 	p->n_guards = n_guards;
+	p->owner = se->spec->owner_uid;
+	if (mf_fingerprint_shard(se->spec, &se->fpr, p->shard, p->sfp) != 0)
+		p->sfp[0] = '\0';
+	find_donor(p, se);
 	rc = store_attempt(p, se, err);
+	if (p->donor)
+		mf_shard_reader_close(p->donor);
+	p->donor = NULL;
 	free(guards);
 	p->guards = NULL;
 	return rc;
