@@ -78,7 +78,7 @@ case $site in
 *) fail "pip put the package in $site, not under /usr/local/lib/python3*" ;;
 esac
 installed=$(cd "$site" && find . -type f -name '*.py' | sort | tr '\n' ' ')
-[ "$installed" = "./matfs/__init__.py ./matfs/_dataset.py ./matfs/_shards.py ./matfs/_xattr.py ./matgpu/__init__.py ./matgpu/_lib.py " ] ||
+[ "$installed" = "./matfs/__init__.py ./matfs/_batches.py ./matfs/_dataset.py ./matfs/_shards.py ./matfs/_xattr.py ./matgpu/__init__.py ./matgpu/_lib.py " ] ||
   fail "installed files: $installed"
 arch=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH") or "")')
 libdir=$tmp/root/usr/local/lib${arch:+/$arch}
