@@ -117,6 +117,13 @@ int mf_store_shared_put(struct mf_store *st, const char *sfp,
  * -EINVAL, -errno. */
 int mf_store_shared_get(struct mf_store *st, const char *sfp,
 			struct mf_store_donor *d);
+/* Removes the hints keep() says are stale (false), those that do not
+ * parse, and temp files of writers dead for an hour; *removed counts
+ * them. Names not of the hints' forms are left alone. 0 or -errno. */
+typedef bool (*mf_store_hint_keep_fn)(void *arg, const char *sfp,
+				      const struct mf_store_donor *d);
+int mf_store_shared_sweep(struct mf_store *st, mf_store_hint_keep_fn keep,
+			  void *arg, uint32_t *removed);
 
 int mf_store_shard_remove(struct mf_store *st, const char *fp,
 			  const char *run_id, uint32_t shard);

@@ -12,15 +12,19 @@
  */
 #include "snapshot_i.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SHARED_DIR "shared"
 #define HINT_MAX 256
+#define TMP_STALE_S 3600 /* a hint's temp file older: its writer died */
 
 static int open_shared(struct mf_store *st, bool create, int *out)
 {
@@ -104,4 +108,60 @@ int mf_store_shared_get(struct mf_store *st, const char *sfp,
 		return rc;
 	buf[n] = '\0';
 	return parse_hint(buf, d);
+}
+
+/* Whether name is an SFP (64 lowercase hex digits), or SFP.tmp-HEX16. */
+static bool hint_name(const char *name, bool *tmp)
+{
+	size_t n = strlen(name);
+	*tmp = n == MF_FP_HEX_LEN + 21 &&
+	    strncmp(name + MF_FP_HEX_LEN, ".tmp-", 5) == 0 &&
+	    mf_is_hex(name + MF_FP_HEX_LEN + 5, 16);
+	return (n == MF_FP_HEX_LEN || *tmp) && mf_is_hex(name, MF_FP_HEX_LEN);
+}
+
+int mf_store_shared_sweep(struct mf_store *st, mf_store_hint_keep_fn keep,
+			  void *arg, uint32_t *removed)
+{
+	*removed = 0;
+	int dfd;
+	int rc = open_shared(st, false, &dfd);
+	if (rc)
+		return rc == -ENOENT ? 0 : rc;
+	int lfd = dup(dfd);
+	DIR *dir = lfd >= 0 ? fdopendir(lfd) : NULL;
+	if (!dir) {
+		rc = -errno;
+		if (lfd >= 0)
+			close(lfd);
+		close(dfd);
+		return rc;
+	}
+	time_t now = time(NULL);
+	struct dirent *de;
+	while ((de = readdir(dir))) {
+		bool tmp;
+		if (!hint_name(de->d_name, &tmp))
+			continue; /* not the store's: left alone */
+		struct stat sb;
+		if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(sb.st_mode))
+			continue;
+		bool drop;
+		if (tmp) {
+			drop = now - sb.st_mtime > TMP_STALE_S;
+		} else {
+			char sfp[MF_FP_HEX_LEN + 1];
+			memcpy(sfp, de->d_name, MF_FP_HEX_LEN);
+			sfp[MF_FP_HEX_LEN] = '\0';
+			struct mf_store_donor d;
+			int g = mf_store_shared_get(st, sfp, &d);
+			drop = g == -EBADMSG || (g == 0 && !keep(arg, sfp, &d));
+		}
+		if (drop && unlinkat(dfd, de->d_name, 0) == 0)
+			(*removed)++;
+	}
+	closedir(dir);
+	close(dfd);
+	return 0;
 }

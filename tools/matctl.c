@@ -341,8 +341,9 @@ static int cmd_gc(struct ctl *ctl)
 		return 1;
 	}
 	printf("removed %u snapshot folders, %u run folders, %u shard "
-	       "files\n",
-	       st.snapshots_removed, st.runs_removed, st.files_removed);
+	       "files, %u stale reuse hints\n",
+	       st.snapshots_removed, st.runs_removed, st.files_removed,
+	       st.hints_removed);
 	if (st.shards_adopted || st.snapshots_adopted)
 		printf("recorded %u shard files and %u snapshot folders the "
 		       "catalog did not know, instead of removing them\n",

@@ -383,6 +383,22 @@ static int gc_snapshot(struct mf_engine *e, struct mf_catalog *c,
 	return rc;
 }
 
+/* A hint is kept while the shard it names is materialized by its run,
+ * or when the catalog cannot say. */
+static bool hint_current(void *arg, const char *sfp,
+			 const struct mf_store_donor *d)
+{
+	(void)sfp;
+	struct mf_shard_rec rec;
+	int rc = mf_catalog_get_shard(arg, d->fp, d->shard, &rec);
+	if (rc)
+		return rc != -ENOENT;
+	bool ok = rec.state == MF_SHARD_MATERIALIZED &&
+	    strcmp(rec.run_id, d->run_id) == 0;
+	mf_shard_rec_release(&rec);
+	return ok;
+}
+
 int mf_engine_gc(struct mf_engine *e, struct mf_gc_stats *stats)
 {
 	struct mf_gc_stats st = {0};
@@ -397,6 +413,9 @@ int mf_engine_gc(struct mf_engine *e, struct mf_gc_stats *stats)
 		rc = gc_snapshot(e, c, fps[i], &st);
 	if (rc == 0) /* holds of processes that died without releasing */
 		rc = mf_catalog_prune_holds(c, mf_now_s(), NULL);
+	if (rc == 0) /* hints of data no longer there (engine_run.c) */
+		rc = mf_store_shared_sweep(e->store, hint_current, c,
+					   &st.hints_removed);
 	eng_catalog_put(e, c);
 	mf_strv_free(fps, n);
 	if (rc == 0 && stats)

@@ -441,6 +441,7 @@ int mf_engine_expire_snapshot(struct mf_engine *e, const char *fp);
 
 struct mf_gc_stats {
 	uint32_t snapshots_removed; /* folders with no catalog entry */
+	uint32_t hints_removed; /* STORE/shared hints of data gone */
 	uint32_t runs_removed; /* run folders of dead runs no shard uses */
 	uint32_t files_removed; /* shard files no catalog row points at, and
 				   temp files of dead runs */

@@ -66,7 +66,7 @@ for how in deleted emptied; do
   [ $how = emptied ] && : >"$store/catalog.db"
   m stat "$spec" >/dev/null || fail "$how: stat SPEC"
   m gc >"$tmp/gc.out" || fail "$how: gc"
-  [ "$(head -n 1 "$tmp/gc.out")" = "removed 0 snapshot folders, 0 run folders, 0 shard files" ] ||
+  [ "$(head -n 1 "$tmp/gc.out")" = "removed 0 snapshot folders, 0 run folders, 0 shard files, 0 stale reuse hints" ] ||
     fail "$how: gc said: $(cat "$tmp/gc.out")"
   intact "catalog $how"
   pass "catalog $how, then stat SPEC and gc: nothing removed or recomputed"

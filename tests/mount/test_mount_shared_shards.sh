@@ -8,7 +8,8 @@
 # builds the index from the stored bytes (its batches read); removing
 # the old snapshot leaves the new one whole; a donor file that does not
 # read is computed instead, never served; another owner's spec with the
-# same shard fingerprints reuses nothing.
+# same shard fingerprints reuses nothing; gc sweeps the hints of data
+# no longer there.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -110,4 +111,14 @@ wait_for 10 test -L "$mnt/theirs" || fail "no theirs name"
 cat "$mnt/theirs"/* | cmp -s - <(cat "$tmp/in/"{a,b,c,d}.txt) || fail "theirs' bytes"
 [ "$(calls "$tmp/calls.grow")" = 9 ] || fail "another owner's spec ran $(($(calls "$tmp/calls.grow") - 5)) stages, not 4"
 pass "another owner's spec reuses no one's data"
+
+# every snapshot's data removed: gc sweeps the hints that name it
+[ "$(ls "$tmp/store/shared" | wc -l)" -ge 4 ] || fail "no hints in the store"
+for fp in $(ls "$tmp/store/snapshots"); do
+  "$matctl" --store "$tmp/store" rm --force "$fp" >/dev/null || fail "matctl rm $fp"
+done
+out=$("$matctl" --store "$tmp/store" gc) || fail "matctl gc"
+grep -Eq ', [1-9][0-9]* stale reuse hints$' <<<"$out" || fail "gc: $out"
+[ -z "$(ls "$tmp/store/shared")" ] || fail "hints left: $(ls "$tmp/store/shared")"
+pass "gc sweeps the hints of data no longer there"
 umount_fs "$mnt" "$mpid"

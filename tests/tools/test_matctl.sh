@@ -264,7 +264,7 @@ grep -q '1 shard files' <<<"$out" || fail "gc kept a dead run's temp file"
 [ -e "$tdir/$trun/shard-00007.tmp" ] && fail "temp file still there"
 rm -f "$store"/catalog.db*
 out=$(m gc)                           # a new catalog, indexed on open
-[[ $out == "removed 0 snapshot folders, 0 run folders, 0 shard files" ]] ||
+[[ $out == "removed 0 snapshot folders, 0 run folders, 0 shard files, 0 stale reuse hints" ]] ||
   fail "gc on a lost catalog: $out"
 [ -f "$tdir/$trun/shard-00000.mfs" ] || fail "gc deleted data of a lost catalog"
 out=$(m stat tokens --json) || fail "not indexed"
