@@ -109,17 +109,20 @@ struct mf_store_donor {
 	char run_id[MF_RUN_ID_HEX_LEN + 1];
 	uid_t owner; /* of the spec that computed it */
 };
-/* Writes the hint of sfp (atomic rename; not synced). 0, -EINVAL for bad
- * ids, -errno. */
+#define MF_STORE_HOLDERS 4 /* holders a hint lists, the latest first */
+/* Puts d first in the hint of sfp (the holders it listed after it, d's
+ * shard once; atomic rename, not synced). 0, -EINVAL for bad ids,
+ * -errno. */
 int mf_store_shared_put(struct mf_store *st, const char *sfp,
 			const struct mf_store_donor *d);
-/* Reads the hint of sfp: 0, -ENOENT (none), -EBADMSG (not a hint),
- * -EINVAL, -errno. */
+/* The holders the hint of sfp lists, the latest first, into v (*n of
+ * them): 0, -ENOENT (none), -EBADMSG (not a hint), -EINVAL, -errno. */
 int mf_store_shared_get(struct mf_store *st, const char *sfp,
-			struct mf_store_donor *d);
-/* Removes the hints keep() says are stale (false), those that do not
- * parse, and temp files of writers dead for an hour; *removed counts
- * them. Names not of the hints' forms are left alone. 0 or -errno. */
+			struct mf_store_donor v[MF_STORE_HOLDERS], size_t *n);
+/* Drops from the hints the holders keep() says are stale (false), and
+ * removes hints left with none, hints that do not parse, and temp files
+ * of writers dead for an hour; *removed counts what went. Names not of
+ * the hints' forms are left alone. 0 or -errno. */
 typedef bool (*mf_store_hint_keep_fn)(void *arg, const char *sfp,
 				      const struct mf_store_donor *d);
 int mf_store_shared_sweep(struct mf_store *st, mf_store_hint_keep_fn keep,

@@ -1,7 +1,8 @@
 /*
- * store_shared.c - where the data of a shard fingerprint was last
- * committed: STORE/shared/SFP, a one-line file "FP SHARD RUN OWNER\n"
- * written by atomic rename at each commit. A hint, not a record: the
+ * store_shared.c - where the data of a shard fingerprint was committed:
+ * STORE/shared/SFP, lines "FP SHARD RUN OWNER\n", the latest commit
+ * first, at most MF_STORE_HOLDERS of them, rewritten by atomic rename at
+ * each commit. A hint, not a record: the
  * catalog says whether that shard is still materialized by that run, and
  * its file's checksums whether it is that shard's (docs/format.md, "The
  * shared hints"). A hint lost, stale or clobbered by a concurrent commit
@@ -32,53 +33,20 @@ static int open_shared(struct mf_store *st, bool create, int *out)
 		      : snap_open_at(st->dirfd, SHARED_DIR, true, out);
 }
 
-int mf_store_shared_put(struct mf_store *st, const char *sfp,
-			const struct mf_store_donor *d)
+/* "FP SHARD RUN OWNER", each field in its exact form. */
+static int parse_line(const char *s, size_t len, struct mf_store_donor *d)
 {
-	if (!st || !d || snap_check_ids(sfp, NULL) ||
-	    snap_check_ids(d->fp, d->run_id))
-		return -EINVAL;
-	char line[HINT_MAX], rnd[17], tmp[MF_FP_HEX_LEN + 32];
-	int n = snprintf(line, sizeof(line), "%s %u %s %u\n", d->fp, d->shard,
-			 d->run_id, (unsigned)d->owner);
-	if (n < 0 || (size_t)n >= sizeof(line))
-		return -EINVAL;
-	int rc = mf_random_hex(8, rnd);
-	if (rc)
-		return rc;
-	snprintf(tmp, sizeof(tmp), "%s.tmp-%s", sfp, rnd);
-	int dfd;
-	if ((rc = open_shared(st, true, &dfd)))
-		return rc;
-	int fd = openat(dfd, tmp,
-			O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			SNAP_FILE_MODE);
-	if (fd < 0) {
-		rc = -errno;
-		close(dfd);
-		return rc;
-	}
-	rc = mf_write_full(fd, line, (size_t)n);
-	if (close(fd) != 0 && rc == 0)
-		rc = -errno;
-	/* no fsync: a hint lost in a crash costs a computation, no byte */
-	if (rc == 0 && renameat(dfd, tmp, dfd, sfp) != 0)
-		rc = -errno;
-	if (rc)
-		(void)unlinkat(dfd, tmp, 0);
-	close(dfd);
-	return rc;
-}
-
-/* "FP SHARD RUN OWNER\n", each field in its exact form. */
-static int parse_hint(const char *s, struct mf_store_donor *d)
-{
+	char line[HINT_MAX];
+	if (len >= sizeof(line))
+		return -EBADMSG;
+	memcpy(line, s, len);
+	line[len] = '\0';
 	char fp[MF_FP_HEX_LEN + 1], run[MF_RUN_ID_HEX_LEN + 1];
 	unsigned shard, owner;
-	char end;
-	if (sscanf(s, "%64s %u %32s %u%c", fp, &shard, run, &owner, &end) !=
-		5 ||
-	    end != '\n' || snap_check_ids(fp, run))
+	int used = 0;
+	if (sscanf(line, "%64s %u %32s %u%n", fp, &shard, run, &owner, &used) !=
+		4 ||
+	    (size_t)used != len || snap_check_ids(fp, run))
 		return -EBADMSG;
 	memcpy(d->fp, fp, sizeof(d->fp));
 	memcpy(d->run_id, run, sizeof(d->run_id));
@@ -87,27 +55,115 @@ static int parse_hint(const char *s, struct mf_store_donor *d)
 	return 0;
 }
 
-int mf_store_shared_get(struct mf_store *st, const char *sfp,
-			struct mf_store_donor *d)
+/* The holders a hint's bytes list: -EBADMSG for any line not a holder or
+ * more than MF_STORE_HOLDERS of them. */
+static int parse_hint(const char *buf, size_t len, struct mf_store_donor *v,
+		      size_t *n)
 {
-	if (!st || !d || snap_check_ids(sfp, NULL))
-		return -EINVAL;
-	int dfd, fd;
-	int rc = open_shared(st, false, &dfd);
+	*n = 0;
+	size_t at = 0;
+	while (at < len) {
+		const char *nl = memchr(buf + at, '\n', len - at);
+		if (!nl || *n == MF_STORE_HOLDERS)
+			return -EBADMSG;
+		size_t l = (size_t)(nl - (buf + at));
+		if (parse_line(buf + at, l, &v[*n]))
+			return -EBADMSG;
+		(*n)++;
+		at += l + 1;
+	}
+	return *n ? 0 : -EBADMSG;
+}
+
+static int read_hint(int dfd, const char *name, struct mf_store_donor *v,
+		     size_t *n)
+{
+	int fd;
+	int rc = snap_open_at(dfd, name, false, &fd);
 	if (rc)
 		return rc;
-	rc = snap_open_at(dfd, sfp, false, &fd);
-	close(dfd);
-	if (rc)
-		return rc;
-	char buf[HINT_MAX];
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	rc = n < 0 ? -errno : 0;
+	char buf[HINT_MAX * MF_STORE_HOLDERS + 1];
+	ssize_t got = read(fd, buf, sizeof(buf));
+	rc = got < 0 ? -errno : 0;
 	close(fd);
 	if (rc)
 		return rc;
-	buf[n] = '\0';
-	return parse_hint(buf, d);
+	if ((size_t)got == sizeof(buf))
+		return -EBADMSG;
+	return parse_hint(buf, (size_t)got, v, n);
+}
+
+/* Writes v[0..n) as name's hint, by atomic rename (no fsync: a hint lost
+ * in a crash costs a computation, no byte). */
+static int write_hint(int dfd, const char *name, const struct mf_store_donor *v,
+		      size_t n)
+{
+	char buf[HINT_MAX * MF_STORE_HOLDERS], rnd[17], tmp[MF_FP_HEX_LEN + 32];
+	size_t len = 0;
+	for (size_t i = 0; i < n; i++) {
+		int k = snprintf(buf + len, sizeof(buf) - len, "%s %u %s %u\n",
+				 v[i].fp, v[i].shard, v[i].run_id,
+				 (unsigned)v[i].owner);
+		if (k < 0 || (size_t)k >= sizeof(buf) - len)
+			return -EINVAL;
+		len += (size_t)k;
+	}
+	int rc = mf_random_hex(8, rnd);
+	if (rc)
+		return rc;
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%s", name, rnd);
+	int fd = openat(dfd, tmp,
+			O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			SNAP_FILE_MODE);
+	if (fd < 0)
+		return -errno;
+	rc = mf_write_full(fd, buf, len);
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && renameat(dfd, tmp, dfd, name) != 0)
+		rc = -errno;
+	if (rc)
+		(void)unlinkat(dfd, tmp, 0);
+	return rc;
+}
+
+int mf_store_shared_put(struct mf_store *st, const char *sfp,
+			const struct mf_store_donor *d)
+{
+	if (!st || !d || snap_check_ids(sfp, NULL) ||
+	    snap_check_ids(d->fp, d->run_id))
+		return -EINVAL;
+	int dfd;
+	int rc = open_shared(st, true, &dfd);
+	if (rc)
+		return rc;
+	struct mf_store_donor old[MF_STORE_HOLDERS], v[MF_STORE_HOLDERS];
+	size_t n_old = 0, n = 0;
+	if (read_hint(dfd, sfp, old, &n_old) != 0)
+		n_old = 0; /* none, or not one: written anew */
+	v[n++] = *d;
+	for (size_t i = 0; i < n_old && n < MF_STORE_HOLDERS; i++)
+		if (strcmp(old[i].fp, d->fp) != 0 || old[i].shard != d->shard)
+			v[n++] = old[i];
+	/* two commits at once: the last rename wins, a holder is forgotten */
+	rc = write_hint(dfd, sfp, v, n);
+	close(dfd);
+	return rc;
+}
+
+int mf_store_shared_get(struct mf_store *st, const char *sfp,
+			struct mf_store_donor v[MF_STORE_HOLDERS], size_t *n)
+{
+	*n = 0;
+	if (!st || snap_check_ids(sfp, NULL))
+		return -EINVAL;
+	int dfd;
+	int rc = open_shared(st, false, &dfd);
+	if (rc)
+		return rc;
+	rc = read_hint(dfd, sfp, v, n);
+	close(dfd);
+	return rc;
 }
 
 /* Whether name is an SFP (64 lowercase hex digits), or SFP.tmp-HEX16. */
@@ -147,19 +203,29 @@ int mf_store_shared_sweep(struct mf_store *st, mf_store_hint_keep_fn keep,
 		if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
 		    !S_ISREG(sb.st_mode))
 			continue;
-		bool drop;
 		if (tmp) {
-			drop = now - sb.st_mtime > TMP_STALE_S;
-		} else {
-			char sfp[MF_FP_HEX_LEN + 1];
-			memcpy(sfp, de->d_name, MF_FP_HEX_LEN);
-			sfp[MF_FP_HEX_LEN] = '\0';
-			struct mf_store_donor d;
-			int g = mf_store_shared_get(st, sfp, &d);
-			drop = g == -EBADMSG || (g == 0 && !keep(arg, sfp, &d));
+			if (now - sb.st_mtime > TMP_STALE_S &&
+			    unlinkat(dfd, de->d_name, 0) == 0)
+				(*removed)++;
+			continue;
 		}
-		if (drop && unlinkat(dfd, de->d_name, 0) == 0)
-			(*removed)++;
+		struct mf_store_donor v[MF_STORE_HOLDERS];
+		size_t n, k = 0;
+		int g = read_hint(dfd, de->d_name, v, &n);
+		if (g && g != -EBADMSG)
+			continue;
+		for (size_t i = 0; g == 0 && i < n; i++)
+			if (keep(arg, de->d_name, &v[i]))
+				v[k++] = v[i];
+		if (g == 0 && k == n)
+			continue;
+		*removed += g ? 1 : (uint32_t)(n - k);
+		/* a commit between the read and here: its holder is lost,
+		 * which costs a computation at most */
+		if (k == 0)
+			(void)unlinkat(dfd, de->d_name, 0);
+		else
+			(void)write_hint(dfd, de->d_name, v, k);
 	}
 	closedir(dir);
 	close(dfd);

@@ -215,8 +215,21 @@ static void stat_records_get(struct ctl *ctl, const char *fp,
 	}
 }
 
+/* The holders of the same data as shard k (h sorted by shard). */
+static void holders_of(const struct mf_engine_holder *h, size_t nh, uint32_t k,
+		       size_t *first, size_t *count)
+{
+	*first = 0;
+	while (*first < nh && h[*first].shard < k)
+		(*first)++;
+	*count = 0;
+	while (*first + *count < nh && h[*first + *count].shard == k)
+		(*count)++;
+}
+
 static void shard_json(FILE *f, const struct mf_engine_shard *s,
-		       uint64_t records)
+		       uint64_t records, const struct mf_engine_holder *h,
+		       size_t nh)
 {
 	fprintf(f, "{\"index\":%u,\"state\":\"%s\",\"run_id\":\"%s\"", s->index,
 		mf_engine_state_name(s->state), s->run_id);
@@ -239,7 +252,14 @@ static void shard_json(FILE *f, const struct mf_engine_shard *s,
 		json_str(f, s->stderr_tail);
 	else
 		fputs("null", f);
-	fputc('}', f);
+	size_t first, count;
+	holders_of(h, nh, s->index, &first, &count);
+	fputs(",\"shared_with\":[", f);
+	for (size_t i = 0; i < count; i++)
+		fprintf(f, "%s{\"fingerprint\":\"%s\",\"shard\":%u}",
+			i ? "," : "", h[first + i].fp,
+			h[first + i].their_shard);
+	fputs("]}", f);
 }
 
 static void print_tail(const char *raw)
@@ -260,7 +280,8 @@ static void print_tail(const char *raw)
 
 static void stat_table(const struct mf_engine_snapshot *snap,
 		       const struct mf_engine_shard *v, size_t n,
-		       const char *why, const struct stat_records *rec)
+		       const char *why, const struct stat_records *rec,
+		       const struct mf_engine_holder *h, size_t nh)
 {
 	char raw[32], stored[32];
 	mf_format_size(snap->raw_bytes, raw, sizeof(raw));
@@ -311,6 +332,11 @@ static void stat_table(const struct mf_engine_snapshot *snap,
 		}
 		if (v[i].stderr_tail && v[i].state == MF_ENGINE_FAILED)
 			print_tail(v[i].stderr_tail);
+		size_t first, shared;
+		holders_of(h, nh, v[i].index, &first, &shared);
+		for (size_t j = 0; j < shared; j++)
+			printf("      shared with shard %u of %s\n",
+			       h[first + j].their_shard, h[first + j].fp);
 	}
 }
 
@@ -338,6 +364,12 @@ int cmd_stat(struct ctl *ctl)
 	bool computable = mf_engine_computable(ctl->engine, fp, &why) == 0;
 	if (!computable && !why)
 		why = strdup("its spec cannot be checked");
+	/* which shards hold the same data as other snapshots' (only while
+	 * the spec still gives fp: the shard fingerprints are its) */
+	struct mf_engine_holder *h = NULL;
+	size_t nh = 0;
+	if (computable)
+		(void)mf_engine_shared_with(ctl->engine, fp, &h, &nh);
 	if (ctl->json) {
 		fputs("{\"snapshot\":", stdout);
 		snap_json(stdout, &snap);
@@ -360,12 +392,14 @@ int cmd_stat(struct ctl *ctl)
 		for (size_t i = 0; i < n; i++) {
 			fputs(i ? ",\n  " : "", stdout);
 			shard_json(stdout, &v[i],
-				   rec.count ? rec.count[i] : UINT64_MAX);
+				   rec.count ? rec.count[i] : UINT64_MAX, h,
+				   nh);
 		}
 		fputs("]}\n", stdout);
 	} else {
-		stat_table(&snap, v, n, computable ? NULL : why, &rec);
+		stat_table(&snap, v, n, computable ? NULL : why, &rec, h, nh);
 	}
+	free(h);
 	free(rec.count);
 	free(why);
 	mf_engine_shard_recs_free(v, n);

@@ -345,23 +345,22 @@ static int run_stages(struct pump *p, struct spec_entry *se,
  * owners never: a spec author who made inputs of another's sizes and
  * times (input_identity: stat) would otherwise have her bytes served in
  * the other's snapshot. */
-static void find_donor(struct pump *p, const struct spec_entry *se)
+static bool try_donor(struct pump *p, const struct spec_entry *se,
+		      const struct mf_store_donor *d)
 {
-	struct mf_store_donor d;
-	if (!p->sfp[0] || mf_store_shared_get(p->e->store, p->sfp, &d) != 0 ||
-	    d.owner != p->owner ||
-	    (strcmp(d.fp, p->fp) == 0 && d.shard == p->shard))
-		return;
+	if (d->owner != p->owner ||
+	    (strcmp(d->fp, p->fp) == 0 && d->shard == p->shard))
+		return false;
 	struct mf_shard_rec rec;
-	if (mf_catalog_get_shard(p->c, d.fp, d.shard, &rec) != 0)
-		return;
+	if (mf_catalog_get_shard(p->c, d->fp, d->shard, &rec) != 0)
+		return false;
 	bool ok = rec.state == MF_SHARD_MATERIALIZED &&
-	    strcmp(rec.run_id, d.run_id) == 0;
+	    strcmp(rec.run_id, d->run_id) == 0;
 	mf_shard_rec_release(&rec);
 	struct mf_shard_reader *r;
 	if (!ok ||
-	    mf_shard_reader_open(p->e->store, d.fp, d.run_id, d.shard, &r))
-		return;
+	    mf_shard_reader_open(p->e->store, d->fp, d->run_id, d->shard, &r))
+		return false;
 	struct mf_records fr;
 	uint64_t count;
 	mf_shard_reader_records(r, &fr, &count);
@@ -369,10 +368,22 @@ static void find_donor(struct pump *p, const struct spec_entry *se)
 	if (se->spec->records.framing == MF_FRAMING_INDEX &&
 	    fr.framing != MF_FRAMING_INDEX) {
 		mf_shard_reader_close(r);
-		return;
+		return false;
 	}
 	p->donor = r;
-	p->from = d;
+	p->from = *d;
+	return true;
+}
+
+/* The first holder of the hint that is confirmed (try_donor). */
+static void find_donor(struct pump *p, const struct spec_entry *se)
+{
+	struct mf_store_donor v[MF_STORE_HOLDERS];
+	size_t n = 0;
+	if (!p->sfp[0] || mf_store_shared_get(p->e->store, p->sfp, v, &n))
+		return;
+	for (size_t i = 0; i < n && !try_donor(p, se, &v[i]); i++)
+		;
 }
 
 /* The donor's record ends (records: index) to w. */

@@ -439,6 +439,81 @@ int mf_engine_computable(struct mf_engine *e, const char *fp, char **why)
 	return rc;
 }
 
+/* Holders of a hint other than shard k of fp that the catalog says are
+ * materialized by their run, appended to *v. */
+static int add_holders(struct mf_catalog *c, const char *fp, uint32_t k,
+		       const struct mf_store_donor *h, size_t nh,
+		       struct mf_engine_holder **v, size_t *n, size_t *cap)
+{
+	for (size_t i = 0; i < nh; i++) {
+		if (strcmp(h[i].fp, fp) == 0 && h[i].shard == k)
+			continue;
+		struct mf_shard_rec rec;
+		if (mf_catalog_get_shard(c, h[i].fp, h[i].shard, &rec) != 0)
+			continue;
+		bool ok = rec.state == MF_SHARD_MATERIALIZED &&
+		    strcmp(rec.run_id, h[i].run_id) == 0;
+		mf_shard_rec_release(&rec);
+		if (!ok)
+			continue;
+		if (*n == *cap) {
+			size_t nc = *cap ? 2 * *cap : 16;
+			void *p = realloc(*v, nc * sizeof(**v));
+			if (!p)
+				return -ENOMEM;
+			*v = p;
+			*cap = nc;
+		}
+		struct mf_engine_holder *o = &(*v)[(*n)++];
+		o->shard = k;
+		o->their_shard = h[i].shard;
+		memcpy(o->fp, h[i].fp, sizeof(o->fp));
+	}
+	return 0;
+}
+
+int mf_engine_shared_with(struct mf_engine *e, const char *fp,
+			  struct mf_engine_holder **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	struct mf_engine_snapshot rec;
+	int rc = mf_engine_snapshot(e, fp, &rec);
+	if (rc)
+		return rc;
+	struct spec_entry *se;
+	char *err = NULL;
+	rc = load_entry(e, rec.spec_path, &se, &err);
+	free(err);
+	mf_engine_snapshot_release(&rec);
+	if (rc)
+		return -ESTALE;
+	if (strcmp(se->fpr.hex, fp) != 0) {
+		free_entry(se);
+		return -ESTALE;
+	}
+	struct mf_catalog *c = NULL;
+	rc = eng_catalog_get(e, &c);
+	size_t cap = 0;
+	for (uint32_t k = 0; rc == 0 && k < se->spec->shards; k++) {
+		char sfp[MF_FP_HEX_LEN + 1];
+		struct mf_store_donor h[MF_STORE_HOLDERS];
+		size_t nh = 0;
+		if (mf_fingerprint_shard(se->spec, &se->fpr, k, sfp) != 0 ||
+		    mf_store_shared_get(e->store, sfp, h, &nh) != 0)
+			continue;
+		rc = add_holders(c, fp, k, h, nh, out, n, &cap);
+	}
+	eng_catalog_put(e, c);
+	free_entry(se);
+	if (rc) {
+		free(*out);
+		*out = NULL;
+		*n = 0;
+	}
+	return rc;
+}
+
 int eng_spec_for(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 		 struct spec_entry **out, char **err)
 {

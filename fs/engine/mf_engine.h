@@ -730,6 +730,23 @@ bool mf_engine_runs_process(struct mf_engine *e, pid_t pid);
  */
 int mf_engine_computable(struct mf_engine *e, const char *fp, char **why);
 
+/* Shard `shard` of fp holds the same data (the same shard fingerprint)
+ * as shard their_shard of snapshot `fp` here. */
+struct mf_engine_holder {
+	uint32_t shard, their_shard;
+	char fp[MF_FP_HEX_LEN + 1];
+};
+/*
+ * The other snapshots' shards that hold the same data as fp's, as the
+ * store's hints name them (the latest MF_STORE_HOLDERS commits of each
+ * shard fingerprint) and the catalog confirms them materialized: *out
+ * (caller frees), *n of them, by shard. Loads fp's spec and computes its
+ * fingerprint (reads its deps and inputs): -ESTALE when the spec no
+ * longer gives fp, -ENOENT for no such snapshot, -errno.
+ */
+int mf_engine_shared_with(struct mf_engine *e, const char *fp,
+			  struct mf_engine_holder **out, size_t *n);
+
 /*
  * Forgets the registrations of the spec file spec_path (as the spec's
  * path, absolute), except its most recent one when that has fingerprint

@@ -51,7 +51,19 @@ for k in 0 1 2 3; do
 done
 [ "$(calls "$tmp/calls.grow")" = 4 ] || fail "the append ran $(($(calls "$tmp/calls.grow") - 3)) stages, not 1"
 grep -q "reused shard 0 of ${old:0:12}" "$log" || fail "no reuse logged"
-pass "an appended input runs one stage; the other shards are reused, byte for byte"
+out=$("$matctl" --store "$tmp/store" stat grow) || fail "matctl stat"
+for k in 0 1 2; do
+  grep -q "shared with shard $k of $old" <<<"$out" || fail "stat: shard $k not shared: $out"
+done
+[ "$(grep -c 'shared with' <<<"$out")" = 3 ] || fail "stat: the new shard is shared: $out"
+"$matctl" --store "$tmp/store" stat grow --json | "$py" -c '
+import json, sys
+d = json.load(sys.stdin)
+w = [s["shared_with"] for s in d["shards"]]
+assert [len(x) for x in w] == [1, 1, 1, 0], w
+assert all(x[0]["fingerprint"] == sys.argv[1] and x[0]["shard"] == k
+           for k, x in enumerate(w[:3])), w' "$old" || fail "stat --json shared_with"
+pass "an appended input runs one stage; the other shards are reused, byte for byte; stat says with what"
 
 # fixed shards: 2: input 6 sorts last and lands in shard 1 (5 mod 2)
 seq 1 100 | sed 's/^/f6 /' >"$tmp/fixed/6.txt"
