@@ -491,6 +491,18 @@ static int add_input(struct fp_build *b, const struct mf_spec *spec, size_t i)
 	return rc ? rc : add_guard(b, &st, true);
 }
 
+/* assign: str("hash"). */
+static int add_assign(struct fp_build *b)
+{
+	struct mf_sha256 h;
+	uint8_t d[32];
+	int rc = mf_sha256_init(&h);
+	if (rc)
+		return rc;
+	rc = finish(&h, put_str(&h, "hash"), d);
+	return rc ? rc : add_part(b, strdup("assign"), strdup("hash"), d);
+}
+
 static int add_parts(struct fp_build *b, const struct mf_spec *spec)
 {
 	int rc = add_number(b, "scheme", MF_FINGERPRINT_SCHEME);
@@ -498,6 +510,9 @@ static int add_parts(struct fp_build *b, const struct mf_spec *spec)
 		rc = add_key(b, spec->fingerprint_key);
 	if (rc == 0)
 		rc = add_number(b, "shards", spec->shards);
+	/* only with assign: hash, so that other fingerprints stay */
+	if (rc == 0 && spec->assign == MF_ASSIGN_HASH)
+		rc = add_assign(b);
 	/* with a fixed key too: the records index is part of the stored
 	 * shards, and a batch tree is a property of its snapshot */
 	if (rc == 0 && spec->records.framing != MF_FRAMING_NONE)
@@ -523,8 +538,9 @@ static int add_shard_parts(struct fp_build *b, const struct mf_spec *spec,
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < spec->n_stages; i++)
 		rc = add_deps(b, i, &spec->stages[i]);
-	for (size_t i = shard; rc == 0 && i < spec->n_inputs; i += spec->shards)
-		rc = add_input(b, spec, i);
+	for (size_t i = 0; rc == 0 && i < spec->n_inputs; i++)
+		if (mf_spec_input_shard(spec, i) == shard)
+			rc = add_input(b, spec, i);
 	return rc;
 }
 
@@ -650,17 +666,18 @@ int mf_fingerprint_shard(const struct mf_spec *spec,
 	for (size_t i = 0; rc == 0 && i < first_input; i++) {
 		const char *l = fp->parts[i].label;
 		bool kept = spec->fingerprint_key
-		    ? strcmp(l, "key") == 0 || strcmp(l, "shards") == 0
+		    ? strcmp(l, "key") == 0 || strcmp(l, "shards") == 0 ||
+			strcmp(l, "assign") == 0
 		    : strcmp(l, "env") == 0 || strncmp(l, "stage[", 6) == 0;
 		if (kept)
 			rc = put_fp_part(&h, &fp->parts[i]);
 	}
 	if (rc == 0)
 		rc = put_number_part(&h, "shard", shard);
-	for (size_t i = shard;
-	     rc == 0 && !spec->fingerprint_key && i < spec->n_inputs;
-	     i += spec->shards)
-		rc = put_fp_part(&h, &fp->parts[first_input + i]);
+	for (size_t i = 0;
+	     rc == 0 && !spec->fingerprint_key && i < spec->n_inputs; i++)
+		if (mf_spec_input_shard(spec, i) == shard)
+			rc = put_fp_part(&h, &fp->parts[first_input + i]);
 	rc = finish(&h, rc, d);
 	if (rc == 0)
 		mf_hex(d, sizeof(d), hex);

@@ -304,12 +304,15 @@ static int shard_inputs(struct job_plan *plan, const struct mf_spec *spec,
 {
 	size_t n = 0;
 
-	plan->inputs =
-	    calloc(spec->n_inputs / spec->shards + 1, sizeof *plan->inputs);
+	size_t count = 0;
+	for (size_t k = 0; k < spec->n_inputs; k++)
+		count += mf_spec_input_shard(spec, k) == shard;
+	plan->inputs = calloc(count + 1, sizeof *plan->inputs);
 	if (!plan->inputs)
 		return -ENOMEM;
-	for (size_t k = shard; k < spec->n_inputs; k += spec->shards)
-		plan->inputs[n++] = spec->inputs[k];
+	for (size_t k = 0; k < spec->n_inputs; k++)
+		if (mf_spec_input_shard(spec, k) == shard)
+			plan->inputs[n++] = spec->inputs[k];
 	plan->n_inputs = n;
 	return 0;
 }

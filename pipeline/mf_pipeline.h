@@ -18,6 +18,11 @@
 #define MF_NAME_MAX 64
 #define MF_STDERR_TAIL 4096
 
+/* How inputs go to shards (`assign`): input i of the sorted list to
+ * shard i mod shards, or by a hash of its path relative to the spec
+ * folder (stable when files are inserted). */
+enum mf_assign { MF_ASSIGN_ORDER = 0, MF_ASSIGN_HASH = 1 };
+
 enum mf_identity {
 	MF_IDENTITY_STAT = 0, /* relative path, size, mtime */
 	MF_IDENTITY_CONTENT = 1, /* SHA-256 of the contents */
@@ -62,6 +67,8 @@ struct mf_spec {
 	char **inputs_rel; /* the same relative to dir */
 	size_t n_inputs;
 	uint32_t shards; /* resolved: never 0 */
+	enum mf_assign assign;
+	uint32_t *input_shard; /* with assign: hash, each input's shard */
 	enum mf_identity identity;
 	struct mf_stage *stages;
 	size_t n_stages;
@@ -122,6 +129,13 @@ void mf_spec_free(struct mf_spec *spec);
 
 /* Input files of shard k: inputs j with j mod shards == k, in order.
  * *paths is a malloc'd array of borrowed pointers into spec; free it. */
+/* The shard input i of spec goes to (`assign`). */
+static inline uint32_t mf_spec_input_shard(const struct mf_spec *spec, size_t i)
+{
+	return spec->assign == MF_ASSIGN_HASH ? spec->input_shard[i]
+					      : (uint32_t)(i % spec->shards);
+}
+
 int mf_spec_shard_inputs(const struct mf_spec *spec, uint32_t shard,
 			 const char ***paths, size_t *n);
 

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define MSG_MAX 1024 /* longer messages are cut, ending in "..." */
 #define SHOWN_MAX 16 /* bytes of an unknown key a message quotes */
@@ -30,6 +31,7 @@ static const struct spec_key top_keys[] = {
     {"inputs", spec_parse_inputs, true},
     {"shards", spec_parse_shards, false},
     {"input_identity", spec_parse_identity, false},
+    {"assign", spec_parse_assign, false},
     {"stages", spec_parse_stages, true},
     {"suffix", spec_parse_suffix, false},
     {"compression", spec_parse_compression, false},
@@ -158,9 +160,33 @@ int spec_parse_mapping(struct spec_ctx *c, const yaml_node_t *map,
 	return 0;
 }
 
+/* assign: hash: each input's shard, XXH3-64 (seed 0) of its path
+ * relative to the spec folder, mod shards (docs/spec.md, `assign`). */
+static int assign_inputs(struct spec_ctx *c)
+{
+	struct mf_spec *s = c->spec;
+	if (s->assign != MF_ASSIGN_HASH)
+		return 0;
+	s->input_shard =
+	    calloc(s->n_inputs ? s->n_inputs : 1, sizeof(*s->input_shard));
+	if (!s->input_shard)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n_inputs; i++)
+		s->input_shard[i] =
+		    (uint32_t)(XXH3_64bits(s->inputs_rel[i],
+					   strlen(s->inputs_rel[i])) %
+			       s->shards);
+	return 0;
+}
+
 static int resolve_shards(struct spec_ctx *c, const yaml_node_t *root)
 {
 	struct mf_spec *s = c->spec;
+	if (!c->shards_node && s->assign == MF_ASSIGN_HASH)
+		return spec_fail(c, c->assign_node,
+				 "'assign: hash' needs 'shards: N': with one "
+				 "shard per input, every new input would move "
+				 "the others");
 	if (!c->shards_node) {
 		if (s->n_inputs > UINT32_MAX)
 			return spec_fail(c, root, "more than %u input files",
@@ -173,7 +199,7 @@ static int resolve_shards(struct spec_ctx *c, const yaml_node_t *root)
 				 "'shards': %u shards but only %zu input %s",
 				 s->shards, s->n_inputs,
 				 s->n_inputs == 1 ? "file" : "files");
-	return 0;
+	return assign_inputs(c);
 }
 
 static int parse_root(struct spec_ctx *c, const yaml_node_t *root)
@@ -675,6 +701,7 @@ void mf_spec_free(struct mf_spec *spec)
 		free(spec->env[i].value);
 	}
 	free(spec->env);
+	free(spec->input_shard);
 	free(spec->text);
 	free(spec);
 }
@@ -685,14 +712,15 @@ int mf_spec_shard_inputs(const struct mf_spec *spec, uint32_t shard,
 	if (!spec || spec->shards == 0 || shard >= spec->shards)
 		return -EINVAL;
 	size_t count = 0;
-	if (shard < spec->n_inputs)
-		count = (spec->n_inputs - shard - 1) / spec->shards + 1;
+	for (size_t j = 0; j < spec->n_inputs; j++)
+		count += mf_spec_input_shard(spec, j) == shard;
 	const char **v = calloc(count ? count : 1, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	size_t k = 0;
-	for (size_t j = shard; j < spec->n_inputs; j += spec->shards)
-		v[k++] = spec->inputs[j];
+	for (size_t j = 0; j < spec->n_inputs; j++)
+		if (mf_spec_input_shard(spec, j) == shard)
+			v[k++] = spec->inputs[j];
 	*paths = v;
 	*n = k;
 	return 0;

@@ -53,6 +53,7 @@ struct spec_ctx {
 	yaml_document_t *doc;
 	struct mf_spec *spec;
 	const yaml_node_t *shards_node; /* the 'shards' value, if given */
+	const yaml_node_t *assign_node; /* the 'assign' value, if given */
 	const yaml_node_t *window_node; /* 'shuffle_window', if given */
 	char *err; /* the one-line message, once something failed */
 };
@@ -124,6 +125,7 @@ bool spec_context_opens(const char *context);
 int spec_parse_name(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_shards(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_identity(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+int spec_parse_assign(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_stages(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_suffix(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_compression(struct spec_ctx *c, const yaml_node_t *v, void *arg);

@@ -170,6 +170,25 @@ int spec_parse_identity(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 	return 0;
 }
 
+int spec_parse_assign(struct spec_ctx *c, const yaml_node_t *v, void *arg)
+{
+	const char *s = NULL;
+	int rc = want_scalar(c, "assign", v, "'order' or 'hash'", &s);
+	if (rc)
+		return rc;
+	if (!strcmp(s, "order"))
+		c->spec->assign = MF_ASSIGN_ORDER;
+	else if (!strcmp(s, "hash"))
+		c->spec->assign = MF_ASSIGN_HASH;
+	else
+		return spec_fail(c, v,
+				 "'assign': bad value '%s' (expected 'order' "
+				 "or 'hash')",
+				 s);
+	c->assign_node = v;
+	return 0;
+}
+
 int spec_parse_suffix(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 {
 	const char *s = NULL;

@@ -4,7 +4,8 @@
 # fingerprint"): appending an input to a one-shard-per-input corpus runs
 # the stage once, for the new shard, and every byte equals the stage run
 # by hand; with a fixed `shards: N`, an input sorting last recomputes the
-# one shard it lands in; adding `records` to a spec runs no stage and
+# one shard it lands in, and with `assign: hash` one sorting in the middle
+# does; adding `records` to a spec runs no stage and
 # builds the index from the stored bytes (its batches read); removing
 # the old snapshot leaves the new one whole; a donor file that does not
 # read is computed instead, never served; another owner's spec with the
@@ -76,6 +77,33 @@ cmp -s "$mnt/fix/shard-00001" <(cat "$tmp/fixed/2.txt" "$tmp/fixed/4.txt" "$tmp/
   fail "fix shard 1"
 [ "$(calls "$tmp/calls.fix")" = 3 ] || fail "fix ran $(calls "$tmp/calls.fix") stages, not 2 + 1"
 pass "shards: 2, an input sorting last: only its shard computed"
+
+# assign: hash: an input sorting in the middle computes its own shard only
+mkdir -p "$tmp/hashed"
+for i in a c e g; do seq 1 200 | sed "s/^/h$i /" >"$tmp/hashed/$i.txt"; done
+chmod -R a+rX "$tmp/hashed"
+spec hashed '../hashed/*.txt' 'shards: 3
+assign: hash
+'
+wait_for 10 test -L "$mnt/hashed" || fail "no hashed name"
+cat "$mnt/hashed"/* >/dev/null
+[ "$(calls "$tmp/calls.hashed")" = 3 ] || fail "hashed: first read ran $(calls "$tmp/calls.hashed")"
+hold=$(readlink "$mnt/hashed")
+seq 1 50 | sed 's/^/hb /' >"$tmp/hashed/b.txt"
+chmod a+r "$tmp/hashed/b.txt"
+wait_for 10 sh -c "[ \"\$(readlink '$mnt/hashed')\" != $hold ]" || fail "no new hashed fingerprint"
+"$py" - "$mnt/hashed" "$tmp/hashed" <<'PY' || fail "hashed shards' bytes"
+import os, sys
+snap, inputs = sys.argv[1:]
+shards = [open(os.path.join(snap, f), "rb").read() for f in sorted(os.listdir(snap))]
+files = {f: open(os.path.join(inputs, f), "rb").read() for f in sorted(os.listdir(inputs))}
+assert sum(map(len, shards)) == sum(map(len, files.values()))
+for f, data in files.items():  # each input whole in one shard, in order
+    assert sum(sh.count(data) for sh in shards) == 1, f
+PY
+[ "$(calls "$tmp/calls.hashed")" = 4 ] ||
+  fail "assign: hash, an input in the middle: $(($(calls "$tmp/calls.hashed") - 3)) stage runs, not 1"
+pass "assign: hash: an input sorting in the middle computes its own shard alone"
 
 # records added: no stage, the index built from the stored bytes
 spec grow '../in/*.txt' 'records: lines

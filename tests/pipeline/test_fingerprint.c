@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <xxhash.h>
 
 #include "mf_pipeline.h"
 #include "pipeline_fixture.h"
@@ -756,6 +757,42 @@ static void test_shard_fingerprint(void **state)
 	assert_string_not_equal(a[0], b[0]);
 }
 
+/* assign: hash is a part of its own (other fingerprints stay), puts each
+ * input in the shard XXH3-64 of its relative path says, and an input
+ * sorting in the middle changes its own shard's fingerprint alone. */
+static void test_assign_hash(void **state)
+{
+	char order[65], snap[65], a[3][65], b[3][65];
+	project();
+	fp_proj(order);
+	spec_edit("proj/spec.yaml", "shards: 3", "shards: 3\nassign: hash");
+	shard_fps("proj/spec.yaml", snap, a, 3);
+	assert_string_not_equal(order, snap);
+	struct mf_spec *s = fx_load("proj/spec.yaml");
+	assert_int_equal(s->assign, MF_ASSIGN_HASH);
+	for (size_t i = 0; i < s->n_inputs; i++)
+		assert_int_equal(
+		    mf_spec_input_shard(s, i),
+		    XXH3_64bits(s->inputs_rel[i], strlen(s->inputs_rel[i])) %
+			3);
+	mf_spec_free(s);
+	/* an input sorting between a and b */
+	fx_write("proj/raw/ab.jsonl", "ab\n");
+	fx_mtime("proj/raw/ab.jsonl", T0 + 5, 0);
+	s = fx_load("proj/spec.yaml");
+	uint32_t lands = 0;
+	for (size_t i = 0; i < s->n_inputs; i++)
+		if (strcmp(s->inputs_rel[i], "raw/ab.jsonl") == 0)
+			lands = mf_spec_input_shard(s, i);
+	mf_spec_free(s);
+	shard_fps("proj/spec.yaml", snap, b, 3);
+	for (uint32_t k = 0; k < 3; k++)
+		if (k == lands)
+			assert_string_not_equal(a[k], b[k]);
+		else
+			assert_string_equal(a[k], b[k]);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
 
 int main(void)
@@ -780,6 +817,7 @@ int main(void)
 	    T(test_env_covered),
 	    T(test_records_covered),
 	    T(test_shard_fingerprint),
+	    T(test_assign_hash),
 	};
 	return cmocka_run_group_tests_name("fingerprint", tests, NULL, NULL);
 }

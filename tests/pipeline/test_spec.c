@@ -169,6 +169,12 @@ static void test_wrong_type(void **state)
 	expect(BASE "input_identity: mtime\n",
 	       "a.yaml:6:17: 'input_identity': bad value 'mtime' (expected "
 	       "'stat' or 'content')");
+	expect(BASE "shards: 2\nassign: random\n",
+	       "a.yaml:7:9: 'assign': bad value 'random' (expected 'order' "
+	       "or 'hash')");
+	expect(BASE "assign: hash\n",
+	       "a.yaml:6:9: 'assign: hash' needs 'shards: N': with one shard "
+	       "per input, every new input would move the others");
 	expect("name: x\ninputs: raw/*.jsonl\nstages:\n"
 	       "  - exec: [cat]\n    deps: tokenize.py\n",
 	       "a.yaml:5:11: 'deps': expected a list of paths");
