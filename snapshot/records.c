@@ -55,18 +55,32 @@ ix_fail(struct snap_indexer *ix, const char *fmt, ...)
 	return ix->err;
 }
 
-static int push_end(struct snap_indexer *ix, uint64_t end)
+/* Doubles the ends' room. Their buffer comes from mf_buf_alloc: past
+ * its mapping size a freed one is kept for the next shard's indexer of
+ * the same size, whose pages are in already (a shard of 100-byte lines
+ * holds 80 MiB of ends a GiB: new pages for them cost their zeroing and
+ * faults every shard). */
+static int grow_ends(struct snap_indexer *ix)
 {
-	if (ix->n == ix->cap) {
-		size_t cap = ix->cap ? 2 * ix->cap : 1024;
-		uint64_t *v = realloc(ix->ends, cap * sizeof(*v));
-		if (!v) {
-			ix->err = -ENOMEM;
-			return ix->err;
-		}
-		ix->ends = v;
-		ix->cap = cap;
+	size_t bytes = ix->cap ? 2 * ix->cap * sizeof(*ix->ends) : 8192;
+	size_t got;
+	uint64_t *v = mf_buf_alloc(bytes, &got);
+	if (!v) {
+		ix->err = -ENOMEM;
+		return ix->err;
 	}
+	if (ix->n)
+		memcpy(v, ix->ends, ix->n * sizeof(*v));
+	mf_buf_free(ix->ends, ix->cap * sizeof(*ix->ends));
+	ix->ends = v;
+	ix->cap = got / sizeof(*v);
+	return 0;
+}
+
+static inline int push_end(struct snap_indexer *ix, uint64_t end)
+{
+	if (ix->n == ix->cap && grow_ends(ix))
+		return ix->err;
 	ix->ends[ix->n++] = end;
 	return 0;
 }
@@ -80,7 +94,7 @@ void snap_indexer_init(struct snap_indexer *ix, const struct mf_records *r)
 
 void snap_indexer_release(struct snap_indexer *ix)
 {
-	free(ix->ends);
+	mf_buf_free(ix->ends, ix->cap * sizeof(*ix->ends));
 	free(ix->meta);
 	ix->ends = NULL;
 	ix->meta = NULL;
