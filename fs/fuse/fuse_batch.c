@@ -41,12 +41,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #define BTAB_WAYS 4
 #define BTAB_SETS (MFS_BTAB_SLOTS / BTAB_WAYS)
 #define WANTED_MAX 64
 #define PREFETCH_MAX 256 /* chunks an open sends to read-ahead */
-#define AHEAD_SLOTS 16 /* batches planned ahead, of as many views */
+#define AHEAD_SLOTS 16 /* batches planned ahead, of 8 views or more */
+#define AHEAD_DEPTH 2 /* batches of a view planned ahead of its reader */
 #define SEEN_SLOTS 4096 /* batch inodes whose cached pages are known */
 /* Batches of more records are planned on the workers, in their reader's
  * turn (a plan costs about 0.2 us a record: a big one would hold a FUSE
@@ -83,6 +85,7 @@ struct mfs_btab {
 	uint64_t tick;
 	struct mfs_bfh *fhs; /* every batch handle open */
 	struct ahead ahead[AHEAD_SLOTS];
+	pthread_cond_t ahead_done; /* an ahead slot was filled or let go */
 	/* what the kernel may hold in the pages of a batch inode: the
 	 * computations of the open that last let it keep them (an inode not
 	 * here: unknown, its pages dropped at the next open) */
@@ -126,6 +129,18 @@ int mfs_btab_new(struct mfs *m)
 		free(t);
 		return rc;
 	}
+	pthread_condattr_t ca;
+	rc = -pthread_condattr_init(&ca);
+	if (rc == 0) {
+		(void)pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		rc = -pthread_cond_init(&t->ahead_done, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	if (rc) {
+		pthread_mutex_destroy(&t->lock);
+		free(t);
+		return rc;
+	}
 	m->btab = t;
 	return 0;
 }
@@ -141,6 +156,7 @@ void mfs_btab_free(struct mfs *m)
 			fh_free(m, t->ahead[i].fh);
 	for (size_t i = 0; i < MFS_BTAB_SLOTS; i++)
 		mfs_data_put(m, t->v[i].d);
+	pthread_cond_destroy(&t->ahead_done);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 	m->btab = NULL;
@@ -577,8 +593,9 @@ static void ahead_run(void *arg, bool cancelled)
 		memcpy(o->fp, j->fp, sizeof(o->fp));
 		struct mf_engine_batch_plan p = {0};
 		char *err = NULL;
-		if (plan(o, &p, &err) == 0 && fh_make(o, &p, &fh) == 0)
-			prefetch(m, fh);
+		if (plan(o, &p, &err) == 0 && fh_make(o, &p, &fh) == 0) {
+			prefetch(m, fh); /* its chunks load in parallel */
+		}
 		free(err);
 		mf_engine_batch_plan_release(&p);
 		bopen_free(o);
@@ -599,21 +616,31 @@ static void ahead_run(void *arg, bool cancelled)
 			break;
 		}
 	}
+	pthread_cond_broadcast(&t->ahead_done);
 	pthread_mutex_unlock(&t->lock);
 	if (fh)
 		fh_free(m, fh); /* its slot went to another view */
 	free(j);
 }
 
-/* Has the batch after o's in o's view planned on a read-ahead thread,
- * unless it is planned or being planned already. */
+/* Has batch k of o's view planned on a read-ahead thread, unless it is
+ * planned or being planned already. */
+static void ahead_one(struct bopen *o, uint64_t k);
+
+/* Has the view's next AHEAD_DEPTH batches planned (and assembled) ahead:
+ * while its reader reads one, the next is being made. */
 static void ahead_plan(struct bopen *o)
+{
+	if (o->v.batch > INLINE_MAX)
+		return;
+	for (uint64_t d = 1; d <= AHEAD_DEPTH; d++)
+		ahead_one(o, o->k + d);
+}
+
+static void ahead_one(struct bopen *o, uint64_t k)
 {
 	struct mfs *m = o->m;
 	struct mfs_btab *t = m->btab;
-	uint64_t k = o->k + 1;
-	if (o->v.batch > INLINE_MAX)
-		return;
 	struct ahead_job *j = malloc(sizeof(*j));
 	if (!j)
 		return;
@@ -642,6 +669,7 @@ static void ahead_plan(struct bopen *o)
 		pthread_mutex_lock(&t->lock);
 		if (ahead_is(a, o->fp, &o->v, k) && a->made_ns == 0)
 			a->fp[0] = '\0';
+		pthread_cond_broadcast(&t->ahead_done);
 		pthread_mutex_unlock(&t->lock);
 		free(j);
 	}
@@ -649,25 +677,39 @@ static void ahead_plan(struct bopen *o)
 
 /* The handle planned ahead for fp's batch k of view v, taken out of its
  * slot, while it is younger than a catalog re-read (as the kept shard
- * readers it holds); NULL when there is none. */
+ * readers it holds); NULL when there is none. One being planned is
+ * waited for, up to AHEAD_WAIT_NS: planning it again here would do its
+ * work twice. */
+#define AHEAD_WAIT_NS 500000000ULL
 static struct mfs_bfh *ahead_take(struct mfs *m, const char *fp,
 				  const struct mf_engine_batch_view *v,
 				  uint64_t k)
 {
 	struct mfs_btab *t = m->btab;
 	struct mfs_bfh *fh = NULL, *stale = NULL;
-	uint64_t now = mf_mono_ns();
+	uint64_t until = mf_mono_ns() + AHEAD_WAIT_NS;
 	pthread_mutex_lock(&t->lock);
-	for (size_t i = 0; i < AHEAD_SLOTS; i++) {
-		struct ahead *a = &t->ahead[i];
-		if (!ahead_is(a, fp, v, k) || !a->fh)
+	for (;;) {
+		struct ahead *a = NULL;
+		for (size_t i = 0; i < AHEAD_SLOTS && !a; i++)
+			if (ahead_is(&t->ahead[i], fp, v, k))
+				a = &t->ahead[i];
+		uint64_t now = mf_mono_ns();
+		if (a && !a->fh && a->made_ns == 0 && now < until) {
+			struct timespec ts = {(time_t)(until / 1000000000ULL),
+					      (long)(until % 1000000000ULL)};
+			(void)pthread_cond_timedwait(&t->ahead_done, &t->lock,
+						     &ts);
 			continue;
-		if (now - a->made_ns < MFS_SNAP_TTL_NS)
-			fh = a->fh;
-		else
-			stale = a->fh;
-		a->fh = NULL;
-		a->fp[0] = '\0';
+		}
+		if (a && a->fh) {
+			if (now - a->made_ns < MFS_SNAP_TTL_NS)
+				fh = a->fh;
+			else
+				stale = a->fh;
+			a->fh = NULL;
+			a->fp[0] = '\0';
+		}
 		break;
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -1031,6 +1073,47 @@ static void read_error(struct mfs *m, fuse_req_t req, const struct bseg *s,
 	fuse_reply_err(req, -rc);
 }
 
+/* The pieces of bytes [pos, pos + size) of fh into p; *bad is the
+ * segment whose chunk failed. */
+static int gather(struct mfs *m, const struct mfs_bfh *fh, uint64_t pos,
+		  size_t size, struct pieces *p, const struct bseg **bad)
+{
+	/* the segment holding pos: the last with at <= pos */
+	size_t lo = 0, hi = fh->nsegs;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (fh->segs[mid].at <= pos)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	int rc = 0;
+	uint64_t end = pos + size;
+	for (size_t i = lo; rc == 0 && i < fh->nsegs && pos < end; i++) {
+		const struct bseg *s = &fh->segs[i];
+		uint64_t in = pos - s->at;
+		uint64_t n = s->len - in < end - pos ? s->len - in : end - pos;
+		if (s->lit)
+			rc = piece_add(p, s->lit + in, (size_t)n, NULL);
+		else if ((rc = seg_pieces(m, s, in, n, p)))
+			*bad = s;
+		pos += n;
+	}
+	return rc;
+}
+
+/* Gives back the chunks p borrowed (served: its bytes went out). */
+static void pieces_release(struct mfs *m, struct pieces *p, bool served)
+{
+	/* an epoch reads each record once: chunks all read are let go */
+	for (size_t i = 0; i < p->nref; i++)
+		mfs_cache_unref_served(m->cache, p->ref[i],
+				       served ? p->served[i] : 0);
+	free(p->iov);
+	free(p->ref);
+	free(p->served);
+}
+
 void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -1043,29 +1126,9 @@ void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
 	uint64_t pos = (uint64_t)off;
 	if (size > fh->size - pos)
 		size = (size_t)(fh->size - pos);
-	/* the segment holding pos: the last with at <= pos */
-	size_t lo = 0, hi = fh->nsegs;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (fh->segs[mid].at <= pos)
-			lo = mid;
-		else
-			hi = mid;
-	}
 	struct pieces p = {0};
-	int rc = 0;
 	const struct bseg *bad = NULL;
-	uint64_t end = pos + size;
-	for (size_t i = lo; rc == 0 && i < fh->nsegs && pos < end; i++) {
-		const struct bseg *s = &fh->segs[i];
-		uint64_t in = pos - s->at;
-		uint64_t n = s->len - in < end - pos ? s->len - in : end - pos;
-		if (s->lit)
-			rc = piece_add(&p, s->lit + in, (size_t)n, NULL);
-		else if ((rc = seg_pieces(m, s, in, n, &p)))
-			bad = s;
-		pos += n;
-	}
+	int rc = gather(m, fh, pos, size, &p, &bad);
 	char *flat = NULL;
 	/* past what one writev takes, or pieces so small that pinning each
 	 * page of them in the kernel costs more than one copy here */
@@ -1089,11 +1152,5 @@ void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
 	else if ((served = fuse_reply_iov(req, p.iov, (int)p.n) == 0))
 		atomic_fetch_add_explicit(&m->bytes_served, size,
 					  memory_order_relaxed);
-	/* an epoch reads each record once: chunks all read are let go */
-	for (size_t i = 0; i < p.nref; i++)
-		mfs_cache_unref_served(m->cache, p.ref[i],
-				       served ? p.served[i] : 0);
-	free(p.iov);
-	free(p.ref);
-	free(p.served);
+	pieces_release(m, &p, served);
 }
