@@ -30,12 +30,25 @@ enum mf_identity {
 /* Timeout of a stage whose spec sets none, in seconds (24 hours). */
 #define MF_STAGE_TIMEOUT_DEFAULT 86400
 
+/* What an item of a stage's `deps` names (docs/spec.md, "stages"). */
+enum mf_dep_kind {
+	MF_DEP_FILE = 0, /* a regular file */
+	MF_DEP_GLOB = 1, /* a glob: the regular files it matches */
+	MF_DEP_FOLDER = 2, /* a folder: the regular files under it */
+};
+
 struct mf_stage {
 	char **argv; /* NULL-terminated, as written in the spec */
 	size_t argc;
-	char **deps; /* absolute paths */
-	char **deps_rel; /* as written, relative to the spec folder */
+	char **deps; /* absolute paths of every deps file, item by item: a
+			file item itself, a glob's or a folder's files
+			sorted bytewise by their relative paths */
+	char **deps_rel; /* relative to the spec folder: as written for an
+			    item, clean for a file a glob or folder gave */
 	size_t n_deps;
+	char **dep_items; /* each item of `deps`, clean (spec_clean_rel) */
+	enum mf_dep_kind *dep_kinds; /* per item */
+	size_t n_dep_items;
 	int64_t timeout_s; /* seconds; 0: none (written in the spec);
 			      MF_STAGE_TIMEOUT_DEFAULT when not set */
 	uint64_t memory; /* RLIMIT_AS of each of its processes; 0: none */
@@ -149,8 +162,11 @@ struct mf_spec_watch {
  * - for each input glob, every folder the glob walks: the spec folder and,
  *   level by level, every folder its folder components match so far, each
  *   with the component that applies to its entries;
- * - for each deps file, each folder on its path from the spec folder with
- *   the next component; for a symlink, also the folder of every link on
+ * - for each deps item that is a file or a folder, each folder on its
+ *   path from the spec folder with the next component; for a deps glob,
+ *   what an input glob gives; for a folder dep, also every folder under
+ *   it that the loader walks, with the glob "*";
+ * - for each deps file, when it is a symlink, the folder of every link on
  *   the way to the real file and of the real file, with their names (the
  *   same for inputs that are symlinks);
  * - files: the deps and the inputs, whose identity (inode, size, mtime,

@@ -660,6 +660,8 @@ void mf_spec_free(struct mf_spec *spec)
 		mf_strv_free(st->argv, st->argc);
 		mf_strv_free(st->deps, st->n_deps);
 		mf_strv_free(st->deps_rel, st->n_deps);
+		mf_strv_free(st->dep_items, st->n_dep_items);
+		free(st->dep_kinds);
 	}
 	free(spec->stages);
 	free(spec->path);

@@ -38,7 +38,12 @@
 #define MF_SPEC_SCALAR_BYTES_MAX (1U << 20) /* with aliases expanded */
 #define MF_SPEC_STAGES_MAX 64
 #define MF_SPEC_ARGV_MAX 1024 /* words of one stage's exec */
-#define MF_SPEC_DEPS_MAX 1000 /* deps of one stage */
+#define MF_SPEC_DEPS_MAX 1000 /* items of one stage's deps */
+/* Files of one stage's deps once its globs and folders are expanded, the
+ * entries its folders may hold (the skipped ones too), and how deep. */
+#define MF_SPEC_DEP_FILES_MAX 100000
+#define MF_SPEC_DEP_ENTRIES_MAX 1000000
+#define MF_SPEC_DEP_DEPTH_MAX 128
 #define MF_SPEC_GLOBS_MAX 1000
 #define MF_SPEC_MATCHES_MAX 1000000 /* files matched, over every glob */
 #define MF_SPEC_ENV_MAX 64 /* variables in 'env' */
@@ -154,9 +159,19 @@ int spec_parse_memory(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_nice(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 
 /* Files (spec_files.c): inputs expanded with glob(3) (arg unused); the
- * deps of the stage arg (a struct mf_stage *). */
+ * deps of the stage arg (a struct mf_stage *): files, globs and folders,
+ * expanded into its files. */
 int spec_parse_inputs(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_deps(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+
+/* True when a deps item or a path component is a glob: it holds one of
+ * '*', '?', '[' or a '\\' escape. */
+bool spec_is_pattern(const char *s);
+
+/* Whether a folder dep leaves out the entry called name: a hidden one
+ * (a leading '.', as a glob's '*' does) or Python's bytecode cache
+ * __pycache__, which an import from the folder writes. */
+bool spec_dep_skipped(const char *name);
 
 /* dir + "/" + rel, malloc'd (dir "/" gives "/rel"); NULL when out of
  * memory. */

@@ -179,6 +179,98 @@ static void test_deps_byte(void **state)
 	assert_string_equal(a, c);
 }
 
+/* The labels of the parts of path's fingerprint that start with prefix,
+ * joined by spaces, into out. */
+static void labels_of(const char *path, const char *prefix, char *out,
+		      size_t len)
+{
+	struct mf_spec *s = fx_load(path);
+	struct mf_fingerprint fp;
+	assert_int_equal(mf_fingerprint_compute(s, &fp, NULL), 0);
+	out[0] = '\0';
+	for (size_t i = 0; i < fp.n_parts; i++) {
+		if (strncmp(fp.parts[i].label, prefix, strlen(prefix)))
+			continue;
+		size_t used = strlen(out);
+		snprintf(out + used, len - used, "%s%s", used ? " " : "",
+			 fp.parts[i].label);
+	}
+	mf_fingerprint_release(&fp);
+	mf_spec_free(s);
+}
+
+/* A deps glob and a deps folder: each file they give is a deps part of
+ * its own, as a listed file is (the same fingerprint as listing them),
+ * sorted bytewise; a content change, a new file or a file gone changes
+ * the fingerprint, a hidden file or __pycache__ in the folder does not. */
+static void test_deps_glob_folder(void **state)
+{
+	char a[65], b[65], c[65], labels[1024];
+	project();
+	fx_write("proj/lib/a.py", "a\n");
+	fx_write("proj/lib/a/z.py", "z\n");
+	fx_write("proj/lib/a-b.py", "ab\n");
+	fx_write("proj/lib/B.py", "B\n");
+	fx_write("proj/conf/x.json", "x\n");
+	fx_write("proj/conf/y.json", "y\n");
+	spec_edit("proj/spec.yaml", "[tokenize.py, vocab.json]",
+		  "[tokenize.py, vocab.json, lib, 'conf/*.json']");
+	fp_proj(a);
+	labels_of("proj/spec.yaml", "stage[0].deps", labels, sizeof(labels));
+	assert_string_equal(labels,
+			    "stage[0].deps[conf/x.json] "
+			    "stage[0].deps[conf/y.json] "
+			    "stage[0].deps[lib/B.py] "
+			    "stage[0].deps[lib/a-b.py] "
+			    "stage[0].deps[lib/a.py] "
+			    "stage[0].deps[lib/a/z.py] "
+			    "stage[0].deps[tokenize.py] "
+			    "stage[0].deps[vocab.json]");
+	/* the same parts as every file listed */
+	spec_edit("proj/listed.yaml", "[tokenize.py, vocab.json]",
+		  "[vocab.json, lib/a/z.py, lib/a.py, conf/y.json, "
+		  "lib/B.py, conf/x.json, tokenize.py, lib/a-b.py]");
+	fp_of("proj/listed.yaml", b);
+	assert_string_equal(a, b);
+	/* a byte of a file deep in the folder */
+	fx_write("proj/lib/a/z.py", "Z\n");
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+	fx_write("proj/lib/a/z.py", "z\n");
+	fp_proj(b);
+	assert_string_equal(a, b);
+	/* a byte of a file the glob matches */
+	fx_write("proj/conf/y.json", "Y\n");
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+	fx_write("proj/conf/y.json", "y\n");
+	/* left out: what the folder skips, what the glob does not match */
+	fx_write("proj/lib/.swp", "s");
+	fx_write("proj/lib/__pycache__/a.cpython-311.pyc", "c");
+	fx_write("proj/conf/notes.txt", "n");
+	fp_proj(b);
+	assert_string_equal(a, b);
+	/* a new file in a subfolder, and one the glob matches */
+	fx_write("proj/lib/a/new.py", "n\n");
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+	fx_write("proj/conf/w.json", "w\n");
+	fp_proj(c);
+	assert_string_not_equal(b, c);
+	assert_string_not_equal(a, c);
+	labels_of("proj/spec.yaml", "stage[0].deps[conf/w", labels,
+		  sizeof(labels));
+	assert_string_equal(labels, "stage[0].deps[conf/w.json]");
+	assert_int_equal(unlink("proj/lib/a/new.py"), 0);
+	assert_int_equal(unlink("proj/conf/w.json"), 0);
+	fp_proj(b);
+	assert_string_equal(a, b);
+	/* the golden project keeps its value: plain deps are as they were */
+	spec_edit("proj/spec.yaml", "\"512\"", "\"512\"");
+	fp_proj(b);
+	assert_string_equal(b, GOLDEN_STAT);
+}
+
 static void test_argv_word(void **state)
 {
 	char a[65], b[65], c[65], d[65];
@@ -761,25 +853,16 @@ static void test_shard_fingerprint(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    T(test_golden),
-	    T(test_layout_ignored),
-	    T(test_project_move),
-	    T(test_deps_byte),
-	    T(test_argv_word),
-	    T(test_shards_covered),
-	    T(test_input_size),
-	    T(test_input_mtime),
-	    T(test_input_set),
-	    T(test_not_covered),
-	    T(test_content_identity),
-	    T(test_fixed_key),
-	    T(test_explain_layout),
-	    T(test_quoted_detail),
-	    T(test_unreadable_file),
-	    T(test_check_shard),
-	    T(test_env_covered),
-	    T(test_records_covered),
-	    T(test_shard_fingerprint),
+	    T(test_golden),	      T(test_layout_ignored),
+	    T(test_project_move),     T(test_deps_byte),
+	    T(test_deps_glob_folder), T(test_argv_word),
+	    T(test_shards_covered),   T(test_input_size),
+	    T(test_input_mtime),      T(test_input_set),
+	    T(test_not_covered),      T(test_content_identity),
+	    T(test_fixed_key),	      T(test_explain_layout),
+	    T(test_quoted_detail),    T(test_unreadable_file),
+	    T(test_check_shard),      T(test_env_covered),
+	    T(test_records_covered),  T(test_shard_fingerprint),
 	};
 	return cmocka_run_group_tests_name("fingerprint", tests, NULL, NULL);
 }
