@@ -27,6 +27,11 @@ enum mf_identity {
  * (`shuffle_window`, docs/spec.md) when the spec sets none: 256 MiB. */
 #define MF_SHUFFLE_WINDOW_DEFAULT (256ULL << 20)
 
+/* The bounds of a spec's `identity` command (docs/spec.md): its time,
+ * and the bytes of its standard output. */
+#define MF_IDENTITY_TIMEOUT_S 10
+#define MF_IDENTITY_OUTPUT_MAX 65536
+
 /* Timeout of a stage whose spec sets none, in seconds (24 hours). */
 #define MF_STAGE_TIMEOUT_DEFAULT 86400
 
@@ -95,6 +100,8 @@ struct mf_spec {
 				    0 without `records` */
 	struct mf_env_var *env; /* `env`, sorted by name; NULL when none */
 	size_t n_env;
+	char **identity_argv; /* `identity`, NULL-terminated; NULL: none */
+	size_t identity_argc;
 	uid_t owner_uid; /* owner of the real spec file: whom its stages run
 			    as under a root process, and whose rights
 			    globs, stat and hashing use */
@@ -201,8 +208,13 @@ struct mf_fingerprint {
 /*
  * Computes the fingerprint of spec as docs/spec.md defines it (reads deps
  * files, and inputs with identity content, with the spec owner's rights as
- * mf_spec_watch_list). Returns 0, or -errno when a file cannot be read,
- * with *err naming it (caller frees). Release with mf_fingerprint_release.
+ * mf_spec_watch_list; runs the spec's `identity` command, unless it has a
+ * fixed key, as its owner within MF_IDENTITY_TIMEOUT_S seconds and
+ * MF_IDENTITY_OUTPUT_MAX bytes). Returns 0, or -errno when a file cannot
+ * be read, with *err naming it, or when the identity command fails (-EIO
+ * for a status other than 0, -ETIMEDOUT, -EFBIG, -ENOENT, ...: "SPEC:
+ * identity (WORDS): exited with status 1: LAST LINE OF STDERR"; caller
+ * frees). Release with mf_fingerprint_release.
  */
 int mf_fingerprint_compute(const struct mf_spec *spec,
 			   struct mf_fingerprint *out, char **err);
@@ -213,7 +225,8 @@ void mf_fingerprint_release(struct mf_fingerprint *fp);
 /*
  * The fingerprint of shard `shard` alone (docs/spec.md, "The shard
  * fingerprint"), from fp computed from spec: the parts that can change
- * that shard's bytes (env, every stage's argv and deps, the shard's index
+ * that shard's bytes (env, identity, every stage's argv and deps, the
+ * shard's index
  * and its own inputs; with a fixed key, the key, shards and the index),
  * without `shards`, `records`, `shuffle_window` or the other shards'
  * inputs. Reads nothing. -EINVAL for a shard out of range or fp not of

@@ -1,7 +1,7 @@
 /*
  * spec_i.h - private to the spec loader (spec.c, spec_keys.c, spec_env.c,
- * spec_files.c), its watch list (spec_watch.c) and the fingerprint
- * (fingerprint.c): the parse context, the caps, the error helpers, typed
+ * spec_files.c), its watch list (spec_watch.c), the fingerprint
+ * (fingerprint.c) and the identity command (spec_identity.c): the parse context, the caps, the error helpers, typed
  * readers of YAML nodes, the handlers of each key and the path helpers.
  *
  * Not for: anything outside pipeline/; the public contract is
@@ -141,6 +141,10 @@ int spec_parse_pending_expiry(struct spec_ctx *c, const yaml_node_t *v,
 			      void *arg);
 int spec_parse_keep(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_fingerprint(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+/* `identity`: the argv of the command whose output enters the
+ * fingerprint. */
+int spec_parse_identity_exec(struct spec_ctx *c, const yaml_node_t *v,
+			     void *arg);
 /* `records` and `shuffle_window` (spec_records.c). */
 int spec_parse_records(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_shuffle_window(struct spec_ctx *c, const yaml_node_t *v,
@@ -172,6 +176,25 @@ bool spec_is_pattern(const char *s);
  * (a leading '.', as a glob's '*' does) or Python's bytecode cache
  * __pycache__, which an import from the folder writes. */
 bool spec_dep_skipped(const char *name);
+
+/*
+ * Runs spec's `identity` command (spec_identity.c) as its stages run
+ * (docs/spec.md, "identity"): as the spec's owner under a root process,
+ * with the stages' clean environment without MATFS_*, in the spec folder,
+ * stdin /dev/null, in a session and process group of its own that is
+ * killed whatever happens, for at most MF_IDENTITY_TIMEOUT_S seconds (or
+ * until the calling thread's deadline, mf_deadline_set) and
+ * MF_IDENTITY_OUTPUT_MAX bytes of stdout. Returns 0 with *out (malloc'd,
+ * *len bytes, NUL-terminated) its standard output once it ended and the
+ * command exited 0; or -errno with *err (malloc'd) saying why, the
+ * command not named: -ENOENT / -EACCES / -EPERM for its program (not
+ * found, not executable, refused by the ownership rules), -EIO "exited
+ * with status 3: LAST LINE OF STDERR", -ETIMEDOUT, -EFBIG, -ENOMEM.
+ * Call it with the thread's own rights; it takes the owner's to find the
+ * program.
+ */
+int spec_identity_run(const struct mf_spec *spec, char **out, size_t *len,
+		      char **err);
 
 /* dir + "/" + rel, malloc'd (dir "/" gives "/rel"); NULL when out of
  * memory. */

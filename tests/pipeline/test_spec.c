@@ -172,6 +172,21 @@ static void test_wrong_type(void **state)
 	expect("name: x\ninputs: raw/*.jsonl\nstages:\n"
 	       "  - exec: [cat]\n    deps: tokenize.py\n",
 	       "a.yaml:5:11: 'deps': expected a list of paths");
+	expect(BASE "identity: python3 --version\n",
+	       "a.yaml:6:11: 'identity': expected a list of strings");
+	expect(BASE "identity: []\n",
+	       "a.yaml:6:11: 'identity': at least one word is required");
+	expect(BASE "identity: ['', x]\n",
+	       "a.yaml:6:12: 'identity': the program name is empty");
+	expect(BASE "identity: [a, {b: c}]\n",
+	       "a.yaml:6:15: 'identity': expected a string");
+	/* a spec with one: its argv as written */
+	fx_write("a.yaml", BASE "identity: [python3, -c, 'print(1)']\n");
+	struct mf_spec *s = fx_load("a.yaml");
+	assert_int_equal(s->identity_argc, 3);
+	assert_string_equal(s->identity_argv[2], "print(1)");
+	assert_null(s->identity_argv[3]);
+	mf_spec_free(s);
 }
 
 static void test_bad_integer(void **state)
