@@ -212,7 +212,8 @@ struct mf_fingerprint {
  * fixed key, as its owner within MF_IDENTITY_TIMEOUT_S seconds and
  * MF_IDENTITY_OUTPUT_MAX bytes). Returns 0, or -errno when a file cannot
  * be read, with *err naming it, or when the identity command fails (-EIO
- * for a status other than 0, -ETIMEDOUT, -EFBIG, -ENOENT, ...: "SPEC:
+ * for a status other than 0, -ETIME past its bound, -ETIMEDOUT past
+ * the thread's deadline (mf_deadline_set), -EFBIG, -ENOENT, ...: "SPEC:
  * identity (WORDS): exited with status 1: LAST LINE OF STDERR"; caller
  * frees). Release with mf_fingerprint_release.
  */

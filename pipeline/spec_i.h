@@ -189,7 +189,8 @@ bool spec_dep_skipped(const char *name);
  * command exited 0; or -errno with *err (malloc'd) saying why, the
  * command not named: -ENOENT / -EACCES / -EPERM for its program (not
  * found, not executable, refused by the ownership rules), -EIO "exited
- * with status 3: LAST LINE OF STDERR", -ETIMEDOUT, -EFBIG, -ENOMEM.
+ * with status 3: LAST LINE OF STDERR", -ETIME past its own bound,
+ * -ETIMEDOUT past the thread's deadline, -EFBIG, -ENOMEM.
  * Call it with the thread's own rights; it takes the owner's to find the
  * program.
  */

@@ -268,8 +268,14 @@ static int outcome(struct ident_run *r, int status, bool timed_out,
 		return fail(err, -EFBIG,
 			    "wrote more than %d bytes on its standard output",
 			    MF_IDENTITY_OUTPUT_MAX);
-	if (timed_out)
+	/* -ETIMEDOUT is the registration's own limit (mf_deadline_set),
+	 * which its caller reports; the command's bound is -ETIME */
+	if (timed_out && mf_deadline_passed())
 		return fail(err, -ETIMEDOUT,
+			    "the registration's time limit "
+			    "passed");
+	if (timed_out)
+		return fail(err, -ETIME,
 			    "did not end within %d s (its output must end "
 			    "too: a background child holding it keeps it "
 			    "open)",

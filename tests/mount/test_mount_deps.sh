@@ -7,7 +7,9 @@
 # keeps its bytes; what a folder dep leaves out (a hidden file, a
 # __pycache__ a Python import writes) keeps the fingerprint. Then the same
 # without inotify (-o spec_poll): a file edited inside the folder is seen
-# when the name is resolved.
+# when the name is resolved. Also `identity`: a new output moves the name
+# at the next registration, and a command that never ends or floods fails
+# its own spec, with the spec file and the command in the log.
 . "$MF_SOURCE_ROOT/tests/mount/lib.sh"
 export LC_ALL=C
 
@@ -61,7 +63,41 @@ remove_file() { rm "$pipes/lib/sub/$1.txt"; }
 glob_match() { printf '{"%s": 2}\n' "$1" >"$pipes/conf/$1.json"; }
 rename_into() { printf 'renamed\n' >"$tmp/r.txt" && mv "$tmp/r.txt" "$pipes/lib/r.txt"; }
 
+# identity: its output is part of the fingerprint; a hostile one (never
+# ends, floods) fails its own spec only, with the spec and command named
+printf '1.0\n' >"$tmp/ver.txt"
+cat >"$pipes/ver.yaml" <<YAML
+name: ver
+inputs: in/*.txt
+identity: [cat, $tmp/ver.txt]
+stages:
+  - exec: [cat]
+YAML
+
 mount_fs "$mnt" "$store" "$pipes"
+# added once mounted: the mount waits for its first registrations (at
+# most 10 s), and a command that never ends takes its whole bound
+printf 'name: hang\ninputs: in/*.txt\nidentity: [sleep, "1000"]\nstages: [{exec: [cat]}]\n' \
+  >"$pipes/hang.yaml"
+printf 'name: flood\ninputs: in/*.txt\nidentity: ["yes"]\nstages: [{exec: [cat]}]\n' \
+  >"$pipes/flood.yaml"
+[ -L "$mnt/ver" ] && [ "$(cat "$mnt/ver/shard-00000")" = alpha ] || fail "identity: ver not served"
+old=$(readlink "$mnt/ver")
+[ "$old" = "$("$matctl" fingerprint "$pipes/ver.yaml")" ] || fail "identity: matctl differs"
+printf '1.1\n' >"$tmp/ver.txt"
+new=$("$matctl" fingerprint "$pipes/ver.yaml")
+[ "$new" != "$old" ] || fail "identity: a new output kept the fingerprint"
+touch "$pipes/ver.yaml" # an identity is run again at registration
+wait_for 10 eval '[ "$(readlink "$mnt/ver")" = "$new" ]' || fail "identity: ver did not move"
+pass "identity: a new output of the command moves the name on registration"
+logged() { grep -q "$1" "$log"; }
+wait_for 20 logged "hang.yaml: identity (sleep 1000): did not end within 10 s" ||
+  fail "identity: no error for a command that never ends"
+wait_for 10 logged "flood.yaml: identity (yes): wrote more than 65536 bytes" ||
+  fail "identity: no error for a command that floods"
+[ ! -e "$mnt/hang" ] && [ ! -e "$mnt/flood" ] || fail "identity: a failing spec has a name"
+pass "identity: a command that never ends or floods fails its own spec only"
+rm "$pipes/hang.yaml" "$pipes/flood.yaml" "$pipes/ver.yaml"
 step "a file edited deep in a deps folder moves the name" edit_deep two2
 step "a file added to a deps folder's subfolder moves the name" add_file n1
 step "a file removed from a deps folder moves the name" remove_file n1
