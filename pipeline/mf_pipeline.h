@@ -114,7 +114,8 @@ struct mf_spec {
 /*
  * Loads and validates the spec at path: YAML syntax, unknown keys, types,
  * sizes, durations, codec, name, inputs (glob(3), sorted, at least one
- * file), deps files that exist, shards <= inputs, at least one stage, and
+ * file), deps that exist (globs and folders expanded into their files),
+ * an `identity` argv, shards <= inputs, at least one stage, and
  * the caps of docs/spec.md ("Limits": file size, YAML anchors, aliases and
  * size with aliases expanded, stages, words, deps, globs, matches), each
  * checked before the work it bounds. A symlink is resolved first and the
