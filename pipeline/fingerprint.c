@@ -6,7 +6,8 @@
  * Not for: validating the spec (spec*.c) or storing the result anywhere.
  * Reads deps files, and input files with input_identity: content, with
  * the rights of the spec's owner (the calling thread switches to them
- * under a root process, and back).
+ * under a root process, and back); runs the spec's identity command
+ * (spec_identity.c) first, when it has one.
  */
 #include "spec_i.h"
 #include "trust_i.h"
@@ -36,6 +37,9 @@ struct fp_build {
 	bool want_guards;
 	uint64_t seed; /* of the guards' digests, random per build */
 	uint8_t digest[16]; /* the last file hash_file read, with seed */
+	/* what the spec's identity command printed, when it has one */
+	const char *identity;
+	size_t identity_len;
 };
 
 /* Keeps st as the guard of the input just added, when guards are wanted;
@@ -434,6 +438,39 @@ static int add_env(struct fp_build *b, const struct mf_spec *spec)
 	return add_part(b, strdup("env"), detail, d);
 }
 
+/* identity: str(the command's standard output), its bytes as they came.
+ * The detail shows its size and its first line, control characters as
+ * '?', cut after 64 bytes. */
+static int add_identity(struct fp_build *b)
+{
+	struct mf_sha256 h;
+	uint8_t d[32];
+	int rc = mf_sha256_init(&h);
+	if (rc)
+		return rc;
+	rc = put_u64(&h, b->identity_len);
+	if (rc == 0)
+		rc = mf_sha256_update(&h, b->identity, b->identity_len);
+	rc = finish(&h, rc, d);
+	if (rc)
+		return rc;
+	const char *nl = memchr(b->identity, '\n', b->identity_len);
+	size_t line = nl ? (size_t)(nl - b->identity) : b->identity_len;
+	char shown[68];
+	size_t n = line < 64 ? line : 64;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)b->identity[i];
+		shown[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+	}
+	memcpy(shown + n, line > 64 ? "..." : "", line > 64 ? 4 : 1);
+	char *const words[] = {shown};
+	char *quoted = show_words(words, 1);
+	char *detail =
+	    quoted ? dupf("size=%zu %s", b->identity_len, quoted) : NULL;
+	free(quoted);
+	return add_part(b, strdup("identity"), detail, d);
+}
+
 static int add_key(struct fp_build *b, const char *key)
 {
 	struct mf_sha256 h;
@@ -521,6 +558,8 @@ static int add_parts(struct fp_build *b, const struct mf_spec *spec)
 		return rc;
 	if (spec->n_env)
 		rc = add_env(b, spec);
+	if (rc == 0 && spec->identity_argv)
+		rc = add_identity(b);
 	for (size_t i = 0; rc == 0 && i < spec->n_stages; i++) {
 		rc = add_argv(b, i, &spec->stages[i]);
 		if (rc == 0)
@@ -584,14 +623,41 @@ static int combine(const struct fp_build *b, char hex[MF_FP_HEX_LEN + 1])
 	return rc;
 }
 
+/* Runs the spec's identity command, when the fingerprint covers one,
+ * into b; a failure is b->err "identity (WORDS): what went wrong". */
+static int run_identity(struct fp_build *b, const struct mf_spec *spec,
+			char **out)
+{
+	*out = NULL;
+	if (!spec->identity_argv || spec->fingerprint_key)
+		return 0;
+	char *why = NULL;
+	int rc = spec_identity_run(spec, out, &b->identity_len, &why);
+	if (rc) {
+		char *words =
+		    show_words(spec->identity_argv, spec->identity_argc);
+		b->err = words ? dupf("identity (%s): %s", words,
+				      why ? why : strerror(-rc))
+			       : NULL;
+		free(words);
+	}
+	free(why);
+	b->identity = *out;
+	return rc;
+}
+
 int mf_fingerprint_compute(const struct mf_spec *spec,
 			   struct mf_fingerprint *out, char **err)
 {
 	struct fp_build b = {0};
 	char hex[MF_FP_HEX_LEN + 1];
-	int rc = add_parts_as_owner(&b, spec, true, 0);
+	char *identity = NULL;
+	int rc = run_identity(&b, spec, &identity);
+	if (rc == 0)
+		rc = add_parts_as_owner(&b, spec, true, 0);
 	if (rc == 0)
 		rc = combine(&b, hex);
+	free(identity);
 	free(b.digests);
 	if (rc) {
 		struct mf_fingerprint tmp = {.parts = b.parts, .n_parts = b.n};
@@ -668,7 +734,8 @@ int mf_fingerprint_shard(const struct mf_spec *spec,
 		bool kept = spec->fingerprint_key
 		    ? strcmp(l, "key") == 0 || strcmp(l, "shards") == 0 ||
 			strcmp(l, "assign") == 0
-		    : strcmp(l, "env") == 0 || strncmp(l, "stage[", 6) == 0;
+		    : strcmp(l, "env") == 0 || strcmp(l, "identity") == 0 ||
+			strncmp(l, "stage[", 6) == 0;
 		if (kept)
 			rc = put_fp_part(&h, &fp->parts[i]);
 	}

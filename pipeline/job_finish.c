@@ -65,7 +65,7 @@ static void format_duration(int64_t s, char *buf, size_t len)
 }
 
 /* "exited with status 3", "killed by signal 9 (SIGKILL)". */
-static void describe_status(int status, char *buf, size_t len)
+void job_describe_status(int status, char *buf, size_t len)
 {
 	const char *name;
 
@@ -218,13 +218,13 @@ static bool stages_failed(const struct mf_job *j, struct mf_job_result *r)
 				piped = i;
 			continue;
 		}
-		describe_status(st, what, sizeof what);
+		job_describe_status(st, what, sizeof what);
 		stage_failed(j, i, what, r);
 		return true;
 	}
 	if (piped == j->n)
 		return false;
-	describe_status(j->st[piped].status, what, sizeof what);
+	job_describe_status(j->st[piped].status, what, sizeof what);
 	stage_failed(j, piped, what, r);
 	return true;
 }
@@ -252,7 +252,7 @@ static void job_result(const struct mf_job *j, struct mf_job_result *r)
 		return;
 	if (j->feeder_status != -1 && WIFSIGNALED(j->feeder_status) &&
 	    !died_of(j->feeder_status, SIGKILL)) {
-		describe_status(j->feeder_status, what, sizeof what);
+		job_describe_status(j->feeder_status, what, sizeof what);
 		r->wait_status = j->feeder_status;
 		snprintf(r->error, sizeof r->error, "input feeder %s", what);
 		return;

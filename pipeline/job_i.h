@@ -72,6 +72,7 @@ struct job_limits {
  * their copy of memory, so they never allocate. */
 struct job_plan {
 	char **paths; /* resolved program of each stage, owned */
+	size_t n_paths; /* of paths; 0: one per stage */
 	char **envp; /* NULL-terminated, every entry owned */
 	size_t n_env, env_cap; /* entries in envp, and room for */
 	const char **inputs; /* this shard's input files, borrowed */
@@ -217,6 +218,14 @@ void job_inputs_dir_remove(char *dir);
 int job_plan_init(struct job_plan *plan, const struct mf_spec *spec,
 		  uint32_t shard, const char *fp_hex, char **err);
 void job_plan_release(struct job_plan *plan, const struct mf_spec *spec);
+/* The plan of spec's identity command (spec_identity.c): the owner's
+ * credentials, the stages' clean environment without MATFS_*, the
+ * stages' limits (limits[0]) and its program (paths[0]), found and
+ * checked with the spec folder under the ownership rules as a stage's
+ * are (-ENOENT, -EACCES, -EPERM with *err). Release with
+ * job_plan_release, also on failure. */
+int job_plan_identity(struct job_plan *plan, const struct mf_spec *spec,
+		      char **err);
 
 /* job_child.c: never return, async-signal-safe only */
 _Noreturn void job_child_exec(const struct job_exec *x);
@@ -256,5 +265,7 @@ void job_guard_add(int fd);
 void job_guard_del(pid_t sid);
 /* job_finish.c */
 const char *job_strerror(int err);
+/* "exited with status 3", "killed by signal 9 (SIGKILL)" into buf. */
+void job_describe_status(int status, char *buf, size_t len);
 
 #endif

@@ -270,10 +270,9 @@ static int env_user(struct job_plan *plan, uid_t uid)
 	return rc;
 }
 
-/* The stages' environment, in the order of precedence of docs/spec.md:
- * the clean base, then the spec's env, then the MATFS_* variables. */
-static int build_env(struct job_plan *plan, const struct mf_spec *spec,
-		     uint32_t shard, const char *fp_hex)
+/* The clean base and the spec's env: what the stages and the identity
+ * command get before any MATFS_* variable. */
+static int base_env(struct job_plan *plan, const struct mf_spec *spec)
 {
 	uid_t uid = plan->creds.drop ? plan->creds.uid : geteuid();
 	int rc = env_put(plan, strdup("PATH=" TRUST_STAGE_PATH));
@@ -285,6 +284,16 @@ static int build_env(struct job_plan *plan, const struct mf_spec *spec,
 	for (size_t i = 0; rc == 0 && i < spec->n_env; i++)
 		rc = env_put(plan,
 			     env_entry(spec->env[i].name, spec->env[i].value));
+	return rc;
+}
+
+/* The stages' environment, in the order of precedence of docs/spec.md:
+ * the clean base, then the spec's env, then the MATFS_* variables. */
+static int build_env(struct job_plan *plan, const struct mf_spec *spec,
+		     uint32_t shard, const char *fp_hex)
+{
+	int rc = base_env(plan, spec);
+
 	if (rc == 0)
 		rc = env_put(plan, env_uint("MATFS_SHARD", shard));
 	if (rc == 0)
@@ -456,10 +465,53 @@ int job_plan_init(struct job_plan *plan, const struct mf_spec *spec,
 	return plan_programs(plan, spec, err);
 }
 
+int job_plan_identity(struct job_plan *plan, const struct mf_spec *spec,
+		      char **err)
+{
+	long max_fd = sysconf(_SC_OPEN_MAX);
+	char *why = NULL;
+	int rc;
+
+	memset(plan, 0, sizeof *plan);
+	plan->inputs_fd = -1;
+	plan->max_fd = max_fd > 0 && max_fd < (1 << 20) ? (int)max_fd : 1 << 20;
+	plan->n_paths = 1;
+	plan->paths = calloc(1, sizeof *plan->paths);
+	plan->limits = calloc(1, sizeof *plan->limits);
+	if (!plan->paths || !plan->limits)
+		return -ENOMEM;
+	plan->limits[0].nofile = below_hard(RLIMIT_NOFILE, JOB_NOFILE);
+	plan->limits[0].nproc = below_hard(RLIMIT_NPROC, JOB_NPROC);
+	rc = creds_init(&plan->creds, spec);
+	if (rc == 0)
+		rc = base_env(plan, spec);
+	if (rc < 0)
+		return rc;
+	const struct job_creds *c = &plan->creds;
+	const struct mf_user u = {c->uid, c->gid, c->groups, c->n_groups};
+	uid_t runner = c->drop ? c->uid : geteuid();
+	struct mf_fscreds saved = {0};
+	rc = c->drop ? mf_fscreds_enter(&saved, &u) : 0;
+	if (rc < 0)
+		return rc;
+	rc = trust_check_path(spec->dir, runner, true, &why);
+	if (rc == 0)
+		rc = trust_program(spec, NULL, spec->identity_argv[0],
+				   &plan->paths[0], err);
+	if (rc == 0)
+		rc = trust_check_path(plan->paths[0], runner, false, &why);
+	mf_fscreds_leave(&saved);
+	if (rc < 0 && why)
+		rc = trust_fail(rc, -1, why, err);
+	return rc;
+}
+
 void job_plan_release(struct job_plan *plan, const struct mf_spec *spec)
 {
+	size_t n_paths = plan->n_paths ? plan->n_paths : spec->n_stages;
+
 	if (plan->paths)
-		for (size_t i = 0; i < spec->n_stages; i++)
+		for (size_t i = 0; i < n_paths; i++)
 			free(plan->paths[i]);
 	free(plan->paths);
 	for (size_t k = 0; k < plan->n_env; k++)

@@ -32,15 +32,33 @@ enum mf_identity {
  * (`shuffle_window`, docs/spec.md) when the spec sets none: 256 MiB. */
 #define MF_SHUFFLE_WINDOW_DEFAULT (256ULL << 20)
 
+/* The bounds of a spec's `identity` command (docs/spec.md): its time,
+ * and the bytes of its standard output. */
+#define MF_IDENTITY_TIMEOUT_S 10
+#define MF_IDENTITY_OUTPUT_MAX 65536
+
 /* Timeout of a stage whose spec sets none, in seconds (24 hours). */
 #define MF_STAGE_TIMEOUT_DEFAULT 86400
+
+/* What an item of a stage's `deps` names (docs/spec.md, "stages"). */
+enum mf_dep_kind {
+	MF_DEP_FILE = 0, /* a regular file */
+	MF_DEP_GLOB = 1, /* a glob: the regular files it matches */
+	MF_DEP_FOLDER = 2, /* a folder: the regular files under it */
+};
 
 struct mf_stage {
 	char **argv; /* NULL-terminated, as written in the spec */
 	size_t argc;
-	char **deps; /* absolute paths */
-	char **deps_rel; /* as written, relative to the spec folder */
+	char **deps; /* absolute paths of every deps file, item by item: a
+			file item itself, a glob's or a folder's files
+			sorted bytewise by their relative paths */
+	char **deps_rel; /* relative to the spec folder: as written for an
+			    item, clean for a file a glob or folder gave */
 	size_t n_deps;
+	char **dep_items; /* each item of `deps`, clean (spec_clean_rel) */
+	enum mf_dep_kind *dep_kinds; /* per item */
+	size_t n_dep_items;
 	int64_t timeout_s; /* seconds; 0: none (written in the spec);
 			      MF_STAGE_TIMEOUT_DEFAULT when not set */
 	uint64_t memory; /* RLIMIT_AS of each of its processes; 0: none */
@@ -89,6 +107,8 @@ struct mf_spec {
 				    0 without `records` */
 	struct mf_env_var *env; /* `env`, sorted by name; NULL when none */
 	size_t n_env;
+	char **identity_argv; /* `identity`, NULL-terminated; NULL: none */
+	size_t identity_argc;
 	uid_t owner_uid; /* owner of the real spec file: whom its stages run
 			    as under a root process, and whose rights
 			    globs, stat and hashing use */
@@ -101,7 +121,8 @@ struct mf_spec {
 /*
  * Loads and validates the spec at path: YAML syntax, unknown keys, types,
  * sizes, durations, codec, name, inputs (glob(3), sorted, at least one
- * file), deps files that exist, shards <= inputs, at least one stage, and
+ * file), deps that exist (globs and folders expanded into their files),
+ * an `identity` argv, shards <= inputs, at least one stage, and
  * the caps of docs/spec.md ("Limits": file size, YAML anchors, aliases and
  * size with aliases expanded, stages, words, deps, globs, matches), each
  * checked before the work it bounds. A symlink is resolved first and the
@@ -163,8 +184,11 @@ struct mf_spec_watch {
  * - for each input glob, every folder the glob walks: the spec folder and,
  *   level by level, every folder its folder components match so far, each
  *   with the component that applies to its entries;
- * - for each deps file, each folder on its path from the spec folder with
- *   the next component; for a symlink, also the folder of every link on
+ * - for each deps item that is a file or a folder, each folder on its
+ *   path from the spec folder with the next component; for a deps glob,
+ *   what an input glob gives; for a folder dep, also every folder under
+ *   it that the loader walks, with the glob "*";
+ * - for each deps file, when it is a symlink, the folder of every link on
  *   the way to the real file and of the real file, with their names (the
  *   same for inputs that are symlinks);
  * - files: the deps and the inputs, whose identity (inode, size, mtime,
@@ -199,8 +223,14 @@ struct mf_fingerprint {
 /*
  * Computes the fingerprint of spec as docs/spec.md defines it (reads deps
  * files, and inputs with identity content, with the spec owner's rights as
- * mf_spec_watch_list). Returns 0, or -errno when a file cannot be read,
- * with *err naming it (caller frees). Release with mf_fingerprint_release.
+ * mf_spec_watch_list; runs the spec's `identity` command, unless it has a
+ * fixed key, as its owner within MF_IDENTITY_TIMEOUT_S seconds and
+ * MF_IDENTITY_OUTPUT_MAX bytes). Returns 0, or -errno when a file cannot
+ * be read, with *err naming it, or when the identity command fails (-EIO
+ * for a status other than 0, -ETIME past its bound, -ETIMEDOUT past
+ * the thread's deadline (mf_deadline_set), -EFBIG, -ENOENT, ...: "SPEC:
+ * identity (WORDS): exited with status 1: LAST LINE OF STDERR"; caller
+ * frees). Release with mf_fingerprint_release.
  */
 int mf_fingerprint_compute(const struct mf_spec *spec,
 			   struct mf_fingerprint *out, char **err);
@@ -211,7 +241,8 @@ void mf_fingerprint_release(struct mf_fingerprint *fp);
 /*
  * The fingerprint of shard `shard` alone (docs/spec.md, "The shard
  * fingerprint"), from fp computed from spec: the parts that can change
- * that shard's bytes (env, every stage's argv and deps, the shard's index
+ * that shard's bytes (env, identity, every stage's argv and deps, the
+ * shard's index
  * and its own inputs; with a fixed key, the key, shards and the index),
  * without `shards`, `records`, `shuffle_window` or the other shards'
  * inputs. Reads nothing. -EINVAL for a shard out of range or fp not of

@@ -41,6 +41,7 @@ static const struct spec_key top_keys[] = {
     {"pending_expiry", spec_parse_pending_expiry, false},
     {"keep", spec_parse_keep, false},
     {"fingerprint", spec_parse_fingerprint, false},
+    {"identity", spec_parse_identity_exec, false},
     {"env", spec_parse_env, false},
     {"records", spec_parse_records, false},
     {"shuffle_window", spec_parse_shuffle_window, false},
@@ -582,30 +583,40 @@ static int read_text(struct spec_ctx *c, int fd, char **data, size_t *len)
 	return 0;
 }
 
-/* Each stage's program, found as a run will find it, passes the
- * ownership rules. One not found or not executable is the run's to report
+/* Each stage's program, and the identity command's, found as a run will
+ * find it, passes the ownership rules. One not found or not executable is the run's to report
  * (mf_job_start): a spec may name a program installed later. */
+static int check_program(struct spec_ctx *c, const char *what,
+			 const char *argv0)
+{
+	const struct mf_spec *s = c->spec;
+	char *prog = NULL, *why = NULL;
+	int rc = trust_program(s, what, argv0, &prog, &why);
+	free(why);
+	why = NULL;
+	if (rc == -ENOENT || rc == -EACCES)
+		return 0;
+	if (rc == 0)
+		rc = trust_check_path(prog, trust_runner(s->owner_uid), false,
+				      &why);
+	if (rc && why)
+		rc = file_fail(c, rc, "%s: %s", what, why);
+	free(why);
+	free(prog);
+	return rc;
+}
+
 static int check_programs(struct spec_ctx *c)
 {
 	const struct mf_spec *s = c->spec;
-	uid_t runner = trust_runner(s->owner_uid);
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < s->n_stages; i++) {
-		char *prog = NULL, *why = NULL;
-		rc = trust_stage_program(s, i, &prog, &why);
-		free(why);
-		why = NULL;
-		if (rc == -ENOENT || rc == -EACCES) {
-			rc = 0;
-			continue;
-		}
-		if (rc == 0)
-			rc = trust_check_path(prog, runner, false, &why);
-		if (rc && why)
-			rc = file_fail(c, rc, "stage %zu: %s", i, why);
-		free(why);
-		free(prog);
+		char what[32];
+		snprintf(what, sizeof(what), "stage %zu", i);
+		rc = check_program(c, what, s->stages[i].argv[0]);
 	}
+	if (rc == 0 && s->identity_argv)
+		rc = check_program(c, "identity", s->identity_argv[0]);
 	return rc;
 }
 
@@ -686,6 +697,8 @@ void mf_spec_free(struct mf_spec *spec)
 		mf_strv_free(st->argv, st->argc);
 		mf_strv_free(st->deps, st->n_deps);
 		mf_strv_free(st->deps_rel, st->n_deps);
+		mf_strv_free(st->dep_items, st->n_dep_items);
+		free(st->dep_kinds);
 	}
 	free(spec->stages);
 	free(spec->path);
@@ -696,6 +709,7 @@ void mf_spec_free(struct mf_spec *spec)
 	mf_strv_free(spec->inputs_rel, spec->n_inputs);
 	free(spec->suffix);
 	free(spec->fingerprint_key);
+	mf_strv_free(spec->identity_argv, spec->identity_argc);
 	for (size_t i = 0; i < spec->n_env; i++) {
 		free(spec->env[i].name);
 		free(spec->env[i].value);

@@ -2,8 +2,9 @@
  * spec_files.c - the keys of a spec that name files: 'inputs' (globs
  * expanded with glob(3) relative to the spec folder, regular files only,
  * sorted by relative path, duplicates removed) and a stage's 'deps'
- * (relative paths that must be regular files under the ownership rules of
- * spec_trust.c), plus the path helpers. The loader calls them with the
+ * (relative paths of regular files, globs expanded as inputs are, and
+ * folders walked for every regular file under them, each file under the
+ * ownership rules of spec_trust.c), plus the path helpers. The loader calls them with the
  * spec owner's rights, so a glob sees what its owner sees.
  *
  * Not for: reading or hashing file contents (fingerprint.c).
@@ -11,6 +12,7 @@
 #include "spec_i.h"
 #include "trust_i.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <glob.h>
@@ -83,7 +85,8 @@ static int glob_error(const char *path, int err)
 	return 1;
 }
 
-static int glob_fail(struct spec_ctx *c, const yaml_node_t *n, int rc)
+static int glob_fail(struct spec_ctx *c, const yaml_node_t *n, const char *key,
+		     int rc)
 {
 	if (rc == GLOB_NOSPACE)
 		return -ENOMEM;
@@ -92,14 +95,26 @@ static int glob_fail(struct spec_ctx *c, const yaml_node_t *n, int rc)
 	size_t dl = strlen(dir);
 	if (!strncmp(shown, dir, dl) && shown[dl] == '/')
 		shown += dl + 1;
-	return spec_fail(c, n, "'inputs': cannot read '%s': %s", shown,
+	return spec_fail(c, n, "'%s': cannot read '%s': %s", key, shown,
 			 strerror(glob_err));
 }
+
+/* What a glob is expanded for: the key its messages name, and the most
+ * files acc may hold. */
+struct glob_use {
+	const char *key; /* "inputs" or "deps" */
+	size_t max;
+	const char *over; /* the message past max */
+};
+
+static const struct glob_use inputs_use = {
+    "inputs", MF_SPEC_MATCHES_MAX, "'inputs': more than %zu matched files"};
 
 /* Appends the regular files that pattern matches to acc, as clean paths
  * relative to the spec folder; counts them in *found. */
 static int add_matches(struct spec_ctx *c, const yaml_node_t *n,
-		       const glob_t *g, struct mf_strv *acc, size_t *found)
+		       const struct glob_use *u, const glob_t *g,
+		       struct mf_strv *acc, size_t *found)
 {
 	const char *dir = c->spec->dir;
 	size_t dl = strlen(dir);
@@ -111,12 +126,10 @@ static int add_matches(struct spec_ctx *c, const yaml_node_t *n,
 			continue; /* cannot happen: every match has our prefix */
 		if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
 			continue;
-		if (acc->n >= MF_SPEC_MATCHES_MAX)
-			return spec_fail(c, n,
-					 "'inputs': more than %d matched files",
-					 MF_SPEC_MATCHES_MAX);
+		if (acc->n >= u->max)
+			return spec_fail(c, n, u->over, u->max);
 		/* MATFS_INPUTS lists one path per line */
-		if (strchr(path + skip, '\n'))
+		if (u == &inputs_use && strchr(path + skip, '\n'))
 			return spec_fail(c, n,
 					 "'inputs': the name of a matched file "
 					 "holds a newline: rename it");
@@ -155,21 +168,21 @@ static size_t dot_pattern(const char *pattern, const char **at)
 }
 
 static int expand_glob(struct spec_ctx *c, const yaml_node_t *n,
-		       const char *pattern, struct mf_strv *acc)
+		       const struct glob_use *u, const char *pattern,
+		       struct mf_strv *acc)
 {
 	if (pattern[0] == '/')
 		return spec_fail(c, n,
-				 "'inputs': '%s' is not relative to the spec "
+				 "'%s': '%s' is not relative to the spec "
 				 "folder",
-				 pattern);
+				 u->key, pattern);
 	const char *at;
 	size_t len = dot_pattern(pattern, &at);
 	if (len)
-		return spec_fail(
-		    c, n,
-		    "'inputs': '%.*s' in '%s' matches '.' and '..': "
-		    "name them literally",
-		    (int)len, at, pattern);
+		return spec_fail(c, n,
+				 "'%s': '%.*s' in '%s' matches '.' and '..': "
+				 "name them literally",
+				 u->key, (int)len, at, pattern);
 	char *esc = glob_escape(c->spec->dir);
 	char *full = esc ? spec_join(esc, pattern) : NULL;
 	free(esc);
@@ -183,12 +196,13 @@ static int expand_glob(struct spec_ctx *c, const yaml_node_t *n,
 	size_t found = 0;
 	int rc = 0;
 	if (grc == GLOB_NOSPACE || grc == GLOB_ABORTED)
-		rc = glob_fail(c, n, grc);
+		rc = glob_fail(c, n, u->key, grc);
 	else if (grc == 0)
-		rc = add_matches(c, n, &g, acc, &found);
+		rc = add_matches(c, n, u, &g, acc, &found);
 	globfree(&g);
 	if (rc == 0 && found == 0)
-		rc = spec_fail(c, n, "'inputs': no file matches '%s'", pattern);
+		rc = spec_fail(c, n, "'%s': no file matches '%s'", u->key,
+			       pattern);
 	return rc;
 }
 
@@ -266,7 +280,7 @@ int spec_parse_inputs(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 		if (rc)
 			goto free_acc;
 		s->n_globs++;
-		rc = expand_glob(c, g, s->input_globs[i], &acc);
+		rc = expand_glob(c, g, &inputs_use, s->input_globs[i], &acc);
 		if (rc)
 			goto free_acc;
 	}
@@ -276,14 +290,29 @@ free_acc:
 	return rc;
 }
 
+bool spec_is_pattern(const char *s)
+{
+	return strpbrk(s, "*?[\\") != NULL;
+}
+
+bool spec_dep_skipped(const char *name)
+{
+	return name[0] == '.' || !strcmp(name, "__pycache__");
+}
+
+static const struct glob_use deps_use = {
+    "deps", MF_SPEC_DEP_FILES_MAX,
+    "'deps': more than %zu files once globs and folders are expanded"};
+
 /* A dep is code the stage reads: the ownership rules apply to it, its
- * folders and the symlinks on the way (docs/security.md). */
+ * folders and the symlinks on the way (docs/security.md); dir: the
+ * folder of a folder dep itself. */
 static int check_dep_owner(struct spec_ctx *c, const yaml_node_t *n,
-			   const char *abs)
+			   const char *abs, bool dir)
 {
 	char *why = NULL;
-	int rc = trust_check_path(abs, trust_runner(c->spec->owner_uid), false,
-				  &why);
+	int rc =
+	    trust_check_path(abs, trust_runner(c->spec->owner_uid), dir, &why);
 	if (rc && why) {
 		int frc = spec_fail(c, n, "'deps': %s", why);
 		rc = frc == -ENOMEM ? frc : rc; /* -EPERM: refused */
@@ -292,8 +321,104 @@ static int check_dep_owner(struct spec_ctx *c, const yaml_node_t *n,
 	return rc;
 }
 
-static int check_dep(struct spec_ctx *c, const yaml_node_t *n, const char *rel,
-		     const char *abs)
+/* One folder dep being walked. */
+struct dep_walk {
+	struct spec_ctx *c;
+	const yaml_node_t *n;
+	const char *item; /* the folder, clean, as its files' paths start */
+	struct mf_strv *acc; /* clean paths relative to the spec folder */
+	size_t entries; /* examined, skipped ones included */
+};
+
+/* rel + "/" + name, or name alone when rel is "" (the spec folder). */
+static char *rel_join(const char *rel, const char *name)
+{
+	return rel[0] ? spec_join(rel, name) : strdup(name);
+}
+
+static int walk_folder(struct dep_walk *w, const char *rel, unsigned depth);
+
+/* One entry of a folder dep: a regular file (a symlink counts as the
+ * file it points to) is a dep, a folder is walked in turn; a symlink to a
+ * folder, or one that leads nowhere, is refused; anything else (a FIFO, a
+ * socket, a device) holds no content and is left out. */
+static int walk_entry(struct dep_walk *w, const char *rel, unsigned depth)
+{
+	struct spec_ctx *c = w->c;
+	char *abs = spec_join(c->spec->dir, rel);
+	struct stat st;
+	int rc = 0;
+	if (!abs)
+		return -ENOMEM;
+	if (lstat(abs, &st) != 0)
+		rc = spec_fail(c, w->n, "'deps': cannot read '%s': %s", rel,
+			       strerror(errno));
+	else if (S_ISDIR(st.st_mode))
+		rc = walk_folder(w, rel, depth + 1);
+	else if (S_ISLNK(st.st_mode) && stat(abs, &st) != 0)
+		rc = spec_fail(c, w->n, "'deps': cannot read '%s': %s", rel,
+			       strerror(errno));
+	else if (S_ISDIR(st.st_mode))
+		rc = spec_fail(c, w->n,
+			       "'deps': '%s' in folder '%s' is a symlink to a "
+			       "folder: list that folder itself",
+			       rel, w->item[0] ? w->item : ".");
+	else if (S_ISREG(st.st_mode) && w->acc->n >= MF_SPEC_DEP_FILES_MAX)
+		rc = spec_fail(c, w->n, deps_use.over,
+			       (size_t)MF_SPEC_DEP_FILES_MAX);
+	else if (S_ISREG(st.st_mode))
+		rc = mf_strv_push(w->acc, strdup(rel));
+	free(abs);
+	return rc;
+}
+
+/* The entries of folder rel that are not skipped, read whole before any
+ * is looked at, so that one folder at a time is open. */
+static int walk_folder(struct dep_walk *w, const char *rel, unsigned depth)
+{
+	struct spec_ctx *c = w->c;
+	if (depth > MF_SPEC_DEP_DEPTH_MAX)
+		return spec_fail(c, w->n,
+				 "'deps': folder '%s' nested deeper than %d "
+				 "levels",
+				 w->item[0] ? w->item : ".",
+				 MF_SPEC_DEP_DEPTH_MAX);
+	char *abs = spec_join(c->spec->dir, rel);
+	if (!abs)
+		return -ENOMEM;
+	DIR *d = opendir(abs);
+	int rc = d ? 0
+		   : spec_fail(c, w->n, "'deps': cannot read '%s': %s",
+			       rel[0] ? rel : ".", strerror(errno));
+	free(abs);
+	struct mf_strv names = {0};
+	struct dirent *de;
+	while (rc == 0 && d && (errno = 0, de = readdir(d))) {
+		if (++w->entries > MF_SPEC_DEP_ENTRIES_MAX)
+			rc = spec_fail(c, w->n,
+				       "'deps': more than %d entries in "
+				       "folders",
+				       MF_SPEC_DEP_ENTRIES_MAX);
+		else if (!spec_dep_skipped(de->d_name))
+			rc = mf_strv_push(&names, rel_join(rel, de->d_name));
+	}
+	if (rc == 0 && d && errno)
+		rc = spec_fail(c, w->n, "'deps': cannot read '%s': %s",
+			       rel[0] ? rel : ".", strerror(errno));
+	if (d)
+		closedir(d);
+	for (size_t i = 0; rc == 0 && i < names.n; i++)
+		rc = walk_entry(w, names.v[i], depth);
+	mf_strv_release(&names);
+	return rc;
+}
+
+/* What one item of deps names, and its files appended to acc (clean
+ * paths relative to the spec folder) with *kind; an item that is a file
+ * is left to the caller (kind MF_DEP_FILE, acc unchanged). */
+static int expand_dep(struct spec_ctx *c, const yaml_node_t *n, const char *rel,
+		      const char *clean, const char *abs,
+		      enum mf_dep_kind *kind, struct mf_strv *acc)
 {
 	struct stat st;
 	if (rel[0] == '/')
@@ -301,16 +426,111 @@ static int check_dep(struct spec_ctx *c, const yaml_node_t *n, const char *rel,
 				 "'deps': '%s' is not relative to the spec "
 				 "folder",
 				 rel);
+	if (spec_is_pattern(rel)) {
+		*kind = MF_DEP_GLOB;
+		return expand_glob(c, n, &deps_use, rel, acc);
+	}
+	*kind = MF_DEP_FILE;
 	if (rel[0] && stat(abs, &st) == 0) {
-		if (!S_ISREG(st.st_mode))
+		if (S_ISREG(st.st_mode))
+			return 0;
+		if (!S_ISDIR(st.st_mode))
 			return spec_fail(
-			    c, n, "'deps': not a regular file '%s'", rel);
-		return check_dep_owner(c, n, abs);
+			    c, n, "'deps': not a regular file or folder '%s'",
+			    rel);
+		*kind = MF_DEP_FOLDER;
+		int rc = check_dep_owner(c, n, abs, true);
+		struct dep_walk w = {.c = c, .n = n, .item = clean, .acc = acc};
+		size_t had = acc->n;
+		if (rc == 0)
+			rc = walk_folder(&w, clean, 0);
+		if (rc == 0 && acc->n == had)
+			rc = spec_fail(c, n, "'deps': no file in folder '%s'",
+				       rel);
+		return rc;
 	}
 	if (!rel[0] || errno == ENOENT || errno == ENOTDIR)
 		return spec_fail(c, n, "'deps': no such file '%s'", rel);
 	return spec_fail(c, n, "'deps': cannot stat '%s': %s", rel,
 			 strerror(errno));
+}
+
+/* Appends path (relative, taken) and its absolute path to the stage's
+ * files, after the ownership rules; the arrays have room. */
+static int add_dep_file(struct spec_ctx *c, const yaml_node_t *n,
+			struct mf_stage *st, char *rel)
+{
+	char *abs = rel ? spec_join(c->spec->dir, rel) : NULL;
+	if (!abs) {
+		free(rel);
+		return -ENOMEM;
+	}
+	st->deps_rel[st->n_deps] = rel;
+	st->deps[st->n_deps++] = abs;
+	return check_dep_owner(c, n, abs, false);
+}
+
+/* Makes room in the stage's files for more of them. */
+static int grow_deps(struct mf_stage *st, size_t *cap, size_t more)
+{
+	if (st->n_deps + more <= *cap)
+		return 0;
+	size_t want = st->n_deps + more;
+	size_t ncap = *cap * 2 > want ? *cap * 2 : want;
+	char **a = realloc(st->deps, ncap * sizeof(*a));
+	if (a)
+		st->deps = a;
+	char **r = a ? realloc(st->deps_rel, ncap * sizeof(*r)) : NULL;
+	if (r)
+		st->deps_rel = r;
+	if (!a || !r)
+		return -ENOMEM;
+	*cap = ncap;
+	return 0;
+}
+
+/* One item of deps: its clean form and kind recorded, its files added. */
+static int parse_dep(struct spec_ctx *c, const yaml_node_t *d,
+		     struct mf_stage *st, size_t *cap)
+{
+	char *rel;
+	int rc = spec_get_string(c, "deps", d, &rel);
+	if (rc)
+		return rc;
+	char *clean = spec_clean_rel(rel);
+	char *abs = spec_join(c->spec->dir, rel);
+	struct mf_strv acc = {0};
+	enum mf_dep_kind kind = MF_DEP_FILE;
+	if (!clean || !abs) {
+		free(clean);
+		free(abs);
+		free(rel);
+		return -ENOMEM;
+	}
+	st->dep_items[st->n_dep_items] = clean;
+	st->dep_kinds[st->n_dep_items++] = MF_DEP_FILE;
+	rc = expand_dep(c, d, rel, clean, abs, &kind, &acc);
+	free(abs);
+	st->dep_kinds[st->n_dep_items - 1] = kind;
+	if (rc == 0 && kind != MF_DEP_FILE && acc.n > 1)
+		qsort(acc.v, acc.n, sizeof(*acc.v), cmp_str);
+	size_t files = kind == MF_DEP_FILE ? 1 : acc.n;
+	if (rc == 0 && st->n_deps + files > MF_SPEC_DEP_FILES_MAX)
+		rc = spec_fail(c, d, deps_use.over,
+			       (size_t)MF_SPEC_DEP_FILES_MAX);
+	if (rc == 0)
+		rc = grow_deps(st, cap, files);
+	if (rc == 0 && kind == MF_DEP_FILE) {
+		rc = add_dep_file(c, d, st, rel);
+		rel = NULL;
+	}
+	for (size_t i = 0; rc == 0 && i < acc.n; i++) {
+		rc = add_dep_file(c, d, st, acc.v[i]);
+		acc.v[i] = NULL;
+	}
+	free(rel);
+	mf_strv_release(&acc);
+	return rc;
 }
 
 int spec_parse_deps(struct spec_ctx *c, const yaml_node_t *v, void *arg)
@@ -323,26 +543,16 @@ int spec_parse_deps(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 	if (n > MF_SPEC_DEPS_MAX)
 		return spec_fail(c, v, "'deps': more than %d files",
 				 MF_SPEC_DEPS_MAX);
-	st->deps = calloc(n ? n : 1, sizeof(*st->deps));
-	st->deps_rel = calloc(n ? n : 1, sizeof(*st->deps_rel));
-	if (!st->deps || !st->deps_rel)
+	size_t cap = n ? n : 1;
+	st->deps = calloc(cap, sizeof(*st->deps));
+	st->deps_rel = calloc(cap, sizeof(*st->deps_rel));
+	st->dep_items = calloc(cap, sizeof(*st->dep_items));
+	st->dep_kinds = calloc(cap, sizeof(*st->dep_kinds));
+	if (!st->deps || !st->deps_rel || !st->dep_items || !st->dep_kinds)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		const yaml_node_t *d =
-		    spec_node(c, v->data.sequence.items.start[i]);
-		char *rel;
-		int rc = spec_get_string(c, "deps", d, &rel);
-		if (rc)
-			return rc;
-		char *abs = spec_join(c->spec->dir, rel);
-		if (!abs) {
-			free(rel);
-			return -ENOMEM;
-		}
-		st->deps_rel[i] = rel;
-		st->deps[i] = abs;
-		st->n_deps++;
-		rc = check_dep(c, d, rel, abs);
+		int rc = parse_dep(
+		    c, spec_node(c, v->data.sequence.items.start[i]), st, &cap);
 		if (rc)
 			return rc;
 	}

@@ -1,7 +1,7 @@
 /*
  * spec_i.h - private to the spec loader (spec.c, spec_keys.c, spec_env.c,
- * spec_files.c), its watch list (spec_watch.c) and the fingerprint
- * (fingerprint.c): the parse context, the caps, the error helpers, typed
+ * spec_files.c), its watch list (spec_watch.c), the fingerprint
+ * (fingerprint.c) and the identity command (spec_identity.c): the parse context, the caps, the error helpers, typed
  * readers of YAML nodes, the handlers of each key and the path helpers.
  *
  * Not for: anything outside pipeline/; the public contract is
@@ -38,7 +38,12 @@
 #define MF_SPEC_SCALAR_BYTES_MAX (1U << 20) /* with aliases expanded */
 #define MF_SPEC_STAGES_MAX 64
 #define MF_SPEC_ARGV_MAX 1024 /* words of one stage's exec */
-#define MF_SPEC_DEPS_MAX 1000 /* deps of one stage */
+#define MF_SPEC_DEPS_MAX 1000 /* items of one stage's deps */
+/* Files of one stage's deps once its globs and folders are expanded, the
+ * entries its folders may hold (the skipped ones too), and how deep. */
+#define MF_SPEC_DEP_FILES_MAX 100000
+#define MF_SPEC_DEP_ENTRIES_MAX 1000000
+#define MF_SPEC_DEP_DEPTH_MAX 128
 #define MF_SPEC_GLOBS_MAX 1000
 #define MF_SPEC_MATCHES_MAX 1000000 /* files matched, over every glob */
 #define MF_SPEC_ENV_MAX 64 /* variables in 'env' */
@@ -138,6 +143,10 @@ int spec_parse_pending_expiry(struct spec_ctx *c, const yaml_node_t *v,
 			      void *arg);
 int spec_parse_keep(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_fingerprint(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+/* `identity`: the argv of the command whose output enters the
+ * fingerprint. */
+int spec_parse_identity_exec(struct spec_ctx *c, const yaml_node_t *v,
+			     void *arg);
 /* `records` and `shuffle_window` (spec_records.c). */
 int spec_parse_records(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_shuffle_window(struct spec_ctx *c, const yaml_node_t *v,
@@ -156,9 +165,39 @@ int spec_parse_memory(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_nice(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 
 /* Files (spec_files.c): inputs expanded with glob(3) (arg unused); the
- * deps of the stage arg (a struct mf_stage *). */
+ * deps of the stage arg (a struct mf_stage *): files, globs and folders,
+ * expanded into its files. */
 int spec_parse_inputs(struct spec_ctx *c, const yaml_node_t *v, void *arg);
 int spec_parse_deps(struct spec_ctx *c, const yaml_node_t *v, void *arg);
+
+/* True when a deps item or a path component is a glob: it holds one of
+ * '*', '?', '[' or a '\\' escape. */
+bool spec_is_pattern(const char *s);
+
+/* Whether a folder dep leaves out the entry called name: a hidden one
+ * (a leading '.', as a glob's '*' does) or Python's bytecode cache
+ * __pycache__, which an import from the folder writes. */
+bool spec_dep_skipped(const char *name);
+
+/*
+ * Runs spec's `identity` command (spec_identity.c) as its stages run
+ * (docs/spec.md, "identity"): as the spec's owner under a root process,
+ * with the stages' clean environment without MATFS_*, in the spec folder,
+ * stdin /dev/null, in a session and process group of its own that is
+ * killed whatever happens, for at most MF_IDENTITY_TIMEOUT_S seconds (or
+ * until the calling thread's deadline, mf_deadline_set) and
+ * MF_IDENTITY_OUTPUT_MAX bytes of stdout. Returns 0 with *out (malloc'd,
+ * *len bytes, NUL-terminated) its standard output once it ended and the
+ * command exited 0; or -errno with *err (malloc'd) saying why, the
+ * command not named: -ENOENT / -EACCES / -EPERM for its program (not
+ * found, not executable, refused by the ownership rules), -EIO "exited
+ * with status 3: LAST LINE OF STDERR", -ETIME past its own bound,
+ * -ETIMEDOUT past the thread's deadline, -EFBIG, -ENOMEM.
+ * Call it with the thread's own rights; it takes the owner's to find the
+ * program.
+ */
+int spec_identity_run(const struct mf_spec *spec, char **out, size_t *len,
+		      char **err);
 
 /* dir + "/" + rel, malloc'd (dir "/" gives "/rel"); NULL when out of
  * memory. */

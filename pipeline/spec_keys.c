@@ -320,34 +320,51 @@ int spec_parse_fingerprint(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 
 /* ---- stages ---- */
 
-static int parse_exec(struct spec_ctx *c, const yaml_node_t *v, void *arg)
+/* An argv: a list of at least one string, the first not empty, at most
+ * MF_SPEC_ARGV_MAX of them, into *argv (NULL-terminated) and *argc. */
+static int parse_words(struct spec_ctx *c, const char *key,
+		       const yaml_node_t *v, char ***argv, size_t *argc)
 {
-	struct mf_stage *st = arg;
 	if (v->type != YAML_SEQUENCE_NODE)
-		return spec_fail(c, v, "'exec': expected a list of strings");
+		return spec_fail(c, v, "'%s': expected a list of strings", key);
 	size_t n =
 	    (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
 	if (n == 0)
-		return spec_fail(c, v, "'exec': at least one word is required");
+		return spec_fail(c, v, "'%s': at least one word is required",
+				 key);
 	if (n > MF_SPEC_ARGV_MAX)
-		return spec_fail(c, v, "'exec': more than %d words",
+		return spec_fail(c, v, "'%s': more than %d words", key,
 				 MF_SPEC_ARGV_MAX);
-	st->argv = calloc(n + 1, sizeof(*st->argv));
-	if (!st->argv)
+	*argv = calloc(n + 1, sizeof(**argv));
+	if (!*argv)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		const yaml_node_t *w =
 		    spec_node(c, v->data.sequence.items.start[i]);
-		int rc = spec_get_string(c, "exec", w, &st->argv[i]);
+		int rc = spec_get_string(c, key, w, &(*argv)[i]);
 		if (rc)
 			return rc;
-		st->argc++;
+		(*argc)++;
 	}
-	if (!st->argv[0][0])
+	if (!(*argv)[0][0])
 		return spec_fail(c,
 				 spec_node(c, v->data.sequence.items.start[0]),
-				 "'exec': the program name is empty");
+				 "'%s': the program name is empty", key);
 	return 0;
+}
+
+int spec_parse_identity_exec(struct spec_ctx *c, const yaml_node_t *v,
+			     void *arg)
+{
+	struct mf_spec *s = c->spec;
+	return parse_words(c, "identity", v, &s->identity_argv,
+			   &s->identity_argc);
+}
+
+static int parse_exec(struct spec_ctx *c, const yaml_node_t *v, void *arg)
+{
+	struct mf_stage *st = arg;
+	return parse_words(c, "exec", v, &st->argv, &st->argc);
 }
 
 static int parse_timeout(struct spec_ctx *c, const yaml_node_t *v, void *arg)

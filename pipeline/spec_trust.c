@@ -377,17 +377,16 @@ static const char *stage_path(const struct mf_spec *spec)
 	return TRUST_STAGE_PATH;
 }
 
-int trust_stage_program(const struct mf_spec *spec, size_t i, char **out,
-			char **err)
+int trust_program(const struct mf_spec *spec, const char *what,
+		  const char *prog, char **out, char **err)
 {
-	const char *prog = spec->stages[i].argv[0];
 	char *path;
 	int rc;
 	if (!strchr(prog, '/')) {
 		rc = search_path(stage_path(spec), spec->dir, prog, out);
 		if (rc == -ENOENT &&
-		    asprintf(err, "stage %zu: '%s' not found in PATH", i,
-			     prog) < 0)
+		    asprintf(err, "%s%s'%s' not found in PATH",
+			     what ? what : "", what ? ": " : "", prog) < 0)
 			*err = NULL;
 		return rc;
 	}
@@ -400,7 +399,8 @@ int trust_stage_program(const struct mf_spec *spec, size_t i, char **out,
 	if (!is_executable(path)) {
 		rc = faccessat(AT_FDCWD, path, F_OK, AT_EACCESS) == 0 ? -EACCES
 								      : -ENOENT;
-		if (asprintf(err, "stage %zu: '%s' %s", i, prog,
+		if (asprintf(err, "%s%s'%s' %s", what ? what : "",
+			     what ? ": " : "", prog,
 			     rc == -ENOENT ? "not found"
 					   : "is not an executable file") < 0)
 			*err = NULL;
@@ -409,4 +409,12 @@ int trust_stage_program(const struct mf_spec *spec, size_t i, char **out,
 	}
 	*out = path;
 	return 0;
+}
+
+int trust_stage_program(const struct mf_spec *spec, size_t i, char **out,
+			char **err)
+{
+	char what[32];
+	snprintf(what, sizeof(what), "stage %zu", i);
+	return trust_program(spec, what, spec->stages[i].argv[0], out, err);
 }

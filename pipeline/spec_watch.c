@@ -1,8 +1,9 @@
 /*
  * spec_watch.c - what a loaded spec's fingerprint depends on, listed for a
  * watcher: the folders whose entries can change it, each with the entry
- * name (a dep's path component) or glob component (an input glob's) that
- * matters in it, and the files whose identity does (deps and inputs).
+ * name (a dep's path component) or glob component (an input or deps
+ * glob's, or "*" in every folder a folder dep walks) that matters in it,
+ * and the files whose identity does (deps and inputs).
  *
  * Read-only: it looks at the tree (opendir, stat, lstat, readlink,
  * realpath) with the rights of the spec's owner, and keeps nothing. Not for: watching (the daemon does, in
@@ -32,12 +33,6 @@ static bool is_dir(const char *path)
 {
 	struct stat st;
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* Characters that make a path component a pattern for glob(3). */
-static bool is_pattern(const char *part)
-{
-	return strpbrk(part, "*?[\\") != NULL;
 }
 
 /* Adds (path, name), copying both; duplicates go at the end (dedup). */
@@ -115,7 +110,7 @@ static int next_level(const struct mf_strv *cur, const char *part, bool glob,
 {
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < cur->n; i++) {
-		if (glob && is_pattern(part)) {
+		if (glob && spec_is_pattern(part)) {
 			rc = match_folders(cur->v[i], part, next);
 			continue;
 		}
@@ -150,7 +145,7 @@ static int walk(struct watch_build *b, const char *dir, const char *rel,
 		bool dots = !strcmp(part, ".") || !strcmp(part, "..");
 		for (size_t i = 0; rc == 0 && !dots && i < cur.n; i++)
 			rc = add_dir(b, cur.v[i], part,
-				     glob && is_pattern(part));
+				     glob && spec_is_pattern(part));
 		if (rc == 0 && *p)
 			rc = next_level(&cur, part, glob, &next);
 		mf_strv_release(&cur);
@@ -192,17 +187,63 @@ static int add_links(struct watch_build *b, const char *path)
 	return rc;
 }
 
+/* Every folder under folder (clean, relative to the spec folder) that a
+ * folder dep walks, with "*" for its entries: a file added, removed or
+ * written there matters. The entries a folder dep skips are not walked
+ * ("*" does not match a hidden name either); at most MF_SPEC_DEP_DEPTH_MAX
+ * levels and MF_SPEC_DEP_ENTRIES_MAX entries are looked at, as the
+ * loader does. */
+static int walk_tree(struct watch_build *b, const char *top, unsigned depth,
+		     size_t *entries)
+{
+	if (depth > MF_SPEC_DEP_DEPTH_MAX)
+		return 0;
+	int rc = add_dir(b, top, "*", true);
+	DIR *d = rc == 0 ? opendir(top) : NULL;
+	if (!d)
+		return rc;
+	struct mf_strv sub = {0};
+	struct dirent *de;
+	while (rc == 0 && (de = readdir(d)) &&
+	       ++*entries <= MF_SPEC_DEP_ENTRIES_MAX) {
+		if (spec_dep_skipped(de->d_name))
+			continue;
+		char *p = spec_join(top, de->d_name);
+		struct stat st;
+		if (p && (lstat(p, &st) != 0 || !S_ISDIR(st.st_mode))) {
+			free(p);
+			continue;
+		}
+		rc = mf_strv_push(&sub, p);
+	}
+	closedir(d);
+	for (size_t i = 0; rc == 0 && i < sub.n; i++)
+		rc = walk_tree(b, sub.v[i], depth + 1, entries);
+	mf_strv_release(&sub);
+	return rc;
+}
+
+/* Each item of a stage's deps: the folders on a file's or a folder's
+ * path, those a glob walks, and every folder inside a folder dep; then
+ * every file the deps hold, with the symlinks on the way to it. */
 static int list_deps(struct watch_build *b, const struct mf_spec *spec)
 {
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < spec->n_stages; i++) {
 		const struct mf_stage *st = &spec->stages[i];
+		size_t entries = 0;
+		for (size_t j = 0; rc == 0 && j < st->n_dep_items; j++) {
+			const char *rel = st->dep_items[j];
+			enum mf_dep_kind kind = st->dep_kinds[j];
+			rc = walk(b, spec->dir, rel, kind == MF_DEP_GLOB);
+			if (rc || kind != MF_DEP_FOLDER)
+				continue;
+			char *top = spec_join(spec->dir, rel);
+			rc = top ? walk_tree(b, top, 0, &entries) : -ENOMEM;
+			free(top);
+		}
 		for (size_t j = 0; rc == 0 && j < st->n_deps; j++) {
-			char *rel = spec_clean_rel(st->deps_rel[j]);
-			rc = rel ? walk(b, spec->dir, rel, false) : -ENOMEM;
-			free(rel);
-			if (rc == 0)
-				rc = add_links(b, st->deps[j]);
+			rc = add_links(b, st->deps[j]);
 			if (rc == 0)
 				rc = add_file(b, st->deps[j]);
 		}

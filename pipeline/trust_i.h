@@ -99,4 +99,10 @@ int trust_enter(uid_t owner, gid_t owner_gid, struct mf_fscreds *saved);
 int trust_stage_program(const struct mf_spec *spec, size_t i, char **out,
 			char **err);
 
+/* The same for any program prog of spec (the identity command's), the
+ * messages starting with what and ": " instead of "stage N: " (what
+ * NULL: with nothing). */
+int trust_program(const struct mf_spec *spec, const char *what,
+		  const char *prog, char **out, char **err);
+
 #endif

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -178,6 +179,98 @@ static void test_deps_byte(void **state)
 	fx_mtime("proj/vocab.json", T0 + 50, 0); /* only contents count */
 	fp_proj(c);
 	assert_string_equal(a, c);
+}
+
+/* The labels of the parts of path's fingerprint that start with prefix,
+ * joined by spaces, into out. */
+static void labels_of(const char *path, const char *prefix, char *out,
+		      size_t len)
+{
+	struct mf_spec *s = fx_load(path);
+	struct mf_fingerprint fp;
+	assert_int_equal(mf_fingerprint_compute(s, &fp, NULL), 0);
+	out[0] = '\0';
+	for (size_t i = 0; i < fp.n_parts; i++) {
+		if (strncmp(fp.parts[i].label, prefix, strlen(prefix)))
+			continue;
+		size_t used = strlen(out);
+		snprintf(out + used, len - used, "%s%s", used ? " " : "",
+			 fp.parts[i].label);
+	}
+	mf_fingerprint_release(&fp);
+	mf_spec_free(s);
+}
+
+/* A deps glob and a deps folder: each file they give is a deps part of
+ * its own, as a listed file is (the same fingerprint as listing them),
+ * sorted bytewise; a content change, a new file or a file gone changes
+ * the fingerprint, a hidden file or __pycache__ in the folder does not. */
+static void test_deps_glob_folder(void **state)
+{
+	char a[65], b[65], c[65], labels[1024];
+	project();
+	fx_write("proj/lib/a.py", "a\n");
+	fx_write("proj/lib/a/z.py", "z\n");
+	fx_write("proj/lib/a-b.py", "ab\n");
+	fx_write("proj/lib/B.py", "B\n");
+	fx_write("proj/conf/x.json", "x\n");
+	fx_write("proj/conf/y.json", "y\n");
+	spec_edit("proj/spec.yaml", "[tokenize.py, vocab.json]",
+		  "[tokenize.py, vocab.json, lib, 'conf/*.json']");
+	fp_proj(a);
+	labels_of("proj/spec.yaml", "stage[0].deps", labels, sizeof(labels));
+	assert_string_equal(labels,
+			    "stage[0].deps[conf/x.json] "
+			    "stage[0].deps[conf/y.json] "
+			    "stage[0].deps[lib/B.py] "
+			    "stage[0].deps[lib/a-b.py] "
+			    "stage[0].deps[lib/a.py] "
+			    "stage[0].deps[lib/a/z.py] "
+			    "stage[0].deps[tokenize.py] "
+			    "stage[0].deps[vocab.json]");
+	/* the same parts as every file listed */
+	spec_edit("proj/listed.yaml", "[tokenize.py, vocab.json]",
+		  "[vocab.json, lib/a/z.py, lib/a.py, conf/y.json, "
+		  "lib/B.py, conf/x.json, tokenize.py, lib/a-b.py]");
+	fp_of("proj/listed.yaml", b);
+	assert_string_equal(a, b);
+	/* a byte of a file deep in the folder */
+	fx_write("proj/lib/a/z.py", "Z\n");
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+	fx_write("proj/lib/a/z.py", "z\n");
+	fp_proj(b);
+	assert_string_equal(a, b);
+	/* a byte of a file the glob matches */
+	fx_write("proj/conf/y.json", "Y\n");
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+	fx_write("proj/conf/y.json", "y\n");
+	/* left out: what the folder skips, what the glob does not match */
+	fx_write("proj/lib/.swp", "s");
+	fx_write("proj/lib/__pycache__/a.cpython-311.pyc", "c");
+	fx_write("proj/conf/notes.txt", "n");
+	fp_proj(b);
+	assert_string_equal(a, b);
+	/* a new file in a subfolder, and one the glob matches */
+	fx_write("proj/lib/a/new.py", "n\n");
+	fp_proj(b);
+	assert_string_not_equal(a, b);
+	fx_write("proj/conf/w.json", "w\n");
+	fp_proj(c);
+	assert_string_not_equal(b, c);
+	assert_string_not_equal(a, c);
+	labels_of("proj/spec.yaml", "stage[0].deps[conf/w", labels,
+		  sizeof(labels));
+	assert_string_equal(labels, "stage[0].deps[conf/w.json]");
+	assert_int_equal(unlink("proj/lib/a/new.py"), 0);
+	assert_int_equal(unlink("proj/conf/w.json"), 0);
+	fp_proj(b);
+	assert_string_equal(a, b);
+	/* the golden project keeps its value: plain deps are as they were */
+	spec_edit("proj/spec.yaml", "\"512\"", "\"512\"");
+	fp_proj(b);
+	assert_string_equal(b, GOLDEN_STAT);
 }
 
 static void test_argv_word(void **state)
@@ -748,6 +841,22 @@ static void test_shard_fingerprint(void **state)
 	shard_fps("proj/spec.yaml", snap2, b, 3);
 	for (int k = 0; k < 3; k++)
 		assert_string_not_equal(a[k], b[k]);
+	/* identity: its output, in every shard */
+	fx_write("proj/ver.txt", "1.0\n");
+	spec_edit("proj/spec.yaml",
+		  "stages:", "identity: [cat, ver.txt]\nstages:");
+	shard_fps("proj/spec.yaml", snap2, b, 3);
+	for (int k = 0; k < 3; k++)
+		assert_string_not_equal(a[k], b[k]);
+	char c[3][65];
+	fx_write("proj/ver.txt", "1.1\n");
+	shard_fps("proj/spec.yaml", snap2, c, 3);
+	for (int k = 0; k < 3; k++)
+		assert_string_not_equal(b[k], c[k]);
+	fx_write("proj/ver.txt", "1.0\n");
+	shard_fps("proj/spec.yaml", snap2, c, 3);
+	for (int k = 0; k < 3; k++)
+		assert_string_equal(b[k], c[k]);
 	/* a fixed key: the key, shards and the index */
 	spec_edit("proj/spec.yaml", "stages:", "fingerprint: k1\nstages:");
 	shard_fps("proj/spec.yaml", snap2, a, 3);
@@ -793,6 +902,207 @@ static void test_assign_hash(void **state)
 			assert_string_equal(a[k], b[k]);
 }
 
+/* ---- identity ---- */
+
+/* SPEC with `identity: ARGV` (a YAML flow list) in proj/id.yaml. */
+static void identity_spec(const char *argv)
+{
+	char line[512];
+	snprintf(line, sizeof(line), "identity: %s\nstages:", argv);
+	spec_edit("proj/id.yaml", "stages:", line);
+}
+
+/* The part labelled label of path's fingerprint: its hex and detail. */
+static void part_of(const char *path, const char *label, char hex[65],
+		    char *detail, size_t len)
+{
+	struct mf_spec *s = fx_load(path);
+	struct mf_fingerprint fp;
+	char *err = NULL;
+	int rc = mf_fingerprint_compute(s, &fp, &err);
+	if (rc)
+		print_error("fingerprint: %s\n", err ? err : "?");
+	assert_int_equal(rc, 0);
+	size_t i = 0;
+	while (i < fp.n_parts && strcmp(fp.parts[i].label, label))
+		i++;
+	assert_true(i < fp.n_parts);
+	memcpy(hex, fp.parts[i].hex, 65);
+	snprintf(detail, len, "%s", fp.parts[i].detail);
+	mf_fingerprint_release(&fp);
+	mf_spec_free(s);
+}
+
+/* The fingerprint of path fails with rc and a message holding want. */
+static void fp_fails(const char *path, int want_rc, const char *want)
+{
+	struct mf_spec *s = fx_load(path);
+	struct mf_fingerprint fp;
+	char *err = NULL;
+	int rc = mf_fingerprint_compute(s, &fp, &err);
+	if (!err || !strstr(err, want))
+		print_error("fingerprint: %d %s\n", rc, err ? err : "?");
+	assert_int_equal(rc, want_rc);
+	assert_non_null(err);
+	assert_non_null(strstr(err, s->path)); /* the spec file */
+	assert_non_null(strstr(err, want));
+	free(err);
+	mf_spec_free(s);
+}
+
+/* H(str(text)): the identity part of a command that printed text. */
+static void identity_hex(const char *text, size_t len, char hex[65])
+{
+	struct mf_sha256 h;
+	uint8_t d[32];
+	assert_int_equal(mf_sha256_init(&h), 0);
+	put_u64(&h, len);
+	assert_int_equal(mf_sha256_update(&h, text, len), 0);
+	assert_int_equal(mf_sha256_final(&h, d), 0);
+	mf_hex(d, 32, hex);
+}
+
+/* The identity command's standard output is a part, after env and before
+ * the stages; another output is another fingerprint, for every shard;
+ * with a fixed key it is not run. */
+static void test_identity_covered(void **state)
+{
+	char a[65], b[65], hex[65], want[65], detail[256];
+	char snap[65], sa[3][65], sb[3][65];
+	project();
+	fx_write("proj/ver.txt", "1.0\n");
+	fp_proj(a);
+	identity_spec("[cat, ver.txt]");
+	fp_of("proj/id.yaml", b);
+	assert_string_not_equal(a, b);
+	part_of("proj/id.yaml", "identity", hex, detail, sizeof(detail));
+	identity_hex("1.0\n", 4, want);
+	assert_string_equal(hex, want);
+	assert_string_equal(detail, "size=4 1.0");
+	labels_of("proj/id.yaml", "", detail, sizeof(detail));
+	assert_non_null(
+	    strstr(detail, "scheme shards identity stage[0].argv "));
+	shard_fps("proj/id.yaml", snap, sa, 3);
+	fx_write("proj/ver.txt", "1.1\n");
+	fp_of("proj/id.yaml", a);
+	assert_string_not_equal(a, b);
+	shard_fps("proj/id.yaml", snap, sb, 3);
+	for (int k = 0; k < 3; k++)
+		assert_string_not_equal(sa[k], sb[k]);
+	fx_write("proj/ver.txt", "1.0\n");
+	fp_of("proj/id.yaml", a);
+	assert_string_equal(a, b);
+	/* the bytes as they came: a NUL, no newline */
+	identity_spec("[printf, 'a\\0b']");
+	part_of("proj/id.yaml", "identity", hex, detail, sizeof(detail));
+	identity_hex("a\0b", 3, want);
+	assert_string_equal(hex, want);
+	assert_string_equal(detail, "size=3 'a?b'");
+	/* a fixed key: not run, so a failing command does not matter */
+	spec_edit("proj/id.yaml",
+		  "stages:", "identity: [false]\nfingerprint: k\nstages:");
+	fp_of("proj/id.yaml", a);
+	spec_edit("proj/id.yaml", "stages:", "fingerprint: k\nstages:");
+	fp_of("proj/id.yaml", b);
+	assert_string_equal(a, b);
+}
+
+/* It runs in the spec folder with the stages' clean environment and the
+ * spec's env, no MATFS_* variable, and stdin at its end. */
+static void test_identity_environment(void **state)
+{
+	char hex[65], want[65], detail[256], text[512];
+	struct fx *f = *state;
+	project();
+	assert_int_equal(setenv("MF_TEST_SECRET", "leak", 1), 0);
+	spec_edit("proj/id.yaml", "stages:",
+		  "env: {FOO: bar}\n"
+		  "identity: [sh, -c, 'echo \"${MF_TEST_SECRET-unset} $FOO "
+		  "$(pwd) $(env | grep -c ^MATFS_) $(wc -c)\"']\n"
+		  "stages:");
+	part_of("proj/id.yaml", "identity", hex, detail, sizeof(detail));
+	unsetenv("MF_TEST_SECRET");
+	snprintf(text, sizeof(text), "unset bar %s/proj 0 0\n", f->root);
+	identity_hex(text, strlen(text), want);
+	if (strcmp(hex, want))
+		print_error("identity printed: %s\n", detail);
+	assert_string_equal(hex, want);
+}
+
+/* A command that fails, is not found, prints too much or does not end
+ * makes the fingerprint fail, naming the spec and the command; one that
+ * never ends, or leaves a child holding its output, is killed with its
+ * process group at the bound. */
+static void test_identity_refused(void **state)
+{
+	project();
+	identity_spec("[sh, -c, 'echo partial; echo first >&2; "
+		      "echo \"no module\" >&2; exit 3']");
+	fp_fails("proj/id.yaml", -EIO,
+		 ": identity (sh -c 'echo partial; echo first >&2; echo "
+		 "\"no "
+		 "module\" >&2; exit 3'): exited with status 3: no module");
+	identity_spec("[sh, -c, 'kill -9 $$']");
+	fp_fails("proj/id.yaml", -EIO,
+		 "identity (sh -c 'kill -9 $$'): killed by signal 9 "
+		 "(SIGKILL)");
+	identity_spec("[no-such-program-here]");
+	fp_fails("proj/id.yaml", -ENOENT,
+		 "identity (no-such-program-here): "
+		 "'no-such-program-here' not "
+		 "found in PATH");
+	identity_spec("[./ver.txt]");
+	fx_write("proj/ver.txt", "1\n");
+	fp_fails("proj/id.yaml", -EACCES,
+		 "identity (./ver.txt): './ver.txt' is not an executable "
+		 "file");
+	/* exactly the bound is fine, a byte more is not; a flood is cut */
+	char hex[65], detail[256];
+	identity_spec("[head, -c, '65536', /dev/zero]");
+	part_of("proj/id.yaml", "identity", hex, detail, sizeof(detail));
+	char nuls[128];
+	memset(nuls, '?', 64);
+	snprintf(nuls + 64, sizeof(nuls) - 64, "...'");
+	assert_string_equal(detail + strlen("size=65536 '"), nuls);
+	identity_spec("[head, -c, '65537', /dev/zero]");
+	fp_fails("proj/id.yaml", -EFBIG,
+		 "identity (head -c 65537 /dev/zero): wrote more than 65536 "
+		 "bytes on its standard output");
+	identity_spec("[yes]");
+	fp_fails("proj/id.yaml", -EFBIG, "wrote more than 65536 bytes");
+	/* it exits at once, a child it left holds its output: the bound,
+	 * then the child is killed with the group */
+	identity_spec("[sh, -c, 'sleep 1000 & echo $! >bg.pid; echo x']");
+	fp_fails("proj/id.yaml", -ETIME, "did not end within 10 s");
+	FILE *p = fopen("proj/bg.pid", "r");
+	assert_non_null(p);
+	int pid = 0;
+	assert_int_equal(fscanf(p, "%d", &pid), 1);
+	fclose(p);
+	/* SIGKILL was sent before the call returned: the child is gone, or
+	 * a zombie no init reaped yet, once the kernel delivered it */
+	char st = 'S';
+	for (int i = 0; i < 500 && st != 'Z' && st != 'X'; i++) {
+		char path[64], stat[256] = "";
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		p = fopen(path, "r");
+		if (!p) {
+			st = 'X';
+			break;
+		}
+		assert_non_null(fgets(stat, sizeof(stat), p));
+		fclose(p);
+		const char *close = strrchr(stat, ')');
+		assert_non_null(close);
+		st = close[2];
+		if (st != 'Z' && st != 'X')
+			usleep(10000);
+	}
+	if (st != 'Z' && st != 'X')
+		kill(pid, SIGKILL);
+	assert_true(st == 'Z' || st == 'X');
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
 
 int main(void)
@@ -802,6 +1112,7 @@ int main(void)
 	    T(test_layout_ignored),
 	    T(test_project_move),
 	    T(test_deps_byte),
+	    T(test_deps_glob_folder),
 	    T(test_argv_word),
 	    T(test_shards_covered),
 	    T(test_input_size),
@@ -818,6 +1129,9 @@ int main(void)
 	    T(test_records_covered),
 	    T(test_shard_fingerprint),
 	    T(test_assign_hash),
+	    T(test_identity_covered),
+	    T(test_identity_environment),
+	    T(test_identity_refused),
 	};
 	return cmocka_run_group_tests_name("fingerprint", tests, NULL, NULL);
 }

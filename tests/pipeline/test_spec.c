@@ -178,6 +178,21 @@ static void test_wrong_type(void **state)
 	expect("name: x\ninputs: raw/*.jsonl\nstages:\n"
 	       "  - exec: [cat]\n    deps: tokenize.py\n",
 	       "a.yaml:5:11: 'deps': expected a list of paths");
+	expect(BASE "identity: python3 --version\n",
+	       "a.yaml:6:11: 'identity': expected a list of strings");
+	expect(BASE "identity: []\n",
+	       "a.yaml:6:11: 'identity': at least one word is required");
+	expect(BASE "identity: ['', x]\n",
+	       "a.yaml:6:12: 'identity': the program name is empty");
+	expect(BASE "identity: [a, {b: c}]\n",
+	       "a.yaml:6:15: 'identity': expected a string");
+	/* a spec with one: its argv as written */
+	fx_write("a.yaml", BASE "identity: [python3, -c, 'print(1)']\n");
+	struct mf_spec *s = fx_load("a.yaml");
+	assert_int_equal(s->identity_argc, 3);
+	assert_string_equal(s->identity_argv[2], "print(1)");
+	assert_null(s->identity_argv[3]);
+	mf_spec_free(s);
 }
 
 static void test_bad_integer(void **state)
@@ -353,12 +368,133 @@ static void test_missing_deps(void **state)
 	project();
 	assert_int_equal(unlink("vocab.json"), 0);
 	expect(BASE, "a.yaml:5:25: 'deps': no such file 'vocab.json'");
-	fx_mkdirs("vocab.json");
-	expect(BASE, "a.yaml:5:25: 'deps': not a regular file 'vocab.json'");
+	/* a folder is a folder dep: without a file, an error */
+	fx_mkdirs("vocab.json/.git");
+	fx_write("vocab.json/.hidden", "h");
+	fx_write("vocab.json/__pycache__/x.pyc", "c");
+	expect(BASE, "a.yaml:5:25: 'deps': no file in folder 'vocab.json'");
+	assert_int_equal(mkfifo("fifo", 0600), 0);
+	expect("name: x\ninputs: raw/*.jsonl\nstages:\n"
+	       "  - exec: [cat]\n    deps: [fifo]\n",
+	       "a.yaml:5:12: 'deps': not a regular file or folder 'fifo'");
+	expect("name: x\ninputs: raw/*.jsonl\nstages:\n"
+	       "  - exec: [cat]\n    deps: [tokenize.py, 'lib/*.py']\n",
+	       "a.yaml:5:25: 'deps': no file matches 'lib/*.py'");
+	expect("name: x\ninputs: raw/*.jsonl\nstages:\n"
+	       "  - exec: [cat]\n    deps: ['/etc/*']\n",
+	       "a.yaml:5:12: 'deps': '/etc/*' is not relative to the spec "
+	       "folder");
+	expect("name: x\ninputs: raw/*.jsonl\nstages:\n"
+	       "  - exec: [cat]\n    deps: ['.*/x']\n",
+	       "a.yaml:5:12: 'deps': '.*' in '.*/x' matches '.' and '..': "
+	       "name them literally");
 	expect("name: x\ninputs: raw/*.jsonl\nstages:\n"
 	       "  - exec: [cat]\n    deps: [/etc/passwd]\n",
 	       "a.yaml:5:12: 'deps': '/etc/passwd' is not relative to the spec "
 	       "folder");
+}
+
+/* deps globs and folders: each file they give, by its clean path, sorted
+ * bytewise within its item; a folder's hidden entries and __pycache__
+ * left out, a symlink to a file followed. */
+static void test_deps_globs_and_folders(void **state)
+{
+	struct fx *f = *state;
+	project();
+	fx_write("lib/a.py", "a");
+	fx_write("lib/a/z.py", "z");
+	fx_write("lib/a-b.py", "ab");
+	fx_write("lib/B.py", "B");
+	fx_write("lib/.hidden", "h");
+	fx_write("lib/.git/config", "g");
+	fx_write("lib/__pycache__/a.cpython.pyc", "c");
+	fx_write("lib/a/__pycache__/z.cpython.pyc", "c");
+	fx_write("other.py", "o");
+	assert_int_equal(symlink("../other.py", "lib/link.py"), 0);
+	assert_int_equal(mkfifo("lib/fifo", 0600), 0);
+	fx_write("conf/x.json", "x");
+	fx_write("conf/y.json", "y");
+	fx_write("conf/z.txt", "z");
+	fx_mkdirs("conf/d.json");
+	fx_write("a.yaml",
+		 "name: x\ninputs: raw/*.jsonl\nstages:\n"
+		 "  - exec: [cat]\n"
+		 "    deps: [tokenize.py, ./lib/, 'conf//*.json']\n"
+		 "  - exec: [cat]\n"
+		 "    deps: [.]\n");
+	struct mf_spec *s = fx_load("a.yaml");
+	const struct mf_stage *st = &s->stages[0];
+	static const char *const want[] = {
+	    "tokenize.py", "lib/B.py",	  "lib/a-b.py",	 "lib/a.py",
+	    "lib/a/z.py",  "lib/link.py", "conf/x.json", "conf/y.json",
+	};
+	assert_int_equal(st->n_dep_items, 3);
+	assert_string_equal(st->dep_items[1], "lib");
+	assert_string_equal(st->dep_items[2], "conf/*.json");
+	assert_int_equal(st->dep_kinds[0], MF_DEP_FILE);
+	assert_int_equal(st->dep_kinds[1], MF_DEP_FOLDER);
+	assert_int_equal(st->dep_kinds[2], MF_DEP_GLOB);
+	assert_int_equal(st->n_deps, 8);
+	for (size_t i = 0; i < 8; i++) {
+		char abs[512];
+		assert_string_equal(st->deps_rel[i], want[i]);
+		snprintf(abs, sizeof(abs), "%s/%s", f->root, want[i]);
+		assert_string_equal(st->deps[i], abs);
+	}
+	/* the spec folder itself: paths without a leading "./" */
+	st = &s->stages[1];
+	assert_int_equal(st->dep_kinds[0], MF_DEP_FOLDER);
+	assert_string_equal(st->dep_items[0], "");
+	bool has_spec = false, has_link = false;
+	for (size_t i = 0; i < st->n_deps; i++) {
+		has_spec |= !strcmp(st->deps_rel[i], "a.yaml");
+		has_link |= !strcmp(st->deps_rel[i], "lib/link.py");
+		assert_true(st->deps_rel[i][0] != '.');
+		assert_true(i == 0 ||
+			    strcmp(st->deps_rel[i - 1], st->deps_rel[i]) < 0);
+	}
+	assert_true(has_spec && has_link);
+	mf_spec_free(s);
+}
+
+/* What a folder dep refuses: a symlink to a folder, one that leads
+ * nowhere, a file the ownership rules refuse. */
+static void test_deps_folder_refused(void **state)
+{
+	project();
+	fx_write("lib/a.py", "a");
+	fx_write("elsewhere/b.py", "b");
+	assert_int_equal(symlink("../elsewhere", "lib/sub"), 0);
+	const char *spec = "name: x\ninputs: raw/*.jsonl\nstages:\n"
+			   "  - exec: [cat]\n    deps: [lib]\n";
+	expect(spec,
+	       "a.yaml:5:12: 'deps': 'lib/sub' in folder 'lib' is a "
+	       "symlink to a folder: list that folder itself");
+	assert_int_equal(unlink("lib/sub"), 0);
+	assert_int_equal(symlink("gone.py", "lib/dangling.py"), 0);
+	expect(spec,
+	       "a.yaml:5:12: 'deps': cannot read 'lib/dangling.py': No "
+	       "such file or directory");
+	assert_int_equal(unlink("lib/dangling.py"), 0);
+	fx_write("a.yaml", spec);
+	mf_spec_free(fx_load("a.yaml"));
+	/* each file passes the ownership rules, as a listed one does */
+	assert_int_equal(chmod("lib/a.py", 0646), 0);
+	struct mf_spec *s = NULL;
+	char *err = NULL;
+	assert_int_equal(mf_spec_load("a.yaml", &s, &err), -EPERM);
+	assert_non_null(strstr(err, "a.yaml:5:12: 'deps': "));
+	assert_non_null(strstr(err, "/lib/a.py: owned by"));
+	assert_non_null(strstr(err, "mode 0646: writable by others"));
+	free(err);
+	assert_int_equal(chmod("lib/a.py", 0644), 0);
+	/* and so does the folder itself, sticky or not */
+	assert_int_equal(chmod("lib", 01777), 0);
+	assert_int_equal(mf_spec_load("a.yaml", &s, &err), -EPERM);
+	assert_non_null(strstr(err, "/lib: owned by"));
+	assert_non_null(strstr(err, "mode 1777: writable by others"));
+	free(err);
+	assert_int_equal(chmod("lib", 0755), 0);
 }
 
 static void test_too_many_shards(void **state)
@@ -816,6 +952,8 @@ int main(void)
 	    T(test_compression_adapt),
 	    T(test_no_matching_inputs),
 	    T(test_missing_deps),
+	    T(test_deps_globs_and_folders),
+	    T(test_deps_folder_refused),
 	    T(test_too_many_shards),
 	    T(test_no_stages),
 	    T(test_bad_name),

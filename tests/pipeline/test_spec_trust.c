@@ -367,6 +367,80 @@ static void test_hash_and_watch_with_owners_rights(void **state)
 	mf_spec_free(s);
 }
 
+/* A deps folder is walked, and a deps glob expanded, with the owner's
+ * rights; a file in it another user owns is refused as a listed one. */
+static void test_deps_folder_with_owners_rights(void **state)
+{
+	root_dir(state);
+	fx_write("u/raw/a.jsonl", "a\n");
+	fx_write("u/lib/a.py", "a\n");
+	fx_write("u/lib/closed/b.py", "b\n");
+	fx_write("u/a.yaml",
+		 "name: w\ninputs: raw/*.jsonl\n"
+		 "stages: [{exec: [cat], deps: [lib]}]\n");
+	own("u/a.yaml", NOBODY);
+	own("u", NOBODY);
+	own("u/lib", NOBODY);
+	own("u/lib/a.py", NOBODY);
+	assert_int_equal(chmod("u/lib/closed", 0700), 0); /* root's */
+	expect("u/a.yaml", -EINVAL,
+	       "u/a.yaml:3:31: 'deps': cannot read 'lib/closed': Permission "
+	       "denied");
+	assert_int_equal(chmod("u/lib/closed", 0755), 0);
+	own("u/lib/closed", NOBODY);
+	own("u/lib/closed/b.py", OTHER);
+	char *err = load_fails("u/a.yaml", -EPERM);
+	assert_non_null(strstr(err, "u/a.yaml:3:31: 'deps': "));
+	assert_non_null(strstr(err, "/u/lib/closed/b.py: owned by uid 4242"));
+	free(err);
+	own("u/lib/closed/b.py", NOBODY);
+	mf_spec_free(fx_load("u/a.yaml"));
+}
+
+/* The identity command runs as the spec's owner, with the owner's HOME,
+ * in the spec folder: what it prints says so. */
+static void test_identity_as_owner(void **state)
+{
+	const char *r = root_dir(state);
+	fx_write("u/raw/a.jsonl", "a\n");
+	fx_write("u/a.yaml",
+		 "name: w\ninputs: raw/*.jsonl\n"
+		 "identity: [sh, -c, 'id -u; id -g; pwd; "
+		 "touch mine; stat -c %u mine']\n"
+		 "stages: [{exec: [cat]}]\n");
+	own("u/a.yaml", NOBODY);
+	own("u", NOBODY);
+	struct mf_spec *s = fx_load("u/a.yaml");
+	struct mf_fingerprint fp;
+	char *err = NULL;
+	int rc = mf_fingerprint_compute(s, &fp, &err);
+	if (rc)
+		fail_msg("fingerprint: %s", err ? err : "?");
+	char want[1024], hex[65];
+	snprintf(want, sizeof(want), "%d\n%d\n%s/u\n%d\n", NOBODY, NOBODY, r,
+		 NOBODY);
+	struct mf_sha256 h;
+	uint8_t d[32], len[8];
+	for (int i = 0; i < 8; i++)
+		len[i] = (uint8_t)((uint64_t)strlen(want) >> (56 - 8 * i));
+	assert_int_equal(mf_sha256_init(&h), 0);
+	assert_int_equal(mf_sha256_update(&h, len, 8), 0);
+	assert_int_equal(mf_sha256_update(&h, want, strlen(want)), 0);
+	assert_int_equal(mf_sha256_final(&h, d), 0);
+	mf_hex(d, 32, hex);
+	bool found = false;
+	for (size_t i = 0; i < fp.n_parts; i++)
+		if (!strcmp(fp.parts[i].label, "identity")) {
+			found = true;
+			if (strcmp(fp.parts[i].hex, hex))
+				fail_msg("identity printed: %s",
+					 fp.parts[i].detail);
+		}
+	assert_true(found);
+	mf_fingerprint_release(&fp);
+	mf_spec_free(s);
+}
+
 /* A user's link to a file only root may read is opened with the user's
  * rights: EACCES, and not a byte of it in the message. */
 static void test_link_to_secret(void **state)
@@ -453,6 +527,8 @@ int main(void)
 	    T(test_program_of_another_user),
 	    T(test_glob_with_owners_rights),
 	    T(test_hash_and_watch_with_owners_rights),
+	    T(test_deps_folder_with_owners_rights),
+	    T(test_identity_as_owner),
 	    T(test_link_to_secret),
 	    T(test_not_root_process),
 	};

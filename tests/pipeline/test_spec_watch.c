@@ -2,7 +2,8 @@
  * test_spec_watch.c - mf_spec_watch_list: the folders a watcher must watch
  * for a spec (each with the entry or glob component that matters there)
  * and the files whose identity it compares: globs with wildcard folder
- * parts, "..", deps in subfolders and deps reached through symlinks.
+ * parts, "..", deps in subfolders and deps reached through symlinks,
+ * deps folders and globs.
  *
  * Not for: watching itself (tests/mount/test_mount_follow.sh).
  */
@@ -119,6 +120,46 @@ static void test_duplicates(void **state)
 	mf_spec_free(s);
 }
 
+/* A deps folder: its path, then every folder under it that it walks with
+ * "*" (not a hidden one, not __pycache__), and each of its files; a deps
+ * glob as an input glob. */
+static void test_deps_folder_glob(void **state)
+{
+	const char *r = ((struct fx *)*state)->root;
+	fx_write("in/a.txt", "a");
+	fx_write("src/lib/a.py", "a");
+	fx_write("src/lib/sub/deep/b.py", "b");
+	fx_write("src/lib/.git/config", "g");
+	fx_write("src/lib/__pycache__/a.pyc", "c");
+	fx_write("conf/x.json", "x");
+	fx_write("a.yaml",
+		 "name: w\n"
+		 "inputs: in/*.txt\n"
+		 "stages:\n"
+		 "  - exec: [cat]\n"
+		 "    deps: [src/lib, 'conf/*.json']\n");
+	struct mf_spec *s = fx_load("a.yaml");
+	struct mf_spec_watch w;
+	assert_int_equal(mf_spec_watch_list(s, &w), 0);
+	has_dir(&w, r, "", "src", false);
+	has_dir(&w, r, "src", "lib", false);
+	has_dir(&w, r, "src/lib", "*", true);
+	has_dir(&w, r, "src/lib/sub", "*", true);
+	has_dir(&w, r, "src/lib/sub/deep", "*", true);
+	has_dir(&w, r, "", "conf", false);
+	has_dir(&w, r, "conf", "*.json", true);
+	has_dir(&w, r, "", "in", false);
+	has_dir(&w, r, "in", "*.txt", true);
+	assert_int_equal(w.n_dirs, 9);
+	has_file(&w, r, "src/lib/a.py");
+	has_file(&w, r, "src/lib/sub/deep/b.py");
+	has_file(&w, r, "conf/x.json");
+	has_file(&w, r, "in/a.txt");
+	assert_int_equal(w.n_files, 4);
+	mf_spec_watch_release(&w);
+	mf_spec_free(s);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
 
 int main(void)
@@ -126,6 +167,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    T(test_folders_and_files),
 	    T(test_duplicates),
+	    T(test_deps_folder_glob),
 	};
 	return cmocka_run_group_tests_name("spec_watch", tests, NULL, NULL);
 }
