@@ -3,7 +3,8 @@
 # (issue "Batches as files", Speed; docs/performance.md says what each
 # figure means):
 #
-#   warm    every batch of one epoch (seed 1, W=1, batches of 512 KiB)
+#   warm    every batch of one epoch (seed 1, W=1, batches of BATCH_KIB
+#           KiB, default 512)
 #           read through a fresh mount of a materialized snapshot of MIB
 #           MiB in 16 shards, against the same snapshot's shards read in
 #           order through a fresh mount; page caches dropped before each.
@@ -27,12 +28,12 @@
 #           epoch of 2^21 batches (8-byte records), against the view's own batch 0, each on
 #           a fresh mount (the order built by the open).
 #
-# usage: bench/batches/run.sh [BUILD_DIR]  (env: MIB=256, ROUNDS=3,
+# usage: bench/batches/run.sh [BUILD_DIR]  (env: MIB=256, ROUNDS=3, BATCH_KIB=512,
 # PARTS="warm cold resume"); root (drop_caches, cgroups); /dev/fuse.
 set -uo pipefail
 build=${1:-${MF_BUILD_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)/build}}
 build=$(cd "$build" && pwd)
-mib=${MIB:-256} rounds=${ROUNDS:-3} parts=${PARTS:-warm cold resume}
+mib=${MIB:-256} rounds=${ROUNDS:-3} parts=${PARTS:-warm cold resume} bkib=${BATCH_KIB:-512}
 matfs=$build/tools/matfs gen=$build/bench/engine/gen py=/usr/bin/python3
 for x in "$matfs" "$gen"; do [ -x "$x" ] || { echo "missing $x: build first" >&2; exit 1; }; done
 [ -e /dev/fuse ] || { echo "no /dev/fuse" >&2; exit 77; }
@@ -134,7 +135,7 @@ if [[ " $parts " == *" warm "* ]]; then
     cat "$mnt/$name"/* >/dev/null # materialized
     fp=$(readlink "$mnt/$name")
     mount_down
-    b=$((524288 / rsize))
+    b=$((bkib * 1024 / rsize))
     view=$mnt/$fp/batches/$b/seed-1/epoch-0/rank-0-of-1
     declare -A T C
     T=() C=()
