@@ -2,10 +2,9 @@
  * store_shared.c - where the data of a shard fingerprint was committed:
  * STORE/shared/SFP, lines "FP SHARD RUN OWNER\n", the latest commit
  * first, at most MF_STORE_HOLDERS of them, rewritten by atomic rename at
- * each commit. A hint, not a record: the
- * catalog says whether that shard is still materialized by that run, and
- * its file's checksums whether it is that shard's (docs/format.md, "The
- * shared hints"). A hint lost, stale or clobbered by a concurrent commit
+ * each commit. A hint, not a record: the catalog says whether that
+ * shard is still materialized by that run, and its file's checksums
+ * whether it is that shard's (docs/format.md, "The shared hints"). A hint lost, stale or clobbered by a concurrent commit
  * only means a shard is computed where it could have been reused.
  *
  * Not for: deciding whether to reuse (the engine) or reading the data
