@@ -108,6 +108,7 @@ struct mf_store_donor {
 	uint32_t shard;
 	char run_id[MF_RUN_ID_HEX_LEN + 1];
 	uid_t owner; /* of the spec that computed it */
+	uint64_t place; /* XXH3-64 of that spec's real folder */
 };
 #define MF_STORE_HOLDERS 4 /* holders a hint lists, the latest first */
 /* Puts d first in the hint of sfp (the holders it listed after it, d's

@@ -1,6 +1,6 @@
 /*
  * store_shared.c - where the data of a shard fingerprint was committed:
- * STORE/shared/SFP, lines "FP SHARD RUN OWNER\n", the latest commit
+ * STORE/shared/SFP, lines "FP SHARD RUN OWNER PLACE\n", the latest commit
  * first, at most MF_STORE_HOLDERS of them, rewritten by atomic rename at
  * each commit. A hint, not a record: the catalog says whether that
  * shard is still materialized by that run, and its file's checksums
@@ -32,7 +32,8 @@ static int open_shared(struct mf_store *st, bool create, int *out)
 		      : snap_open_at(st->dirfd, SHARED_DIR, true, out);
 }
 
-/* "FP SHARD RUN OWNER", each field in its exact form. */
+/* "FP SHARD RUN OWNER PLACE", each field in its exact form (PLACE: 16
+ * lowercase hex digits). */
 static int parse_line(const char *s, size_t len, struct mf_store_donor *d)
 {
 	char line[HINT_MAX];
@@ -40,17 +41,19 @@ static int parse_line(const char *s, size_t len, struct mf_store_donor *d)
 		return -EBADMSG;
 	memcpy(line, s, len);
 	line[len] = '\0';
-	char fp[MF_FP_HEX_LEN + 1], run[MF_RUN_ID_HEX_LEN + 1];
+	char fp[MF_FP_HEX_LEN + 1], run[MF_RUN_ID_HEX_LEN + 1], place[17];
 	unsigned shard, owner;
 	int used = 0;
-	if (sscanf(line, "%64s %u %32s %u%n", fp, &shard, run, &owner, &used) !=
-		4 ||
-	    (size_t)used != len || snap_check_ids(fp, run))
+	if (sscanf(line, "%64s %u %32s %u %16s%n", fp, &shard, run, &owner,
+		   place, &used) != 5 ||
+	    (size_t)used != len || snap_check_ids(fp, run) ||
+	    !mf_is_hex(place, 16))
 		return -EBADMSG;
 	memcpy(d->fp, fp, sizeof(d->fp));
 	memcpy(d->run_id, run, sizeof(d->run_id));
 	d->shard = shard;
 	d->owner = (uid_t)owner;
+	d->place = strtoull(place, NULL, 16);
 	return 0;
 }
 
@@ -100,9 +103,10 @@ static int write_hint(int dfd, const char *name, const struct mf_store_donor *v,
 	char buf[HINT_MAX * MF_STORE_HOLDERS], rnd[17], tmp[MF_FP_HEX_LEN + 32];
 	size_t len = 0;
 	for (size_t i = 0; i < n; i++) {
-		int k = snprintf(buf + len, sizeof(buf) - len, "%s %u %s %u\n",
-				 v[i].fp, v[i].shard, v[i].run_id,
-				 (unsigned)v[i].owner);
+		int k = snprintf(buf + len, sizeof(buf) - len,
+				 "%s %u %s %u %016llx\n", v[i].fp, v[i].shard,
+				 v[i].run_id, (unsigned)v[i].owner,
+				 (unsigned long long)v[i].place);
 		if (k < 0 || (size_t)k >= sizeof(buf) - len)
 			return -EINVAL;
 		len += (size_t)k;

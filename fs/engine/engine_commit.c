@@ -12,6 +12,8 @@
  */
 #include "engine_i.h"
 
+#include <xxhash.h>
+
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -116,7 +118,7 @@ static void commit_one(struct mf_engine *e, struct sealed *s)
 		rc = record(e, s, &c, &err);
 		if (rc == 0)
 			eng_shared_hint(e, s->sfp, s->fp, s->shard, s->run_id,
-					s->owner);
+					s->owner, s->place);
 		/* read: what eviction orders by (an open of a committed shard
 		 * sets it likewise). Now, not when it was served: the touch
 		 * sets the snapshot's last read too, which another shard of
@@ -363,12 +365,19 @@ int eng_sealed_open(struct mf_engine *e, struct mf_shard_rec *cur,
 	return rc;
 }
 
+uint64_t eng_spec_place(const struct mf_spec *spec)
+{
+	return XXH3_64bits(spec->dir, strlen(spec->dir));
+}
+
 void eng_shared_hint(struct mf_engine *e, const char *sfp, const char *fp,
-		     uint32_t shard, const char *run_id, uid_t owner)
+		     uint32_t shard, const char *run_id, uid_t owner,
+		     uint64_t place)
 {
 	if (!sfp || !sfp[0])
 		return;
-	struct mf_store_donor d = {.shard = shard, .owner = owner};
+	struct mf_store_donor d = {
+	    .shard = shard, .owner = owner, .place = place};
 	memcpy(d.fp, fp, sizeof(d.fp));
 	memcpy(d.run_id, run_id, sizeof(d.run_id));
 	(void)mf_store_shared_put(e->store, sfp, &d);

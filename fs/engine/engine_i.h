@@ -113,13 +113,17 @@ struct sealed {
 	bool started; /* the commit thread took it */
 	char sfp[MF_FP_HEX_LEN + 1]; /* its shard fingerprint; "": none */
 	uid_t owner; /* of its spec */
+	uint64_t place; /* of its spec's folder (eng_spec_place) */
 };
 
 /* Leaves the hint that shard `shard` of fp (run run_id, a spec of owner)
  * holds the data of shard fingerprint sfp (nothing when sfp is ""). A
  * hint not written costs a later computation, nothing else: not told. */
 void eng_shared_hint(struct mf_engine *e, const char *sfp, const char *fp,
-		     uint32_t shard, const char *run_id, uid_t owner);
+		     uint32_t shard, const char *run_id, uid_t owner,
+		     uint64_t place);
+/* Where a spec is, for reuse: XXH3-64 of its real folder. */
+uint64_t eng_spec_place(const struct mf_spec *spec);
 
 /* The batch orders an engine keeps (engine_batches.c). */
 #define ENG_ORDER_SLOTS 8

@@ -63,6 +63,7 @@ struct pump {
 	char ends_why[160]; /* records: index: what was wrong with fd 3 */
 	char sfp[MF_FP_HEX_LEN + 1]; /* the shard's fingerprint; "": none */
 	uid_t owner; /* of the spec */
+	uint64_t place; /* of the spec's folder (eng_spec_place) */
 	struct mf_shard_reader *donor; /* data of sfp to reuse; NULL: none */
 	struct mf_store_donor from; /* where donor's file is */
 };
@@ -340,15 +341,16 @@ static int run_stages(struct pump *p, struct spec_entry *se,
 /* ---- reusing a shard of the same shard fingerprint ---- */
 
 /* A shard fingerprint's data already materialized, by a spec of the same
- * owner, in p->donor: the hint says where, the catalog that it is still
- * that run's, its file's checksums that it is that shard's. Reuse crosses
- * owners never: a spec author who made inputs of another's sizes and
- * times (input_identity: stat) would otherwise have her bytes served in
- * the other's snapshot. */
+ * owner in the same folder, in p->donor: the hint says where, the catalog
+ * that it is still that run's, its file's checksums that it is that
+ * shard's. Reuse crosses owners and folders never: the inputs' paths are
+ * relative to the spec's folder, and whoever can write files of another
+ * folder's relative paths, sizes and times (input_identity: stat) would
+ * otherwise have their bytes served in the other's snapshot. */
 static bool try_donor(struct pump *p, const struct spec_entry *se,
 		      const struct mf_store_donor *d)
 {
-	if (d->owner != p->owner ||
+	if (d->owner != p->owner || d->place != p->place ||
 	    (strcmp(d->fp, p->fp) == 0 && d->shard == p->shard))
 		return false;
 	struct mf_shard_rec rec;
@@ -476,6 +478,7 @@ static int seal_shard(struct pump *p, struct mf_shard_writer *w,
 	memcpy(s->run_id, p->run_id, sizeof(s->run_id));
 	memcpy(s->sfp, p->sfp, sizeof(s->sfp));
 	s->owner = p->owner;
+	s->place = p->place;
 	s->generation = p->generation;
 	s->sealed_at = mf_now_s();
 	s->st = *st;
@@ -544,7 +547,8 @@ static int store_shard(struct pump *p, struct spec_entry *se,
 		return -EIO;
 	}
 	*committed = true;
-	eng_shared_hint(p->e, p->sfp, p->fp, p->shard, p->run_id, p->owner);
+	eng_shared_hint(p->e, p->sfp, p->fp, p->shard, p->run_id, p->owner,
+			p->place);
 	return 0;
 }
 
@@ -600,6 +604,7 @@ static int attempt(struct pump *p, struct spec_entry *se, char **err)
 	p->guards = guards;
 	p->n_guards = n_guards;
 	p->owner = se->spec->owner_uid;
+	p->place = eng_spec_place(se->spec);
 	if (mf_fingerprint_shard(se->spec, &se->fpr, p->shard, p->sfp) != 0)
 		p->sfp[0] = '\0';
 	find_donor(p, se);

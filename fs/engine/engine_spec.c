@@ -439,14 +439,18 @@ int mf_engine_computable(struct mf_engine *e, const char *fp, char **why)
 	return rc;
 }
 
-/* Holders of a hint other than shard k of fp that the catalog says are
- * materialized by their run, appended to *v. */
-static int add_holders(struct mf_catalog *c, const char *fp, uint32_t k,
+/* Holders of a hint other than shard k of fp, of se's owner and folder,
+ * that the catalog says are materialized by their run, appended to *v. */
+static int add_holders(struct mf_catalog *c, const struct spec_entry *se,
+		       const char *fp, uint32_t k,
 		       const struct mf_store_donor *h, size_t nh,
 		       struct mf_engine_holder **v, size_t *n, size_t *cap)
 {
+	uint64_t place = eng_spec_place(se->spec);
 	for (size_t i = 0; i < nh; i++) {
-		if (strcmp(h[i].fp, fp) == 0 && h[i].shard == k)
+		/* only what reuse would take (engine_run.c, try_donor) */
+		if ((strcmp(h[i].fp, fp) == 0 && h[i].shard == k) ||
+		    h[i].owner != se->spec->owner_uid || h[i].place != place)
 			continue;
 		struct mf_shard_rec rec;
 		if (mf_catalog_get_shard(c, h[i].fp, h[i].shard, &rec) != 0)
@@ -502,7 +506,7 @@ int mf_engine_shared_with(struct mf_engine *e, const char *fp,
 		if (mf_fingerprint_shard(se->spec, &se->fpr, k, sfp) != 0 ||
 		    mf_store_shared_get(e->store, sfp, h, &nh) != 0)
 			continue;
-		rc = add_holders(c, fp, k, h, nh, out, n, &cap);
+		rc = add_holders(c, se, fp, k, h, nh, out, n, &cap);
 	}
 	eng_catalog_put(e, c);
 	free_entry(se);

@@ -152,6 +152,30 @@ cat "$mnt/theirs"/* | cmp -s - <(cat "$tmp/in/"{a,b,c,d}.txt) || fail "theirs' b
 [ "$(calls "$tmp/calls.grow")" = 9 ] || fail "another owner's spec ran $(($(calls "$tmp/calls.grow") - 5)) stages, not 4"
 pass "another owner's spec reuses no one's data"
 
+# one owner, two folders: a contributor who writes one folder's inputs,
+# with another folder's relative paths, sizes and times, has no byte of
+# hers served in the other folder's snapshot
+mkdir -p "$tmp/srv/a/raw" "$tmp/srv/team/raw"
+printf 'root-only line %s\n' 1 2 3 4 >"$tmp/srv/a/raw/a.txt"
+chmod 600 "$tmp/srv/a/raw/a.txt"
+chown "$user:$user" "$tmp/srv/team/raw"
+sz=$(stat -c %s "$tmp/srv/a/raw/a.txt")
+ns=$(stat -c %.9Y "$tmp/srv/a/raw/a.txt")
+setpriv --reuid="$user" --regid="$user" --clear-groups sh -c \
+  "head -c $sz /dev/zero | tr '\\0' U >'$tmp/srv/team/raw/a.txt'; touch -d @$ns '$tmp/srv/team/raw/a.txt'" ||
+  fail "the contributor's file"
+printf 'name: fa\ninputs: raw/*.txt\nstages:\n  - exec: [tr, a-z, A-Z]\n' >"$tmp/srv/a/fa.yaml"
+printf 'name: fteam\ninputs: raw/*.txt\nstages:\n  - exec: [tr, a-z, A-Z]\nrecords: lines\n' >"$tmp/srv/team/fteam.yaml"
+ln -s "$tmp/srv/a/fa.yaml" "$tmp/pipes/fa.yaml"
+ln -s "$tmp/srv/team/fteam.yaml" "$tmp/pipes/fteam.yaml"
+wait_for 10 test -L "$mnt/fa" || fail "no fa name"
+wait_for 10 test -L "$mnt/fteam" || fail "no fteam name"
+setpriv --reuid="$user" --regid="$user" --clear-groups cat "$mnt/fteam/shard-00000" >/dev/null ||
+  fail "the contributor's read"
+tr a-z A-Z <"$tmp/srv/a/raw/a.txt" | cmp -s - "$mnt/fa/shard-00000" ||
+  fail "another folder's data served in fa: $(head -c 40 "$mnt/fa/shard-00000")"
+pass "one owner, two folders: no data of one folder's inputs reused in the other"
+
 # every snapshot's data removed: gc sweeps the hints that name it
 [ "$(ls "$tmp/store/shared" | wc -l)" -ge 4 ] || fail "no hints in the store"
 for fp in $(ls "$tmp/store/snapshots"); do
