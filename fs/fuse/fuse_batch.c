@@ -49,6 +49,10 @@
 #define PREFETCH_MAX 256 /* chunks an open sends to read-ahead */
 #define AHEAD_SLOTS 16 /* batches planned ahead, of 8 views or more */
 #define AHEAD_DEPTH 2 /* batches of a view planned ahead of its reader */
+/* A batch planned ahead holds no reader's handle, so its shard readers
+ * (each may hold a descriptor) are no one's to count: one that draws on
+ * more shards is not kept ahead (at most AHEAD_SLOTS x this of them). */
+#define AHEAD_DATAS_MAX 64
 #define SEEN_SLOTS 4096 /* batch inodes whose cached pages are known */
 /* Batches of more records are planned on the workers, in their reader's
  * turn (a plan costs about 0.2 us a record: a big one would hold a FUSE
@@ -594,7 +598,12 @@ static void ahead_run(void *arg, bool cancelled)
 		struct mf_engine_batch_plan p = {0};
 		char *err = NULL;
 		if (plan(o, &p, &err) == 0 && fh_make(o, &p, &fh) == 0) {
-			prefetch(m, fh); /* its chunks load in parallel */
+			if (fh->ndatas <= AHEAD_DATAS_MAX) {
+				prefetch(m, fh); /* its chunks load */
+			} else { /* the open plans it itself */
+				fh_free(m, fh);
+				fh = NULL;
+			}
 		}
 		free(err);
 		mf_engine_batch_plan_release(&p);
@@ -649,9 +658,22 @@ static void ahead_one(struct bopen *o, uint64_t k)
 	struct mfs_bfh *old = NULL;
 	size_t at = 0;
 	pthread_mutex_lock(&t->lock);
+	uint64_t now = mf_mono_ns();
+	struct mfs_bfh *stale[AHEAD_SLOTS];
+	size_t nstale = 0;
+	for (size_t i = 0; i < AHEAD_SLOTS; i++) {
+		struct ahead *x = &t->ahead[i];
+		if (x->fh && now - x->made_ns >= MFS_SNAP_TTL_NS) {
+			stale[nstale++] = x->fh; /* no open will take it */
+			x->fh = NULL;
+			x->fp[0] = '\0';
+		}
+	}
 	for (size_t i = 0; i < AHEAD_SLOTS; i++) {
 		if (ahead_is(&t->ahead[i], o->fp, &o->v, k)) {
 			pthread_mutex_unlock(&t->lock);
+			for (size_t s = 0; s < nstale; s++)
+				fh_free(m, stale[s]);
 			free(j);
 			return;
 		}
@@ -663,6 +685,8 @@ static void ahead_one(struct bopen *o, uint64_t k)
 	*a = (struct ahead){.v = o->v, .k = k, .tick = ++t->tick};
 	memcpy(a->fp, o->fp, sizeof(a->fp));
 	pthread_mutex_unlock(&t->lock);
+	for (size_t s = 0; s < nstale; s++)
+		fh_free(m, stale[s]);
 	if (old)
 		fh_free(m, old);
 	if (mfs_pool_submit(m->ra_pool, ahead_run, j) != 0) {

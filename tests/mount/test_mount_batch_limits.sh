@@ -6,7 +6,8 @@
 # EMFILE at its quarter of the daemon's descriptors, and root's reads of
 # shards and batches go on; plans of huge shuffled batches count against
 # MFS_PLAN_BYTES_CAP (ENOMEM past it), the daemon's memory stays
-# bounded, and root's batch opens go on.
+# bounded, and root's batch opens go on; batches planned ahead (no
+# reader's) hold no descriptors past the daemon's kept readers.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 command -v setpriv >/dev/null || { echo "skip: no setpriv"; exit 77; }
@@ -85,4 +86,34 @@ rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$mpid/status")
 kill "$holder"
 wait "$holder" 2>/dev/null
 pass "nobody's batch handles are bounded: descriptors (EMFILE, then $n plans to ENOMEM); root reads on"
+umount_fs "$mnt" "$mpid"
+
+# Batches planned ahead are no reader's: opening and closing batches of
+# many views leaves the daemon holding no more than its kept readers
+# (512) of a snapshot of more shards than that, whose batches draw on
+# all of them
+mkdir -p "$tmp/many"
+"$py" - "$tmp/many" <<'PY'
+import os, struct, sys
+for i in range(600):
+    open(os.path.join(sys.argv[1], "f%03d.bin" % i), "wb").write(struct.pack("<qq", i, 0))
+PY
+chmod -R a+rX "$tmp/many"
+printf 'name: many\ninputs: ../many/*.bin\nstages:\n  - exec: [cat]\nrecords: 16\n' \
+  >"$tmp/pipes/many.yaml"
+launch=()
+mount_fs "$mnt" "$tmp/store" "$tmp/pipes" -o allow_other,workers=2
+wait_for 10 test -L "$mnt/many" || fail "no many name"
+"$matctl" --store "$tmp/store" warm many -j 2 >/dev/null 2>&1 || fail "warm many"
+setpriv --reuid=65534 --regid=65534 --clear-groups "$py" - "$mnt/many/batches/600" <<'PY' ||
+import os, sys
+for s in range(32):
+    with open(os.path.join(sys.argv[1], "seed-%d/epoch-0/batch-000000" % s), "rb") as f:
+        assert len(f.read()) == 600 * 16
+PY
+  fail "nobody's batch reads"
+sleep 1
+fds=$(ls "/proc/$mpid/fd" | wc -l)
+[ "$fds" -lt 700 ] || fail "the daemon holds $fds descriptors with no batch open"
+pass "batches planned ahead hold no descriptors past the kept readers ($fds open)"
 umount_fs "$mnt" "$mpid"
