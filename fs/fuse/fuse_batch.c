@@ -471,12 +471,12 @@ static uint64_t fh_sig(const struct mfs_bfh *fh)
  * it; then has the view's next batch planned ahead. A batch's inode is
  * its name's, whatever computations of its shards it is read from, so
  * the kernel keeps its pages (FOPEN_KEEP_CACHE) only when the last open
- * that let it keep them read the same computations. Otherwise the open
- * drops them; and one made while a handle of other computations is
- * still open reads around the page cache (FOPEN_DIRECT_IO), which that
- * handle may fill with its own bytes. A reader never gets bytes of two
- * computations (the same rule as a shard's: docs/guide.md, "ls, rm and
- * the store").
+ * that let it keep them read the same computations; otherwise the open
+ * drops them. One made while a handle of other computations is still
+ * open is ESTALE: the two would share the inode's pages (reading around
+ * them, FOPEN_DIRECT_IO, is no way out: a MAP_PRIVATE mapping still
+ * fills them), and a reader never gets bytes of two computations (the
+ * rule of shards: docs/guide.md, "ls, rm and the store").
  */
 static void open_answer(struct bopen *o, struct mfs_bfh *fh, bool fetch)
 {
@@ -501,12 +501,14 @@ static void open_answer(struct bopen *o, struct mfs_bfh *fh, bool fetch)
 	for (const struct mfs_bfh *x = t->fhs; x && !other; x = x->next)
 		other = x->ino == o->ino && x->sig != fh->sig;
 	if (other) {
-		t->seen[at].ino = 0; /* its pages: anyone's now */
-	} else {
-		keep = t->seen[at].ino == o->ino && t->seen[at].sig == fh->sig;
-		t->seen[at].ino = o->ino;
-		t->seen[at].sig = fh->sig;
+		pthread_mutex_unlock(&t->lock);
+		fh_free(m, fh); /* its handle and units given back */
+		fuse_reply_err(o->req, ESTALE);
+		return;
 	}
+	keep = t->seen[at].ino == o->ino && t->seen[at].sig == fh->sig;
+	t->seen[at].ino = o->ino;
+	t->seen[at].sig = fh->sig;
 	fh->next = t->fhs;
 	fh->prev = NULL;
 	if (t->fhs)
@@ -515,7 +517,7 @@ static void open_answer(struct bopen *o, struct mfs_bfh *fh, bool fetch)
 	pthread_mutex_unlock(&t->lock);
 	o->fi.fh = (uint64_t)(uintptr_t)fh;
 	o->fi.keep_cache = keep;
-	o->fi.direct_io = other;
+	o->fi.direct_io = 0;
 	o->fi.noflush = 1;
 	if (fetch)
 		prefetch(m, fh);

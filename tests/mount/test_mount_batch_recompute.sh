@@ -3,9 +3,10 @@
 # shards were computed again holds the new computations' bytes only,
 # never the kernel's pages of the old ones (a batch's inode is its
 # name's, whatever computations it is read from): after `rm SNAP/shard-*`
-# and after `matctl rm`, with part of the batch in the page cache; and a
+# and after `matctl rm`, with part of the batch in the page cache; a
 # handle open across the recomputation keeps reading the old bytes whole
-# while a new open reads the new ones.
+# (read and mmap), a new open beside it is ESTALE, and once it is closed
+# a new open reads the new ones.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -76,22 +77,36 @@ for how in ("rm", "matctl"):
     old = now
 print("no old page after rm or matctl rm")
 
-# a handle open across a recomputation: its own bytes to the end, and a
-# new open the new ones, whoever reads first
+# a handle open across a recomputation: its own bytes to the end; a new
+# open meanwhile is ESTALE (the two would share the inode's pages, a
+# MAP_PRIVATE mapping of the new one too), and once it is closed a new
+# open reads the new bytes
+import errno, mmap
 held = open(b, "rb")
 head = held.read(4096)
 for s in glob.glob(os.path.join(snap, "shard-*")):
     os.unlink(s)
 time.sleep(1.2)
+try:
+    open(b, "rb")
+except OSError as e:
+    assert e.errno == errno.ESTALE, e
+else:
+    raise AssertionError("a new open beside a handle of other computations")
+rest = held.read()
+m = mmap.mmap(held.fileno(), 0, mmap.MAP_PRIVATE)
+mapped = m[:]
+m.close()
+held.close()
+assert gens(head + rest) <= old and gens(mapped) <= old, "the held handle read new bytes"
 with open(b, "rb") as f:
     fresh = f.read()
-rest = held.read()
-held.close()
-assert gens(head + rest) <= old, "the held handle read new bytes"
-assert not gens(fresh) & old, "a new open read the held handle's bytes"
+assert fresh and not gens(fresh) & old, "a new open read the held handle's bytes"
 with open(b, "rb") as f:
-    assert not gens(f.read()) & old, "the old bytes came back"
-print("a held handle reads its own bytes, a new open the new ones")
+    m = mmap.mmap(f.fileno(), 0, mmap.MAP_PRIVATE)
+    assert not gens(m[:]) & old, "the old bytes came back in a mapping"
+    m.close()
+print("a held handle reads its own bytes; a new open beside it is ESTALE, then reads the new ones")
 PY
 pass "a batch read after its shards were computed again has no old byte"
 umount_fs "$mnt" "$mpid"
