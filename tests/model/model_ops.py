@@ -714,6 +714,8 @@ class Model(Checks):
             self.count("stage_runs", n)
             if n == 0 and shared:
                 self.count("reused")
+            if shared and named and quiet and got[k].startswith("ok"):
+                self.count("reuse_strict")  # a stage run here is a violation
             if n and shared and named and quiet and got[k].startswith("ok"):
                 self.violation("stage-ran", f"shard {k} of {self.short(new)}: its stages "
                                f"ran {n} times, though its shard fingerprint "
