@@ -115,7 +115,9 @@ def report(a, seed, m, rig, err):
     allowed = ", ".join(f"{k} {v}" for k, v in sorted(m.errors.items())) or "none"
     print(f"seed {seed}: {s['ops']} ops, {s['reads']} reads checked, "
           f"{s['records']} record counts checked, {s['batches']} batches checked, "
-          f"{s['descriptors']} descriptors checked, {len(m.violations)} violations, "
+          f"{s['descriptors']} descriptors checked, {s['reused']} shards reused "
+          f"({s['reuse_strict']} where a stage run was a violation, "
+          f"{s['stage_runs']} stage runs counted), {len(m.violations)} violations, "
           f"{s['late_names']} names late, {s['window_kills']} kills "
           f"between serving and committing; "
           f"allowed errors: {allowed}", flush=True)
@@ -161,7 +163,7 @@ def main():
         seeds, nops = [a.seed if a.seed is not None else random.randrange(1 << 31)], \
             a.ops or 150
     totals = {"ops": 0, "reads": 0, "records": 0, "batches": 0, "descriptors": 0,
-              "window_kills": 0}
+              "window_kills": 0, "reused": 0, "reuse_strict": 0}
     bad = []  # (seed, violations, rig error)
     i = 0
     while True:
@@ -184,6 +186,7 @@ def main():
           f"{totals['records']} record counts checked, "
           f"{totals['batches']} batches checked, "
           f"{totals['descriptors']} descriptors checked, "
+          f"{totals['reused']} shards reused ({totals['reuse_strict']} strictly), "
           f"{totals['window_kills']} kills between serving and committing, "
           f"{nviol} violations "
           f"in {time.monotonic() - start:.0f} s")

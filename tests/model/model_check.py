@@ -102,7 +102,8 @@ class Checks:
         self.lock = threading.Lock()
         self.stats = {"ops": 0, "reads": 0, "descriptors": 0, "late_names": 0,
                       "window_kills": 0, "records": 0,
-                      "batches": 0}
+                      "batches": 0, "stage_runs": 0, "reused": 0,
+                      "reuse_strict": 0}
         self.errors = {}  # "context errno" -> count
         self.violations = []  # (op number, kind, message)
         self.log = []  # op log lines

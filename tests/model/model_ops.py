@@ -18,12 +18,13 @@ import glob
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import threading
 import time
 
-from model_check import (GRACE, IO_TIMEOUT, NSLOTS, Checks, ename, io_call,
+from model_check import (GRACE, IO_TIMEOUT, NAME_LATE, NSLOTS, Checks, ename, io_call,
                          read_whole)
 from model_rig import RigError
 
@@ -50,6 +51,9 @@ OPS = {
     "kill": (1.5, "kill"),
     "wait": (1.5, None),
     "catalog_loss": (0.6, "catalog-loss"),
+    "grow": (2, "grow"),
+    "inplace_edit": (1.5, "inplace-edits"),
+    "records_edit": (1.5, "records-edits"),
 }
 # --no-FLAG: what each leaves out (in every operation that would do it)
 FLAGS = {
@@ -69,6 +73,9 @@ FLAGS = {
     "keep": "keep: in specs",
     "expire-after": "expire_after: in specs",
     "second-daemon": "the second daemon (one mount only)",
+    "grow": "appending an input file to a pipeline (and removing it again)",
+    "inplace-edits": "rewriting an input file in place (same inode)",
+    "records-edits": "edits of a spec's records and shuffle_window alone",
 }
 
 
@@ -99,6 +106,14 @@ class Model(Checks):
             if st != 0 or out.decode().strip() != self.history[pi][-1][1]:
                 raise RigError(f"the test's fingerprint of '{p.name}' is "
                                f"{self.history[pi][-1][1]}, matctl says {out!r} {err}")
+            fp = self.history[pi][-1][1]
+            st, out, err = self.rig.matctl("fingerprint", "--explain", os.path.join(
+                self.rig.pipes, p.name + ".yaml"))
+            want = [self.w.sfp(fp, k) for k in range(self.w.nshards(fp))]
+            got = re.findall(r"^  ([0-9a-f]{64})  shard\[\d+\]$", out.decode(), re.M)
+            if st != 0 or got != want:
+                raise RigError(f"the test's shard fingerprints of '{p.name}' are "
+                               f"{want}, matctl says {got} {err}")
         for d in self.d:
             d.start()
 
@@ -201,7 +216,7 @@ class Model(Checks):
                 self.violation("listing", f"ls {d.label}:/: the current fingerprint "
                                f"{self.short(cur)} of {p.name} is not listed")
         for n, target in v.items():
-            if target is None and n not in self.w.fp_info:
+            if target is None and n not in self.w.fp_info and n not in self.w.transient:
                 self.violation("listing", f"ls {d.label}:/: unknown entry {n!r}")
         self.note(f"  {len(v)} entries ok")
 
@@ -243,7 +258,7 @@ class Model(Checks):
     def op_input_edit(self, r):
         pi = r[1] % 3
         p = self.w.pipelines[pi]
-        i = r[2] % len(p.inputs)
+        i = r[2] % len(self.w.configs[pi].inputs)
         v = r[5] % len(p.inputs[i][1])
         ins = list(self.w.configs[pi].inputs)
         ins[i] = v
@@ -445,9 +460,9 @@ class Model(Checks):
             cfg.deps = tuple(d)
             self.w.write_deps(self.rig.pipes, pi)
         elif how == "input":
-            i = r % len(p.inputs)
+            i = r % len(cfg.inputs)
             ins = list(cfg.inputs)
-            ins[i] = 1 - ins[i]
+            ins[i] = 0 if ins[i] else 1
             cfg.inputs = tuple(ins)
             self.w.write_inputs(self.rig.pipes, pi)
         else:
@@ -560,6 +575,286 @@ class Model(Checks):
         fp = self.changed(pi)
         self.note(f"  spec_edit {p.name} -> variant {self.w.configs[pi].spec}, "
                   f"fp {self.short(fp)}")
+
+    # -- shards shared between snapshots (docs/spec.md, "Reuse") --
+
+    def op_grow(self, r):
+        """An input appended to a pipeline (its glob matches one more
+        file: with one shard per input a new shard, with shards: N the
+        last shard's inputs grow), or the last appended one removed again
+        (an older fingerprint back)."""
+        pi = r[1] % 3
+        p, cfg = self.w.pipelines[pi], self.w.configs[pi]
+        n = len(cfg.inputs)
+        grow = n < len(p.inputs) and (n == p.base or r[6] % 3 != 0)
+        if not grow and n == p.base:
+            self.note(f"grow {p.name}: nothing to append or remove")
+            return
+
+        def change():
+            if grow:
+                cfg.inputs = cfg.inputs + (r[5] % 2,)
+                self.w.write_input(self.rig.pipes, pi, n)
+            else:
+                cfg.inputs = cfg.inputs[:-1]
+                self.w.write_input(self.rig.pipes, pi, n - 1)
+            return f"{'append' if grow else 'remove'} {p.inputs[n if grow else n - 1][0]}"
+        self.shared_round(pi, change, r)
+
+    def op_inplace_edit(self, r):
+        """One input rewritten in place (same inode): with content
+        identity keeping its size and mtime where the variants allow (only
+        the bytes say it changed), with stat identity a new mtime."""
+        pi = r[1] % 3
+        p, cfg = self.w.pipelines[pi], self.w.configs[pi]
+        i = r[2] % len(cfg.inputs)
+        old = cfg.inputs[i]
+        if p.identity == "content":
+            new = 2 if old == 0 else 0  # 0 and 2: the same size
+        else:
+            new = (old + 1 + r[5] % 2) % len(p.inputs[i][1])
+
+        def change():
+            ins = list(cfg.inputs)
+            ins[i] = new
+            cfg.inputs = tuple(ins)
+            self.w.write_input_in_place(self.rig.pipes, pi, i, old)
+            return f"rewrite {p.inputs[i][0]} in place: variant {old} -> {new}"
+        self.shared_round(pi, change, r, in_place=True)
+
+    def op_records_edit(self, r):
+        """The spec's records or shuffle_window added, changed or removed,
+        its stages kept: a new fingerprint whose every shard fingerprint is
+        the old one's."""
+        pi = r[1] % 3
+        p, cfg = self.w.pipelines[pi], self.w.configs[pi]
+
+        def siblings(u):
+            cur = p.spec_variants[u]
+            return [v for v, sv in enumerate(p.spec_variants)
+                    if v != u and sv["argv"] == cur["argv"]
+                    and sv["shards"] == cur["shards"]
+                    and (sv.get("records"), sv.get("window")) != (cur.get("records"),
+                                                                  cur.get("window"))]
+        alts = siblings(cfg.spec)
+        if not alts:  # to a variant that has some, first (a plain spec edit)
+            cfg.spec = [u for u in range(len(p.spec_variants)) if siblings(u)][r[6] % 2]
+            self.w.write_spec(self.rig.pipes, pi)
+            fp = self.changed(pi)
+            self.note(f"records_edit {p.name}: first to variant {cfg.spec}, "
+                      f"fp {self.short(fp)}")
+            alts = siblings(cfg.spec)
+        v = alts[r[5] % len(alts)]
+
+        def change():
+            cfg.spec = v
+            self.w.write_spec(self.rig.pipes, pi)
+            return f"spec variant -> {v} (records {p.spec_variants[v].get('records')}, " \
+                f"window {p.spec_variants[v].get('window')})"
+        self.shared_round(pi, change, r)
+
+    def shared_round(self, pi, change, r, in_place=False):
+        """Every shard of the current fingerprint read and committed, then
+        change() moves the pipeline to another, whose every shard is read
+        (maybe with the old snapshot removed or expired before or while it
+        is, and a descriptor of it held): the bytes are checked as always,
+        and the stage runs logged in runs/log meanwhile against the shard
+        fingerprints: a shard whose shard fingerprint the old snapshot had
+        committed, named by its hint, runs no stage unless that snapshot
+        went meanwhile."""
+        p = self.w.pipelines[pi]
+        d = self.pick_d(r[0])
+        old = self.history[pi][-1][1]
+        disrupt = self.shared_disrupts()[r[4] % len(self.shared_disrupts())]
+        self.note(f"shared_round {p.name} from {self.short(old)} through {d.label}, "
+                  f"then {disrupt}")
+        self.settle(pi)
+        ok = all(self.read_pinned(d, old, k).startswith("ok")
+                 for k in range(self.w.nshards(old)))
+        runs_of = self.committed(old) if ok else None
+        if r[7] % 3 == 0 and "holds" not in self.disabled:
+            self.hold(r[3] % NSLOTS, d, False, pi, old, r[2], 0.5)
+        mark, logs = self.runs_mark(), {x: self.log_size(x) for x in self.d}
+        what = change()
+        new = self.changed(pi)
+        self.note(f"  {what}: {p.name} -> {self.short(new)}")
+        if new == old:
+            return
+        hints = {k: self.hint(self.w.sfp(new, k)) for k in range(self.w.nshards(new))}
+        moved = self.wait_moved(d, pi, new)
+        if in_place:
+            self.note_transient(pi)
+        if disrupt == "rm_old_before":
+            self.matctl_rm(old, old)
+        box = {}
+        if disrupt in ("rm_old_while", "expire_while"):
+            def disruptor():
+                time.sleep(((r[6] >> 4) % 60) / 1000)
+                if disrupt == "rm_old_while":
+                    self.matctl_rm(old, old)
+                else:
+                    self.matctl_expire("0s")
+            box["t"] = threading.Thread(target=disruptor, daemon=True)
+            box["t"].start()
+        got = [self.read_pinned(d, new, k) for k in range(self.w.nshards(new))]
+        if "t" in box:
+            box["t"].join(IO_TIMEOUT)
+            if box["t"].is_alive():
+                self.violation("hang", f"{disrupt} of {self.short(old)}: no answer")
+                raise RigError("matctl hung")
+        runs = self.runs_since(mark)
+        gone = self.expired_since(logs)
+        quiet = (disrupt == "none" and runs_of is not None and moved
+                 and old[:12] not in gone and not self.diverged and d not in self.lost)
+        for k in range(self.w.nshards(new)):
+            n, sfp = runs.get((new, k), 0), self.w.sfp(new, k)
+            donor = (old, k, runs_of[k]) if runs_of and k < len(runs_of) else None
+            named = hints[k] is not None and donor is not None and hints[k][:3] == donor
+            shared = k < self.w.nshards(old) and self.w.sfp(old, k) == sfp
+            self.count("stage_runs", n)
+            if n == 0 and shared:
+                self.count("reused")
+            if shared and named and quiet and got[k].startswith("ok"):
+                self.count("reuse_strict")  # a stage run here is a violation
+            if n and shared and named and quiet and got[k].startswith("ok"):
+                self.violation("stage-ran", f"shard {k} of {self.short(new)}: its stages "
+                               f"ran {n} times, though its shard fingerprint "
+                               f"{self.short(sfp)} is materialized by shard {k} of "
+                               f"{self.short(old)} (run {donor[2]}), which its hint "
+                               f"names and nothing removed: {self.reuse_lines(logs, new, k)}")
+            self.note(f"  shard {k}: {n} stage runs, shard fingerprint "
+                      f"{'shared with ' + self.short(old) if shared else 'new'}"
+                      f"{', hint names it' if named else ''}")
+        if gone:
+            self.note(f"  expired meanwhile: {sorted(gone)}")
+
+    def shared_disrupts(self):
+        out = ["none", "none"]
+        if "matctl-rm" not in self.disabled:
+            out += ["rm_old_before", "rm_old_while"]
+        if "expire" not in self.disabled:
+            out.append("expire_while")
+        return out
+
+    def wait_moved(self, d, pi, fp):
+        """Polls d's name until it points at fp (it registered it), within
+        GRACE + NAME_LATE; False if it did not (reported elsewhere)."""
+        end = time.monotonic() + GRACE + NAME_LATE
+        while time.monotonic() < end:
+            if d.proc is None or self.readlink(d, pi) == fp:
+                return d.proc is not None
+            time.sleep(0.02)
+        return False
+
+    def note_transient(self, pi):
+        """The fingerprints a daemon registered for a moment of an edit in
+        place (matctl ls): known, never judged."""
+        st, out, err = self.rig.matctl("ls", "--json")
+        try:
+            rows = json.loads(out) if st == 0 else []
+        except ValueError:
+            rows = []
+        for row in rows:
+            fp = row.get("fingerprint")
+            if row.get("name") == self.w.pipelines[pi].name and fp not in self.w.fp_info \
+                    and fp not in self.w.transient:
+                self.w.transient.add(fp)
+                self.note(f"  (a daemon registered {self.short(fp)} mid-edit)")
+
+    def committed(self, fp):
+        """[run id of each shard] once matctl stat says fp's every shard
+        is materialized (a commit may trail the read it served), within 5
+        s; None if not."""
+        end = time.monotonic() + 5
+        while True:
+            st, out, err = self.rig.matctl("stat", fp, "--json")
+            try:
+                shards = json.loads(out)["shards"] if st == 0 else []
+            except (ValueError, KeyError):
+                shards = []
+            if shards and all(s["state"] == "materialized" for s in shards):
+                return [s["run_id"] for s in sorted(shards, key=lambda s: s["index"])]
+            if time.monotonic() > end:
+                return None
+            time.sleep(0.05)
+
+    def hint(self, sfp):
+        """STORE/shared/SFP: (fp, shard, run id, uid), or None."""
+        try:
+            with open(os.path.join(self.rig.store, "shared", sfp)) as f:
+                fp, k, run, uid = f.read().split()
+            return fp, int(k), run, int(uid)
+        except (OSError, ValueError):
+            return None
+
+    def runs_path(self):
+        return os.path.join(self.rig.pipes, "runs", "log")
+
+    def runs_mark(self):
+        try:
+            return os.path.getsize(self.runs_path())
+        except OSError:
+            return 0
+
+    def runs_since(self, mark):
+        """{(fp, shard): stage runs} that runs/log gained since mark."""
+        out = {}
+        try:
+            with open(self.runs_path(), "rb") as f:
+                f.seek(mark)
+                lines = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            return out
+        for line in lines:
+            fp, _, k = line.partition(" ")
+            if k.isdigit():
+                out[(fp, int(k))] = out.get((fp, int(k)), 0) + 1
+        return out
+
+    def log_size(self, d):
+        try:
+            return os.path.getsize(d.log)
+        except OSError:
+            return 0
+
+    def log_since(self, d, mark):
+        try:
+            with open(d.log, "rb") as f:
+                f.seek(mark)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def expired_since(self, marks):
+        """The fingerprint prefixes any daemon logged expiring since marks."""
+        return {m for d, at in marks.items()
+                for m in re.findall(r"expired snapshot ([0-9a-f]{12})", self.log_since(d, at))}
+
+    def reuse_lines(self, marks, fp, k):
+        """What the daemons logged about shard k of fp since marks."""
+        key = f"shard {k} of {fp[:12]}"
+        lines = [ln.strip() for d, at in marks.items()
+                 for ln in self.log_since(d, at).splitlines() if key in ln]
+        return "; ".join(lines[-3:]) or "nothing logged about it"
+
+    def check_donors(self):
+        """Every reuse a daemon logged is of a donor whose shard
+        fingerprint, by the oracle, is the shard's own."""
+        pat = re.compile(r"shard (\d+) of ([0-9a-f]{12}): reused shard (\d+) of ([0-9a-f]{12})")
+        by_prefix = {fp[:12]: fp for fp in self.w.fp_info}
+        n = 0
+        for d in self.d:
+            for k, fp, dk, dfp in pat.findall(self.log_since(d, 0)):
+                a, b = by_prefix.get(fp), by_prefix.get(dfp)
+                if a is None or b is None:
+                    continue  # a snapshot of a moment mid-edit
+                n += 1
+                if int(k) >= self.w.nshards(a) or int(dk) >= self.w.nshards(b) or \
+                        self.w.sfp(a, int(k)) != self.w.sfp(b, int(dk)):
+                    self.violation("reuse-donor", f"{d.label} reused shard {dk} of {dfp} "
+                                   f"for shard {k} of {fp}: their shard fingerprints "
+                                   "differ by the oracle")
+        self.note(f"  {n} reuses logged, each of a donor of the same shard fingerprint")
 
     # -- daemons going away --
 
@@ -792,3 +1087,4 @@ class Model(Checks):
                     self.violation("matctl", f"{what}: status {st}: {err}")
                 elif self.judge(what, len(out), out, {fp}, k):
                     self.note(f"  {what} -> ok {len(out)} B")
+        self.check_donors()
