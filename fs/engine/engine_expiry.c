@@ -106,6 +106,20 @@ static uint32_t keep_of_name(struct pass *ps, size_t i)
 	return ps->v[top].keep;
 }
 
+/* True when every registered snapshot of v[i]'s name is materialized
+ * whole: until then an older one it surpasses under keep stays, as its
+ * shards may be the data the newer one's are stored from (engine_run.c,
+ * reuse: a corpus that grew by an input computes that input's shard). */
+static bool name_complete(struct pass *ps, size_t i)
+{
+	for (size_t j = 0; j < ps->n; j++)
+		if (j != i && strcmp(ps->v[j].name, ps->v[i].name) == 0 &&
+		    registered(ps, j) &&
+		    ps->v[j].materialized < ps->v[j].shards)
+			return false;
+	return true;
+}
+
 /* Why v[i] is due under expire_after or keep; 0 when it is not. */
 static enum mf_expiry_why due_by_rule(struct pass *ps, size_t i)
 {
@@ -120,7 +134,7 @@ static enum mf_expiry_why due_by_rule(struct pass *ps, size_t i)
 	bool reg = registered(ps, i);
 	if (expired && (r->materialized > 0 || !reg))
 		return MF_EXPIRY_AFTER;
-	if (surplus && !reg)
+	if (surplus && !reg && name_complete(ps, i))
 		return MF_EXPIRY_KEEP;
 	return 0; /* registered: nothing left to take */
 }

@@ -78,6 +78,26 @@ cmp -s "$mnt/fix/shard-00001" <(cat "$tmp/fixed/2.txt" "$tmp/fixed/4.txt" "$tmp/
 [ "$(calls "$tmp/calls.fix")" = 3 ] || fail "fix ran $(calls "$tmp/calls.fix") stages, not 2 + 1"
 pass "shards: 2, an input sorting last: only its shard computed"
 
+# keep: 1, as a growing corpus has it: the older fingerprint stays until
+# the new one is whole (its shards are stored from the older's), then goes
+mkdir -p "$tmp/kept"
+for i in a b c; do seq 1 300 | sed "s/^/k$i /" >"$tmp/kept/$i.txt"; done
+chmod -R a+rX "$tmp/kept"
+spec kept '../kept/*.txt' 'keep: 1
+'
+wait_for 10 test -L "$mnt/kept" || fail "no kept name"
+cat "$mnt/kept"/* >/dev/null
+kold=$(readlink "$mnt/kept")
+seq 1 30 | sed 's/^/kd /' >"$tmp/kept/d.txt"
+chmod a+r "$tmp/kept/d.txt"
+wait_for 10 sh -c "[ \"\$(readlink '$mnt/kept')\" != $kold ]" || fail "no new kept fingerprint"
+sleep 1.5 # expiry passes: the older one stays while the new one is not whole
+[ -d "$mnt/$kold" ] || fail "keep: 1 expired the older fingerprint before the new one was whole"
+cat "$mnt/kept"/* | cmp -s - <(cat "$tmp/kept/"{a,b,c,d}.txt) || fail "kept bytes"
+[ "$(calls "$tmp/calls.kept")" = 4 ] || fail "keep: 1, one input appended: $(($(calls "$tmp/calls.kept") - 3)) stage runs, not 1"
+wait_for 15 sh -c "! [ -e '$mnt/$kold' ]" || fail "the older fingerprint stays once the new one is whole"
+pass "keep: 1 with a growing corpus: one stage run, the older fingerprint gone once the new one is whole"
+
 # assign: hash: an input sorting in the middle computes its own shard only
 mkdir -p "$tmp/hashed"
 for i in a c e g; do seq 1 200 | sed "s/^/h$i /" >"$tmp/hashed/$i.txt"; done
