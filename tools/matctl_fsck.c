@@ -231,6 +231,7 @@ int cmd_fsck(struct ctl *ctl)
 struct held {
 	char (*v)[MF_FP_HEX_LEN + 1];
 	size_t n;
+	struct mf_engine *e;
 };
 
 static bool held_registered(void *arg, const char *fp)
@@ -240,6 +241,11 @@ static bool held_registered(void *arg, const char *fp)
 		if (strcmp(h->v[i], fp) == 0)
 			return true;
 	return false;
+}
+
+static bool held_feeds(void *arg, const char *fp, const char *from)
+{
+	return mf_engine_feeds(((struct held *)arg)->e, fp, from);
 }
 
 static void expired_line(struct ctl *ctl, const struct mf_engine_snapshot *s,
@@ -270,7 +276,7 @@ static int expiry_due(struct ctl *ctl, int64_t older,
 	struct mf_engine *e = ctl_engine(ctl);
 	if (!e)
 		return -EIO;
-	struct held h = {NULL, 0};
+	struct held h = {NULL, 0, e};
 	int rc = mf_engine_list_snapshots(e, v, n);
 	if (rc == 0)
 		rc = mf_engine_list_held(e, &h.v, &h.n);
@@ -282,6 +288,7 @@ static int expiry_due(struct ctl *ctl, int64_t older,
 	    .now = mf_engine_now(e), /* the catalog's clock */
 	    .older_than = older,
 	    .registered = held_registered,
+	    .feeds = held_feeds,
 	    .arg = &h,
 	};
 	rc = mf_engine_expiry_due(*v, *n, &p, due, nd);

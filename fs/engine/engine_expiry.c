@@ -106,18 +106,22 @@ static uint32_t keep_of_name(struct pass *ps, size_t i)
 	return ps->v[top].keep;
 }
 
-/* True when every registered snapshot of v[i]'s name is materialized
- * whole: until then an older one it surpasses under keep stays, as its
- * shards may be the data the newer one's are stored from (engine_run.c,
- * reuse: a corpus that grew by an input computes that input's shard). */
-static bool name_complete(struct pass *ps, size_t i)
+/* True when a snapshot of v[i]'s name that keep retains (one of the keep
+ * ranked first: the registered one first), not materialized whole, may
+ * store a shard from v[i]'s data (engine_run.c, reuse: a corpus that grew
+ * by an input computes that input's shard only): v[i] then stays until
+ * that one is whole. */
+static bool feeds_kept(struct pass *ps, size_t i, uint32_t keep)
 {
+	if (!ps->p->feeds)
+		return false;
 	for (size_t j = 0; j < ps->n; j++)
 		if (j != i && strcmp(ps->v[j].name, ps->v[i].name) == 0 &&
-		    registered(ps, j) &&
-		    ps->v[j].materialized < ps->v[j].shards)
-			return false;
-	return true;
+		    ps->v[j].materialized < ps->v[j].shards &&
+		    newer_of_name(ps, j) < keep &&
+		    ps->p->feeds(ps->p->arg, ps->v[j].fp, ps->v[i].fp))
+			return true;
+	return false;
 }
 
 /* Why v[i] is due under expire_after or keep; 0 when it is not. */
@@ -134,7 +138,7 @@ static enum mf_expiry_why due_by_rule(struct pass *ps, size_t i)
 	bool reg = registered(ps, i);
 	if (expired && (r->materialized > 0 || !reg))
 		return MF_EXPIRY_AFTER;
-	if (surplus && !reg && name_complete(ps, i))
+	if (surplus && !reg && !feeds_kept(ps, i, keep))
 		return MF_EXPIRY_KEEP;
 	return 0; /* registered: nothing left to take */
 }

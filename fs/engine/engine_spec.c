@@ -518,6 +518,65 @@ int mf_engine_shared_with(struct mf_engine *e, const char *fp,
 	return rc;
 }
 
+/* True when one of the holders in v[0..n) is a shard of `from`. */
+static bool holder_of(const struct mf_engine_holder *v, size_t n,
+		      const char *from)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v[i].fp, from) == 0)
+			return true;
+	return false;
+}
+
+/* Shard k of fp may be stored from a shard of `from` (mf_engine_feeds). */
+static bool shard_feeds(struct mf_engine *e, struct mf_catalog *c,
+			const struct spec_entry *se, const char *fp, uint32_t k,
+			const char *from)
+{
+	char sfp[MF_FP_HEX_LEN + 1];
+	struct mf_store_donor h[MF_STORE_HOLDERS];
+	size_t nh = 0;
+	if (mf_fingerprint_shard(se->spec, &se->fpr, k, sfp) != 0 ||
+	    mf_store_shared_get(e->store, sfp, h, &nh) != 0)
+		return false;
+	struct mf_engine_holder *v = NULL;
+	size_t n = 0, cap = 0;
+	bool feeds = add_holders(c, se, fp, k, h, nh, &v, &n, &cap) == 0 &&
+	    holder_of(v, n, from);
+	free(v);
+	return feeds;
+}
+
+bool mf_engine_feeds(struct mf_engine *e, const char *fp, const char *from)
+{
+	struct mf_catalog *c = NULL;
+	if (eng_catalog_get(e, &c) != 0)
+		return false;
+	struct spec_entry *se;
+	char *err = NULL;
+	struct mf_shard_rec *recs = NULL;
+	size_t nr = 0;
+	bool feeds = false;
+	if (eng_spec_for(e, c, fp, &se, &err) == 0 &&
+	    mf_catalog_list_shards(c, fp, &recs, &nr) == 0) {
+		uint32_t shards = se->spec->shards;
+		bool *done = calloc(shards + 1, sizeof(*done));
+		for (size_t i = 0; done && i < nr; i++)
+			if (recs[i].index < shards &&
+			    recs[i].state == MF_SHARD_MATERIALIZED)
+				done[recs[i].index] = true;
+		for (uint32_t k = 0; done && !feeds && k < shards; k++)
+			feeds = !done[k] && shard_feeds(e, c, se, fp, k, from);
+		free(done);
+	}
+	for (size_t i = 0; i < nr; i++)
+		mf_shard_rec_release(&recs[i]);
+	free(recs);
+	free(err);
+	eng_catalog_put(e, c);
+	return feeds;
+}
+
 int eng_spec_for(struct mf_engine *e, struct mf_catalog *c, const char *fp,
 		 struct spec_entry **out, char **err)
 {

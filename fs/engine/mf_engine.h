@@ -651,6 +651,10 @@ struct mf_expiry_policy {
 	/* true when fp is in use (a shard open or being computed); asked
 	 * only of max_size candidates, in eviction order. Unsure: true. */
 	bool (*in_use)(void *arg, const char *fp);
+	/* true when a shard of fp (one keep retains), not materialized, may
+	 * be stored from from's data (mf_engine_feeds); asked only of keep's
+	 * candidates, which then stay until fp is whole. NULL: never. */
+	bool (*feeds)(void *arg, const char *fp, const char *from);
 	void *arg;
 };
 
@@ -746,6 +750,15 @@ struct mf_engine_holder {
  */
 int mf_engine_shared_with(struct mf_engine *e, const char *fp,
 			  struct mf_engine_holder **out, size_t *n);
+
+/*
+ * True when a shard of fp that is not materialized has the shard
+ * fingerprint of a materialized shard of snapshot `from` that reuse would
+ * take (same owner, same folder): computing it would store from's data.
+ * Uses fp's registered spec, or loads it once (then cached). Any error,
+ * or a spec that no longer yields fp: false.
+ */
+bool mf_engine_feeds(struct mf_engine *e, const char *fp, const char *from);
 
 /*
  * Forgets the registrations of the spec file spec_path (as the spec's

@@ -133,6 +133,13 @@ static bool snap_running(struct mfs *m, const char *fp)
 	return running;
 }
 
+/* The policy's feeds(): a shard of the registered fp may be stored from
+ * from's data (keep then leaves from until fp is whole). */
+static bool feeds(void *arg, const char *fp, const char *from)
+{
+	return mf_engine_feeds(((struct pass_arg *)arg)->m->eng, fp, from);
+}
+
 /* The policy's in_use(): a shard of fp open here or being computed.
  * Unsure (not in the namespace, a busy catalog) counts as in use. */
 static bool in_use(void *arg, const char *fp)
@@ -161,6 +168,7 @@ void mfs_expiry_pass(struct mfs *m)
 	    .max_size = m->o.max_size,
 	    .registered = registered,
 	    .in_use = in_use,
+	    .feeds = feeds,
 	    .arg = &a,
 	};
 	struct mf_expiry_due *due;

@@ -23,7 +23,8 @@
 struct know {
 	const char *registered[4]; /* fingerprints, by their first char */
 	const char *in_use[4];
-	unsigned asked_registered, asked_in_use;
+	const char *feeds; /* "ab": a may be stored from b's data */
+	unsigned asked_registered, asked_in_use, asked_feeds;
 	char in_use_order[16]; /* first chars of fps asked, in order */
 };
 
@@ -50,6 +51,16 @@ static bool is_in_use(void *arg, const char *fp)
 		k->in_use_order[n] = fp[0];
 	k->asked_in_use++;
 	return listed(k->in_use, fp);
+}
+
+static bool is_fed(void *arg, const char *fp, const char *from)
+{
+	struct know *k = arg;
+	k->asked_feeds++;
+	for (const char *f = k->feeds; f && f[0] && f[1]; f += 2)
+		if (f[0] == fp[0] && f[1] == from[0])
+			return true;
+	return false;
 }
 
 /* A fingerprint of 64 copies of c. */
@@ -84,6 +95,7 @@ static void decide(const struct mf_engine_snapshot *v, size_t n,
 {
 	p->registered = is_registered;
 	p->in_use = is_in_use;
+	p->feeds = is_fed;
 	p->arg = k;
 	struct mf_expiry_due *due = NULL;
 	size_t nd = 99;
@@ -150,11 +162,6 @@ static void test_keep_registered(void **state)
 	struct know k = {.registered = {fpx('a')}};
 	struct mf_expiry_policy p = {.now = NOW, .older_than = -1};
 	char got[256];
-	/* while a is not whole, the older ones stay: its shards may be
-	 * stored from theirs (a corpus that grew) */
-	decide(v, 4, &p, &k, got, sizeof(got));
-	assert_string_equal(got, "");
-	v[0].materialized = v[0].shards;
 	decide(v, 4, &p, &k, got, sizeof(got));
 	assert_string_equal(got, "b:keep c:keep");
 
@@ -173,9 +180,45 @@ static void test_keep_registered(void **state)
 	for (int i = 0; i < 4; i++)
 		v[i].keep = 1;
 	struct know two = {.registered = {fpx('a'), fpx('c')}};
-	v[2].materialized = v[2].shards;
 	decide(v, 4, &p, &two, got, sizeof(got));
 	assert_string_equal(got, "b:keep");
+}
+
+/* keep leaves an older fingerprint whose data a registered one not yet
+ * whole may be stored from (a corpus that grew by an input), and takes it
+ * once that one is whole; one that feeds nothing goes at once. */
+static void test_keep_feeding(void **state)
+{
+	(void)state;
+	struct mf_engine_snapshot v[4] = {
+	    rec('a', "n", NOW - 10, 0),
+	    rec('b', "n", NOW - 100, NOW - 50),
+	    rec('c', "n", NOW - 200, NOW - 150),
+	    rec('d', "other", NOW - 900, 0),
+	};
+	for (int i = 0; i < 4; i++) {
+		v[i].keep = 1;
+		v[i].shards = 4;
+		v[i].materialized = 4;
+	}
+	v[0].materialized = 1; /* a: registered, not whole */
+	struct know k = {.registered = {fpx('a')}, .feeds = "ab"};
+	struct mf_expiry_policy p = {.now = NOW, .older_than = -1};
+	char got[256];
+	decide(v, 4, &p, &k, got, sizeof(got));
+	assert_string_equal(got, "c:keep");
+	assert_true(k.asked_feeds > 0);
+	/* a whole: nothing is asked, b goes too */
+	v[0].materialized = 4;
+	k.asked_feeds = 0;
+	decide(v, 4, &p, &k, got, sizeof(got));
+	assert_string_equal(got, "b:keep c:keep");
+	assert_int_equal(k.asked_feeds, 0);
+	/* expire_after is not held back by feeding */
+	v[0].materialized = 1;
+	v[1].expire_after = 10;
+	decide(v, 4, &p, &k, got, sizeof(got));
+	assert_string_equal(got, "b:expire_after c:keep");
 }
 
 /* keep is the name's, as its spec says now: the row of the fingerprint
@@ -193,10 +236,8 @@ static void test_keep_of_the_current_spec(void **state)
 	struct know k = {.registered = {fpx('a')}};
 	struct mf_expiry_policy p = {.now = NOW, .older_than = -1};
 	char got[256];
-	/* keep: 1 added to the spec: the fingerprints made before go (once
-	 * the registered one is whole) */
+	/* keep: 1 added to the spec: the fingerprints made before go */
 	v[0].keep = 1;
-	v[0].materialized = v[0].shards;
 	decide(v, 4, &p, &k, got, sizeof(got));
 	assert_string_equal(got, "b:keep c:keep");
 
@@ -316,6 +357,7 @@ int main(void)
 	    cmocka_unit_test(test_expire_after),
 	    cmocka_unit_test(test_keep_registered),
 	    cmocka_unit_test(test_keep_of_the_current_spec),
+	    cmocka_unit_test(test_keep_feeding),
 	    cmocka_unit_test(test_keep_ties),
 	    cmocka_unit_test(test_max_size),
 	    cmocka_unit_test(test_nothing_due_asks_nothing),

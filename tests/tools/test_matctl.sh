@@ -325,6 +325,36 @@ rm -f "$kdir/slow"
 wait "$holder" || fail "the holder of B failed"
 holder=
 pass "expire respects keep, and keeps what a live process serves"
+# --- keep: 1 and a corpus that grew: the older fingerprint stays while
+# the newer one may still be stored from it, and goes once that is whole ---
+gdir=$tmp/grow
+mkdir -p "$gdir/in"
+for i in a b c; do seq 1 200 | sed "s/^/$i /" >"$gdir/in/$i.txt"; done
+cat >"$gdir/g.yaml" <<'YAML'
+name: grown
+inputs: in/*.txt
+keep: 1
+stages:
+  - exec: [/bin/sh, -c, 'echo x >>calls; cat']
+YAML
+g1=$(m fingerprint "$gdir/g.yaml") || fail "fingerprint of grown"
+m warm "$gdir/g.yaml" >/dev/null 2>&1 || fail "warm grown"
+sleep 1.1
+seq 1 20 | sed 's/^/d /' >"$gdir/in/d.txt"
+g2=$(m fingerprint "$gdir/g.yaml") || fail "fingerprint of grown, grown"
+[ "$g1" != "$g2" ] || fail "an appended input left the fingerprint"
+m cat "$gdir/g.yaml" 3 | cmp -s - "$gdir/in/d.txt" || fail "cat of the new shard"
+out=$(m expire) || fail "expire, grown"
+[ "$out" = "nothing to expire" ] || fail "expire took what the newer fingerprint is stored from: '$out'"
+m warm "$gdir/g.yaml" >/dev/null 2>&1 || fail "warm grown, grown"
+[ "$(wc -l <"$gdir/calls")" -eq 4 ] || fail "one input appended: $(wc -l <"$gdir/calls") stage runs, not 3 + 1"
+out=$(m expire) || fail "expire, grown whole"
+[[ $out == "expired grown $g1 by keep ("* ]] || fail "expire once whole: '$out'"
+for k in 0 1 2 3; do
+  m cat "$g2" $k >"$tmp/got" || fail "cat $k after expire"
+  cmp -s "$tmp/got" "$gdir/in/$(echo a b c d | cut -d' ' -f$((k + 1))).txt" || fail "shard $k after expire"
+done
+pass "keep: 1 and a grown corpus: the older fingerprint stays until the newer one is whole"
 # --- rm of a snapshot whose shard is running under a dead run ---
 ddir=$tmp/dead
 mkdir -p "$ddir/in"
