@@ -5,6 +5,9 @@
  * engine forgot a moment ago, remembered so that a file removed and made
  * again keeps its name.
  *
+ * Also whose computation a fingerprint is, where its inputs enter by
+ * their metadata only (eng_check_fp_claim).
+ *
  * Not for: registering a spec (engine_spec.c), parsing specs (pipeline/) or
  * the catalog's name lookup (catalog/).
  */
@@ -123,6 +126,76 @@ int eng_check_name_claim(struct mf_engine *e, struct mf_catalog *c,
 			 s->path, s->name, rec.spec_path);
 		rc = -EEXIST;
 	}
+	mf_snapshot_rec_release(&rec);
+	return rc;
+}
+
+/* True when a and b list the same files, by device and inode, in order:
+ * whatever the paths, a stage of either reads the other's bytes. */
+static bool same_inputs(const struct mf_spec *a, const struct mf_spec *b)
+{
+	if (a->n_inputs != b->n_inputs)
+		return false;
+	for (size_t i = 0; i < a->n_inputs; i++) {
+		struct stat x, y;
+		if (stat(a->inputs[i], &x) != 0 ||
+		    stat(b->inputs[i], &y) != 0 || x.st_dev != y.st_dev ||
+		    x.st_ino != y.st_ino)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * With input_identity: stat an input enters the fingerprint by its path
+ * relative to the spec folder, its size and its time, all of which anyone
+ * can give a file of her own in a folder of hers (`touch -d`): a spec of
+ * another owner that copied the stages would yield the same fingerprint,
+ * and whichever spec computed a shard first would store its bytes under
+ * it. So a fingerprint already recorded for another spec file (the
+ * catalog row's spec_path) is taken by s only when that file is gone, is
+ * of the same owner, or lists the very same input files; else -EEXIST and
+ * a message naming both files. Content identity, fixed keys and specs
+ * without inputs are not asked: their bytes are the fingerprint's.
+ * A file that does not load (half-saved, a right revoked) keeps the
+ * fingerprint, as it keeps a name. docs/security.md, "What a spec author
+ * can do".
+ */
+int eng_check_fp_claim(struct mf_catalog *c, const struct mf_spec *s,
+		       const char *fp, char **err)
+{
+	if (s->identity != MF_IDENTITY_STAT || s->fingerprint_key ||
+	    s->n_inputs == 0)
+		return 0;
+	struct mf_snapshot_rec rec;
+	int rc = mf_catalog_get_snapshot(c, fp, &rec);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	struct mf_spec *other = NULL;
+	struct stat st;
+	bool refused = false;
+	if (strcmp(rec.spec_path, s->path) != 0) {
+		int lrc = mf_spec_load(rec.spec_path, &other, NULL);
+		if (lrc == 0)
+			refused = other->owner_uid != s->owner_uid &&
+			    !same_inputs(s, other);
+		else if (lrc != -ENOENT && lrc != -ENOTDIR)
+			refused = stat(rec.spec_path, &st) != 0 ||
+			    st.st_uid != s->owner_uid;
+	}
+	if (refused) {
+		eng_errf(err,
+			 "spec '%s': fingerprint %.12s is that of spec '%s' "
+			 "of another owner, whose inputs are other files of "
+			 "the same relative paths, sizes and times "
+			 "(input_identity: stat): refused (use "
+			 "input_identity: content, or change a stage)",
+			 s->path, fp, rec.spec_path);
+		rc = -EEXIST;
+	}
+	mf_spec_free(other);
 	mf_snapshot_rec_release(&rec);
 	return rc;
 }

@@ -369,6 +369,8 @@ static int register_entry(struct mf_engine *e, struct spec_entry *se,
 		pthread_mutex_lock(&e->name_lock);
 		rc = eng_check_name_claim(e, c, se->spec, err);
 		if (rc == 0)
+			rc = eng_check_fp_claim(c, se->spec, hex, err);
+		if (rc == 0)
 			rc = add_entry(e, c, se, true, err);
 		pthread_mutex_unlock(&e->name_lock);
 		eng_catalog_put(e, c);

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# test_security_fingerprint.sh - a fingerprint under input_identity: stat
+# is the computation of the spec that recorded it (docs/security.md, "What
+# a spec author can do"). The victim's pipeline is registered, not read.
+# The attacker copies its stages and makes, in a folder of hers, an input
+# of the same relative path, size and time with other bytes: her spec
+# yields the victim's fingerprint. It is refused, with a log line naming
+# both files, and matctl refuses it too; the victim's shard, read after,
+# is the victim's bytes. A second spec of the victim's own, and one of
+# another user over the very same input files, take the fingerprint.
+. "$MF_SOURCE_ROOT/tests/security/lib.sh"
+add_user
+victim=$user
+add_user
+attacker=$user
+
+p=$tmp/p
+install -d -m 0755 "$p"
+# write_spec USER DIR NAME: a pipeline upper-casing its inputs
+write_spec() {
+  runuser -u "$1" -- sh -c 'cat >"$1/$2.yaml.new" && mv "$1/$2.yaml.new" "$1/$2.yaml"' sh "$2" "$3" <<YAML
+name: $3
+inputs: in/*.txt
+stages:
+  - exec: [tr, a-z, A-Z]
+YAML
+}
+install -d -o "$victim" -g "$victim" -m 0755 "$tmp/v" "$tmp/v/in"
+runuser -u "$victim" -- sh -c 'printf "victim data\n" >"$1/in/a.txt"' sh "$tmp/v"
+write_spec "$victim" "$tmp/v" tokens
+ln -s "$tmp/v/tokens.yaml" "$p/zz-victim.yaml"
+
+mnt=$tmp/mnt
+mount_fs "$mnt" "$tmp/store" "$p"
+wait_for 20 has_name "$mnt" tokens || fail "tokens is not registered"
+fp=$(readlink "$mnt/tokens")
+
+# the attacker's input: the victim's relative path, size and time
+size=$(stat -c %s "$tmp/v/in/a.txt")
+mtime=$(stat -c %.9Y "$tmp/v/in/a.txt")
+install -d -o "$attacker" -g "$attacker" -m 0755 "$tmp/a" "$tmp/a/in"
+runuser -u "$attacker" -- sh -c \
+  'head -c "$2" /dev/zero | tr "\0" q >"$1/in/a.txt" && touch -d "@$3" "$1/in/a.txt"' \
+  sh "$tmp/a" "$size" "$mtime"
+write_spec "$attacker" "$tmp/a" mine
+[ "$("$matctl" --store "$tmp/store" fingerprint "$tmp/a/mine.yaml")" = "$fp" ] ||
+  fail "the attacker's spec does not yield the victim's fingerprint: the test proves nothing"
+ln -s "$tmp/a/mine.yaml" "$p/aa-attacker.yaml"
+wait_for 20 grep -q "fingerprint ${fp:0:12} is that of spec '$p/zz-victim.yaml' of another owner" "$log" ||
+  fail "the collision is not refused and logged naming the holder"
+grep "fingerprint ${fp:0:12} is that of" "$log" | grep -q "spec '$p/aa-attacker.yaml'" ||
+  fail "the refusal does not name the refused file"
+! has_name "$mnt" mine || fail "the attacker's name is on the mount"
+if out=$("$matctl" --store "$tmp/store" cat "$tmp/a/mine.yaml" 0 2>&1); then
+  fail "matctl cat of the attacker's spec: '$out'"
+fi
+grep -q "of another owner" <<<"$out" || fail "matctl's refusal: '$out'"
+[ "$(cat "$mnt/tokens/shard-00000")" = "VICTIM DATA" ] ||
+  fail "the victim's shard serves '$(cat "$mnt/tokens/shard-00000")'"
+[ "$(cat "$mnt/$fp/shard-00000")" = "VICTIM DATA" ] || fail "the pinned read"
+pass "another owner's spec of the same relative paths, sizes and times is refused"
+
+# the victim's own second spec, and another user's over the same files
+write_spec "$victim" "$tmp/v" tokens2
+ln -s "$tmp/v/tokens2.yaml" "$p/zz-victim2.yaml"
+wait_for 20 has_name "$mnt" tokens2 || fail "the victim's second spec is refused"
+[ "$(readlink "$mnt/tokens2")" = "$fp" ] || fail "tokens2 has another fingerprint"
+install -d -o "$attacker" -g "$attacker" -m 0755 "$tmp/s"
+ln -s "$tmp/v/in" "$tmp/s/in"
+write_spec "$attacker" "$tmp/s" same
+[ "$("$matctl" --store "$tmp/store" fingerprint "$tmp/s/same.yaml")" = "$fp" ] ||
+  fail "a spec over the same files yields another fingerprint"
+ln -s "$tmp/s/same.yaml" "$p/mm-same.yaml"
+wait_for 20 has_name "$mnt" same || fail "another user's spec over the very same files is refused"
+[ "$(cat "$mnt/same/shard-00000")" = "VICTIM DATA" ] || fail "same serves other bytes"
+pass "the same owner's specs, and another's over the same files, share the fingerprint"
