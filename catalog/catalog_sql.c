@@ -10,6 +10,23 @@
 #include <errno.h>
 #include <string.h>
 
+int cat_owner_check(struct mf_catalog *c, const struct mf_snapshot_rec *rec,
+		    int (*get)(struct mf_catalog *c, const char *fp,
+			       struct mf_snapshot_rec *out))
+{
+	if (!rec->has_owner)
+		return 0;
+	struct mf_snapshot_rec have;
+	int rc = get(c, rec->fp, &have);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	bool other = have.has_owner && have.owner != rec->owner;
+	mf_snapshot_rec_release(&have);
+	return other ? -EEXIST : 0;
+}
+
 bool cat_expirable(const struct mf_shard_rec *r)
 {
 	return r->state == MF_SHARD_MATERIALIZED || r->state == MF_SHARD_FAILED;

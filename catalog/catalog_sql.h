@@ -21,8 +21,8 @@
 	"SELECT s.fp, s.name, s.shards, s.spec_path, s.compression,"           \
 	" s.suffix, s.chunk_size, s.expire_after, s.pending_expiry, s.keep,"   \
 	" s.created, s.last_read, COUNT(h.idx),"                               \
-	" COALESCE(SUM(h.raw_bytes), 0), COALESCE(SUM(h.stored_bytes), 0)"     \
-	" FROM snapshots s LEFT JOIN shards h"                                 \
+	" COALESCE(SUM(h.raw_bytes), 0), COALESCE(SUM(h.stored_bytes), 0),"    \
+	" s.owner FROM snapshots s LEFT JOIN shards h"                         \
 	" ON h.fp = s.fp AND h.state = 'materialized'"
 /* The snapshot of fingerprint FP (a placeholder). */
 #define CAT_SQL_SNAP_GET(FP)                                                   \
@@ -50,6 +50,12 @@ struct cat_tx {
 	int (*begin)(struct mf_catalog *c);
 	int (*finish)(struct mf_catalog *c, int rc);
 };
+
+/* Inside a put's transaction: 0, or -EEXIST when fp's row (read by get)
+ * has an owner and rec another one (mf_catalog_put_snapshot). */
+int cat_owner_check(struct mf_catalog *c, const struct mf_snapshot_rec *rec,
+		    int (*get)(struct mf_catalog *c, const char *fp,
+			       struct mf_snapshot_rec *out));
 
 /* Whether a listed row may be expired (materialized or failed). */
 bool cat_expirable(const struct mf_shard_rec *r);

@@ -40,7 +40,7 @@
 
 #include "mf_util.h"
 
-#define MF_CATALOG_SCHEMA_VERSION 6
+#define MF_CATALOG_SCHEMA_VERSION 7
 
 enum mf_shard_state {
 	MF_SHARD_ABSENT = 0,
@@ -69,6 +69,11 @@ struct mf_snapshot_rec {
 	uint32_t keep; /* 0: no limit */
 	int64_t created; /* unix seconds */
 	int64_t last_read; /* unix seconds; 0: never read */
+	/* the uid of the spec that recorded the row first, when has_owner
+	 * (unset: a fixed key's, one from before schema 7, fsck --rebuild's):
+	 * a put of another owner's is refused (mf_catalog_put_snapshot) */
+	bool has_owner;
+	uid_t owner;
 	/* filled by get/list from the shards table: */
 	uint32_t materialized;
 	uint64_t raw_bytes, stored_bytes;
@@ -241,7 +246,8 @@ int mf_catalog_indexed(struct mf_catalog *c, bool *out);
 int mf_catalog_set_indexed(struct mf_catalog *c);
 
 /* Inserts or updates a snapshot and creates its missing shard rows (absent).
- * Keeps created and last_read of an existing row. */
+ * Keeps created and last_read of an existing row, and its owner: -EEXIST,
+ * nothing written, when the row has an owner and rec another one. */
 int mf_catalog_put_snapshot(struct mf_catalog *c,
 			    const struct mf_snapshot_rec *rec);
 /* Fills out (release with mf_snapshot_rec_release); -ENOENT. */

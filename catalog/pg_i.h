@@ -19,7 +19,7 @@
 
 /* The schema of a PostgreSQL catalog, apart from SQLite's numbering: the
  * row of table schema_version (pg_schema.c). */
-#define PG_SCHEMA_VERSION 2
+#define PG_SCHEMA_VERSION 3
 
 struct pg_live;
 struct pg_listen;

@@ -73,6 +73,9 @@ static int snap_from_row(const PGresult *r, int row, void *elem)
 	s.materialized = (uint32_t)pg_get_int(r, row, 12);
 	s.raw_bytes = (uint64_t)pg_get_int(r, row, 13);
 	s.stored_bytes = (uint64_t)pg_get_int(r, row, 14);
+	int64_t owner = pg_get_int(r, row, 15);
+	s.has_owner = owner >= 0;
+	s.owner = s.has_owner ? (uid_t)owner : 0;
 	*(struct mf_snapshot_rec *)elem = s;
 	return 0;
 }
@@ -84,20 +87,22 @@ static void snap_release(void *elem)
 
 int pgb_put_snapshot(struct mf_catalog *c, const struct mf_snapshot_rec *rec)
 {
-	char v[7][PG_INT_LEN];
+	char v[8][PG_INT_LEN];
 	int64_t created = rec->created; /* 0: now, by the server's clock */
-	const char *p[] = {rec->fp,
-			   rec->name,
-			   pg_int(v[0], rec->shards),
-			   rec->spec_path,
-			   rec->compression,
-			   rec->suffix ? rec->suffix : "",
-			   pg_int(v[1], (int64_t)rec->chunk_size),
-			   pg_int(v[2], rec->expire_after),
-			   pg_int(v[3], rec->pending_expiry),
-			   pg_int(v[4], rec->keep),
-			   pg_int(v[5], created),
-			   pg_int(v[6], rec->last_read)};
+	const char *p[] = {
+	    rec->fp,
+	    rec->name,
+	    pg_int(v[0], rec->shards),
+	    rec->spec_path,
+	    rec->compression,
+	    rec->suffix ? rec->suffix : "",
+	    pg_int(v[1], (int64_t)rec->chunk_size),
+	    pg_int(v[2], rec->expire_after),
+	    pg_int(v[3], rec->pending_expiry),
+	    pg_int(v[4], rec->keep),
+	    pg_int(v[5], created),
+	    pg_int(v[6], rec->last_read),
+	    pg_int(v[7], rec->has_owner ? (int64_t)rec->owner : -1)};
 	int rc = pg_begin(c);
 	if (rc)
 		return rc;
@@ -105,6 +110,7 @@ int pgb_put_snapshot(struct mf_catalog *c, const struct mf_snapshot_rec *rec)
 	 * unique and orders them, as SQLite's one writer does */
 	rc = pg_exec(c, "SELECT pg_advisory_xact_lock(" PG_REGISTER_LOCK ")", 0,
 		     NULL, NULL);
+	rc = rc ? rc : cat_owner_check(c, rec, pgb_get_snapshot);
 	/* created and last_read of an existing row stay; registered moves
 	 * on */
 	rc = rc
@@ -115,11 +121,13 @@ int pgb_put_snapshot(struct mf_catalog *c, const struct mf_snapshot_rec *rec)
 		  "compression,"
 		  " suffix, chunk_size, expire_after, pending_expiry, keep, "
 		  "created,"
-		  " last_read, registered) VALUES ($1, $2, $3, $4, $5, $6, $7, "
-		  "$8,"
+		  " last_read, owner, registered) VALUES ($1, $2, $3, $4, $5,"
+		  " $6, $7, $8,"
 		  " $9, $10, COALESCE(NULLIF($11::bigint, 0), " SERVER_NOW
-		  "), $12, (SELECT COALESCE(MAX(registered), 0) + 1"
+		  "), $12, $13, (SELECT COALESCE(MAX(registered), 0) + 1"
 		  " FROM snapshots)) ON CONFLICT (fp) DO UPDATE SET"
+		  " owner = CASE WHEN snapshots.owner < 0 THEN excluded.owner"
+		  " ELSE snapshots.owner END,"
 		  " name = excluded.name, shards = excluded.shards,"
 		  " spec_path = excluded.spec_path,"
 		  " compression = excluded.compression, suffix = "
@@ -129,7 +137,7 @@ int pgb_put_snapshot(struct mf_catalog *c, const struct mf_snapshot_rec *rec)
 		  " pending_expiry = excluded.pending_expiry, keep = "
 		  "excluded.keep,"
 		  " registered = excluded.registered",
-		  12, p, NULL);
+		  13, p, NULL);
 	const char *q[] = {rec->fp, v[0]};
 	rc = rc ? rc
 		: pg_exec(c, "DELETE FROM shards WHERE fp = $1 AND idx >= $2",

@@ -82,8 +82,12 @@ static const char migration_1[] =
 static const char migration_2[] =
     "CREATE TABLE totals (key text PRIMARY KEY, value bigint NOT NULL);";
 
+/* Version 3: snapshots.owner, as SQLite's version 7. */
+static const char migration_3[] =
+    "ALTER TABLE snapshots ADD COLUMN owner bigint NOT NULL DEFAULT -1;";
+
 /* migrations[k] takes the schema from version k to k + 1 */
-static const char *const migrations[] = {migration_1, migration_2};
+static const char *const migrations[] = {migration_1, migration_2, migration_3};
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == PG_SCHEMA_VERSION,
 	       "one migration per schema version");

@@ -109,9 +109,17 @@ static const char migration_6[] =
     " value INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
     "PRAGMA user_version = 6;";
 
+/* Version 7: snapshots.owner - the uid of the spec that recorded the row
+ * first (-1: unknown), so that another owner's spec never shares its
+ * computation (docs/security.md). */
+static const char migration_7[] =
+    "ALTER TABLE snapshots ADD COLUMN owner INTEGER NOT NULL DEFAULT -1;"
+    "PRAGMA user_version = 7;";
+
 /* migrations[k] takes the schema from version k to k + 1 */
 static const char *const migrations[] = {migration_1, migration_2, migration_3,
-					 migration_4, migration_5, migration_6};
+					 migration_4, migration_5, migration_6,
+					 migration_7};
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) ==
 		   MF_CATALOG_SCHEMA_VERSION,

@@ -19,9 +19,11 @@ static const char sql_list[] = CAT_SQL_SNAP_LIST;
 static const char sql_upsert[] =
     "INSERT INTO snapshots (fp, name, shards, spec_path, compression,"
     " suffix, chunk_size, expire_after, pending_expiry, keep, created,"
-    " last_read, registered) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-    " ?10, ?11, ?12, (SELECT COALESCE(MAX(registered), 0) + 1"
+    " last_read, owner, registered) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
+    " ?8, ?9, ?10, ?11, ?12, ?13, (SELECT COALESCE(MAX(registered), 0) + 1"
     " FROM snapshots)) ON CONFLICT (fp) DO UPDATE SET"
+    " owner = CASE WHEN snapshots.owner < 0 THEN excluded.owner"
+    " ELSE snapshots.owner END,"
     " name = excluded.name, shards = excluded.shards,"
     " spec_path = excluded.spec_path, compression = excluded.compression,"
     " suffix = excluded.suffix, chunk_size = excluded.chunk_size,"
@@ -58,6 +60,9 @@ static int snap_bind(struct mf_catalog *c, sqlite3_stmt *st,
 	rc = rc ? rc : cat_bind_int64(c, st, 10, r->keep);
 	rc = rc ? rc : cat_bind_int64(c, st, 11, created);
 	rc = rc ? rc : cat_bind_int64(c, st, 12, r->last_read);
+	rc = rc
+	    ? rc
+	    : cat_bind_int64(c, st, 13, r->has_owner ? (int64_t)r->owner : -1);
 	return rc;
 }
 
@@ -96,7 +101,9 @@ int sq_put_snapshot(struct mf_catalog *c, const struct mf_snapshot_rec *rec)
 	int rc = cat_begin(c);
 	if (rc)
 		return rc;
-	rc = snap_upsert(c, rec);
+	rc = cat_owner_check(c, rec, sq_get_snapshot);
+	if (!rc)
+		rc = snap_upsert(c, rec);
 	if (!rc)
 		rc = exec_fp(c, CAT_SNAP_TRIM_SHARDS, sql_trim_shards, rec->fp,
 			     rec->shards);
@@ -143,6 +150,9 @@ static int snap_from_row(sqlite3_stmt *st, struct mf_snapshot_rec *out)
 	r.materialized = (uint32_t)sqlite3_column_int64(st, 12);
 	r.raw_bytes = (uint64_t)sqlite3_column_int64(st, 13);
 	r.stored_bytes = (uint64_t)sqlite3_column_int64(st, 14);
+	int64_t owner = sqlite3_column_int64(st, 15);
+	r.has_owner = owner >= 0;
+	r.owner = r.has_owner ? (uid_t)owner : 0;
 	*out = r;
 	return 0;
 }

@@ -432,8 +432,8 @@ void eng_name_left(struct mf_engine *e, const char *fp, const char *name,
  * e->name_lock and no other lock of the engine. */
 int eng_check_name_claim(struct mf_engine *e, struct mf_catalog *c,
 			 const struct mf_spec *s, char **err);
-/* 0, or -EEXIST with *err when fp under input_identity: stat is that of
- * another owner's spec whose inputs are other files (engine_names.c). */
+/* 0, or -EEXIST with *err when fp belongs to another owner's spec
+ * (engine_names.c). */
 int eng_check_fp_claim(struct mf_catalog *c, const struct mf_spec *s,
 		       const char *fp, char **err);
 /* Tells opts.note, when set, a formatted line. */

@@ -5,8 +5,7 @@
  * engine forgot a moment ago, remembered so that a file removed and made
  * again keeps its name.
  *
- * Also whose computation a fingerprint is, where its inputs enter by
- * their metadata only (eng_check_fp_claim).
+ * Also whose computation a fingerprint is (eng_check_fp_claim).
  *
  * Not for: registering a spec (engine_spec.c), parsing specs (pipeline/) or
  * the catalog's name lookup (catalog/).
@@ -14,6 +13,7 @@
 #include "engine_i.h"
 
 #include <assert.h>
+#include <stdlib.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,6 +92,28 @@ static bool holder_claims(struct mf_engine *e,
 	return held || still_claims(holder->spec_path, name, owner);
 }
 
+/* True when the holder's row is another owner's and a live process other
+ * than this one holds it (serves it from a registered spec): its spec file
+ * claims the name there even if this host cannot see that file (a
+ * cluster's hosts with pipelines folders of their own). */
+static bool held_elsewhere(struct mf_engine *e, struct mf_catalog *c,
+			   const struct mf_snapshot_rec *holder,
+			   const struct mf_spec *s)
+{
+	if (!holder->has_owner || holder->owner == s->owner_uid ||
+	    mf_catalog_prune_holds(c, mf_now_s(), NULL) != 0)
+		return false;
+	struct mf_run_rec *h = NULL;
+	size_t n = 0;
+	if (mf_catalog_list_holds(c, holder->fp, &h, &n) != 0)
+		return false;
+	bool other = false;
+	for (size_t i = 0; i < n && !other; i++)
+		other = strcmp(h[i].run_id, e->holder) != 0;
+	free(h);
+	return other;
+}
+
 /*
  * A name belongs to the owner of the spec file that registered it last in
  * the catalog (the one mf_catalog_find_name and so matctl follow), for as
@@ -118,7 +140,9 @@ int eng_check_name_claim(struct mf_engine *e, struct mf_catalog *c,
 		return rc;
 	uid_t owner;
 	if (strcmp(rec.spec_path, s->path) != 0 &&
-	    holder_claims(e, &rec, s->name, &owner) && owner != s->owner_uid) {
+	    ((holder_claims(e, &rec, s->name, &owner) &&
+	      owner != s->owner_uid) ||
+	     held_elsewhere(e, c, &rec, s))) {
 		eng_errf(err,
 			 "spec '%s': name '%s' belongs to spec '%s' of another "
 			 "owner: refused (rename this pipeline, or remove or "
@@ -130,42 +154,24 @@ int eng_check_name_claim(struct mf_engine *e, struct mf_catalog *c,
 	return rc;
 }
 
-/* True when a and b list the same files, by device and inode, in order:
- * whatever the paths, a stage of either reads the other's bytes. */
-static bool same_inputs(const struct mf_spec *a, const struct mf_spec *b)
-{
-	if (a->n_inputs != b->n_inputs)
-		return false;
-	for (size_t i = 0; i < a->n_inputs; i++) {
-		struct stat x, y;
-		if (stat(a->inputs[i], &x) != 0 ||
-		    stat(b->inputs[i], &y) != 0 || x.st_dev != y.st_dev ||
-		    x.st_ino != y.st_ino)
-			return false;
-	}
-	return true;
-}
-
 /*
- * With input_identity: stat an input enters the fingerprint by its path
- * relative to the spec folder, its size and its time, all of which anyone
- * can give a file of her own in a folder of hers (`touch -d`): a spec of
- * another owner that copied the stages would yield the same fingerprint,
- * and whichever spec computed a shard first would store its bytes under
- * it. So a fingerprint already recorded for another spec file (the
- * catalog row's spec_path) is taken by s only when that file is gone, is
- * of the same owner, or lists the very same input files; else -EEXIST and
- * a message naming both files. Content identity, fixed keys and specs
- * without inputs are not asked: their bytes are the fingerprint's.
- * A file that does not load (half-saved, a right revoked) keeps the
- * fingerprint, as it keeps a name. docs/security.md, "What a spec author
- * can do".
+ * A fingerprint is one owner's computation: the catalog row keeps the
+ * uid of the spec that recorded it first (mf_snapshot_rec.owner), and a
+ * spec of another owner that yields it is refused with -EEXIST and a
+ * message naming both files. Whatever the fingerprint covers, a stage
+ * runs as its owner, in her folder, with her HOME and her programs; with
+ * input_identity: stat anyone can also give files of her own the other's
+ * relative paths, sizes and times (`touch -d`). So two owners' specs
+ * never share a computation, and whichever spec computed a shard first
+ * never stores its bytes under another owner's fingerprint. A fixed key
+ * is exempt: it is a promise shared by whoever writes it. The put itself
+ * refuses the same (mf_catalog_put_snapshot), for two registrations
+ * racing. docs/security.md, "What a spec author can do".
  */
 int eng_check_fp_claim(struct mf_catalog *c, const struct mf_spec *s,
 		       const char *fp, char **err)
 {
-	if (s->identity != MF_IDENTITY_STAT || s->fingerprint_key ||
-	    s->n_inputs == 0)
+	if (s->fingerprint_key)
 		return 0;
 	struct mf_snapshot_rec rec;
 	int rc = mf_catalog_get_snapshot(c, fp, &rec);
@@ -173,29 +179,15 @@ int eng_check_fp_claim(struct mf_catalog *c, const struct mf_spec *s,
 		return 0;
 	if (rc)
 		return rc;
-	struct mf_spec *other = NULL;
-	struct stat st;
-	bool refused = false;
-	if (strcmp(rec.spec_path, s->path) != 0) {
-		int lrc = mf_spec_load(rec.spec_path, &other, NULL);
-		if (lrc == 0)
-			refused = other->owner_uid != s->owner_uid &&
-			    !same_inputs(s, other);
-		else if (lrc != -ENOENT && lrc != -ENOTDIR)
-			refused = stat(rec.spec_path, &st) != 0 ||
-			    st.st_uid != s->owner_uid;
-	}
-	if (refused) {
+	if (rec.has_owner && rec.owner != s->owner_uid) {
 		eng_errf(err,
-			 "spec '%s': fingerprint %.12s is that of spec '%s' "
-			 "of another owner, whose inputs are other files of "
-			 "the same relative paths, sizes and times "
-			 "(input_identity: stat): refused (use "
-			 "input_identity: content, or change a stage)",
+			 "spec '%s': fingerprint %.12s belongs to spec '%s' "
+			 "of another owner: refused (two owners' specs never "
+			 "share a computation: add an env variable, or change "
+			 "a stage, to give this one its own)",
 			 s->path, fp, rec.spec_path);
 		rc = -EEXIST;
 	}
-	mf_spec_free(other);
 	mf_snapshot_rec_release(&rec);
 	return rc;
 }

@@ -70,6 +70,9 @@ static void snap_rec_of(const struct mf_spec *s, const char *fp, char codec[32],
 	rec->expire_after = s->expire_after;
 	rec->pending_expiry = s->pending_expiry;
 	rec->keep = s->keep;
+	/* a fixed key is a promise shared by whoever writes it */
+	rec->has_owner = !s->fingerprint_key;
+	rec->owner = s->owner_uid;
 	rec->created = 0; /* now, by the catalog's clock (mf_catalog_now) */
 }
 
@@ -334,11 +337,16 @@ static int add_entry(struct mf_engine *e, struct mf_catalog *c,
 	for (int tries = 0; rc == -ENOENT && tries < 4; tries++) {
 		rc = registered ? put_held(e, c, se->spec, se->fpr.hex)
 				: put_snapshot(c, se->spec, se->fpr.hex);
-		if (rc) {
+		if (rc == -EEXIST) /* another owner's since the check */
+			eng_errf(err,
+				 "spec '%s': fingerprint %.12s belongs to a "
+				 "spec of another owner: refused",
+				 se->spec->path, se->fpr.hex);
+		else if (rc)
 			eng_errf(err, "catalog: recording '%s': %s",
 				 se->spec->path, strerror(-rc));
+		if (rc)
 			return rc;
-		}
 		rc = write_metadata(e, se->spec, &se->fpr);
 	}
 	if (rc) {

@@ -316,6 +316,46 @@ static void test_unit_rolls_back(void **state)
 /* Totals add up across calls (relative to what a shared database held
  * before), a zero delta writes nothing, and running counts the shards
  * claimed and not yet done. */
+/* The first owner recorded holds the row: a put of another owner's is
+ * -EEXIST and writes nothing; one without an owner (a fixed key, fsck
+ * --rebuild) passes and keeps it; a row without one takes the next. */
+static void test_owner_holds_the_row(void **state)
+{
+	struct contract *x = *state;
+	struct mf_snapshot_rec s = x->snap, got;
+	assert_int_equal(mf_random_hex(MF_FP_HEX_LEN / 2, s.fp), 0);
+	s.has_owner = false;
+	assert_int_equal(mf_catalog_put_snapshot(x->cat, &s), 0);
+	assert_int_equal(mf_catalog_get_snapshot(x->cat, s.fp, &got), 0);
+	assert_false(got.has_owner);
+	mf_snapshot_rec_release(&got);
+	s.has_owner = true;
+	s.owner = 1001;
+	assert_int_equal(mf_catalog_put_snapshot(x->cat, &s), 0);
+	s.owner = 1002;
+	char elsewhere[] = "/elsewhere/spec.yaml";
+	s.spec_path = elsewhere;
+	assert_int_equal(mf_catalog_put_snapshot(x->cat, &s), -EEXIST);
+	assert_int_equal(mf_catalog_get_snapshot(x->cat, s.fp, &got), 0);
+	assert_string_equal(got.spec_path, x->snap.spec_path);
+	assert_int_equal(got.owner, 1001);
+	mf_snapshot_rec_release(&got);
+	s.has_owner = false;
+	assert_int_equal(mf_catalog_put_snapshot(x->cat, &s), 0);
+	assert_int_equal(mf_catalog_get_snapshot(x->cat, s.fp, &got), 0);
+	assert_true(got.has_owner);
+	assert_int_equal(got.owner, 1001);
+	mf_snapshot_rec_release(&got);
+	s.has_owner = true;
+	s.owner = 1001;
+	s.spec_path = x->snap.spec_path;
+	assert_int_equal(mf_catalog_put_snapshot(x->cat, &s), 0);
+	assert_int_equal(mf_catalog_get_snapshot(x->cat, s.fp, &got), 0);
+	assert_string_equal(got.spec_path, x->snap.spec_path);
+	assert_int_equal(got.owner, 1001);
+	mf_snapshot_rec_release(&got);
+}
+
 static void test_totals(void **state)
 {
 	struct contract *x = *state;
@@ -595,6 +635,7 @@ int main(void)
 	    T(test_unit_rolls_back),
 	    T(test_one_claimer_wins),
 	    T(test_dead_process_taken_over),
+	    T(test_owner_holds_the_row),
 	    T(test_totals),
 	    T(test_waiter_woken),
 	    T(test_rollback_wakes_nobody),

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# test_security_fingerprint.sh - a fingerprint under input_identity: stat
-# is the computation of the spec that recorded it (docs/security.md, "What
-# a spec author can do"). The victim's pipeline is registered, not read.
-# The attacker copies its stages and makes, in a folder of hers, an input
-# of the same relative path, size and time with other bytes: her spec
-# yields the victim's fingerprint. It is refused, with a log line naming
-# both files, and matctl refuses it too; the victim's shard, read after,
-# is the victim's bytes. A second spec of the victim's own, and one of
-# another user over the very same input files, take the fingerprint.
+# test_security_fingerprint.sh - a fingerprint is one owner's computation
+# (docs/security.md, "What a spec author can do"). The victim's pipeline
+# is registered, not read. The attacker copies its stages and makes, in a
+# folder of hers, an input of the same relative path, size and time with
+# other bytes: her spec yields the victim's fingerprint. It is refused,
+# with a log line naming both files, and matctl refuses it too; the
+# victim's shard, read after, is the victim's bytes, and her name stays
+# hers. A spec of the attacker's over the very same input files (through
+# a symlink she could re-point later, stat or content identity) is
+# refused too; a second spec of the victim's own takes the fingerprint.
 . "$MF_SOURCE_ROOT/tests/security/lib.sh"
 add_user
 victim=$user
@@ -46,9 +47,9 @@ write_spec "$attacker" "$tmp/a" mine
 [ "$("$matctl" --store "$tmp/store" fingerprint "$tmp/a/mine.yaml")" = "$fp" ] ||
   fail "the attacker's spec does not yield the victim's fingerprint: the test proves nothing"
 ln -s "$tmp/a/mine.yaml" "$p/aa-attacker.yaml"
-wait_for 20 grep -q "fingerprint ${fp:0:12} is that of spec '$p/zz-victim.yaml' of another owner" "$log" ||
+wait_for 20 grep -q "fingerprint ${fp:0:12} belongs to spec '$p/zz-victim.yaml' of another owner" "$log" ||
   fail "the collision is not refused and logged naming the holder"
-grep "fingerprint ${fp:0:12} is that of" "$log" | grep -q "spec '$p/aa-attacker.yaml'" ||
+grep "fingerprint ${fp:0:12} belongs to" "$log" | grep -q "spec '$p/aa-attacker.yaml'" ||
   fail "the refusal does not name the refused file"
 ! has_name "$mnt" mine || fail "the attacker's name is on the mount"
 if out=$("$matctl" --store "$tmp/store" cat "$tmp/a/mine.yaml" 0 2>&1); then
@@ -60,17 +61,35 @@ grep -q "of another owner" <<<"$out" || fail "matctl's refusal: '$out'"
 [ "$(cat "$mnt/$fp/shard-00000")" = "VICTIM DATA" ] || fail "the pinned read"
 pass "another owner's spec of the same relative paths, sizes and times is refused"
 
-# the victim's own second spec, and another user's over the same files
+"$matctl" --store "$tmp/store" ls | grep -q "^tokens " || fail "the catalog's name of the victim's snapshot: $("$matctl" --store "$tmp/store" ls)"
+
+# the victim's own second spec takes the fingerprint
 write_spec "$victim" "$tmp/v" tokens2
 ln -s "$tmp/v/tokens2.yaml" "$p/zz-victim2.yaml"
 wait_for 20 has_name "$mnt" tokens2 || fail "the victim's second spec is refused"
 [ "$(readlink "$mnt/tokens2")" = "$fp" ] || fail "tokens2 has another fingerprint"
+pass "the same owner's specs share the fingerprint"
+
+# the attacker's spec over the very same files: refused as well, with
+# stat and with content identity (her folder's symlink could be re-pointed
+# at other files after, her HOME and programs are hers)
 install -d -o "$attacker" -g "$attacker" -m 0755 "$tmp/s"
 ln -s "$tmp/v/in" "$tmp/s/in"
 write_spec "$attacker" "$tmp/s" same
 [ "$("$matctl" --store "$tmp/store" fingerprint "$tmp/s/same.yaml")" = "$fp" ] ||
   fail "a spec over the same files yields another fingerprint"
 ln -s "$tmp/s/same.yaml" "$p/mm-same.yaml"
-wait_for 20 has_name "$mnt" same || fail "another user's spec over the very same files is refused"
-[ "$(cat "$mnt/same/shard-00000")" = "VICTIM DATA" ] || fail "same serves other bytes"
-pass "the same owner's specs, and another's over the same files, share the fingerprint"
+wait_for 20 grep -q "spec '$p/mm-same.yaml': fingerprint ${fp:0:12} belongs to" "$log" ||
+  fail "another owner's spec over the same files is not refused"
+! has_name "$mnt" same || fail "the attacker's spec over the same files is on the mount"
+# the victim first: whoever records a fingerprint first holds it
+runuser -u "$victim" -- sh -c 'printf "input_identity: content\n" >>"$1/tokens.yaml"' sh "$tmp/v"
+fc=$("$matctl" --store "$tmp/store" fingerprint "$tmp/v/tokens.yaml")
+[ "$fc" != "$fp" ] || fail "content identity kept the fingerprint"
+wait_for 20 sh -c "[ \"\$(readlink '$mnt/tokens')\" = $fc ]" || fail "tokens did not move to $fc"
+runuser -u "$attacker" -- sh -c 'printf "input_identity: content\n" >>"$1/same.yaml"' sh "$tmp/s"
+[ "$(cat "$mnt/tokens/shard-00000")" = "VICTIM DATA" ] || fail "tokens with content identity"
+wait_for 20 grep -q "spec '$p/mm-same.yaml': fingerprint ${fc:0:12} belongs to" "$log" ||
+  fail "another owner's content spec over the same files is not refused"
+! has_name "$mnt" same || fail "the attacker's content spec is on the mount"
+pass "another owner's spec over the very same files is refused, stat or content"

@@ -100,3 +100,28 @@ wait_for 20 sh -c "[ \"\$(cat '$mnt/tokens/shard-00000')\" = attacker-bytes ]" |
   fail "a name its holder gave up is not free for another spec"
 pass "a name its holder gave up is free"
 umount_fs "$mnt" "$mpid"
+
+# another host's holder: a second daemon on the same store whose
+# pipelines folder only it can see (its own mount namespace, as a
+# cluster's host with a folder of its own) holds 'hosted'; here the
+# holder's file is not found, yet the attacker's spec is refused, as the
+# holder is alive and serves it
+command -v unshare >/dev/null || skip "no unshare"
+make_project "$victim" "$tmp/vh" hosted victim-bytes
+hA=$tmp/hostA
+install -d -m 0755 "$hA" "$tmp/mntA"
+unshare -m --propagation private sh -c "mount -t tmpfs -o mode=0755 none '$hA' &&
+  mkdir -m 0755 '$hA/p' && ln -s '$tmp/vh/spec.yaml' '$hA/p/victim.yaml' &&
+  exec '$matfs' --store '$tmp/store' --pipelines '$hA/p' -f '$tmp/mntA'" >>"$log" 2>&1 &
+apid=$!
+daemons+=("$apid")
+wait_for 20 grep -q "$hA/p/victim.yaml': fingerprint" "$log" || fail "host A did not register"
+[ ! -e "$hA/p/victim.yaml" ] || fail "host A's folder is visible here: the test proves nothing"
+mount_fs "$mnt" "$tmp/store" "$p"
+write_spec "$attacker" "$tmp/a" hosted attacker-bytes
+wait_for 20 grep -q "name 'hosted' belongs to spec '$hA/p/victim.yaml' of another owner" "$log" ||
+  fail "another host's holder does not keep its name"
+! has_name "$mnt" hosted || fail "the attacker took another host's name"
+[ "$("$matctl" --store "$tmp/store" ls | awk '$1 == "hosted"' | wc -l)" = 1 ] ||
+  fail "the catalog lists another 'hosted': $("$matctl" --store "$tmp/store" ls)"
+pass "a name held by a live process elsewhere stays its holder's"
