@@ -106,11 +106,14 @@ umount_fs "$mnt" "$mpid"
 # cluster's host with a folder of its own) holds 'hosted'; here the
 # holder's file is not found, yet the attacker's spec is refused, as the
 # holder is alive and serves it
-command -v unshare >/dev/null || skip "no unshare"
 make_project "$victim" "$tmp/vh" hosted victim-bytes
 hA=$tmp/hostA
 install -d -m 0755 "$hA" "$tmp/mntA"
-unshare -m --propagation private sh -c "mount -t tmpfs -o mode=0755 none '$hA' &&
+# (the namespace's copies of the FUSE mounts of tests running beside this
+# one are detached first: a copy would keep such a mount alive)
+unshare -m --propagation private sh -c "awk '\$3 ~ /^fuse/ { print \$2 }' /proc/self/mounts |
+  while read -r m; do umount -l \"\$(printf '%b' \"\$m\")\" 2>/dev/null; done
+  mount -t tmpfs -o mode=0755 none '$hA' &&
   mkdir -m 0755 '$hA/p' && ln -s '$tmp/vh/spec.yaml' '$hA/p/victim.yaml' &&
   exec '$matfs' --store '$tmp/store' --pipelines '$hA/p' -f '$tmp/mntA'" >>"$log" 2>&1 &
 apid=$!
