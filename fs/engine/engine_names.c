@@ -154,6 +154,24 @@ int eng_check_name_claim(struct mf_engine *e, struct mf_catalog *c,
 	return rc;
 }
 
+/* True when the row rec is, or may be, another owner's than spec s's. A
+ * row without an owner (fsck --rebuild of a spec file gone, one from
+ * before schema 7) is its spec file's owner's while that file is there;
+ * with it gone, it is taken only while no shard of it is materialized:
+ * nobody can prove the data is s's owner's. */
+static bool other_owner(const struct mf_snapshot_rec *rec,
+			const struct mf_spec *s)
+{
+	if (rec->has_owner)
+		return rec->owner != s->owner_uid;
+	if (strcmp(rec->spec_path, s->path) == 0)
+		return false;
+	struct stat st;
+	if (stat(rec->spec_path, &st) == 0)
+		return st.st_uid != s->owner_uid;
+	return rec->materialized > 0;
+}
+
 /*
  * A fingerprint is one owner's computation: the catalog row keeps the
  * uid of the spec that recorded it first (mf_snapshot_rec.owner), and a
@@ -179,7 +197,7 @@ int eng_check_fp_claim(struct mf_catalog *c, const struct mf_spec *s,
 		return 0;
 	if (rc)
 		return rc;
-	if (rec.has_owner && rec.owner != s->owner_uid) {
+	if (other_owner(&rec, s)) {
 		eng_errf(err,
 			 "spec '%s': fingerprint %.12s belongs to spec '%s' "
 			 "of another owner: refused (two owners' specs never "

@@ -302,9 +302,13 @@ void eng_holds_refresh(struct mf_engine *e)
 		if (rc == 0) {
 			struct mf_snapshot_rec have;
 			rc = mf_catalog_get_snapshot(c, rec.fp, &have);
+			/* lost: the row comes back; without an owner (fsck
+			 * --rebuild, an older schema): it takes this spec's */
+			bool put = rc == -ENOENT ||
+			    (rc == 0 && !have.has_owner && rec.has_owner);
 			if (rc == 0)
 				mf_snapshot_rec_release(&have);
-			else if (rc == -ENOENT) /* lost: the row comes back */
+			if (put)
 				rc = mf_catalog_put_snapshot(c, &rec);
 			if (rc == 0)
 				rc = mf_catalog_hold(c, &h);

@@ -93,3 +93,35 @@ wait_for 20 grep -q "spec '$p/mm-same.yaml': fingerprint ${fc:0:12} belongs to" 
   fail "another owner's content spec over the same files is not refused"
 ! has_name "$mnt" same || fail "the attacker's content spec is on the mount"
 pass "another owner's spec over the very same files is refused, stat or content"
+
+# a catalog rebuilt from the store (matctl fsck --rebuild) keeps the
+# owner: the row's is its spec file's, and the attacker stays refused
+runuser -u "$attacker" -- sh -c 'sed -i "/input_identity/d" "$1/same.yaml"' sh "$tmp/s"
+runuser -u "$victim" -- sh -c 'sed -i "/input_identity/d" "$1/tokens.yaml"' sh "$tmp/v"
+wait_for 20 sh -c "[ \"\$(readlink '$mnt/tokens')\" = $fp ]" || fail "tokens did not move back to $fp"
+owner_of() { /usr/bin/python3 -c 'import sqlite3, sys
+print(sqlite3.connect(sys.argv[1]).execute("select owner from snapshots where fp = ?", (sys.argv[2],)).fetchone()[0])' "$tmp/store/catalog.db" "$1"; }
+umount_fs "$mnt" "$mpid"
+rm "$p/mm-same.yaml" "$p/aa-attacker.yaml"
+"$matctl" --store "$tmp/store" fsck --rebuild >/dev/null || fail "fsck --rebuild"
+[ "$(owner_of "$fp")" = "$(id -u "$victim")" ] || fail "the rebuilt row's owner is $(owner_of "$fp")"
+ln -s "$tmp/a/mine.yaml" "$p/aa-attacker.yaml"
+n=$(grep -c "fingerprint ${fp:0:12} belongs to" "$log")
+mount_fs "$mnt" "$tmp/store" "$p"
+wait_for 20 sh -c "[ \$(grep -c 'fingerprint ${fp:0:12} belongs to' '$log') -gt $n ]" ||
+  fail "after a rebuild, the attacker's spec is not refused"
+[ "$(cat "$mnt/$fp/shard-00000")" = "VICTIM DATA" ] || fail "after a rebuild: $(cat "$mnt/$fp/shard-00000")"
+pass "a rebuilt catalog keeps the fingerprint's owner"
+
+# a row without an owner (as from an older schema), its spec file gone
+# and its shard materialized: nobody takes it over
+umount_fs "$mnt" "$mpid"
+rm "$p/zz-victim.yaml" "$p/zz-victim2.yaml"
+/usr/bin/python3 -c 'import sqlite3, sys
+db = sqlite3.connect(sys.argv[1]); db.execute("update snapshots set owner = -1"); db.commit()' "$tmp/store/catalog.db"
+n=$(grep -c "fingerprint ${fp:0:12} belongs to" "$log")
+mount_fs "$mnt" "$tmp/store" "$p"
+wait_for 20 sh -c "[ \$(grep -c 'fingerprint ${fp:0:12} belongs to' '$log') -gt $n ]" ||
+  fail "an unowned row with data is taken by another owner's spec"
+[ "$(cat "$mnt/$fp/shard-00000")" = "VICTIM DATA" ] || fail "an unowned row: $(cat "$mnt/$fp/shard-00000")"
+pass "a row without an owner, its data stored, is not taken over"
