@@ -24,10 +24,12 @@ wait_for 10 test -L "$mnt/s" || fail "s is not registered"
 unshare -m --propagation private sleep 600 &
 holder=$!
 daemons+=("$holder") # cleanup kills and reaps it whatever happens
+# its own namespace first: until unshare(2) ran, the child's mounts are
+# ours, the mount included
+own_ns() { [ "$(readlink "/proc/$holder/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ]; }
+wait_for 10 own_ns || fail "the child shares our mount namespace"
 copied() { grep -q " $mnt fuse" "/proc/$holder/mounts"; }
 wait_for 10 copied || fail "the child's namespace has no copy of the mount"
-[ "$(readlink "/proc/$holder/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] ||
-  fail "the child shares our mount namespace"
 
 # other changes of our mount table end nothing
 mkdir -p "$tmp/t"
