@@ -37,6 +37,8 @@ int mf_snapshot_meta_format(const struct mf_snapshot_meta *m, char **out,
 	fprintf(f, "expire_after %lld\npending_expiry %lld\nkeep %u\n",
 		(long long)m->expire_after, (long long)m->pending_expiry,
 		m->keep);
+	if (m->has_owner)
+		fprintf(f, "owner %lu\n", (unsigned long)m->owner);
 	for (size_t i = 0; i < m->n_parts; i++)
 		fprintf(f, "component %s %s\n", m->parts[i].hex,
 			m->parts[i].label);
@@ -221,6 +223,17 @@ static int meta_line(struct mf_snapshot_meta *m, struct parse *p, char *line)
 		snprintf(p->why, p->wlen,
 			 "line %u: not a matfs-snapshot 1 document", p->lineno);
 		return MF_CORRUPT("metadata version line");
+	}
+	if (key == K_COUNT && strcmp(line, "owner") == 0) { /* optional */
+		int64_t v;
+		if (parse_num(val, 0, (int64_t)UINT32_MAX - 1, &v) != 0) {
+			snprintf(p->why, p->wlen, "line %u: bad owner '%.64s'",
+				 p->lineno, val);
+			return MF_CORRUPT("metadata field");
+		}
+		m->has_owner = true;
+		m->owner = (uid_t)v;
+		return 0;
 	}
 	if (key == K_COUNT)
 		return strcmp(line, "component") == 0

@@ -247,6 +247,10 @@ struct mf_snapshot_meta {
 	int64_t expire_after; /* seconds; -1: never */
 	int64_t pending_expiry; /* seconds */
 	uint32_t keep; /* 0: no limit */
+	/* the uid of the spec that wrote it (line "owner UID", optional:
+	 * none for a fixed key, and in files of matfs before it) */
+	bool has_owner;
+	uid_t owner;
 	const struct mf_meta_part *parts; /* the fingerprint's components */
 	size_t n_parts;
 	const char *spec; /* the spec file's bytes; NULL when none */

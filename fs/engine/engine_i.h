@@ -434,8 +434,8 @@ int eng_check_name_claim(struct mf_engine *e, struct mf_catalog *c,
 			 const struct mf_spec *s, char **err);
 /* 0, or -EEXIST with *err when fp belongs to another owner's spec
  * (engine_names.c). */
-int eng_check_fp_claim(struct mf_catalog *c, const struct mf_spec *s,
-		       const char *fp, char **err);
+int eng_check_fp_claim(struct mf_engine *e, struct mf_catalog *c,
+		       const struct mf_spec *s, const char *fp, char **err);
 /* Tells opts.note, when set, a formatted line. */
 void eng_note(struct mf_engine *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

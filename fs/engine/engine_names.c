@@ -154,16 +154,35 @@ int eng_check_name_claim(struct mf_engine *e, struct mf_catalog *c,
 	return rc;
 }
 
+/* True when this engine has a spec of another owner than s's registered
+ * for fp. */
+static bool registered_by_other(struct mf_engine *e, const char *fp,
+				const struct mf_spec *s)
+{
+	bool other = false;
+	pthread_mutex_lock(&e->lock);
+	for (const struct spec_entry *se = e->specs; se && !other;
+	     se = se->next)
+		other = se->registered && strcmp(se->fpr.hex, fp) == 0 &&
+		    se->spec->owner_uid != s->owner_uid;
+	pthread_mutex_unlock(&e->lock);
+	return other;
+}
+
 /* True when the row rec is, or may be, another owner's than spec s's. A
- * row without an owner (fsck --rebuild of a spec file gone, one from
- * before schema 7) is its spec file's owner's while that file is there;
- * with it gone, it is taken only while no shard of it is materialized:
- * nobody can prove the data is s's owner's. */
-static bool other_owner(const struct mf_snapshot_rec *rec,
+ * row without an owner is one from before schema 7 (fsck --rebuild and gc
+ * take the owner from snapshot.metadata, which records it since): another
+ * owner's while this engine has such a spec registered for it; else its
+ * spec file's owner's while that file is there; with it gone, it is
+ * taken only while no shard of it is materialized: nobody can prove the
+ * data is s's owner's. */
+static bool other_owner(struct mf_engine *e, const struct mf_snapshot_rec *rec,
 			const struct mf_spec *s)
 {
 	if (rec->has_owner)
 		return rec->owner != s->owner_uid;
+	if (registered_by_other(e, rec->fp, s))
+		return true;
 	if (strcmp(rec->spec_path, s->path) == 0)
 		return false;
 	struct stat st;
@@ -186,8 +205,8 @@ static bool other_owner(const struct mf_snapshot_rec *rec,
  * refuses the same (mf_catalog_put_snapshot), for two registrations
  * racing. docs/security.md, "What a spec author can do".
  */
-int eng_check_fp_claim(struct mf_catalog *c, const struct mf_spec *s,
-		       const char *fp, char **err)
+int eng_check_fp_claim(struct mf_engine *e, struct mf_catalog *c,
+		       const struct mf_spec *s, const char *fp, char **err)
 {
 	if (s->fingerprint_key)
 		return 0;
@@ -197,7 +216,7 @@ int eng_check_fp_claim(struct mf_catalog *c, const struct mf_spec *s,
 		return 0;
 	if (rc)
 		return rc;
-	if (other_owner(&rec, s)) {
+	if (other_owner(e, &rec, s)) {
 		eng_errf(err,
 			 "spec '%s': fingerprint %.12s belongs to spec '%s' "
 			 "of another owner: refused (two owners' specs never "

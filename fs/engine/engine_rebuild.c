@@ -137,16 +137,11 @@ static int rec_of_meta(const struct mf_snapshot_meta *m,
 	r->spec_path = dup_text(m->spec_path, &rc);
 	r->compression = dup_text(m->compression, &rc);
 	r->suffix = dup_text(m->suffix, &rc);
-	/* the owner: that of the spec file (a fixed key has none), as the
-	 * spec's owner is its file's (docs/security.md) */
-	bool keyed = false;
-	for (size_t i = 0; i < m->n_parts; i++)
-		keyed |= strcmp(m->parts[i].label, "key") == 0;
-	struct stat st;
-	if (!keyed && stat(m->spec_path, &st) == 0) {
-		r->has_owner = true;
-		r->owner = st.st_uid;
-	}
+	/* the owner the registration wrote (none: a fixed key, or a file
+	 * from before owners; the file now at spec_path proves nothing, as
+	 * anyone may have put one there since) */
+	r->has_owner = m->has_owner;
+	r->owner = m->owner;
 	if (rc)
 		mf_snapshot_rec_release(r);
 	return rc;

@@ -43,6 +43,8 @@ static int write_metadata(struct mf_engine *e, const struct mf_spec *s,
 	    .expire_after = s->expire_after,
 	    .pending_expiry = s->pending_expiry,
 	    .keep = s->keep,
+	    .has_owner = !s->fingerprint_key,
+	    .owner = s->owner_uid,
 	    .parts = parts,
 	    .n_parts = fpr->n_parts,
 	    .spec = s->text,
@@ -381,7 +383,7 @@ static int register_entry(struct mf_engine *e, struct spec_entry *se,
 		pthread_mutex_lock(&e->name_lock);
 		rc = eng_check_name_claim(e, c, se->spec, err);
 		if (rc == 0)
-			rc = eng_check_fp_claim(c, se->spec, hex, err);
+			rc = eng_check_fp_claim(e, c, se->spec, hex, err);
 		if (rc == 0)
 			rc = add_entry(e, c, se, true, err);
 		pthread_mutex_unlock(&e->name_lock);

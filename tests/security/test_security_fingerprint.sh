@@ -113,10 +113,29 @@ wait_for 20 sh -c "[ \$(grep -c 'fingerprint ${fp:0:12} belongs to' '$log') -gt 
 [ "$(cat "$mnt/$fp/shard-00000")" = "VICTIM DATA" ] || fail "after a rebuild: $(cat "$mnt/$fp/shard-00000")"
 pass "a rebuilt catalog keeps the fingerprint's owner"
 
+# rebuilt again with the recorded spec paths gone and the attacker's spec
+# linked at them: the owner comes from snapshot.metadata, never from the
+# file now at the recorded path
+umount_fs "$mnt" "$mpid"
+grep -qx "owner $(id -u "$victim")" "$tmp/store/snapshots/$fp/snapshot.metadata" ||
+  fail "snapshot.metadata does not record the owner"
+rm "$p/zz-victim.yaml" "$p/zz-victim2.yaml" "$p/aa-attacker.yaml"
+ln -s "$tmp/a/mine.yaml" "$p/zz-victim.yaml"
+ln -s "$tmp/a/mine.yaml" "$p/zz-victim2.yaml"
+"$matctl" --store "$tmp/store" fsck --rebuild >/dev/null || fail "fsck --rebuild, paths planted"
+[ "$(owner_of "$fp")" = "$(id -u "$victim")" ] || fail "the planted path gave the row to $(owner_of "$fp")"
+n=$(grep -c "fingerprint ${fp:0:12} belongs to" "$log")
+mount_fs "$mnt" "$tmp/store" "$p"
+wait_for 20 sh -c "[ \$(grep -c 'fingerprint ${fp:0:12} belongs to' '$log') -gt $n ]" ||
+  fail "the attacker's spec at the recorded path is not refused"
+[ "$(cat "$mnt/$fp/shard-00000")" = "VICTIM DATA" ] || fail "planted paths: $(cat "$mnt/$fp/shard-00000")"
+pass "a rebuild takes the owner from the store, not from the file at the recorded path"
+
 # a row without an owner (as from an older schema), its spec file gone
 # and its shard materialized: nobody takes it over
 umount_fs "$mnt" "$mpid"
 rm "$p/zz-victim.yaml" "$p/zz-victim2.yaml"
+ln -s "$tmp/a/mine.yaml" "$p/aa-attacker.yaml"
 /usr/bin/python3 -c 'import sqlite3, sys
 db = sqlite3.connect(sys.argv[1]); db.execute("update snapshots set owner = -1"); db.commit()' "$tmp/store/catalog.db"
 n=$(grep -c "fingerprint ${fp:0:12} belongs to" "$log")

@@ -127,7 +127,27 @@ static void test_round_trip(void **state)
 	free(text);
 	bare.spec = "";
 	assert_same(&m, &bare);
+	assert_false(m.has_owner);
 	mf_snapshot_meta_release(&m);
+	/* the owner, when there is one, as a line of its own */
+	struct mf_snapshot_meta owned = sample;
+	owned.has_owner = true;
+	owned.owner = 1234;
+	assert_int_equal(mf_snapshot_meta_format(&owned, &text, &len), 0);
+	assert_non_null(memmem(text, len, "\nowner 1234\n", 12));
+	assert_int_equal(
+	    mf_snapshot_meta_parse(text, len, TU_FP, &m, why, sizeof(why)), 0);
+	free(text);
+	assert_same(&m, &sample);
+	assert_true(m.has_owner);
+	assert_int_equal(m.owner, 1234);
+	mf_snapshot_meta_release(&m);
+	const char bad_owner[] = "matfs-snapshot 1\nowner -3\n";
+	assert_int_equal(mf_snapshot_meta_parse(bad_owner,
+						sizeof(bad_owner) - 1, TU_FP,
+						&m, why, sizeof(why)),
+			 -EBADMSG);
+	assert_non_null(strstr(why, "bad owner"));
 }
 
 /* Through the store: put writes once, load gives it back with its mtime. */
