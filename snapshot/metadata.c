@@ -19,12 +19,35 @@
 
 /* ---- writing ---- */
 
+/* True when s would not stay on its own line. */
+static bool multiline(const char *s)
+{
+	return strchr(s, '\n') != NULL;
+}
+
+/* s as one line of a component's label: a control character as '?'
+ * (labels hold input paths, whose file names may hold a newline; the
+ * components are for people, and a line break there would be read as
+ * another key, an owner's line say). */
+static void put_label(FILE *f, const char *s)
+{
+	for (; *s; s++)
+		fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, f);
+}
+
 int mf_snapshot_meta_format(const struct mf_snapshot_meta *m, char **out,
 			    size_t *len)
 {
 	if (!m || !out || !len || !m->fp || !m->name || !m->spec_path ||
 	    !m->compression || !m->suffix || (m->n_parts && !m->parts))
 		return -EINVAL;
+	if (multiline(m->fp) || multiline(m->name) || multiline(m->spec_path) ||
+	    multiline(m->compression) || multiline(m->suffix))
+		return -EINVAL;
+	for (size_t i = 0; i < m->n_parts; i++)
+		if (!m->parts[i].hex || !m->parts[i].label ||
+		    multiline(m->parts[i].hex))
+			return -EINVAL;
 	FILE *f = open_memstream(out, len);
 	if (!f)
 		return -ENOMEM;
@@ -39,9 +62,11 @@ int mf_snapshot_meta_format(const struct mf_snapshot_meta *m, char **out,
 		m->keep);
 	if (m->has_owner)
 		fprintf(f, "owner %lu\n", (unsigned long)m->owner);
-	for (size_t i = 0; i < m->n_parts; i++)
-		fprintf(f, "component %s %s\n", m->parts[i].hex,
-			m->parts[i].label);
+	for (size_t i = 0; i < m->n_parts; i++) {
+		fprintf(f, "component %s ", m->parts[i].hex);
+		put_label(f, m->parts[i].label);
+		fputc('\n', f);
+	}
 	fputs("spec:\n", f);
 	if (m->spec)
 		fwrite(m->spec, 1, m->spec_len, f);

@@ -131,6 +131,10 @@ static bool is_spec_name(const char *name)
 	size_t n = strlen(name);
 	if (name[0] == '.')
 		return false; /* editors' temporary files */
+	for (const char *c = name; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return false; /* a line break would pass into the
+				       * store's metadata and the log */
 	return (n > 5 && strcmp(name + n - 5, ".yaml") == 0) ||
 	    (n > 4 && strcmp(name + n - 4, ".yml") == 0);
 }

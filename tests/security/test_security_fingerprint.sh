@@ -144,3 +144,28 @@ wait_for 20 sh -c "[ \$(grep -c 'fingerprint ${fp:0:12} belongs to' '$log') -gt 
   fail "an unowned row with data is taken by another owner's spec"
 [ "$(cat "$mnt/$fp/shard-00000")" = "VICTIM DATA" ] || fail "an unowned row: $(cat "$mnt/$fp/shard-00000")"
 pass "a row without an owner, its data stored, is not taken over"
+
+# an input whose file name holds line breaks ("...\nowner VICTIM\nname
+# tokens..."), which snapshot.metadata would read as its own lines, is a
+# spec error; a spec link whose name holds one is not read at all
+install -d -o "$attacker" -g "$attacker" -m 0755 "$tmp/n" "$tmp/n/in"
+runuser -u "$attacker" -- sh -c 'printf "evil\n" >"$1/in/x
+owner $2
+name tokens
+.txt"' sh "$tmp/n" "$(id -u "$victim")"
+write_spec "$attacker" "$tmp/n" nl
+ln -s "$tmp/n/nl.yaml" "$p/nl.yaml"
+wait_for 20 grep -q "nl.yaml:2:9: 'inputs': the name of a matched file holds a newline" "$log" ||
+  fail "an input name with line breaks is not refused"
+! has_name "$mnt" nl || fail "the spec over a file name with line breaks is registered"
+runuser -u "$attacker" -- mv "$tmp/n/in/x"* "$tmp/n/in/x.txt"
+ln -s "$tmp/n/nl.yaml" "$p/aa
+owner $(id -u "$victim")
+spec:
+.yaml"
+touch "$tmp/n/nl.yaml"
+wait_for 20 has_name "$mnt" nl || fail "nl is not registered once its input is renamed"
+! grep -q "^owner $(id -u "$victim")\$" "$tmp/store/snapshots/$(readlink "$mnt/nl")/snapshot.metadata" ||
+  fail "a spec link's name forged an owner line"
+! grep -q "p/aa$\|writing metadata" "$log" || fail "a spec link whose name holds a line break was read"
+pass "file names with line breaks forge no line of snapshot.metadata"

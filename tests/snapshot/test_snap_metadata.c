@@ -98,6 +98,30 @@ static void test_format_bytes(void **state)
 	struct mf_snapshot_meta bad = sample;
 	bad.spec_path = NULL;
 	assert_int_equal(mf_snapshot_meta_format(&bad, &text, &len), -EINVAL);
+	/* a line break in a field would be read as other keys: refused */
+	bad.spec_path = "/p/aa\nowner 0\nspec:\nx.yaml";
+	assert_int_equal(mf_snapshot_meta_format(&bad, &text, &len), -EINVAL);
+	bad = sample;
+	bad.suffix = ".x\nowner 0";
+	assert_int_equal(mf_snapshot_meta_format(&bad, &text, &len), -EINVAL);
+	/* a label (an input's path) keeps its line: control characters are
+	 * written as '?', and no owner line comes of it */
+	struct mf_meta_part odd[] = {
+	    {TU_FP, "input[in/x\nowner 0\nname tokens\n.txt]"}};
+	struct mf_snapshot_meta lab = sample;
+	lab.parts = odd;
+	lab.n_parts = 1;
+	assert_int_equal(mf_snapshot_meta_format(&lab, &text, &len), 0);
+	assert_non_null(
+	    memmem(text, len, "input[in/x?owner 0?name tokens?.txt]\n", 37));
+	struct mf_snapshot_meta m;
+	char why[160];
+	assert_int_equal(
+	    mf_snapshot_meta_parse(text, len, TU_FP, &m, why, sizeof(why)), 0);
+	free(text);
+	assert_false(m.has_owner);
+	assert_string_equal(m.name, "wiki");
+	mf_snapshot_meta_release(&m);
 }
 
 static void test_round_trip(void **state)
