@@ -13,9 +13,9 @@
 #include "engine_i.h"
 
 #include <assert.h>
-#include <stdlib.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
