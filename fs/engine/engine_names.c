@@ -191,6 +191,32 @@ static bool other_owner(struct mf_engine *e, const struct mf_snapshot_rec *rec,
 	return rec->materialized > 0;
 }
 
+/* A fingerprint the catalog has no row for, but whose folder the store
+ * keeps (a catalog restored from a backup, or lost, before gc or fsck
+ * --rebuild recorded the folder again): its snapshot.metadata names the
+ * owner, and another owner's spec is refused as for a row. */
+static int stored_owner_check(struct mf_engine *e, const struct mf_spec *s,
+			      const char *fp, char **err)
+{
+	struct mf_snapshot_meta m;
+	char why[160];
+	if (mf_store_load_metadata(e->store, fp, &m, why, sizeof(why)) != 0)
+		return 0; /* none, or unreadable: nothing recorded */
+	int rc = 0;
+	if (m.has_owner && m.owner != s->owner_uid) {
+		eng_errf(err,
+			 "spec '%s': fingerprint %.12s belongs to spec '%s' "
+			 "of another owner (the store's snapshot.metadata): "
+			 "refused (two owners' specs never share a "
+			 "computation: add an env variable, or change a stage, "
+			 "to give this one its own)",
+			 s->path, fp, m.spec_path);
+		rc = -EEXIST;
+	}
+	mf_snapshot_meta_release(&m);
+	return rc;
+}
+
 /*
  * A fingerprint is one owner's computation: the catalog row keeps the
  * uid of the spec that recorded it first (mf_snapshot_rec.owner), and a
@@ -213,7 +239,7 @@ int eng_check_fp_claim(struct mf_engine *e, struct mf_catalog *c,
 	struct mf_snapshot_rec rec;
 	int rc = mf_catalog_get_snapshot(c, fp, &rec);
 	if (rc == -ENOENT)
-		return 0;
+		return stored_owner_check(e, s, fp, err);
 	if (rc)
 		return rc;
 	if (other_owner(e, &rec, s)) {

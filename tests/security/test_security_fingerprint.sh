@@ -169,3 +169,19 @@ wait_for 20 has_name "$mnt" nl || fail "nl is not registered once its input is r
   fail "a spec link's name forged an owner line"
 ! grep -q "p/aa$\|writing metadata" "$log" || fail "a spec link whose name holds a line break was read"
 pass "file names with line breaks forge no line of snapshot.metadata"
+
+# the catalog restored from a backup without the victim's row: the store's
+# snapshot.metadata still names the owner, and the attacker is refused
+umount_fs "$mnt" "$mpid"
+rm -f "$p"/*
+ln -s "$tmp/a/mine.yaml" "$p/aa-attacker.yaml"
+/usr/bin/python3 -c 'import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for t in ("holds", "shards", "runs", "snapshots"):
+    db.execute("delete from %s where fp = ?" % t, (sys.argv[2],))
+db.commit()' "$tmp/store/catalog.db" "$fp"
+mount_fs "$mnt" "$tmp/store" "$p"
+wait_for 20 grep -q "aa-attacker.yaml': fingerprint ${fp:0:12} belongs to spec .* (the store's snapshot.metadata)" "$log" ||
+  fail "a fingerprint only the store knows is taken by another owner's spec"
+! has_name "$mnt" mine || fail "the attacker's spec is on the mount"
+pass "a fingerprint the catalog lost stays its owner's by the store's metadata"
