@@ -191,6 +191,20 @@ static bool other_owner(struct mf_engine *e, const struct mf_snapshot_rec *rec,
 	return rec->materialized > 0;
 }
 
+/* -EEXIST with *err: spec s may not take fp, which holder's is (whence
+ * says what recorded it, when not the catalog). */
+static int fp_refused(const struct mf_spec *s, const char *fp,
+		      const char *holder, const char *whence, char **err)
+{
+	eng_errf(err,
+		 "spec '%s': fingerprint %.12s belongs to spec '%s' of "
+		 "another owner%s: refused (two owners' specs never share a "
+		 "computation: add an env variable, or change a stage, to "
+		 "give this one its own)",
+		 s->path, fp, holder, whence);
+	return -EEXIST;
+}
+
 /* A fingerprint the catalog has no row for, but whose folder the store
  * keeps (a catalog restored from a backup, or lost, before gc or fsck
  * --rebuild recorded the folder again): its snapshot.metadata names the
@@ -202,17 +216,10 @@ static int stored_owner_check(struct mf_engine *e, const struct mf_spec *s,
 	char why[160];
 	if (mf_store_load_metadata(e->store, fp, &m, why, sizeof(why)) != 0)
 		return 0; /* none, or unreadable: nothing recorded */
-	int rc = 0;
-	if (m.has_owner && m.owner != s->owner_uid) {
-		eng_errf(err,
-			 "spec '%s': fingerprint %.12s belongs to spec '%s' "
-			 "of another owner (the store's snapshot.metadata): "
-			 "refused (two owners' specs never share a "
-			 "computation: add an env variable, or change a stage, "
-			 "to give this one its own)",
-			 s->path, fp, m.spec_path);
-		rc = -EEXIST;
-	}
+	int rc = m.has_owner && m.owner != s->owner_uid
+	    ? fp_refused(s, fp, m.spec_path, " (the store's snapshot.metadata)",
+			 err)
+	    : 0;
 	mf_snapshot_meta_release(&m);
 	return rc;
 }
@@ -242,15 +249,8 @@ int eng_check_fp_claim(struct mf_engine *e, struct mf_catalog *c,
 		return stored_owner_check(e, s, fp, err);
 	if (rc)
 		return rc;
-	if (other_owner(e, &rec, s)) {
-		eng_errf(err,
-			 "spec '%s': fingerprint %.12s belongs to spec '%s' "
-			 "of another owner: refused (two owners' specs never "
-			 "share a computation: add an env variable, or change "
-			 "a stage, to give this one its own)",
-			 s->path, fp, rec.spec_path);
-		rc = -EEXIST;
-	}
+	if (other_owner(e, &rec, s))
+		rc = fp_refused(s, fp, rec.spec_path, "", err);
 	mf_snapshot_rec_release(&rec);
 	return rc;
 }
