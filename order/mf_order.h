@@ -124,6 +124,14 @@ struct mf_order_window {
 int mf_order_window_at(const struct mf_order *o, uint64_t i,
 		       struct mf_order_window *w);
 
+/* The records of the window holding place i, as one run per shard of its
+ * group with records in it, in the group's position order (the window's
+ * elements before its permutation): what reading the window needs, for
+ * having it read ahead. At most `shards` of mf_order_window_at runs; 0,
+ * -ENOSPC when cap is fewer, -EAGAIN or -ERANGE as locate. */
+int mf_order_window_parts(const struct mf_order *o, uint64_t i,
+			  struct mf_order_run *parts, size_t cap, size_t *n);
+
 /*
  * A view of the sequence: batches of `batch` records, rank `rank` of
  * `world` resuming after `from` global batches. The global batches are

@@ -367,6 +367,27 @@ int mf_order_window_at(const struct mf_order *o, uint64_t i,
 	return 0;
 }
 
+int mf_order_window_parts(const struct mf_order *o, uint64_t i,
+			  struct mf_order_run *parts, size_t cap, size_t *n)
+{
+	const struct ord_group *g;
+	int rc = ord_find(o, i, &g);
+	if (rc)
+		return rc;
+	if (cap < g->n)
+		return -ENOSPC;
+	uint64_t t = ord_window_of(o, g, i - g->start);
+	size_t k = 0;
+	for (uint64_t j = 0; j < g->n; j++) {
+		const struct ord_shard *s = &o->pos[g->first + j];
+		uint64_t a = ord_part(s, t, g->m), b = ord_part(s, t + 1, g->m);
+		if (b > a)
+			parts[k++] = (struct mf_order_run){s->shard, a, b - a};
+	}
+	*n = k;
+	return 0;
+}
+
 /* One window being read: its permutation and where each shard's part
  * starts in it (ends[k] = the window's elements of shards 0..k). */
 struct ord_win {

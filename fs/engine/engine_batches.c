@@ -529,6 +529,34 @@ int eng_batch_runs(struct mf_engine *e, const char *fp,
 	return 0;
 }
 
+int eng_batch_window(struct mf_engine *e, const char *fp,
+		     const struct mf_engine_batch_view *v, uint64_t place,
+		     struct mf_order_window *w, struct mf_order_run **parts,
+		     size_t *n, struct mf_records *fr, char **err)
+{
+	struct mf_order_run *runs = NULL;
+	pthread_mutex_lock(&e->orders_lock);
+	struct eng_order_slot *s;
+	int rc = order_get(e, fp, v, &s, err);
+	if (rc == 0)
+		rc = mf_order_window_at(s->o, place, w);
+	if (rc == 0 && parts &&
+	    !(runs = malloc((w->shards ? w->shards : 1) * sizeof(*runs))))
+		rc = -ENOMEM;
+	if (rc == 0 && parts)
+		rc = mf_order_window_parts(s->o, place, runs, w->shards, n);
+	if (rc == 0)
+		*fr = s->records;
+	pthread_mutex_unlock(&e->orders_lock);
+	if (rc) {
+		free(runs);
+		return rc;
+	}
+	if (parts)
+		*parts = runs;
+	return 0;
+}
+
 /* One try of mf_engine_batch_find. */
 static int find_once(struct mf_engine *e, const char *fp,
 		     const struct mf_engine_batch_view *v,

@@ -317,6 +317,39 @@ int mf_engine_batch_record_ends(struct mf_engine *e, const char *fp,
 	return 0;
 }
 
+int mf_engine_batch_window(struct mf_engine *e, const char *fp,
+			   const struct mf_engine_batch_view *v, uint64_t place,
+			   mf_engine_batch_shard_fn get, void *arg,
+			   struct mf_engine_batch_window *win,
+			   struct mf_engine_batch_plan *out, char **err)
+{
+	struct mf_order_view ov;
+	int rc = eng_batch_view_check(v, &ov, err);
+	if (rc)
+		return rc;
+	struct mf_order_window w;
+	struct mf_order_run *parts = NULL;
+	struct mf_records fr;
+	size_t np = 0;
+	rc = eng_batch_window(e, fp, v, place, &w, out ? &parts : NULL, &np,
+			      &fr, err);
+	if (rc)
+		return rc;
+	*win = (struct mf_engine_batch_window){w.first, w.count, w.shards};
+	if (!out)
+		return 0;
+	struct mf_engine_batch_plan p = {0};
+	rc = plan_runs(e, fp, v, parts, np, &fr, get, arg, &p, NULL, err);
+	free(parts);
+	if (rc) {
+		mf_engine_batch_plan_release(&p);
+		return rc;
+	}
+	p.global = UINT64_MAX; /* no batch's */
+	*out = p;
+	return 0;
+}
+
 /* ---- a placed batch's size, from the materialized shards' files ----
  *
  * Its plan needs the record places of its runs, from the records

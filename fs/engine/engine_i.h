@@ -143,6 +143,7 @@ void eng_size_readers_free(struct mf_engine *e);
  * batch's plan), with order/'s runs and views. */
 struct mf_order_run;
 struct mf_order_view;
+struct mf_order_window;
 /* v as order/'s view: 0, or -EINVAL with *err. */
 int eng_batch_view_check(const struct mf_engine_batch_view *v,
 			 struct mf_order_view *ov, char **err);
@@ -159,6 +160,13 @@ int eng_batch_learn(struct mf_engine *e, const char *fp,
 		    const struct mf_order_view *ov, uint64_t k,
 		    mf_engine_batch_shard_fn get, void *arg, uint64_t *g,
 		    char **err);
+/* The window of v's sequence holding place (*w) and, when parts is set,
+ * its records as runs (*parts, caller frees, *n of them:
+ * mf_order_window_parts), and the records' framing. */
+int eng_batch_window(struct mf_engine *e, const char *fp,
+		     const struct mf_engine_batch_view *v, uint64_t place,
+		     struct mf_order_window *w, struct mf_order_run **parts,
+		     size_t *n, struct mf_records *fr, char **err);
 /* The runs of global batch g (*out, caller frees, *n of them), copied
  * out of the kept order, and the records' framing. */
 int eng_batch_runs(struct mf_engine *e, const char *fp,

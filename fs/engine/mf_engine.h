@@ -1045,6 +1045,28 @@ int mf_engine_batch_record_ends(struct mf_engine *e, const char *fp,
 				void *arg, uint64_t **ends, size_t *n,
 				char **err);
 
+/*
+ * The window of v's order holding place of the epoch's sequence: *w, its
+ * first place, its records and its group's shards; and, when out is set,
+ * its records as segments of shard bytes, one per shard of its group
+ * with records in it (in the order's position order, its records before
+ * they are permuted), planned over the readers get gives as
+ * mf_engine_batch_plan plans (a tar plan ends with its end blocks;
+ * out->global is UINT64_MAX). Every batch of a window draws on all of
+ * it: a front end reading an epoch in order has the next window's chunks
+ * read while this one's are served. 0, -EAGAIN when place is past the
+ * order's known prefix, -ERANGE past the epoch, or the errors of
+ * mf_engine_batch_plan.
+ */
+struct mf_engine_batch_window {
+	uint64_t first, count, shards;
+};
+int mf_engine_batch_window(struct mf_engine *e, const char *fp,
+			   const struct mf_engine_batch_view *v, uint64_t place,
+			   mf_engine_batch_shard_fn get, void *arg,
+			   struct mf_engine_batch_window *w,
+			   struct mf_engine_batch_plan *out, char **err);
+
 /* A reader of one batch's bytes of its own: mf_engine_batch_plan over
  * readers it opens with mf_engine_open_shard (matctl, tests). */
 struct mf_engine_batch;

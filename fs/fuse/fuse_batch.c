@@ -54,6 +54,9 @@
  * more shards is not kept ahead (at most AHEAD_SLOTS x this of them). */
 #define AHEAD_DATAS_MAX 64
 #define SEEN_SLOTS 4096 /* batch inodes whose cached pages are known */
+#define HINTS 64 /* shards a plan finds its data of at once */
+#define WIN_SLOTS 8 /* windows read ahead, of 8 epochs read at once */
+#define WIN_TTL_NS 10000000000ULL
 /* Batches of more records are planned on the workers, in their reader's
  * turn (a plan costs about 0.2 us a record: a big one would hold a FUSE
  * thread), and not planned ahead (its memory is no reader's). */
@@ -81,6 +84,17 @@ struct ahead {
 	struct mfs_bfh *fh; /* its handle, no reader's yet; NULL: none */
 };
 
+/* A window of an epoch's order whose chunks were sent to be read ahead
+ * (win_ahead): its epoch's order (fingerprint, seed, epoch) and first
+ * place, for WIN_TTL_NS (an epoch read again later has them read ahead
+ * again). */
+struct win_seen {
+	char fp[MF_FP_HEX_LEN + 1]; /* "": empty */
+	bool shuffled;
+	uint64_t seed, epoch, first;
+	uint64_t made_ns;
+};
+
 /* lock is a leaf: nothing is taken or called under it but the table's
  * own bookkeeping (references are put after it is let go). */
 struct mfs_btab {
@@ -90,6 +104,8 @@ struct mfs_btab {
 	struct mfs_bfh *fhs; /* every batch handle open */
 	struct ahead ahead[AHEAD_SLOTS];
 	pthread_cond_t ahead_done; /* an ahead slot was filled or let go */
+	struct win_seen wins[WIN_SLOTS]; /* windows read ahead lately */
+	size_t wins_at; /* the next one replaced */
 	/* what the kernel may hold in the pages of a batch inode: the
 	 * computations of the open that last let it keep them (an inode not
 	 * here: unknown, its pages dropped at the next open) */
@@ -243,6 +259,8 @@ struct bopen {
 	uint32_t warmed[WANTED_MAX]; /* shards given to other workers */
 	size_t ndatas, cap;
 	struct mfs_data **datas; /* references, each shard once */
+	size_t hint[HINTS]; /* 1 + the index in datas of a shard of that
+			     * hash, or 0; checked before use */
 };
 
 static bool have_same(void *arg, const struct mf_engine_shard *rec)
@@ -302,8 +320,14 @@ static int supply(void *arg, uint32_t shard, struct mf_shard_reader **r,
 	struct bopen *o = arg;
 	if (o->compute)
 		warm_ahead(o, shard);
+	size_t *h = &o->hint[shard % HINTS];
+	if (*h && *h <= o->ndatas && o->datas[*h - 1]->shard == shard) {
+		*r = o->datas[*h - 1]->r;
+		return 0;
+	}
 	for (size_t i = o->ndatas; i-- > 0;) /* the last ones first */
 		if (o->datas[i]->shard == shard) {
+			*h = i + 1;
 			*r = o->datas[i]->r;
 			return 0;
 		}
@@ -320,6 +344,7 @@ static int supply(void *arg, uint32_t shard, struct mf_shard_reader **r,
 	if (rc)
 		return rc;
 	o->datas[o->ndatas++] = d;
+	*h = o->ndatas;
 	*r = d->r;
 	return 0;
 }
@@ -370,6 +395,9 @@ static int by_shard(const void *a, const void *b)
 /* o's data of shard (o->datas sorted by shard), or NULL. */
 static struct mfs_data *data_of(const struct bopen *o, uint32_t shard)
 {
+	size_t h = o->hint[shard % HINTS];
+	if (h && h <= o->ndatas && o->datas[h - 1]->shard == shard)
+		return o->datas[h - 1];
 	size_t lo = 0, hi = o->ndatas;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -398,6 +426,8 @@ static int fh_make(struct bopen *o, const struct mf_engine_batch_plan *p,
 	}
 	uint64_t at = 0;
 	qsort(o->datas, o->ndatas, sizeof(*o->datas), by_shard);
+	for (size_t i = 0; i < o->ndatas; i++)
+		o->hint[o->datas[i]->shard % HINTS] = i + 1;
 	for (size_t i = 0; i < p->nsegs; i++) {
 		const struct mf_engine_batch_seg *s = &p->segs[i];
 		struct bseg *b = &fh->segs[i];
@@ -576,6 +606,136 @@ static bool ahead_is(const struct ahead *a, const char *fp,
 	    strcmp(a->fp, fp) == 0;
 }
 
+/* ---- the next window ----
+ *
+ * Every batch of a window draws on all of its records, so the first
+ * batch of a window asks for every chunk of it at once, and a reader
+ * going through an epoch in order would wait at each window for all of
+ * them to decompress. While the view's batches of one window are read,
+ * the next window's chunks are read on the window threads instead, as
+ * many as the chunk cache holds beside this window's. */
+
+struct win_job {
+	struct mfs *m;
+	char fp[MF_FP_HEX_LEN + 1];
+	struct mf_engine_batch_view v;
+	uint64_t cur, next; /* the first places of this window and the next */
+	int64_t created;
+};
+
+/* The bytes of the chunks fh's segments are in, each chunk once (the
+ * segments of a window are one per shard, in order). */
+static uint64_t chunk_bytes(const struct mfs_bfh *fh)
+{
+	uint64_t sum = 0;
+	for (size_t i = 0; i < fh->nsegs; i++) {
+		const struct bseg *s = &fh->segs[i];
+		if (s->lit || s->len == 0)
+			continue;
+		uint64_t cs = s->d->st.chunk_size;
+		sum += (s->off + s->len - 1) / cs * cs + cs - s->off / cs * cs;
+	}
+	return sum;
+}
+
+/* The window at place planned over materialized shards into *fh. */
+static int win_plan(struct win_job *j, uint64_t place, struct mfs_bfh **fh)
+{
+	struct bopen *o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	*o = (struct bopen){.m = j->m, .v = j->v, .created = j->created};
+	memcpy(o->fp, j->fp, sizeof(o->fp));
+	struct mf_engine_batch_plan p = {0};
+	struct mf_engine_batch_window w;
+	char *err = NULL;
+	int rc = mf_engine_batch_window(j->m->eng, j->fp, &j->v, place, supply,
+					o, &w, &p, &err);
+	if (rc == 0)
+		rc = fh_make(o, &p, fh);
+	free(err);
+	mf_engine_batch_plan_release(&p);
+	bopen_free(o);
+	return rc;
+}
+
+static void win_run(void *arg, bool cancelled)
+{
+	struct win_job *j = arg;
+	struct mfs *m = j->m;
+	struct mfs_bfh *cur = NULL, *next = NULL;
+	if (!cancelled && win_plan(j, j->cur, &cur) == 0 &&
+	    win_plan(j, j->next, &next) == 0) {
+		/* room beside this window's chunks and a margin for the
+		 * reads of other files */
+		uint64_t budget = m->o.cache_bytes, held = chunk_bytes(cur),
+			 margin = budget / 8, room = 0;
+		if (budget > held + margin)
+			room = budget - held - margin;
+		for (size_t i = 0; i < next->nsegs; i++) {
+			const struct bseg *s = &next->segs[i];
+			if (s->lit || s->len == 0)
+				continue;
+			uint64_t cs = s->d->st.chunk_size;
+			uint32_t c = (uint32_t)(s->off / cs);
+			uint32_t end = (uint32_t)((s->off + s->len - 1) / cs);
+			for (; c <= end && room >= cs; c++, room -= cs)
+				mfs_ra_submit_to(m, m->win_pool, s->d, c);
+		}
+	}
+	if (cur)
+		fh_free(m, cur);
+	if (next)
+		fh_free(m, next);
+	free(j);
+}
+
+/* Has the window after the one global batch g of view v ends in read
+ * ahead, once: when the view's reader entered a window. */
+static void win_ahead(struct mfs *m, const char *fp,
+		      const struct mf_engine_batch_view *v, uint64_t g,
+		      int64_t created)
+{
+	uint64_t last;
+	struct mf_engine_batch_window w, nw;
+	char *err = NULL;
+	if (!m->win_pool || mfs_pool_backlog(m->win_pool) > 0 ||
+	    __builtin_add_overflow(g, 1, &last) ||
+	    __builtin_mul_overflow(last, v->batch, &last) ||
+	    mf_engine_batch_window(m->eng, fp, v, last - 1, NULL, NULL, &w,
+				   NULL, &err) != 0 ||
+	    mf_engine_batch_window(m->eng, fp, v, w.first + w.count, NULL, NULL,
+				   &nw, NULL, &err) != 0 ||
+	    w.shards > AHEAD_DATAS_MAX || nw.shards > AHEAD_DATAS_MAX) {
+		free(err);
+		return; /* busy with one, no such window, or one of more
+			 * shards than a plan ahead may hold readers of */
+	}
+	uint64_t next = nw.first, now = mf_mono_ns();
+	struct mfs_btab *t = m->btab;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < WIN_SLOTS; i++) {
+		struct win_seen *x = &t->wins[i];
+		if (x->first == next && x->seed == v->seed &&
+		    x->epoch == v->epoch && x->shuffled == v->shuffled &&
+		    now - x->made_ns < WIN_TTL_NS && strcmp(x->fp, fp) == 0) {
+			pthread_mutex_unlock(&t->lock);
+			return; /* sent already */
+		}
+	}
+	struct win_seen *x = &t->wins[t->wins_at++ % WIN_SLOTS];
+	*x = (struct win_seen){"", v->shuffled, v->seed, v->epoch, next, now};
+	memcpy(x->fp, fp, sizeof(x->fp));
+	pthread_mutex_unlock(&t->lock);
+	struct win_job *j = malloc(sizeof(*j));
+	if (!j)
+		return;
+	*j = (struct win_job){m, "", *v, w.first, next, created};
+	memcpy(j->fp, fp, sizeof(j->fp));
+	if (mfs_pool_submit(m->win_pool, win_run, j) != 0)
+		free(j);
+}
+
 struct ahead_job {
 	struct mfs *m;
 	char fp[MF_FP_HEX_LEN + 1];
@@ -600,6 +760,7 @@ static void ahead_run(void *arg, bool cancelled)
 		struct mf_engine_batch_plan p = {0};
 		char *err = NULL;
 		if (plan(o, &p, &err) == 0 && fh_make(o, &p, &fh) == 0) {
+			win_ahead(m, j->fp, &j->v, p.global, j->created);
 			if (fh->ndatas <= AHEAD_DATAS_MAX) {
 				prefetch(m, fh); /* its chunks load */
 			} else { /* the open plans it itself */
@@ -957,22 +1118,29 @@ void mfs_batch_fhs_release(struct mfs *m)
 
 /* The pieces of a read reply: iovecs and the chunk references they
  * borrow from. */
-#define MEMO 16
+#define MEMO 64 /* a power of 2 */
 struct pieces {
 	size_t n, cap, nref, refcap;
 	struct iovec *iov;
 	void **ref;
 	size_t *served; /* bytes of ref[i]'s chunk in the reply */
-	/* the chunks this reply holds already, the last MEMO of them: a
-	 * read of small records draws on the same few chunks many times */
+	/* chunks this reply holds already, by a hash of the data and the
+	 * chunk (d NULL: none): a read of small records draws on the same
+	 * chunks of a window, a few dozen, many times */
 	struct {
 		const struct mfs_data *d;
 		uint32_t chunk;
 		struct mfs_chunk ch;
 		size_t refi; /* its index in ref */
 	} memo[MEMO];
-	unsigned nmemo;
 };
+
+static unsigned memo_slot(const struct mfs_data *d, uint32_t chunk)
+{
+	uint64_t h = (d->id * 0x9e3779b97f4a7c15ULL) ^ chunk;
+	h *= 0xff51afd7ed558ccdULL;
+	return (unsigned)(h >> 58) & (MEMO - 1);
+}
 
 static int piece_add(struct pieces *p, const void *buf, size_t len, void *ref)
 {
@@ -1014,16 +1182,12 @@ static int seg_pieces(struct mfs *m, const struct bseg *s, uint64_t off,
 		struct mfs_chunk ch = {0};
 		void *ref = NULL;
 		int rc = 0;
-		unsigned i = 0;
-		while (i < p->nmemo &&
-		       (p->memo[i].d != d || p->memo[i].chunk != c))
-			i++;
-		if (i < p->nmemo) {
+		unsigned i = memo_slot(d, c);
+		if (p->memo[i].d == d && p->memo[i].chunk == c) {
 			ch = p->memo[i].ch; /* held by an earlier piece */
 		} else {
 			if ((rc = mfs_cache_read(m->cache, d, c, &ch, &ref)))
 				return rc;
-			i = p->nmemo < MEMO ? p->nmemo++ : c % MEMO;
 			p->memo[i].d = d;
 			p->memo[i].chunk = c;
 			p->memo[i].ch = ch;

@@ -187,6 +187,7 @@ struct mfs {
 	atomic_uint_fast64_t bytes_pushed;
 	struct mfs_pool *open_pool; /* workers: materializations */
 	struct mfs_pool *ra_pool; /* read-ahead decompression */
+	struct mfs_pool *win_pool; /* the next window of an epoch read */
 	struct mfs_cache *cache;
 	struct mfs_specs *specs;
 	struct mfs_expiry *expiry; /* the policy thread (fuse_expiry.c) */
@@ -435,6 +436,9 @@ void mfs_data_get(struct mfs_data *d);
 /* Has chunk of d decompressed on the read-ahead threads, unless it is
  * cached or loading, or their backlog is long (fuse_open.c). */
 void mfs_ra_submit(struct mfs *m, struct mfs_data *d, uint32_t chunk);
+/* The same on pool p, whatever its backlog (the caller bounds it). */
+void mfs_ra_submit_to(struct mfs *m, struct mfs_pool *p, struct mfs_data *d,
+		      uint32_t chunk);
 /* Wraps a reader of the computation rec describes (taken over, closed on
  * failure) in a data of refs 1. With adopt, the chunks this thread's
  * materialization of that very file put in the cache become the

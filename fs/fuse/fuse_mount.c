@@ -220,6 +220,8 @@ int mfs_start(struct mfs *m, struct fuse_session *se)
 		rc = mfs_pool_new(m->o.workers, &m->open_pool);
 	if (rc == 0)
 		rc = mfs_pool_new(m->cores, &m->ra_pool);
+	if (rc == 0)
+		rc = mfs_pool_new((m->cores + 1) / 2, &m->win_pool);
 	if (rc == 0 && mfs_pool_submit(m->ra_pool, reclaim, m) != 0)
 		mfs_logf(m, MFS_LOG_WARN, "start-up reclaim not run");
 	if (rc == 0)
@@ -240,11 +242,13 @@ int mfs_stop(struct mfs *m, unsigned timeout_ms)
 	if (rc)
 		mfs_logf(m, MFS_LOG_WARN,
 			 "a spec registration is still reading a file");
-	int rc2 = mfs_pool_stop(m->ra_pool, timeout_ms);
+	int rc2 = mfs_pool_stop(m->win_pool, timeout_ms); /* it feeds none */
+	m->win_pool = NULL;
+	int rc3 = mfs_pool_stop(m->ra_pool, timeout_ms);
 	m->ra_pool = NULL;
-	int rc3 = mfs_pool_stop(m->open_pool, timeout_ms);
+	int rc4 = mfs_pool_stop(m->open_pool, timeout_ms);
 	m->open_pool = NULL;
-	return rc ? rc : rc2 ? rc2 : rc3;
+	return rc ? rc : rc2 ? rc2 : rc3 ? rc3 : rc4;
 }
 
 bool mfs_mount_left(struct mfs *m)

@@ -588,15 +588,21 @@ static uint32_t ra_window(struct mfs *m, const struct mfs_data *d)
 
 void mfs_ra_submit(struct mfs *m, struct mfs_data *d, uint32_t chunk)
 {
-	if (chunk >= d->st.chunks || mfs_cache_has(m->cache, d, chunk) ||
-	    mfs_pool_backlog(m->ra_pool) > 4 * RA_MAX_CHUNKS)
+	if (mfs_pool_backlog(m->ra_pool) <= 4 * RA_MAX_CHUNKS)
+		mfs_ra_submit_to(m, m->ra_pool, d, chunk);
+}
+
+void mfs_ra_submit_to(struct mfs *m, struct mfs_pool *p, struct mfs_data *d,
+		      uint32_t chunk)
+{
+	if (chunk >= d->st.chunks || mfs_cache_has(m->cache, d, chunk))
 		return;
 	struct ra_job *j = malloc(sizeof(*j));
 	if (!j)
 		return;
 	*j = (struct ra_job){m, d, chunk};
 	mfs_data_get(d);
-	if (mfs_pool_submit(m->ra_pool, ra_run, j) != 0) {
+	if (mfs_pool_submit(p, ra_run, j) != 0) {
 		mfs_data_put(m, d);
 		free(j);
 	}

@@ -470,6 +470,60 @@ static void test_windows_within_bound(void **state)
 	}
 }
 
+/* A window's parts are exactly its records: each of its places is in the
+ * part of its shard, and the parts hold as many records as the window. */
+static void test_window_parts(void **state)
+{
+	(void)state;
+	for (int round = 0; round < 100; round++) {
+		struct cfg c;
+		random_cfg(&c);
+		c.shuffled = round % 5 != 0;
+		struct mf_order *o = make(&c, true);
+		uint64_t n = total_of(&c), i = 0;
+		while (i < n) {
+			struct mf_order_window w;
+			struct mf_order_run parts[64], one;
+			size_t np, got;
+			uint64_t cov, sum = 0;
+			assert_int_equal(mf_order_window_at(o, i, &w), 0);
+			if (w.shards > 1)
+				assert_int_equal(
+				    mf_order_window_parts(o, i, parts,
+							  w.shards - 1, &np),
+				    -ENOSPC);
+			assert_int_equal(
+			    mf_order_window_parts(o, i, parts, 64, &np), 0);
+			assert_true(np <= w.shards);
+			for (size_t k = 0; k < np; k++) {
+				assert_true(parts[k].count > 0);
+				sum += parts[k].count;
+			}
+			assert_int_equal(sum, w.count);
+			for (uint64_t q = 0; q < w.count; q++) {
+				assert_int_equal(mf_order_runs(o, i + q, 1,
+							       &one, 1, &got,
+							       &cov),
+						 0);
+				size_t k = 0;
+				while (k < np &&
+				       !(parts[k].shard == one.shard &&
+					 one.record >= parts[k].record &&
+					 one.record <
+					     parts[k].record + parts[k].count))
+					k++;
+				assert_true(k < np);
+			}
+			i += w.count;
+		}
+		struct mf_order_run parts[64];
+		size_t np;
+		assert_int_equal(mf_order_window_parts(o, n, parts, 64, &np),
+				 -ERANGE);
+		mf_order_free(o);
+	}
+}
+
 static void test_seed_none_in_shard_order(void **state)
 {
 	(void)state;
@@ -647,6 +701,7 @@ int main(void)
 	    cmocka_unit_test(test_known_prefix),
 	    cmocka_unit_test(test_cold_first_batch),
 	    cmocka_unit_test(test_windows_within_bound),
+	    cmocka_unit_test(test_window_parts),
 	    cmocka_unit_test(test_seed_none_in_shard_order),
 	    cmocka_unit_test(test_limits),
 	    cmocka_unit_test(test_no_memory_then_again),
