@@ -319,6 +319,13 @@ static int keep_inputs(struct mf_job *j, const struct job_plan *plan)
 			return -ENOMEM;
 		j->n_inputs = k + 1;
 	}
+	if (plan->guards && plan->n_inputs > 0) {
+		j->guards = malloc(plan->n_inputs * sizeof *j->guards);
+		if (!j->guards)
+			return -ENOMEM;
+		memcpy(j->guards, plan->guards,
+		       plan->n_inputs * sizeof *j->guards);
+	}
 	return 0;
 }
 

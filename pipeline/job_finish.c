@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -162,6 +163,36 @@ static void input_changed(const struct mf_job *j, const struct job_report *rep,
 			 path);
 }
 
+/* Rule 2 once the stages ended: a stage may read an input by its path
+ * (MATFS_INPUTS_FILE) rather than from the feeder, so each guarded input
+ * must still be the file its identity was checked on, unchanged (a write
+ * moves its ctime, which no one can set back). */
+static bool inputs_changed(const struct mf_job *j, struct mf_job_result *r)
+{
+	for (size_t k = 0; j->guards && k < j->n_inputs; k++) {
+		const struct mf_input_guard *g = &j->guards[k];
+		struct stat st;
+		if (stat(j->inputs[k], &st) < 0) {
+			r->input_changed = true;
+			snprintf(r->error, sizeof r->error,
+				 "input '%s' after the stages ran: %s",
+				 j->inputs[k], job_strerror(errno));
+			return true;
+		}
+		if (st.st_dev == g->dev && st.st_ino == g->ino &&
+		    st.st_size == g->size &&
+		    st.st_ctim.tv_sec == g->ctime.tv_sec &&
+		    st.st_ctim.tv_nsec == g->ctime.tv_nsec)
+			continue;
+		r->input_changed = true;
+		snprintf(r->error, sizeof r->error,
+			 "input '%s' changed while the stages ran",
+			 j->inputs[k]);
+		return true;
+	}
+	return false;
+}
+
 /* Rule 2: the feeder exited non-zero; its report says why. */
 static bool feeder_exit_failed(const struct mf_job *j, struct mf_job_result *r)
 {
@@ -271,6 +302,8 @@ static void job_result(const struct mf_job *j, struct mf_job_result *r)
 			 (int)j->strays.first, j->strays.name, j->strays.n - 1);
 		return;
 	}
+	if (inputs_changed(j, r))
+		return;
 	r->ok = true;
 }
 

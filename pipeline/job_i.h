@@ -189,6 +189,9 @@ struct mf_job {
 	int report_fd; /* read end of the feeder's report pipe, or -1 */
 	char **inputs; /* the shard's input paths, owned, for messages */
 	size_t n_inputs;
+	/* n_inputs guards, owned, or NULL: checked again once the stages
+	 * ended, for stages that read an input by its path */
+	struct mf_input_guard *guards;
 	int out_fd; /* read end of the last stage's stdout, or -1 */
 	bool out_hup; /* the output has no writer left: the rest is buffered */
 	uint64_t start_ns; /* mf_mono_ns at start: timeouts count from it */

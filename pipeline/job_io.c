@@ -462,6 +462,7 @@ void job_free(struct mf_job *j)
 	for (size_t k = 0; j->inputs && k < j->n_inputs; k++)
 		free(j->inputs[k]);
 	free(j->inputs);
+	free(j->guards);
 	close_fd(&j->out_fd);
 	close_fd(&j->report_fd);
 	close_fd(&j->index_fd);

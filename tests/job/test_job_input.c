@@ -206,6 +206,69 @@ static void test_guarded_input(void **state)
 	jt_assert_clean(t);
 }
 
+/* A stage may read an input by its path (MATFS_INPUTS_FILE), after the
+ * feeder found it as checked: an input changed while the stages ran, its
+ * bytes set back or not and its times set back, fails the job with
+ * input_changed once the stages ended; unchanged, it goes. */
+static void test_guarded_by_path(void **state)
+{
+	struct jt *t = *state;
+	const char *p = jt_input(t, "a", "abc\n", 4);
+	char go[128], cmd[512], out[64], want[512];
+	snprintf(go, sizeof(go), "%s/go", t->dir);
+	snprintf(cmd, sizeof(cmd),
+		 "exec 0<&-; while [ ! -e %s ]; do sleep 0.01; done; "
+		 "cat \"$(head -n 1 \"$MATFS_INPUTS_FILE\")\"",
+		 go);
+	jt_stage(t, 10, "sh", "-c", cmd, NULL);
+	struct mf_input_guard g;
+	struct mf_job_result res;
+	guard_of(p, &g);
+	for (int changed = 0; changed < 2; changed++) {
+		struct mf_job *j;
+		char *err = NULL;
+		(void)unlink(go);
+		assert_int_equal(
+		    mf_job_start_guarded(&t->spec, 0, "00ff", &g, 1, &j, &err),
+		    0);
+		free(err);
+		if (changed) {
+			usleep(20000); /* another ctime */
+			struct stat st;
+			assert_int_equal(stat(p, &st), 0);
+			int fd = open(p, O_WRONLY);
+			assert_true(fd >= 0);
+			assert_int_equal(pwrite(fd, "abd\n", 4, 0), 4);
+			assert_int_equal(close(fd), 0);
+			struct timespec ts[2] = {st.st_atim, st.st_mtim};
+			assert_int_equal(utimensat(AT_FDCWD, p, ts, 0), 0);
+		}
+		int fd = open(go, O_WRONLY | O_CREAT, 0600);
+		assert_true(fd >= 0);
+		assert_int_equal(close(fd), 0);
+		size_t len = 0;
+		ssize_t k;
+		while ((k = mf_job_read(j, out + len, sizeof(out) - 1 - len)) >
+		       0)
+			len += (size_t)k;
+		out[len] = '\0';
+		(void)mf_job_finish(j, &res);
+		if (!changed) {
+			assert_true(res.ok);
+			assert_string_equal(out, "abc\n");
+			continue;
+		}
+		assert_string_equal(out, "abd\n"); /* what the stage read */
+		assert_false(res.ok);
+		assert_true(res.input_changed);
+		snprintf(want, sizeof(want),
+			 "input '%s' changed while the stages ran", p);
+		assert_string_equal(res.error, want);
+	}
+	(void)unlink(go);
+	jt_assert_clean(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -214,6 +277,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_guarded_input, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_guarded_content, jt_setup,
+					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_guarded_by_path, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_two_files_through_the_feeder,
 					    jt_setup, jt_teardown),

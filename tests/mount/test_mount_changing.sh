@@ -7,6 +7,9 @@
 # after the run sees it unchanged. The feeder sees the inode's ctime move:
 # the attempt is no one's, the log says the shard is computed again, and
 # the shard holds the old bytes, with input_identity stat and content.
+# The same for a stage that reads its input by path (MATFS_INPUTS_FILE)
+# after closing stdin, of an input the pipe holds whole: the feeder's
+# checks pass at once, the one after the stages ended sees the change.
 . "$MF_SOURCE_ROOT/tests/mount/lib.sh"
 
 p=$tmp/p
@@ -54,6 +57,41 @@ YAML
   grep -q "input '$in' changed .*computing it again" "$log" ||
     fail "$identity: the log does not say the shard was computed again"
   pass "input_identity $identity: an input rewritten and put back during the run is computed again"
+  umount_fs "$mnt" "$mpid"
+  : >"$log"
+done
+
+# a stage reading its input by path, long after the feeder's last byte
+"$py" -c 'import sys; sys.stdout.buffer.write(b"A" * 4096)' >"$tmp/A"
+"$py" -c 'import sys; sys.stdout.buffer.write(b"B" * 4096)' >"$tmp/B"
+for identity in stat content; do
+  cp "$tmp/A" "$in"
+  touch -d '2020-01-01 00:00:00' "$in"
+  rm -f "$p/GO" "$p/GO2" "$p/STARTED"
+  cat >"$p/c.yaml" <<YAML
+name: c
+inputs: in/*.bin
+input_identity: $identity
+stages:
+  - exec: [/bin/sh, -c, 'exec 0<&-; touch STARTED; until [ -e GO ]; do sleep 0.02; done; cat "\$(head -n 1 "\$MATFS_INPUTS_FILE")"; until [ -e GO2 ]; do sleep 0.02; done']
+YAML
+  mount_fs "$mnt" "$tmp/store-path-$identity" "$p"
+  wait_for 10 test -L "$mnt/c" || fail "by path, $identity: c is not registered"
+  cat "$mnt/c/shard-00000" >"$tmp/out" 2>"$tmp/err" &
+  reader=$!
+  wait_for 20 test -e "$p/STARTED" || fail "by path, $identity: the stage never started"
+  cat "$tmp/B" >"$in"
+  touch "$p/GO"
+  sleep 0.5 # the stage reads B meanwhile
+  cat "$tmp/A" >"$in"
+  touch -d '2020-01-01 00:00:00' "$in"
+  touch "$p/GO2"
+  wait "$reader" || fail "by path, $identity: the read failed: $(cat "$tmp/err")"
+  cmp -s "$tmp/out" "$tmp/A" ||
+    fail "by path, $identity: the shard is not the input's bytes ($(tr -s AB <"$tmp/out" | head -c 20))"
+  grep -q "input '$in' changed while the stages ran: computing it again" "$log" ||
+    fail "by path, $identity: the log does not say the shard was computed again"
+  pass "input_identity $identity: an input read by path, changed and put back during the run, is computed again"
   umount_fs "$mnt" "$mpid"
   : >"$log"
 done
