@@ -986,7 +986,7 @@ void mfs_batch_open(fuse_req_t req, fuse_ino_t ino, const struct mfs_inode *in,
 		    struct fuse_file_info *fi)
 {
 	struct mfs *m = fuse_req_userdata(req);
-	uid_t uid = fuse_req_ctx(req)->uid;
+	uid_t uid = mfs_reader_uid(fuse_req_ctx(req)->uid);
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		fuse_reply_err(req, EACCES);
 		return;

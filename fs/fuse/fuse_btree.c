@@ -423,7 +423,8 @@ int mfs_btree_entry(struct mfs *m, fuse_req_t req, fuse_ino_t parent,
 		return file_attr(m, &f, e->ino, &e->attr, &e->attr_timeout);
 	}
 	uint64_t gen;
-	rc = folder_ref(m, &k, fuse_req_ctx(req)->uid, &e->ino, &gen);
+	rc = folder_ref(m, &k, mfs_reader_uid(fuse_req_ctx(req)->uid), &e->ino,
+			&gen);
 	if (rc)
 		return rc;
 	e->generation = gen;

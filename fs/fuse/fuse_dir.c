@@ -234,7 +234,7 @@ void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mfs *m = fuse_req_userdata(req);
 	struct mfs_inode in;
-	uid_t uid = fuse_req_ctx(req)->uid;
+	uid_t uid = mfs_reader_uid(fuse_req_ctx(req)->uid);
 	int rc = mfs_user_take(m, uid, MFS_HANDLE_DIR);
 	if (rc) {
 		fuse_reply_err(req, -rc);

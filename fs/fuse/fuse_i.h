@@ -209,6 +209,9 @@ struct mfs {
  * once it let go of the lock; the others take the lock, and log. */
 enum mfs_handle_kind { MFS_HANDLE_SHARD, MFS_HANDLE_DIR, MFS_HANDLE_KINDS };
 #define MFS_DIR_CAP 256
+/* The reader a request's uid counts as: its user's uid for a uid of a
+ * user's subordinate range (/etc/subuid), else the uid itself. */
+uid_t mfs_reader_uid(uid_t uid);
 int mfs_user_take_locked(struct mfs *m, uid_t uid, enum mfs_handle_kind k);
 void mfs_user_give_locked(struct mfs *m, uid_t uid, enum mfs_handle_kind k);
 int mfs_user_take(struct mfs *m, uid_t uid, enum mfs_handle_kind k);

@@ -219,9 +219,10 @@ static void reply_opened(struct mfs *m, fuse_req_t req,
 {
 	struct mfs_fh *fh;
 	bool keep;
-	int rc = fh_open(m, ino, fuse_req_ctx(req)->uid, d, &fh, &keep);
+	uid_t uid = mfs_reader_uid(fuse_req_ctx(req)->uid);
+	int rc = fh_open(m, ino, uid, d, &fh, &keep);
 	if (rc == -EMFILE)
-		mfs_user_capped(m, fuse_req_ctx(req)->uid, MFS_HANDLE_SHARD);
+		mfs_user_capped(m, uid, MFS_HANDLE_SHARD);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -472,7 +473,7 @@ static int open_slow(struct mfs *m, fuse_req_t req, struct fuse_file_info *fi,
 	pthread_mutex_lock(&m->node_lock);
 	int rc = fuse_req_interrupted(req) ? -EINTR : 0;
 	bool submit = rc == 0 && !n->queued;
-	uid_t uid = fuse_req_ctx(req)->uid;
+	uid_t uid = mfs_reader_uid(fuse_req_ctx(req)->uid);
 	if (submit)
 		rc = mfs_pool_submit_keyed(m->open_pool, uid, open_job_run, j,
 					   &n->job_id);

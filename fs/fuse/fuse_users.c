@@ -15,6 +15,9 @@
  *     all, past the first (a plan is tens of bytes a run of records:
  *     megabytes for a shuffled batch of a million records).
  * Past its bound a uid's opens fail with EMFILE, logged once a minute.
+ * A uid is a user's: a uid in a user's subordinate range (/etc/subuid,
+ * which newuidmap grants a rootless container from) counts as that user,
+ * for these bounds, the batch tree's and the workers' turns.
  *
  * Not for: the handles themselves (fuse_open.c, fuse_dir.c).
  */
@@ -22,8 +25,12 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #define MFS_FH_CAP_MIN 32
 
@@ -53,6 +60,144 @@ static size_t cap_of(struct mfs *m, enum mfs_handle_kind k)
 	if (!m->fh_cap)
 		m->fh_cap = shard_cap(); /* the limit is set before the mount */
 	return m->fh_cap;
+}
+
+/* ---- subordinate uids ----
+ *
+ * /etc/subuid, read again when its size or mtime changed, looked at
+ * once a second at most. A line is NAME:FIRST:COUNT, NAME a user name or
+ * a uid; lines that do not parse, or name no user, are skipped. */
+#define SUBUID_PATH "/etc/subuid"
+#define SUBUID_MAX 65536 /* ranges kept */
+
+struct subid_range {
+	uint64_t first, count;
+	uid_t owner;
+};
+
+static pthread_mutex_t subid_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct subid_range *subids; /* sorted by first */
+static size_t nsubids;
+static struct stat subid_st; /* of the file read; st_ino 0: none */
+static uint64_t subid_checked_ns;
+
+static int by_first(const void *a, const void *b)
+{
+	uint64_t x = ((const struct subid_range *)a)->first;
+	uint64_t y = ((const struct subid_range *)b)->first;
+	return (x > y) - (x < y);
+}
+
+/* The uid a line's NAME is; false when it names none. */
+static bool owner_of(const char *name, uid_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(name, &end, 10);
+	if (*name && !*end && errno == 0 && v < (uid_t)-1) {
+		*out = (uid_t)v;
+		return true;
+	}
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	if (getpwnam_r(name, &pw, buf, sizeof(buf), &res) != 0 || !res)
+		return false;
+	*out = pw.pw_uid;
+	return true;
+}
+
+/* Reads the file at f into a new table; caller holds subid_lock. */
+static void subids_read(FILE *f)
+{
+	struct subid_range *t = NULL;
+	size_t n = 0, cap = 0;
+	char line[512];
+	while (fgets(line, sizeof(line), f) && n < SUBUID_MAX) {
+		char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+		if (!b)
+			continue;
+		*a = *b = '\0';
+		char *e1, *e2;
+		errno = 0;
+		unsigned long long first = strtoull(a + 1, &e1, 10);
+		unsigned long long count = strtoull(b + 1, &e2, 10);
+		uid_t owner;
+		if (errno || e1 == a + 1 || *e1 || e2 == b + 1 ||
+		    (*e2 && *e2 != '\n') || count == 0 ||
+		    !owner_of(line, &owner))
+			continue;
+		if (n == cap) {
+			size_t c = cap ? 2 * cap : 64;
+			void *q = realloc(t, c * sizeof(*t));
+			if (!q)
+				break;
+			t = q;
+			cap = c;
+		}
+		t[n++] = (struct subid_range){first, count, owner};
+	}
+	if (n)
+		qsort(t, n, sizeof(*t), by_first);
+	free(subids);
+	subids = t;
+	nsubids = n;
+}
+
+/* The table as the file is now; caller holds subid_lock. */
+static void subids_fresh(void)
+{
+	uint64_t now = mf_mono_ns();
+	if (subid_checked_ns && now - subid_checked_ns < 1000000000ULL)
+		return;
+	subid_checked_ns = now;
+	struct stat st;
+	if (stat(SUBUID_PATH, &st) != 0) {
+		free(subids);
+		subids = NULL;
+		nsubids = 0;
+		memset(&subid_st, 0, sizeof(subid_st));
+		return;
+	}
+	if (st.st_ino == subid_st.st_ino && st.st_dev == subid_st.st_dev &&
+	    st.st_size == subid_st.st_size &&
+	    st.st_mtim.tv_sec == subid_st.st_mtim.tv_sec &&
+	    st.st_mtim.tv_nsec == subid_st.st_mtim.tv_nsec)
+		return;
+	FILE *f = fopen(SUBUID_PATH, "re");
+	if (!f)
+		return;
+	struct stat fst;
+	if (fstat(fileno(f), &fst) == 0) {
+		subids_read(f);
+		subid_st = fst;
+	}
+	fclose(f);
+}
+
+uid_t mfs_reader_uid(uid_t uid)
+{
+	pthread_mutex_lock(&subid_lock);
+	subids_fresh();
+	uid_t who = uid;
+	size_t lo = 0, hi = nsubids; /* the last range with first <= uid */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (subids[mid].first <= uid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i-- > 0;) { /* ranges may overlap: any holds */
+		const struct subid_range *r = &subids[i];
+		if (uid - r->first < r->count) {
+			who = r->owner;
+			break;
+		}
+		if (lo - i >= 8)
+			break; /* a sane file has no deep overlaps */
+	}
+	pthread_mutex_unlock(&subid_lock);
+	return who;
 }
 
 /* uid's entry, made when missing (NULL: no memory). */

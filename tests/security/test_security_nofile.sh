@@ -33,8 +33,11 @@ soft=$(awk '/Max open files/ {print $4}' "/proc/$mpid/limits")
 
 # hold: opens every shard of many from offset $1 on, keeps them open until
 # $2 exists, prints how many it holds and how many opens failed EMFILE
+# (as the user, or as uid $as when set)
 hold() {
-  as_user python3 - "$mnt/many" "$1" "$2" "$3" <<'PY'
+  local run=(as_user)
+  [ -n "${as:-}" ] && run=(setpriv --reuid="$as" --regid="$as" --clear-groups)
+  "${run[@]}" /usr/bin/python3 - "$mnt/many" "$1" "$2" "$3" <<'PY'
 import errno, os, sys, time
 d, start, stop, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 names = sorted(os.listdir(d))
@@ -76,6 +79,36 @@ grep -q "uid $uid holds 100 open shard files" "$log" || fail "the bound is not l
 pass "one user's open shards stop at its bound (EMFILE); root opens and computes meanwhile"
 touch "$stop"
 wait "$h1" "$h2"
+
+# subordinate uids (a rootless container's, granted in /etc/subuid) are
+# their user's: two of them and the user herself hold 100 shards in all
+if command -v usermod >/dev/null && command -v setpriv >/dev/null; then
+  sub=$((1000000000 + (uid % 10000) * 65536))
+  usermod --add-subuids "$sub-$((sub + 65535))" "$user" ||
+    fail "usermod --add-subuids"
+  sleep 1.2 # the daemon looks at /etc/subuid once a second
+  rm -f "$stop" "$out"/h*
+  chmod 1777 "$out" # the subordinate uids write there too
+  as=$((sub + 1)) hold 0 "$stop" "$out/h1" &
+  h1=$!
+  wait_for 120 test -e "$out/h1" || fail "subordinate uid 1 never finished opening"
+  as=$((sub + 2)) hold 150 "$stop" "$out/h2" &
+  h2=$!
+  wait_for 120 test -e "$out/h2" || fail "subordinate uid 2 never finished opening"
+  hold 200 "$stop" "$out/h3" &
+  h3=$!
+  wait_for 120 test -e "$out/h3" || fail "the user never finished opening"
+  read -r held1 _ <"$out/h1"
+  read -r held2 _ <"$out/h2"
+  read -r held3 _ <"$out/h3"
+  [ "$held1" = 100 ] && [ "$held2" = 0 ] && [ "$held3" = 0 ] ||
+    fail "subordinate uids and their user hold $held1 + $held2 + $held3 shards, not 100 in all"
+  got=$(cat "$mnt/other/shard-00001") || fail "root's read while the user's uids hold the bound"
+  [ "$got" = "other 2" ] || fail "other shard 1: '$got'"
+  pass "a user's subordinate uids count as her: 100 shards in all (EMFILE)"
+  touch "$stop"
+  wait "$h1" "$h2" "$h3"
+fi
 
 # directory handles each hold a listing: 256 per uid, then EMFILE
 as_user python3 - "$mnt/many" <<'PY' || fail "the directory handles"
