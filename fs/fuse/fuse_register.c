@@ -19,8 +19,8 @@
  * on its own) is tried again then, one stopped at its limit is not until
  * its file or deps change. A file changed while
  * its registration runs is registered again when that one returns.
- * A registration the catalog could not record (an outage: the engine's
- * -EAGAIN) is logged once and tried again, every MFS_REG_RETRY_MIN_MS
+ * A registration the catalog could not record (an outage or a full disk:
+ * the engine's -EAGAIN) is logged once and tried again, every MFS_REG_RETRY_MIN_MS
  * doubling up to MFS_REG_RETRY_MAX_MS, until the catalog answers: a
  * spec edited during an outage is never skipped for good.
  *
@@ -227,7 +227,7 @@ static bool reg_apply(struct mfs *m, struct spec_file *f, struct mfs_reg *j)
 		if (f->outages++ == 0)
 			mfs_logf(m, MFS_LOG_ERR,
 				 "%s (spec not registered; tried again until "
-				 "the catalog answers)",
+				 "the catalog records it)",
 				 j->err ? j->err : strerror(-j->rc));
 		f->retry_ns = mf_mono_ns() + (uint64_t)ms * 1000000u;
 	} else {
