@@ -12,7 +12,9 @@
 #           256-byte records (shuffle_window 64MiB, chunks of 4 MiB).
 #           "gbps", "ratio warm_* (batches over shards)", and "cpu" as
 #           CPU-seconds per GiB of the daemon and the reader together
-#           (a cpuacct cgroup holds both);
+#           (a cpuacct cgroup holds both); "stall": the longest batch
+#           after batch 0 (a window's first batch waiting for its chunks)
+#           and the median batch, medians over the rounds;
 #   memory  the daemon's largest RSS while the zstd:3 epoch is read
 #           (sampled every 20 ms), beside the chunk cache budget plus
 #           shuffle_window;
@@ -94,15 +96,22 @@ if mode == "shards":
     for f in sorted(os.listdir(d)):
         total += read_all(os.path.join(d, f))
 elif mode == "batches":  # every batch of the view, by number until ENOENT
-    n = 0
+    n, lat = 0, []
     while True:
+        t = time.perf_counter_ns()
         try:
             total += read_all(os.path.join(args[0], "batch-%06d" % n))
         except OSError as e:
             if e.errno != errno.ENOENT:
                 raise
             break
+        lat.append(time.perf_counter_ns() - t)
         n += 1
+    # the longest wait after batch 0 (a window's first batch waiting for
+    # its chunks) and the median batch, in ms
+    rest = sorted(lat[1:]) or [0]
+    print(total, time.perf_counter_ns() - t0, "%.2f %.3f" % (rest[-1] / 1e6, rest[len(rest) // 2] / 1e6))
+    sys.exit(0)
 elif mode == "one":
     total = read_all(args[0])
 print(total, time.perf_counter_ns() - t0)
@@ -138,7 +147,7 @@ if [[ " $parts " == *" warm "* ]]; then
     b=$((bkib * 1024 / rsize))
     view=$mnt/$fp/batches/$b/seed-1/epoch-0/rank-0-of-1
     declare -A T C
-    T=() C=()
+    T=() C=() W= M=
     for r in $(seq 1 "$rounds"); do
       for w in shards batches; do
         drop
@@ -149,7 +158,8 @@ if [[ " $parts " == *" warm "* ]]; then
         if [ "$w" = shards ]; then
           read -r bytes ns < <(reader shards "$mnt/$fp")
         else
-          read -r bytes ns < <(reader batches "$view")
+          read -r bytes ns worst med < <(reader batches "$view")
+          W+="$worst " M+="$med "
         fi
         c1=$(cpu_ns)
         T[$w]+="$ns " C[$w]+="$((c1 - c0)) "
@@ -167,6 +177,7 @@ if [[ " $parts " == *" warm "* ]]; then
       [ -n "$cg" ] && awk -v n="${name}_$w" -v c="$c" -v m="$mib" \
         'BEGIN { printf "cpu %s %.3f s/GiB\n", n, c / 1e9 / (m / 1024) }'
     done
+    echo "stall ${name}_longest_batch_after_0 $(echo "$W" | tr ' ' '\n' | grep . | median) ms, median batch $(echo "$M" | tr ' ' '\n' | grep . | median) ms"
     awk -v n="$name" -v s="${T[shards]}" -v b="${T[batches]}" \
       'BEGIN { printf "ratio warm_%s_batches_vs_shards %.2f\n", n, s / b }'
     if [ "$codec" = zstd:3 ] && [ -s "$tmp/rss" ]; then
