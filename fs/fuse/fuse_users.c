@@ -73,6 +73,7 @@ static size_t cap_of(struct mfs *m, enum mfs_handle_kind k)
 struct subid_range {
 	uint64_t first, count;
 	uid_t owner;
+	uint64_t reach; /* the largest first + count of this and those before */
 };
 
 static pthread_mutex_t subid_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -134,10 +135,14 @@ static void subids_read(FILE *f)
 			t = q;
 			cap = c;
 		}
-		t[n++] = (struct subid_range){first, count, owner};
+		t[n++] = (struct subid_range){first, count, owner, 0};
 	}
 	if (n)
 		qsort(t, n, sizeof(*t), by_first);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t end = t[i].first + t[i].count;
+		t[i].reach = i && t[i - 1].reach > end ? t[i - 1].reach : end;
+	}
 	free(subids);
 	subids = t;
 	nsubids = n;
@@ -187,14 +192,14 @@ uid_t mfs_reader_uid(uid_t uid)
 		else
 			hi = mid;
 	}
-	for (size_t i = lo; i-- > 0;) { /* ranges may overlap: any holds */
+	/* ranges may overlap: the nearest one holding uid, looked for while
+	 * some range at or before reaches past uid */
+	for (size_t i = lo; i-- > 0 && subids[i].reach > uid;) {
 		const struct subid_range *r = &subids[i];
 		if (uid - r->first < r->count) {
 			who = r->owner;
 			break;
 		}
-		if (lo - i >= 8)
-			break; /* a sane file has no deep overlaps */
 	}
 	pthread_mutex_unlock(&subid_lock);
 	return who;
