@@ -343,12 +343,19 @@ static int add_entry(struct mf_engine *e, struct mf_catalog *c,
 	for (int tries = 0; rc == -ENOENT && tries < 4; tries++) {
 		rc = registered ? put_held(e, c, se->spec, se->fpr.hex)
 				: put_snapshot(c, se->spec, se->fpr.hex);
-		if (rc == -EEXIST) /* another owner's since the check */
+		if (rc == -EEXIST) { /* another owner's since the check */
+			struct mf_snapshot_rec rec;
+			bool named =
+			    mf_catalog_get_snapshot(c, se->fpr.hex, &rec) == 0;
 			eng_errf(err,
-				 "spec '%s': fingerprint %.12s belongs to a "
-				 "spec of another owner: refused",
-				 se->spec->path, se->fpr.hex);
-		else if (rc)
+				 "spec '%s': fingerprint %.12s belongs to spec "
+				 "'%s' of another owner, recorded since this "
+				 "spec was checked: refused",
+				 se->spec->path, se->fpr.hex,
+				 named ? rec.spec_path : "?");
+			if (named)
+				mf_snapshot_rec_release(&rec);
+		} else if (rc)
 			eng_errf(err, "catalog: recording '%s': %s",
 				 se->spec->path, strerror(-rc));
 		if (rc)
