@@ -406,12 +406,8 @@ static int register_entry(struct mf_engine *e, struct spec_entry *se,
 		    se->spec->path, mf_engine_catalog_shown(e->catalog_path),
 		    why && *why ? why : strerror(-rc));
 		rc = -EAGAIN;
-	} else if (rc == -ENOSPC || rc == -EDQUOT) { /* nor is a full disk */
-		eng_errf(
-		    err, "spec '%s': no room to record it in catalog '%s': %s",
-		    se->spec->path, mf_engine_catalog_shown(e->catalog_path),
-		    strerror(-rc));
-		rc = -EAGAIN;
+	} else if (rc == -ENOSPC || rc == -EDQUOT) {
+		rc = -EAGAIN; /* nor is a full disk: *err says which write */
 	}
 	if (rc) {
 		free_entry(se);

@@ -456,6 +456,15 @@ static int fh_make(struct bopen *o, const struct mf_engine_batch_plan *p,
 	return 0;
 }
 
+/* The first and the last chunk segment s (of shard bytes, not empty)
+ * reads. */
+static void seg_chunks(const struct bseg *s, uint32_t *first, uint32_t *last)
+{
+	uint64_t cs = s->d->st.chunk_size;
+	*first = (uint32_t)(s->off / cs);
+	*last = (uint32_t)((s->off + s->len - 1) / cs);
+}
+
 /* Has the chunks a new handle reads decompressed on the read-ahead
  * threads, in parallel, before its reads ask for them one by one. */
 static void prefetch(struct mfs *m, const struct mfs_bfh *fh)
@@ -467,9 +476,8 @@ static void prefetch(struct mfs *m, const struct mfs_bfh *fh)
 		const struct bseg *s = &fh->segs[i];
 		if (s->lit || s->len == 0)
 			continue;
-		uint64_t cs = s->d->st.chunk_size;
-		uint32_t c = (uint32_t)(s->off / cs);
-		uint32_t end = (uint32_t)((s->off + s->len - 1) / cs);
+		uint32_t c, end;
+		seg_chunks(s, &c, &end);
 		for (; c <= end && sent < PREFETCH_MAX; c++) {
 			if (s->d == last && c == last_chunk)
 				continue;
@@ -632,8 +640,9 @@ static uint64_t chunk_bytes(const struct mfs_bfh *fh)
 		const struct bseg *s = &fh->segs[i];
 		if (s->lit || s->len == 0)
 			continue;
-		uint64_t cs = s->d->st.chunk_size;
-		sum += (s->off + s->len - 1) / cs * cs + cs - s->off / cs * cs;
+		uint32_t c, end;
+		seg_chunks(s, &c, &end);
+		sum += (uint64_t)(end - c + 1) * s->d->st.chunk_size;
 	}
 	return sum;
 }
@@ -677,8 +686,8 @@ static void win_run(void *arg, bool cancelled)
 			if (s->lit || s->len == 0)
 				continue;
 			uint64_t cs = s->d->st.chunk_size;
-			uint32_t c = (uint32_t)(s->off / cs);
-			uint32_t end = (uint32_t)((s->off + s->len - 1) / cs);
+			uint32_t c, end;
+			seg_chunks(s, &c, &end);
 			for (; c <= end && room >= cs; c++, room -= cs)
 				mfs_ra_submit_to(m, m->win_pool, s->d, c);
 		}
