@@ -48,7 +48,9 @@ pass "a mountpoint that is already a matfs mount is refused, by name"
 fp=$(basename "$(readlink "$mnt/slow")")
 : >"$pipes/hold"
 cat "$mnt/slow/shard-00000" >"$tmp/got" 2>"$tmp/cat.err" & reader=$!
-wait_for 10 test "$(xattr "$mnt/slow/shard-00000" state)" = running ||
+# the state read at each poll, not once when wait_for is called
+state_is() { [ "$(xattr "$1" state)" = "$2" ]; }
+wait_for 10 state_is "$mnt/slow/shard-00000" running ||
   fail "shard 0 never ran: $(xattr "$mnt/slow/shard-00000" state)"
 out=$(rm "$mnt/slow/shard-00000" 2>&1) && fail "rm of a running shard succeeded"
 [[ $out == *"Device or resource busy"* ]] || fail "rm of a running shard: '$out'"
