@@ -340,7 +340,7 @@ static int job_alloc(const struct mf_spec *spec, struct mf_job **out)
 	j->feeder_status = -1;
 	job_strays_init(&j->strays);
 	j->st = calloc(j->n, sizeof *j->st);
-	j->pfd = calloc(2 * j->n + 2, sizeof *j->pfd);
+	j->pfd = calloc(2 * j->n + 3, sizeof *j->pfd);
 	if (!j->st || !j->pfd)
 		goto fail;
 	for (size_t i = 0; i < j->n; i++)
@@ -441,6 +441,12 @@ int mf_job_start_guarded(const struct mf_spec *spec, uint32_t shard,
 		goto free_job;
 	j->inputs_dir = plan.inputs_dir; /* the job removes it */
 	plan.inputs_dir = NULL;
+	if (j->guards) {
+		rc = job_watch_start(&j->watch, j->inputs, j->n_inputs, &msg);
+		if (rc < 0)
+			goto free_job;
+		j->watching = true;
+	}
 	job_cgroups_make(j, spec, shard);
 	rc = spawn_job(j, spec, &plan, &msg);
 	if (rc < 0)

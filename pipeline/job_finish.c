@@ -167,7 +167,7 @@ static void input_changed(const struct mf_job *j, const struct job_report *rep,
  * (MATFS_INPUTS_FILE) rather than from the feeder, so each guarded input
  * must still be the file its identity was checked on, unchanged (a write
  * moves its ctime, which no one can set back). */
-static bool inputs_changed(const struct mf_job *j, struct mf_job_result *r)
+static bool inputs_changed(struct mf_job *j, struct mf_job_result *r)
 {
 	for (size_t k = 0; j->guards && k < j->n_inputs; k++) {
 		const struct mf_input_guard *g = &j->guards[k];
@@ -188,6 +188,17 @@ static bool inputs_changed(const struct mf_job *j, struct mf_job_result *r)
 		snprintf(r->error, sizeof r->error,
 			 "input '%s' changed while the stages ran",
 			 j->inputs[k]);
+		return true;
+	}
+	char what[sizeof j->watch.what];
+	bool watched = j->watching;
+	j->watching = false;
+	if (watched && job_watch_end(&j->watch, what, sizeof what)) {
+		r->input_changed = true;
+		snprintf(r->error, sizeof r->error,
+			 "%.400s, on the path of an input, changed while the "
+			 "stages ran",
+			 what);
 		return true;
 	}
 	return false;
@@ -260,7 +271,7 @@ static bool stages_failed(const struct mf_job *j, struct mf_job_result *r)
 	return true;
 }
 
-static void job_result(const struct mf_job *j, struct mf_job_result *r)
+static void job_result(struct mf_job *j, struct mf_job_result *r)
 {
 	char what[128], dur[64];
 

@@ -3,7 +3,8 @@
  * job_plan.c (what to start), job_child.c (code run after fork),
  * job_io.c (reading, polling, timeouts, reaping), job_stray.c (what the
  * stages left running), job_cgroup.c (a stage's cgroup v2 memory limit),
- * job_guard.c (what kills the stages when this process dies) and
+ * job_guard.c (what kills the stages when this process dies), job_watch.c
+ * (the names on the way to the inputs, watched while the stages run) and
  * job_finish.c (the result).
  *
  * Not for: anything outside pipeline/job*.c; the contract is the job part
@@ -12,6 +13,7 @@
 #ifndef MF_JOB_I_H
 #define MF_JOB_I_H
 
+#include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -174,6 +176,14 @@ struct job_strays {
 	int pidfd[JOB_STRAY_WAIT]; /* to wait for them; -1 when unused */
 };
 
+/* The names on the way to a job's inputs, watched while it runs
+ * (job_watch.c). */
+struct job_watch {
+	bool changed; /* an entry walked was created, removed or renamed */
+	size_t n_entries; /* (folder, name) pairs walked */
+	char what[400]; /* the first change seen, cut to fit */
+};
+
 /*
  * A running job. Owned by one thread at a time (but for mf_job_stop);
  * nothing here is shared between jobs. Each child leads a session and a
@@ -192,6 +202,8 @@ struct mf_job {
 	/* n_inputs guards, owned, or NULL: checked again once the stages
 	 * ended, for stages that read an input by its path */
 	struct mf_input_guard *guards;
+	bool watching; /* watch holds the guarded inputs' paths */
+	struct job_watch watch;
 	int out_fd; /* read end of the last stage's stdout, or -1 */
 	bool out_hup; /* the output has no writer left: the rest is buffered */
 	uint64_t start_ns; /* mf_mono_ns at start: timeouts count from it */
@@ -202,7 +214,7 @@ struct mf_job {
 	int timeout_stage; /* stage whose timeout passed, when timed_out */
 	uint64_t reads; /* mf_job_read calls that went to read(2) */
 	struct job_strays strays; /* left running after the stages exited */
-	struct pollfd *pfd; /* scratch for poll: 2n + 2 entries */
+	struct pollfd *pfd; /* scratch for poll: 2n + 3 entries */
 	int index_fd; /* read end of the last stage's fd 3 (records:
 			 index), or -1 */
 	uint8_t *index; /* what came on it so far */
@@ -266,6 +278,19 @@ int job_guard_fd(void);
 void job_guard_add(int fd);
 /* Once the job's children were reaped: the guard forgets session sid. */
 void job_guard_del(pid_t sid);
+/* job_watch.c */
+/* Watches every entry a walk of each of the n paths goes through, from
+ * now until job_watch_end. 0, or -errno with *err saying why. */
+int job_watch_start(struct job_watch *w, char *const *paths, size_t n,
+		    char **err);
+/* Stops watching; true when a walked entry changed since the start, with
+ * what (len bytes) naming the first one. */
+bool job_watch_end(struct job_watch *w, char *what, size_t len);
+/* The process's inotify descriptor, for poll (-1 before the first
+ * watch), and what a wake-up on it calls: hands out what is queued. */
+int job_watch_fd(void);
+void job_watch_drain(void);
+
 /* job_finish.c */
 const char *job_strerror(int err);
 /* "exited with status 3", "killed by signal 9 (SIGKILL)" into buf. */

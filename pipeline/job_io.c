@@ -233,6 +233,9 @@ static nfds_t fill_pollfds(struct mf_job *j, bool with_out)
 	if (j->index_fd >= 0)
 		j->pfd[n++] =
 		    (struct pollfd){.fd = j->index_fd, .events = POLLIN};
+	if (j->watching && job_watch_fd() >= 0)
+		j->pfd[n++] =
+		    (struct pollfd){.fd = job_watch_fd(), .events = POLLIN};
 	for (size_t i = 0; i < j->n; i++) {
 		struct job_proc *p = &j->st[i];
 
@@ -263,6 +266,8 @@ int job_wait_events(struct mf_job *j, bool with_out, bool wait)
 	}
 	job_drain_stderr(j);
 	job_drain_index(j);
+	if (j->watching)
+		job_watch_drain();
 	note_exits(j);
 	return check_deadlines(j);
 }
@@ -463,6 +468,9 @@ void job_free(struct mf_job *j)
 		free(j->inputs[k]);
 	free(j->inputs);
 	free(j->guards);
+	if (j->watching)
+		(void)job_watch_end(&j->watch, NULL, 0);
+	j->watching = false;
 	close_fd(&j->out_fd);
 	close_fd(&j->report_fd);
 	close_fd(&j->index_fd);

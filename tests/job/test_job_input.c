@@ -269,6 +269,112 @@ static void test_guarded_by_path(void **state)
 	jt_assert_clean(t);
 }
 
+/* Renames from over to path: a swap that rename(2) makes in one step. */
+static void swap_in(const char *from, const char *to)
+{
+	assert_int_equal(rename(from, to), 0);
+}
+
+/* A stage that reads its input by a path through a symlink and a folder:
+ * the symlink re-pointed, or the folder swapped, while the stages ran,
+ * and set back before the check, fails the job with input_changed,
+ * naming the entry; files added beside the input do not. */
+static void test_guarded_path_swapped(void **state)
+{
+	struct jt *t = *state;
+	char v1[128], v2[128], v1old[128], link[128], link2[128], go[128];
+	char cmd[512], out[64], want[512];
+	snprintf(v1, sizeof(v1), "%s/v1", t->dir);
+	snprintf(v2, sizeof(v2), "%s/v2", t->dir);
+	snprintf(v1old, sizeof(v1old), "%s/v1.old", t->dir);
+	snprintf(link, sizeof(link), "%s/in", t->dir);
+	snprintf(link2, sizeof(link2), "%s/in.new", t->dir);
+	snprintf(go, sizeof(go), "%s/go", t->dir);
+	assert_int_equal(mkdir(v1, 0755), 0);
+	assert_int_equal(mkdir(v2, 0755), 0);
+	assert_int_equal(symlink("v1", link), 0);
+	const char *p = jt_input(t, "in/a", "abc\n", 4);
+	char other[160];
+	snprintf(other, sizeof(other), "%s/a", v2);
+	int fd = open(other, O_WRONLY | O_CREAT, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "xyz\n", 4), 4);
+	assert_int_equal(close(fd), 0);
+	char ready[128];
+	snprintf(ready, sizeof(ready), "%s/ready", t->dir);
+	/* the feeder is done (it opens the input by path too) before the
+	 * test swaps anything */
+	snprintf(cmd, sizeof(cmd),
+		 "cat >/dev/null; : >%s; while [ ! -e %s ]; do sleep 0.01; "
+		 "done; cat \"$(head -n 1 \"$MATFS_INPUTS_FILE\")\"",
+		 ready, go);
+	jt_stage(t, 10, "sh", "-c", cmd, NULL);
+	struct mf_input_guard g;
+	guard_of(p, &g);
+	for (int how = 0; how < 3; how++) {
+		struct mf_job *j;
+		struct mf_job_result res;
+		char *err = NULL;
+		(void)unlink(go);
+		(void)unlink(ready);
+		assert_int_equal(
+		    mf_job_start_guarded(&t->spec, 0, "00ff", &g, 1, &j, &err),
+		    0);
+		free(err);
+		for (int waited = 0; access(ready, F_OK) != 0; waited++) {
+			assert_true(waited < 1000);
+			usleep(10000);
+		}
+		if (how == 0) { /* beside the input: no change */
+			char beside[160];
+			snprintf(beside, sizeof(beside), "%s/b", v1);
+			fd = open(beside, O_WRONLY | O_CREAT, 0644);
+			assert_true(fd >= 0);
+			assert_int_equal(close(fd), 0);
+			assert_int_equal(unlink(beside), 0);
+		} else if (how == 1) { /* the symlink to v2 */
+			assert_int_equal(symlink("v2", link2), 0);
+			swap_in(link2, link);
+		} else { /* v2 where v1 was */
+			swap_in(v1, v1old);
+			swap_in(v2, v1);
+		}
+		fd = open(go, O_WRONLY | O_CREAT, 0600);
+		assert_true(fd >= 0);
+		assert_int_equal(close(fd), 0);
+		size_t len = 0;
+		ssize_t k;
+		while ((k = mf_job_read(j, out + len, sizeof(out) - 1 - len)) >
+		       0)
+			len += (size_t)k;
+		out[len] = '\0';
+		if (how == 1) { /* set back */
+			assert_int_equal(symlink("v1", link2), 0);
+			swap_in(link2, link);
+		} else if (how == 2) {
+			swap_in(v1, v2);
+			swap_in(v1old, v1);
+		}
+		(void)mf_job_finish(j, &res);
+		if (how == 0) {
+			assert_true(res.ok);
+			assert_string_equal(out, "abc\n");
+			continue;
+		}
+		assert_string_equal(out, "xyz\n"); /* what the stage read */
+		assert_false(res.ok);
+		assert_true(res.input_changed);
+		snprintf(want, sizeof(want),
+			 "'%s' in '%s', on the path of an input, changed while "
+			 "the stages ran",
+			 how == 1 ? "in" : "v1", t->dir);
+		assert_string_equal(res.error, want);
+	}
+	(void)unlink(go);
+	(void)unlink(ready);
+	jt_assert_clean(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -279,6 +385,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_guarded_content, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_guarded_by_path, jt_setup,
+					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_guarded_path_swapped, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_two_files_through_the_feeder,
 					    jt_setup, jt_teardown),

@@ -9,7 +9,10 @@
 # the shard holds the old bytes, with input_identity stat and content.
 # The same for a stage that reads its input by path (MATFS_INPUTS_FILE)
 # after closing stdin, of an input the pipe holds whole: the feeder's
-# checks pass at once, the one after the stages ended sees the change.
+# checks pass at once, the one after the stages ended sees the change;
+# and with the input's folder swapped and put back, which the check
+# after the run cannot see (the same file is there again): the names on
+# the input's path are watched while the stages run.
 . "$MF_SOURCE_ROOT/tests/mount/lib.sh"
 
 p=$tmp/p
@@ -95,3 +98,31 @@ YAML
   umount_fs "$mnt" "$mpid"
   : >"$log"
 done
+
+# the same stage, with the input's folder swapped for another holding
+# other bytes under the same name, and put back, during the run: the
+# input file is never touched, the path it is read by is
+cp "$tmp/A" "$in"
+touch -d '2020-01-01 00:00:00' "$in"
+rm -f "$p/GO" "$p/GO2" "$p/STARTED"
+mount_fs "$mnt" "$tmp/store-swap" "$p"
+wait_for 10 test -L "$mnt/c" || fail "folder swap: c is not registered"
+cat "$mnt/c/shard-00000" >"$tmp/out" 2>"$tmp/err" &
+reader=$!
+wait_for 20 test -e "$p/STARTED" || fail "folder swap: the stage never started"
+mv "$p/in" "$p/in.old"
+mkdir "$p/in"
+cp "$tmp/B" "$p/in/a.bin"
+touch -d '2020-01-01 00:00:00' "$p/in/a.bin"
+touch "$p/GO"
+sleep 0.5 # the stage reads B meanwhile
+rm -r "$p/in"
+mv "$p/in.old" "$p/in"
+touch "$p/GO2"
+wait "$reader" || fail "folder swap: the read failed: $(cat "$tmp/err")"
+cmp -s "$tmp/out" "$tmp/A" ||
+  fail "folder swap: the shard is not the input's bytes ($(tr -s AB <"$tmp/out" | head -c 20))"
+grep -q "'in' in '$p', on the path of an input, changed while the stages ran: computing it again" "$log" ||
+  fail "folder swap: the log does not say the shard was computed again"
+pass "an input's folder swapped and put back during the run: computed again"
+umount_fs "$mnt" "$mpid"
