@@ -179,6 +179,10 @@ static int add_entry(struct job_watch *w, const char *dir, const char *name)
 			goto no_mem;
 		n_refs++;
 	}
+	size_t b = bucket_of(wd, name);
+	for (struct watch_entry *o = buckets[b]; o; o = o->next)
+		if (o->owner == w && o->wd == wd && !strcmp(o->name, name))
+			return 0; /* walked already (inputs share folders) */
 	size_t len = strlen(name);
 	struct watch_entry *e = malloc(sizeof *e + len + 1);
 	if (!e) {
@@ -189,7 +193,6 @@ static int add_entry(struct job_watch *w, const char *dir, const char *name)
 	e->owner = w;
 	e->wd = wd;
 	memcpy(e->name, name, len + 1);
-	size_t b = bucket_of(wd, name);
 	e->next = buckets[b];
 	buckets[b] = e;
 	r->n++;
