@@ -44,6 +44,9 @@
  * again: a reader that comes back soon (a restarted job) still finds it
  * under way. */
 #define MFS_CANCEL_GRACE_S 5
+/* Workers are kept in reserve for a reader with none running while
+ * another reader queued a computation within this many seconds. */
+#define MFS_RESERVE_WINDOW_S 600
 
 void mfs_logf(struct mfs *m, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -566,6 +569,10 @@ int mfs_pool_submit_keyed(struct mfs_pool *p, uint64_t key, mfs_job_fn fn,
  * 0; -ENOENT when it started (or ran) already, -EEXIST when it has that
  * key, -ENOMEM. */
 int mfs_pool_lift(struct mfs_pool *p, uint64_t id, uint64_t key);
+/* Keeps the last `reserve` idle threads (fewer than the pool's) for jobs
+ * of a key with none running, once jobs of two keys were queued within
+ * window_ns; 0 keeps none (the default). */
+void mfs_pool_reserve(struct mfs_pool *p, unsigned reserve, uint64_t window_ns);
 /* Jobs not started yet. */
 size_t mfs_pool_backlog(struct mfs_pool *p);
 /* Cancels what is queued and waits up to timeout_ms for running jobs;

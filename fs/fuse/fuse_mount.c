@@ -218,6 +218,9 @@ int mfs_start(struct mfs *m, struct fuse_session *se)
 	int rc = mfs_specs_start(m, se, dev);
 	if (rc == 0)
 		rc = mfs_pool_new(m->o.workers, &m->open_pool);
+	if (rc == 0) /* a quarter of the workers, for a reader with none */
+		mfs_pool_reserve(m->open_pool, (m->o.workers + 3) / 4,
+				 MFS_RESERVE_WINDOW_S * 1000000000ULL);
 	if (rc == 0)
 		rc = mfs_pool_new(m->cores, &m->ra_pool);
 	if (rc == 0)

@@ -8,6 +8,12 @@
  * under more keys (mfs_pool_lift: a shard other readers wait for too); it
  * then runs once, at the first turn any of them reaches.
  *
+ * A pool may keep workers in reserve (mfs_pool_reserve): once jobs of two
+ * keys were queued within its window, the last `reserve` idle threads take
+ * only jobs of a key with none running. A job cannot be stopped, so one
+ * reader's slow computations, started while it was alone, would
+ * otherwise hold every thread when another reader comes.
+ *
  * Not for: knowing what a job does. A job queued when the pool stops runs
  * with cancelled = true on the stopping thread, so it can answer its
  * requests and free its memory.
@@ -44,7 +50,67 @@ struct mfs_pool {
 	uint64_t last_key; /* of the entry taken last */
 	uint64_t next_id;
 	pthread_t *tids;
+	/* the reserve: none while reserve is 0 */
+	unsigned reserve;
+	uint64_t window_ns;
+	struct key_seen {
+		uint64_t key, at_ns; /* queued last at */
+	} seen[2]; /* the last key queued, and the last other one */
+	struct key_run {
+		uint64_t key;
+		unsigned n; /* 0: a free slot */
+	} * runs; /* threads of them: the keys of running jobs */
 };
+
+/* Under lock: a job of key was queued now. */
+static void note_key(struct mfs_pool *p, uint64_t key)
+{
+	uint64_t now = mf_mono_ns();
+	if (p->seen[0].at_ns && p->seen[0].key != key)
+		p->seen[1] = p->seen[0];
+	p->seen[0] = (struct key_seen){key, now ? now : 1};
+}
+
+/* Under lock: whether a key other than key was queued within the window. */
+static bool others_seen(const struct mfs_pool *p, uint64_t key)
+{
+	uint64_t now = mf_mono_ns();
+	for (int k = 0; k < 2; k++) {
+		const struct key_seen *s = &p->seen[k];
+		if (s->at_ns && s->key != key && now - s->at_ns < p->window_ns)
+			return true;
+	}
+	return false;
+}
+
+static struct key_run *run_of(struct mfs_pool *p, uint64_t key)
+{
+	struct key_run *free_slot = NULL;
+	for (unsigned i = 0; i < p->threads; i++) {
+		if (p->runs[i].n && p->runs[i].key == key)
+			return &p->runs[i];
+		if (!p->runs[i].n && !free_slot)
+			free_slot = &p->runs[i];
+	}
+	if (free_slot)
+		free_slot->key = key;
+	return free_slot; /* never NULL: at most threads keys run */
+}
+
+/* Under lock: whether a job of key may take an idle thread now. */
+static bool may_run(struct mfs_pool *p, uint64_t key)
+{
+	if (!p->reserve)
+		return true;
+	unsigned busy = 0, mine = 0;
+	for (unsigned i = 0; i < p->threads; i++) {
+		busy += p->runs[i].n;
+		if (p->runs[i].n && p->runs[i].key == key)
+			mine = p->runs[i].n;
+	}
+	return mine == 0 || p->threads - busy > p->reserve ||
+	    !others_seen(p, key);
+}
 
 static void fix_tail(struct mfs_pool *p)
 {
@@ -65,24 +131,32 @@ static void append(struct mfs_pool *p, struct entry *e)
 }
 
 /* Unlinks and returns the next job in turn: the oldest entry of the
- * smallest key above the last one taken, else of the smallest key; the
- * job's entries under other keys go with it. Caller holds the lock; the
- * queue is not empty. Passes over the queue, which only holds jobs
+ * smallest key above the last one taken, else of the smallest key, among
+ * the keys that may run (the reserve); the job's entries under other keys
+ * go with it, *key is the one it runs under. NULL when none may run.
+ * Caller holds the lock. Passes over the queue, which only holds jobs
  * waiting for a thread. */
-static struct job *take_next(struct mfs_pool *p)
+static struct job *take_next(struct mfs_pool *p, uint64_t *key)
 {
 	assert(mf_mutex_held(&p->lock));
 	struct entry **pick = NULL, **first = NULL;
 	for (struct entry **pp = &p->head; *pp; pp = &(*pp)->next) {
 		uint64_t k = (*pp)->key;
-		if (!first || k < (*first)->key)
+		bool as_first = !first || k < (*first)->key;
+		bool as_pick = k > p->last_key && (!pick || k < (*pick)->key);
+		if ((!as_first && !as_pick) || !may_run(p, k))
+			continue;
+		if (as_first)
 			first = pp;
-		if (k > p->last_key && (!pick || k < (*pick)->key))
+		if (as_pick)
 			pick = pp;
 	}
+	if (!first)
+		return NULL;
 	struct entry *e = *(pick ? pick : first);
 	struct job *j = e->job;
 	p->last_key = e->key;
+	*key = e->key;
 	for (struct entry **pp = &p->head; *pp && j->entries > 0;) {
 		struct entry *q = *pp;
 		if (q->job != j) {
@@ -102,16 +176,35 @@ static void *pool_main(void *arg)
 	struct mfs_pool *p = arg;
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		while (!p->head && !p->stopping)
-			pthread_cond_wait(&p->work, &p->lock);
+		struct job *j = NULL;
+		uint64_t key = 0;
+		while (!p->stopping && !(p->head && (j = take_next(p, &key)))) {
+			if (!p->head) {
+				pthread_cond_wait(&p->work, &p->lock);
+				continue;
+			}
+			/* jobs wait for the reserve: look again in a while,
+			 * the window may have passed */
+			struct timespec dl;
+			clock_gettime(CLOCK_REALTIME, &dl);
+			dl.tv_sec++;
+			(void)pthread_cond_timedwait(&p->work, &p->lock, &dl);
+		}
 		if (p->stopping)
 			break;
-		struct job *j = take_next(p);
 		p->backlog--;
+		struct key_run *r = p->reserve ? run_of(p, key) : NULL;
+		if (r)
+			r->n++;
 		pthread_mutex_unlock(&p->lock);
 		j->fn(j->arg, false);
 		free(j);
 		pthread_mutex_lock(&p->lock);
+		if (r) {
+			r->n--;
+			/* a job that had to wait for this thread may run */
+			pthread_cond_broadcast(&p->work);
+		}
 	}
 	p->running--;
 	pthread_cond_broadcast(&p->idle);
@@ -125,7 +218,10 @@ int mfs_pool_new(unsigned threads, struct mfs_pool **out)
 	if (!p)
 		return -ENOMEM;
 	p->tids = calloc(threads ? threads : 1, sizeof(*p->tids));
-	if (!p->tids) {
+	p->runs = calloc(threads ? threads : 1, sizeof(*p->runs));
+	if (!p->tids || !p->runs) {
+		free(p->tids);
+		free(p->runs);
 		free(p);
 		return -ENOMEM;
 	}
@@ -181,6 +277,7 @@ int mfs_pool_submit_keyed(struct mfs_pool *p, uint64_t key, mfs_job_fn fn,
 	j->id = ++p->next_id;
 	if (id)
 		*id = j->id;
+	note_key(p, key);
 	append(p, e);
 	p->backlog++;
 	pthread_cond_signal(&p->work);
@@ -205,12 +302,22 @@ int mfs_pool_lift(struct mfs_pool *p, uint64_t id, uint64_t key)
 	int rc = !j ? -ENOENT : has ? -EEXIST : 0;
 	if (rc == 0) {
 		*e = (struct entry){NULL, key, j};
+		note_key(p, key);
 		append(p, e);
+		pthread_cond_broadcast(&p->work); /* a key that may run */
 	}
 	pthread_mutex_unlock(&p->lock);
 	if (rc)
 		free(e);
 	return rc;
+}
+
+void mfs_pool_reserve(struct mfs_pool *p, unsigned reserve, uint64_t window_ns)
+{
+	pthread_mutex_lock(&p->lock);
+	p->reserve = reserve < p->threads ? reserve : 0;
+	p->window_ns = window_ns;
+	pthread_mutex_unlock(&p->lock);
 }
 
 size_t mfs_pool_backlog(struct mfs_pool *p)
@@ -264,6 +371,7 @@ int mfs_pool_stop(struct mfs_pool *p, unsigned timeout_ms)
 	pthread_cond_destroy(&p->idle);
 	pthread_mutex_destroy(&p->lock);
 	free(p->tids);
+	free(p->runs);
 	free(p);
 	return 0;
 }

@@ -791,6 +791,124 @@ static void test_pool_lift(void **state)
 	assert_int_equal(o.cancelled, 1);
 }
 
+/* Jobs that say when they start and wait for the test to let them end. */
+struct gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool open;
+	int started[16], n_started, n_ended;
+};
+
+struct gate_arg {
+	struct gate *g;
+	int id;
+};
+
+static void gated_job(void *arg, bool cancelled)
+{
+	struct gate_arg *a = arg;
+	pthread_mutex_lock(&a->g->lock);
+	if (!cancelled) {
+		a->g->started[a->g->n_started++] = a->id;
+		while (!a->g->open)
+			pthread_cond_wait(&a->g->cond, &a->g->lock);
+	}
+	a->g->n_ended++;
+	pthread_mutex_unlock(&a->g->lock);
+}
+
+/* Waits up to 2 s for n jobs to have started; returns how many did. */
+static int started(struct gate *g, int n)
+{
+	int got = 0;
+	for (int i = 0; i < 400; i++) {
+		pthread_mutex_lock(&g->lock);
+		got = g->n_started;
+		pthread_mutex_unlock(&g->lock);
+		if (got >= n)
+			break;
+		usleep(5000);
+	}
+	return got;
+}
+
+/* The reserve: with two threads and one kept, a key alone gets both; once
+ * two keys were queued within the window, key 1's slow jobs hold one
+ * thread only, and key 2's job runs on the other at once, not after them. */
+static void test_pool_reserve(void **state)
+{
+	(void)state;
+	struct gate g = {.lock = MF_MUTEX_INITIALIZER};
+	pthread_cond_init(&g.cond, NULL);
+	struct gate_arg a[8];
+	for (int i = 0; i < 8; i++)
+		a[i] = (struct gate_arg){&g, i};
+	struct mfs_pool *p;
+	assert_int_equal(mfs_pool_new(2, &p), 0);
+	mfs_pool_reserve(p, 1, 60ULL * 1000000000ULL);
+	/* key 1 alone: both threads */
+	assert_int_equal(mfs_pool_submit_keyed(p, 1, gated_job, &a[0], NULL),
+			 0);
+	assert_int_equal(mfs_pool_submit_keyed(p, 1, gated_job, &a[1], NULL),
+			 0);
+	assert_int_equal(started(&g, 2), 2);
+	pthread_mutex_lock(&g.lock);
+	g.open = true;
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.lock);
+	for (int i = 0; i < 400; i++) {
+		pthread_mutex_lock(&g.lock);
+		bool done = g.n_ended == 2;
+		pthread_mutex_unlock(&g.lock);
+		if (done)
+			break;
+		usleep(5000);
+	}
+	/* key 2 came: key 1's three slow jobs get one thread */
+	pthread_mutex_lock(&g.lock);
+	g.open = false;
+	g.n_started = 0;
+	pthread_mutex_unlock(&g.lock);
+	assert_int_equal(mfs_pool_submit_keyed(p, 2, gated_job, &a[2], NULL),
+			 0);
+	assert_int_equal(started(&g, 1), 1);
+	pthread_mutex_lock(&g.lock);
+	g.open = true; /* key 2's ends */
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.lock);
+	for (int i = 0; i < 400; i++) {
+		pthread_mutex_lock(&g.lock);
+		bool done = g.n_ended == 3;
+		pthread_mutex_unlock(&g.lock);
+		if (done)
+			break;
+		usleep(5000);
+	}
+	pthread_mutex_lock(&g.lock);
+	assert_int_equal(g.n_ended, 3);
+	g.open = false;
+	g.n_started = 0;
+	pthread_mutex_unlock(&g.lock);
+	for (int i = 3; i < 6; i++)
+		assert_int_equal(
+		    mfs_pool_submit_keyed(p, 1, gated_job, &a[i], NULL), 0);
+	assert_int_equal(started(&g, 2), 1); /* one of key 1's, not two */
+	assert_int_equal(mfs_pool_backlog(p), 2);
+	assert_int_equal(mfs_pool_submit_keyed(p, 2, gated_job, &a[6], NULL),
+			 0);
+	assert_int_equal(started(&g, 2), 2); /* key 2's, at once */
+	pthread_mutex_lock(&g.lock);
+	assert_int_equal(g.started[0], 3);
+	assert_int_equal(g.started[1], 6);
+	g.open = true;
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.lock);
+	assert_int_equal(started(&g, 4), 4); /* the rest, once let go */
+	assert_int_equal(mfs_pool_stop(p, 5000), 0);
+	assert_int_equal(g.n_ended, 7);
+	pthread_cond_destroy(&g.cond);
+}
+
 static void test_shard_names(void **state)
 {
 	(void)state;
@@ -976,6 +1094,7 @@ int main(void)
 	    cmocka_unit_test(test_engine_chunk_events),
 	    cmocka_unit_test(test_pool_fifo_and_stop),
 	    cmocka_unit_test(test_pool_lift),
+	    cmocka_unit_test(test_pool_reserve),
 	    cmocka_unit_test(test_shard_names),
 	    cmocka_unit_test(test_node_pushing_retired),
 	    cmocka_unit_test(test_mountinfo_unescape),

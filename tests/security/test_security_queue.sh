@@ -9,6 +9,10 @@
 # the 12 cold shards of root's pipeline 'victim', one after another; root
 # then opens the last of them, and it is computed next too (before, the
 # shard was queued once, in the user's turn: root's ran twelfth).
+# And with two workers, a user's slow stages, opened after root read
+# something, hold one worker, not both: the other is kept for a reader
+# with none running, and root's cold shard is computed at once (before,
+# it waited for the user's stages to end).
 . "$MF_SOURCE_ROOT/tests/security/lib.sh"
 add_user
 
@@ -97,4 +101,36 @@ grep -qx 11 <(sed -n '/^open$/,$p' "$order2") ||
 [ "$between" -le 1 ] ||
   fail "root's own shard, opened by the user first, waited for $between of the user's: $(tr '\n' ' ' <"$order2")"
 pass "a shard another reader opened first is computed in its owner's turn too ($between of the user's before it, each shard once)"
+umount_fs "$mnt" "$mpid"
+
+# the reserve: two workers, the user's four slow shards, then root's
+slow=$tmp/slow
+install -m 0666 /dev/null "$slow"
+as_user tee "$u/slow.yaml" >/dev/null <<YAML
+name: slow
+inputs: in/*.txt
+stages:
+  - exec: [/bin/sh, -c, 'echo "\$MATFS_SHARD" >>$slow; until [ -e $tmp/GO ]; do sleep 0.05; done; cat']
+YAML
+ln -s "$u/slow.yaml" "$p/slow.yaml"
+mount_fs "$mnt" "$tmp/store2" "$p" -o workers=2
+wait_for 20 has_name "$mnt" slow || fail "slow is not registered"
+wait_for 20 has_name "$mnt" other || fail "other is not registered (workers=2)"
+cat "$mnt/other/shard-00000" >/dev/null || fail "root's first read (workers=2)"
+pids=()
+for k in 0 1 2 3; do
+  as_user sh -c "cat '$mnt/slow/shard-$(printf %05d "$k")' >/dev/null" &
+  pids+=($!)
+done
+wait_for 20 test -s "$slow" || fail "no slow shard of the user started"
+sleep 0.5 # a second one would start meanwhile
+timeout 20 cat "$(vshard 0)" >"$tmp/root3" ||
+  fail "root's cold shard waited for the user's slow ones ($(wc -l <"$slow") of them running)"
+[ "$(cat "$tmp/root3")" = v10 ] || fail "root's bytes (workers=2)"
+running=$(wc -l <"$slow")
+touch "$tmp/GO"
+for pid in "${pids[@]}"; do wait "$pid" || fail "a slow reader of the user failed"; done
+[ "$running" -eq 1 ] || fail "the user's slow shards held $running workers, not 1"
+[ "$(wc -l <"$slow")" -eq 4 ] || fail "the user's slow shards ran $(wc -l <"$slow") times, not 4"
+pass "a user's slow stages hold one of two workers; root's cold shard is computed at once"
 umount_fs "$mnt" "$mpid"
