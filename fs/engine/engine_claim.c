@@ -69,7 +69,7 @@ static enum claim_result open_committed(struct mf_engine *e,
  * (may be NULL: the catalog still gets the message). */
 static int compute_claimed(struct mf_engine *e, struct mf_catalog *c,
 			   const char *fp, uint32_t shard, const char *run_id,
-			   char **err)
+			   struct eng_sealed_out *sealed, char **err)
 {
 	struct spec_entry *se;
 	char *why = NULL;
@@ -85,7 +85,7 @@ static int compute_claimed(struct mf_engine *e, struct mf_catalog *c,
 					    NULL);
 		rc = -EIO;
 	} else {
-		rc = eng_materialize(e, c, se, shard, run_id, &why);
+		rc = eng_materialize(e, c, se, shard, run_id, sealed, &why);
 		give_back = rc == -ESTALE; /* its deps or inputs changed */
 	}
 	/* not a failure of the shard: this process cannot compute the
@@ -140,18 +140,31 @@ static int waited_failed(const char *fp, uint32_t shard,
 	return -EIO;
 }
 
-/* Computes the shard just claimed: CLAIM_COMPUTED to read it back,
- * CLAIM_LOST to wait for the owner that took the claim over (the -EAGAIN
- * of compute_claimed), or CLAIM_FAILED. */
-static enum claim_result compute_step(struct mf_engine *e, struct mf_catalog *c,
-				      const char *fp, uint32_t shard,
-				      const char *run_id, int *rc, char **err)
+/* Computes the shard just claimed: CLAIM_OPENED with *out (and *rec) on
+ * the file it sealed, CLAIM_COMPUTED to read it back, CLAIM_LOST to wait
+ * for the owner that took the claim over (the -EAGAIN of
+ * compute_claimed), or CLAIM_FAILED. */
+static enum claim_result
+compute_step(struct mf_engine *e, struct mf_catalog *c, const char *fp,
+	     uint32_t shard, const char *run_id, struct mf_shard_reader **out,
+	     struct mf_shard_rec *rec, int *rc, char **err)
 {
-	int r = compute_claimed(e, c, fp, shard, run_id, err);
+	struct eng_sealed_out sealed = {0};
+	int r = compute_claimed(e, c, fp, shard, run_id, &sealed, err);
 	if (r == -EAGAIN)
 		return CLAIM_LOST;
 	if (r)
 		return claim_failed(r, rc);
+	/* sealed: its own bytes, whatever its commit does meanwhile (one
+	 * that failed at once would have this open compute it again) */
+	if (sealed.r) {
+		*out = sealed.r;
+		if (rec)
+			*rec = sealed.rec;
+		else
+			mf_shard_rec_release(&sealed.rec);
+		return CLAIM_OPENED;
+	}
 	return CLAIM_COMPUTED; /* read it through the catalog like anyone */
 }
 
@@ -185,7 +198,7 @@ static enum claim_result claim_as(struct mf_engine *e, struct mf_catalog *c,
 		return claim_failed(r, rc);
 	if (got == MF_CLAIM_WAIT)
 		return CLAIM_WAIT;
-	return compute_step(e, c, fp, shard, me->run_id, rc, err);
+	return compute_step(e, c, fp, shard, me->run_id, out, rec, rc, err);
 }
 
 /* One step of the claim loop: CLAIM_OPENED with *out (and *rec, the row

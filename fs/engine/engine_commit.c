@@ -312,6 +312,21 @@ int mf_engine_sealed_stat(struct mf_engine *e,
 	return s ? 0 : -ENOENT;
 }
 
+void eng_sealed_row(const struct sealed *s, struct mf_shard_rec *out)
+{
+	memset(out, 0, sizeof(*out));
+	memcpy(out->fp, s->fp, sizeof(out->fp));
+	memcpy(out->run_id, s->run_id, sizeof(out->run_id));
+	out->index = s->shard;
+	out->state = MF_SHARD_RUNNING;
+	out->generation = s->generation;
+	out->raw_bytes = s->st.raw_bytes;
+	out->stored_bytes = s->st.stored_bytes;
+	out->chunks = s->st.chunks;
+	out->exit_status = -1;
+	out->last_read = s->sealed_at;
+}
+
 int eng_sealed_recall(struct mf_engine *e, const char *fp, uint32_t shard,
 		      struct mf_shard_rec *out)
 {
@@ -319,17 +334,7 @@ int eng_sealed_recall(struct mf_engine *e, const char *fp, uint32_t shard,
 	pthread_mutex_lock(&e->lock);
 	for (const struct sealed *s = e->sealed; s; s = s->next) {
 		if (s->shard == shard && strcmp(s->fp, fp) == 0) {
-			memset(out, 0, sizeof(*out));
-			memcpy(out->fp, s->fp, sizeof(out->fp));
-			memcpy(out->run_id, s->run_id, sizeof(out->run_id));
-			out->index = shard;
-			out->state = MF_SHARD_RUNNING;
-			out->generation = s->generation;
-			out->raw_bytes = s->st.raw_bytes;
-			out->stored_bytes = s->st.stored_bytes;
-			out->chunks = s->st.chunks;
-			out->exit_status = -1;
-			out->last_read = s->sealed_at;
+			eng_sealed_row(s, out);
 			rc = 0;
 			break;
 		}

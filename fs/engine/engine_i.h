@@ -97,6 +97,16 @@ struct flight {
 	char *err;
 };
 
+/* What a computation that sealed its file hands its own open, with
+ * serve_sealed (sealed): a reader of the file, opened before its commit
+ * was queued, so that a commit that fails at once still leaves this open
+ * the bytes computed for it; and the row it was opened from. r NULL: not
+ * sealed, or no reader (read it back through the catalog). */
+struct eng_sealed_out {
+	struct mf_shard_reader *r;
+	struct mf_shard_rec rec;
+};
+
 /* A shard this engine sealed and serves while its commit runs
  * (serve_sealed); in mf_engine.sealed from the seal until its commit and
  * catalog record are done. */
@@ -356,7 +366,7 @@ void eng_holds_refresh(struct mf_engine *e);
  * by another run, or the shard reset), nothing recorded, look again. */
 int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
 		    struct spec_entry *se, uint32_t shard, const char *run_id,
-		    char **err);
+		    struct eng_sealed_out *sealed, char **err);
 
 /* Counts a materialization in (delta 1) or out (-1) of run_id (its
  * heartbeat goes on while one is in); a retired run goes once its last
@@ -380,6 +390,8 @@ void eng_commit_wait(struct mf_engine *e, const char *fp, int64_t shard);
  * it, so that it stays served. -ENOENT if none. */
 int eng_sealed_recall(struct mf_engine *e, const char *fp, uint32_t shard,
 		      struct mf_shard_rec *out);
+/* s's row as the catalog holds it until the commit (running). */
+void eng_sealed_row(const struct sealed *s, struct mf_shard_rec *out);
 /* When cur (a row just read) is running as a computation this engine
  * sealed and is committing: a new reader of its file in *out, and cur's
  * raw_bytes, stored_bytes and chunks set to the file's. -ENOENT when it is

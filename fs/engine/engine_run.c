@@ -16,9 +16,11 @@
 #include "engine_i.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define READ_BUF (1u << 20)
 
@@ -57,6 +59,8 @@ struct pump {
 	bool tapped; /* chunk events go to opts.chunk */
 	bool lost; /* the claim was taken over or reset meanwhile */
 	bool sealed; /* served sealed, the commit queued (serve_sealed) */
+	struct eng_sealed_out *out; /* where the sealed file's reader goes;
+				       NULL: nowhere */
 	const struct mf_input_guard *guards; /* the inputs as checked */
 	size_t n_guards;
 	bool input_changed; /* the feeder found one not as checked */
@@ -483,6 +487,19 @@ static int seal_shard(struct pump *p, struct mf_shard_writer *w,
 	s->sealed_at = mf_now_s();
 	s->st = *st;
 	s->w = w;
+	/* this open's reader before the commit can end (no reader: it reads
+	 * the file back through the catalog, as before) */
+	if (p->out && !p->out->r) {
+		int fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+		if (fd >= 0 &&
+		    mf_shard_reader_open_fd(fd, p->fp, p->shard, &p->out->r) ==
+			0)
+			eng_sealed_row(s, &p->out->rec);
+		else
+			p->out->r = NULL;
+		if (fd >= 0)
+			close(fd);
+	}
 	eng_commit_queue(p->e, s);
 	p->sealed = true;
 	return 0;
@@ -622,14 +639,16 @@ static int attempt(struct pump *p, struct spec_entry *se, char **err)
  * check, up to ENG_INPUT_TRIES times, and the log says so. */
 static int materialize(struct mf_engine *e, struct mf_catalog *c,
 		       struct spec_entry *se, uint32_t shard,
-		       const char *run_id, char **err)
+		       const char *run_id, struct eng_sealed_out *sealed,
+		       char **err)
 {
 	for (int tries = 1;; tries++) {
 		struct pump p = {.e = e,
 				 .c = c,
 				 .fp = se->fpr.hex,
 				 .run_id = run_id,
-				 .shard = shard};
+				 .shard = shard,
+				 .out = sealed};
 		int rc = attempt(&p, se, err);
 		if (!p.input_changed || p.lost)
 			/* what happened to a lost claim is not the shard's
@@ -675,12 +694,18 @@ static void count_end(struct mf_engine *e, struct mf_catalog *c, int rc,
 
 int eng_materialize(struct mf_engine *e, struct mf_catalog *c,
 		    struct spec_entry *se, uint32_t shard, const char *run_id,
-		    char **err)
+		    struct eng_sealed_out *sealed, char **err)
 {
 	char *local = NULL; /* the error is recorded even if nobody asks */
 	count_start(e, c);
 	uint64_t t0 = mf_mono_ns();
-	int rc = materialize(e, c, se, shard, run_id, err ? err : &local);
+	int rc =
+	    materialize(e, c, se, shard, run_id, sealed, err ? err : &local);
+	if (rc && sealed && sealed->r) { /* not this computation's answer */
+		mf_shard_reader_close(sealed->r);
+		mf_shard_rec_release(&sealed->rec);
+		sealed->r = NULL;
+	}
 	count_end(e, c, rc, mf_mono_ns() - t0);
 	free(local);
 	return rc;

@@ -8,7 +8,9 @@
  * expiry waits for the commit; mf_engine_close too. The catalog's answer
  * to the commit is wrapped too: a reply lost after the server recorded
  * it is no loss, a refusal gives the claim up. An open that cannot get a
- * descriptor of a sealed file fails rather than computing it again.
+ * descriptor of a sealed file fails rather than computing it again. A
+ * commit that fails before the computing open reads the row back leaves
+ * that open its bytes, computed once.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -88,6 +90,11 @@ int __wrap_mf_catalog_complete_shard(struct mf_catalog *c, const char *fp,
 
 /* While true, reading a shard's row answers as a catalog out of reach. */
 static atomic_bool catalog_down;
+/* While true, reading a shard's row after a commit was entered waits
+ * until a failed commit was told (up to 2 s): the open's thread slower
+ * than the commit thread. */
+static atomic_bool slow_reread;
+static atomic_int failed_told;
 
 int __real_mf_catalog_get_shard(struct mf_catalog *c, const char *fp,
 				uint32_t index, struct mf_shard_rec *out);
@@ -98,6 +105,10 @@ int __wrap_mf_catalog_get_shard(struct mf_catalog *c, const char *fp,
 {
 	if (atomic_load(&catalog_down))
 		return -ENOTCONN;
+	for (int i = 0; atomic_load(&slow_reread) && atomic_load(&commits) &&
+	     !atomic_load(&failed_told) && i < 1000;
+	     i++)
+		usleep(2000);
 	return __real_mf_catalog_get_shard(c, fp, index, out);
 }
 
@@ -130,6 +141,7 @@ static void on_commit_failed(void *arg, const char *fp, uint32_t shard,
 	(void)shard;
 	snprintf(fx->why, sizeof(fx->why), "%s", err);
 	atomic_fetch_add(&fx->failed, 1);
+	atomic_fetch_add(&failed_told, 1);
 }
 
 static int setup(void **state)
@@ -306,6 +318,33 @@ static void test_failed_commit_recomputes(void **state)
 	mf_shard_reader_close(r);
 	assert_int_equal(calls(fx), 2);
 	wait_state(fx, MF_ENGINE_MATERIALIZED);
+}
+
+/* A commit that fails before the computing open looks at the row again
+ * (the commit thread faster than the open's): the open still gets the
+ * bytes computed for it, from the file it sealed, and computes nothing
+ * again (before, it found the shard failed, claimed it and computed it
+ * again, as often as its commits failed first). */
+static void test_failed_commit_before_the_open(void **state)
+{
+	struct fx *fx = *state;
+	atomic_store(&commits, 0);
+	atomic_store(&failed_told, 0);
+	atomic_store(&slow_reread, true);
+	hold(false, -EIO);
+	struct mf_shard_reader *r;
+	struct mf_engine_shard rec;
+	char *err = NULL;
+	int rc = mf_engine_open_shard_rec(fx->e, fx->fp, 0, &r, &rec, &err);
+	atomic_store(&slow_reread, false);
+	assert_int_equal(rc, 0);
+	check_bytes(r);
+	assert_int_equal(calls(fx), 1);
+	wait_state(fx, MF_ENGINE_FAILED);
+	assert_int_equal(atomic_load(&fx->failed), 1);
+	mf_shard_reader_close(r);
+	mf_engine_shard_release(&rec);
+	hold(false, 0);
 }
 
 /* Holds the commit, then computes shard 0 and reads it once: it is served
@@ -504,6 +543,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_served_before_commit, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_failed_commit_recomputes,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_failed_commit_before_the_open,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_close_commits, setup,
 					    teardown),
