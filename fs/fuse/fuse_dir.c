@@ -32,7 +32,8 @@ struct dent {
 	bool shard; /* attributes that an open may make stale */
 };
 
-struct listing {
+struct mfs_listing {
+	struct mfs_listing *prev, *next; /* in mfs.dirs, under node_lock */
 	size_t n, cap;
 	struct dent *v;
 	uint64_t epoch; /* mfs.attr_epoch before the catalog was read */
@@ -45,8 +46,23 @@ struct listing {
 	fuse_ino_t bdir;
 };
 
-static void listing_free(struct mfs *m, struct listing *l)
+/* Unlinks l from the open handles, where it is. */
+static void listing_unlink(struct mfs *m, struct mfs_listing *l)
 {
+	pthread_mutex_lock(&m->node_lock);
+	if (l->prev)
+		l->prev->next = l->next;
+	else if (m->dirs == l)
+		m->dirs = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
+	l->prev = l->next = NULL;
+	pthread_mutex_unlock(&m->node_lock);
+}
+
+static void listing_free(struct mfs *m, struct mfs_listing *l)
+{
+	listing_unlink(m, l);
 	mfs_user_give(m, l->uid, MFS_HANDLE_DIR);
 	if (l->bytes)
 		mfs_user_give_bytes(m, l->uid, l->bytes);
@@ -54,7 +70,7 @@ static void listing_free(struct mfs *m, struct listing *l)
 	free(l);
 }
 
-static struct dent *dent_add(struct listing *l, const char *name)
+static struct dent *dent_add(struct mfs_listing *l, const char *name)
 {
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 32;
@@ -70,7 +86,7 @@ static struct dent *dent_add(struct listing *l, const char *name)
 	return d;
 }
 
-static int dots(struct mfs *m, struct listing *l, const struct stat *self)
+static int dots(struct mfs *m, struct mfs_listing *l, const struct stat *self)
 {
 	struct dent *d = dent_add(l, ".");
 	if (!d)
@@ -82,7 +98,7 @@ static int dots(struct mfs *m, struct listing *l, const struct stat *self)
 	return 0;
 }
 
-static int add_snap(struct mfs *m, struct listing *l, struct mfs_snap *s)
+static int add_snap(struct mfs *m, struct mfs_listing *l, struct mfs_snap *s)
 {
 	struct mfs_snap_info si;
 	if (mfs_snap_info(m, s, &si) != 0)
@@ -100,7 +116,7 @@ static int add_snap(struct mfs *m, struct listing *l, struct mfs_snap *s)
 }
 
 /* Fingerprints the catalog knows, with their rows. */
-static int root_catalog(struct mfs *m, struct listing *l)
+static int root_catalog(struct mfs *m, struct mfs_listing *l)
 {
 	struct mf_engine_snapshot *recs;
 	size_t n;
@@ -118,7 +134,7 @@ static int root_catalog(struct mfs *m, struct listing *l)
 	return rc;
 }
 
-static int root_links(struct mfs *m, struct listing *l)
+static int root_links(struct mfs *m, struct mfs_listing *l)
 {
 	pthread_mutex_lock(&m->ns_lock);
 	size_t n = m->n_links;
@@ -144,7 +160,7 @@ static int root_links(struct mfs *m, struct listing *l)
 	return rc;
 }
 
-static int list_root(struct mfs *m, struct listing *l)
+static int list_root(struct mfs *m, struct mfs_listing *l)
 {
 	struct stat self;
 	mfs_attr_root(m, &self);
@@ -164,7 +180,7 @@ static int list_root(struct mfs *m, struct listing *l)
 }
 
 static int list_snapshot(struct mfs *m, const struct mfs_snap_info *si,
-			 struct listing *l)
+			 struct mfs_listing *l)
 {
 	struct stat self;
 	mfs_attr_dir(m, si, &self);
@@ -206,7 +222,7 @@ static int list_snapshot(struct mfs *m, const struct mfs_snap_info *si,
  * is materialized); the others list nothing (any B, seed or epoch is
  * there to look up). */
 static int list_bdir(struct mfs *m, fuse_ino_t ino, const struct mfs_inode *in,
-		     struct listing *l)
+		     struct mfs_listing *l)
 {
 	struct stat self;
 	double ttl;
@@ -240,7 +256,7 @@ void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	struct listing *l = calloc(1, sizeof(*l));
+	struct mfs_listing *l = calloc(1, sizeof(*l));
 	rc = l ? mfs_inode_decode(m, ino, &in) : -ENOMEM;
 	if (l)
 		l->uid = uid;
@@ -264,15 +280,33 @@ void mfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)l;
+	pthread_mutex_lock(&m->node_lock);
+	l->next = m->dirs;
+	if (m->dirs)
+		m->dirs->prev = l;
+	m->dirs = l;
+	pthread_mutex_unlock(&m->node_lock);
 	if (fuse_reply_open(req, fi) != 0) /* no release will come */
 		listing_free(m, l);
+}
+
+void mfs_dirs_release(struct mfs *m)
+{
+	for (;;) {
+		pthread_mutex_lock(&m->node_lock);
+		struct mfs_listing *l = m->dirs;
+		pthread_mutex_unlock(&m->node_lock);
+		if (!l)
+			return;
+		listing_free(m, l);
+	}
 }
 
 static void reply_listing(fuse_req_t req, size_t size, off_t off,
 			  struct fuse_file_info *fi, bool plus)
 {
 	struct mfs *m = fuse_req_userdata(req);
-	struct listing *l = (struct listing *)(uintptr_t)fi->fh;
+	struct mfs_listing *l = (struct mfs_listing *)(uintptr_t)fi->fh;
 	/* read after the kernel took this request's attr_version */
 	bool stale = atomic_load(&m->attr_epoch) != l->epoch;
 	char *buf = malloc(size ? size : 1);
@@ -351,7 +385,7 @@ void mfs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	(void)ino;
-	struct listing *l = (struct listing *)(uintptr_t)fi->fh;
+	struct mfs_listing *l = (struct mfs_listing *)(uintptr_t)fi->fh;
 	if (l)
 		listing_free(fuse_req_userdata(req), l);
 	fuse_reply_err(req, 0);

@@ -135,6 +135,7 @@ struct mfs_node {
 };
 
 struct mfs_pool;
+struct mfs_listing;
 struct mfs_cache;
 struct mfs_specs;
 struct mfs_expiry;
@@ -172,6 +173,8 @@ struct mfs {
 	/* every file handle open: those the kernel never releases (a
 	 * release still queued when the mount goes) go with mfs_free */
 	struct mfs_fh *fhs;
+	/* the same for directory handles (fuse_dir.c) */
+	struct mfs_listing *dirs;
 	/* handles open per reader uid, and the bound on shard handles
 	 * (fuse_users.c); under node_lock */
 	struct mfs_user_fhs *user_fhs;
@@ -435,6 +438,8 @@ bool mfs_node_held(struct mfs *m, fuse_ino_t ino, struct mf_engine_file *st,
 void mfs_nodes_release(struct mfs *m);
 /* Closes the file handles still open once the session has ended. */
 void mfs_fhs_release(struct mfs *m);
+/* The same for directory handles (fuse_dir.c). */
+void mfs_dirs_release(struct mfs *m);
 /* The data an open handle reads (fi->fh of a shard's open). */
 const struct mfs_data *mfs_fh_data(uint64_t fh);
 void mfs_data_put(struct mfs *m, struct mfs_data *d);

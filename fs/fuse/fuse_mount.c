@@ -267,6 +267,7 @@ void mfs_free(struct mfs *m)
 	 * their snapshot through the namespace */
 	mf_engine_close(m->eng);
 	mfs_fhs_release(m);
+	mfs_dirs_release(m);
 	mfs_btab_free(m); /* its handles too */
 	mfs_btree_free(m);
 	mfs_nodes_release(m);

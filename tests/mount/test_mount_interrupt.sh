@@ -102,3 +102,29 @@ wait_for 5 gone_proc "$c1" || fail "the reader kept waiting after the daemon lef
 wait "$c1" 2>/dev/null && fail "the reader's cat succeeded without a daemon"
 dead "$stage" || fail "a stage outlived the daemon"
 pass "SIGTERM while a reader waits: the daemon exits, the reader fails, no stage left"
+
+# --- SIGTERM while a process holds a directory and a file of the mount
+# open: the daemon frees their handles (no release comes for them) and
+# exits 0, which a sanitizer build checks for leaks ---
+touch "$pipes/go" # hang's shard completes now
+mount_fs "$mnt" "$store" "$pipes"
+wait_for 10 test -L "$mnt/hang" || fail "hang is not registered (SIGTERM with handles)"
+cat "$s" >/dev/null || fail "reading hang's shard before the stop"
+"$py" -c '
+import os, sys, time
+d = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+os.listdir(d)
+f = os.open(sys.argv[2], os.O_RDONLY)
+os.read(f, 1)
+open(sys.argv[3], "w").close()
+time.sleep(60)' "$mnt/hang/" "$s" "$tmp/holding" &
+holder=$!
+wait_for 10 test -e "$tmp/holding" || fail "the holder did not open its handles"
+kill "$mpid"
+wait_for 10 gone_proc "$mpid" || fail "the daemon did not exit with handles open"
+wait "$mpid"
+rc=$?
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+[ "$rc" = 0 ] || fail "the daemon stopped with handles open exited $rc"
+pass "SIGTERM with a directory and a file held open: the daemon exits 0"
