@@ -375,6 +375,61 @@ static void test_guarded_path_swapped(void **state)
 	jt_assert_clean(t);
 }
 
+/* Jobs share the process's watch: two jobs guard the same input through
+ * the same symlink; the first ends before the symlink is re-pointed (it
+ * passes, and its end must not take the second's watch away), the second
+ * sees the change; nothing is left open once both ended. */
+static void test_guarded_watch_shared(void **state)
+{
+	struct jt *t = *state;
+	char v1[128], v2[128], link[128], link2[128], go[128], cmd[512];
+	snprintf(v1, sizeof(v1), "%s/v1", t->dir);
+	snprintf(v2, sizeof(v2), "%s/v2", t->dir);
+	snprintf(link, sizeof(link), "%s/in", t->dir);
+	snprintf(link2, sizeof(link2), "%s/in.new", t->dir);
+	snprintf(go, sizeof(go), "%s/go", t->dir);
+	assert_int_equal(mkdir(v1, 0755), 0);
+	assert_int_equal(mkdir(v2, 0755), 0);
+	assert_int_equal(symlink("v1", link), 0);
+	const char *p = jt_input(t, "in/a", "abc\n", 4);
+	snprintf(cmd, sizeof(cmd),
+		 "cat >/dev/null; while [ ! -e %s ]; do sleep 0.01; done; "
+		 "echo done",
+		 go);
+	jt_stage(t, 10, "sh", "-c", cmd, NULL);
+	struct mf_input_guard g;
+	guard_of(p, &g);
+	struct mf_job *a, *b;
+	struct mf_job_result ra, rb;
+	char *err = NULL, out[16];
+	assert_int_equal(
+	    mf_job_start_guarded(&t->spec, 0, "00ff", &g, 1, &a, &err), 0);
+	free(err);
+	err = NULL;
+	assert_int_equal(
+	    mf_job_start_guarded(&t->spec, 0, "00ff", &g, 1, &b, &err), 0);
+	free(err);
+	int fd = open(go, O_WRONLY | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(close(fd), 0);
+	while (mf_job_read(a, out, sizeof(out)) > 0)
+		;
+	(void)mf_job_finish(a, &ra);
+	assert_true(ra.ok);
+	assert_int_equal(symlink("v2", link2), 0);
+	assert_int_equal(rename(link2, link), 0);
+	assert_int_equal(symlink("v1", link2), 0);
+	assert_int_equal(rename(link2, link), 0);
+	while (mf_job_read(b, out, sizeof(out)) > 0)
+		;
+	(void)mf_job_finish(b, &rb);
+	assert_false(rb.ok);
+	assert_true(rb.input_changed);
+	assert_non_null(strstr(rb.error, "'in' in '"));
+	(void)unlink(go);
+	jt_assert_clean(t); /* the watch's descriptor went with the jobs */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -387,6 +442,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_guarded_by_path, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_guarded_path_swapped, jt_setup,
+					    jt_teardown),
+	    cmocka_unit_test_setup_teardown(test_guarded_watch_shared, jt_setup,
 					    jt_teardown),
 	    cmocka_unit_test_setup_teardown(test_two_files_through_the_feeder,
 					    jt_setup, jt_teardown),
