@@ -89,6 +89,37 @@ static uint64_t ord_permute(const uint64_t *keys, uint64_t n, uint64_t x)
 	return x;
 }
 
+/* ord_permute of x, x + 1, ... x + lanes - 1 (lanes <= ORD_LANES) into
+ * e: the Feistel rounds of the lanes interleaved, then each lane's cycle
+ * walk on its own (rare: the domain is less than 4n). */
+#define ORD_LANES 4
+static void ord_permute_lanes(const uint64_t *keys, uint64_t n, uint64_t x,
+			      size_t lanes, uint64_t *e)
+{
+	if (n < 2 || lanes < ORD_LANES) {
+		for (size_t l = 0; l < lanes; l++)
+			e[l] = ord_permute(keys, n, x + l);
+		return;
+	}
+	unsigned h = ord_half(n);
+	uint64_t mask = (1ULL << h) - 1, lo[ORD_LANES], hi[ORD_LANES];
+	for (size_t l = 0; l < ORD_LANES; l++) {
+		lo[l] = (x + l) >> h;
+		hi[l] = (x + l) & mask;
+	}
+	for (int i = 0; i < MF_ORDER_ROUNDS; i++)
+		for (size_t l = 0; l < ORD_LANES; l++) {
+			uint64_t t = lo[l] ^ (ord_mix(keys[i], hi[l]) & mask);
+			lo[l] = hi[l];
+			hi[l] = t;
+		}
+	for (size_t l = 0; l < ORD_LANES; l++) {
+		e[l] = (lo[l] << h) | hi[l];
+		while (e[l] >= n)
+			e[l] = ord_feistel_once(keys, h, e[l]);
+	}
+}
+
 static void ord_le64(uint8_t *b, uint64_t v)
 {
 	for (int i = 0; i < 8; i++)
@@ -436,13 +467,13 @@ static int ord_win_open(const struct mf_order *o, uint64_t i, struct ord_win *w)
 static void ord_win_element(const struct mf_order *o, const struct ord_win *w,
 			    uint64_t e, uint64_t *shard, uint64_t *record)
 {
-	uint64_t lo = 0, hi = w->g->n - 1; /* the first k with e < ends[k] */
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-		if (e < w->ends[mid])
-			hi = mid;
-		else
-			lo = mid + 1;
+	/* the first k with e < ends[k] (ends rise, the last is the count):
+	 * a search without branches on the data, which is random */
+	uint64_t lo = 0, len = w->g->n;
+	while (len > 1) {
+		uint64_t half = len / 2;
+		lo = w->ends[lo + half - 1] <= e ? lo + half : lo;
+		len -= half;
 	}
 	const struct ord_shard *s = &o->pos[w->g->first + lo];
 	uint64_t before = lo ? w->ends[lo - 1] : 0;
@@ -527,14 +558,22 @@ int mf_order_runs(const struct mf_order *o, uint64_t first, uint64_t count,
 			if (!full)
 				done += len;
 		}
-		for (uint64_t k = 0; o->p.shuffled && k < len; k++) {
-			uint64_t shard, record;
-			ord_win_at(o, &w, q + k, &shard, &record);
-			if (!ord_push(runs, cap, &n, shard, record)) {
-				full = true;
-				break;
+		for (uint64_t k = 0; o->p.shuffled && k < len && !full;) {
+			/* ORD_LANES places at a time: their permutations do
+			 * not depend on each other, and overlap */
+			uint64_t e[ORD_LANES];
+			size_t lanes =
+			    len - k < ORD_LANES ? (size_t)(len - k) : ORD_LANES;
+			ord_permute_lanes(w.keys, w.count, q + k, lanes, e);
+			for (size_t l = 0; l < lanes; l++, k++) {
+				uint64_t shard, record;
+				ord_win_element(o, &w, e[l], &shard, &record);
+				if (!ord_push(runs, cap, &n, shard, record)) {
+					full = true;
+					break;
+				}
+				done++;
 			}
-			done++;
 		}
 		free(w.ends);
 		if (full)

@@ -690,10 +690,70 @@ static void test_no_memory_then_again(void **state)
 	mf_order_free(full);
 }
 
+/* The order is a format (docs/format.md, user.matfs.order 1): a faster
+ * computation of it must give the same sequence. Two fixed orders, each
+ * as a hash of its whole sequence and its first places, taken from the
+ * straightforward computation before any was made faster. */
+#define GOLDEN_HASH_0 0x2c59c236e602a59bULL
+#define GOLDEN_HASH_1 0x457477d565c3fb6fULL
+#define GOLDEN_FIRST_0                                                         \
+	{                                                                      \
+		40, 3000402, 3000401, 3000140                                  \
+	}
+#define GOLDEN_FIRST_1                                                         \
+	{                                                                      \
+		4020213, 7439, 1014629, 11293                                  \
+	}
+static void test_golden_sequences(void **state)
+{
+	(void)state;
+	struct cfg c[2] = {
+	    {.nshards = 5,
+	     .window = 3000,
+	     .seed = 42,
+	     .epoch = 3,
+	     .size = 4,
+	     .shuffled = true,
+	     .counts = {1000, 1, 777, 4096, 0},
+	     .fp = 0xab},
+	    {.nshards = 16,
+	     .window = 64 << 20,
+	     .seed = 1,
+	     .epoch = 0,
+	     .size = 256,
+	     .shuffled = true,
+	     .counts = {65536, 65536, 65536, 65536, 65536, 65536, 65536, 65536,
+			65536, 65536, 65536, 65536, 65536, 65536, 65536, 65537,
+			0},
+	     .fp = 0x5a},
+	};
+	const uint64_t want_hash[2] = {GOLDEN_HASH_0, GOLDEN_HASH_1};
+	const uint64_t want_first[2][4] = {GOLDEN_FIRST_0, GOLDEN_FIRST_1};
+	uint64_t got_hash[2], got_first[2][4];
+	for (int i = 0; i < 2; i++) {
+		struct mf_order *o = make(&c[i], true);
+		uint64_t n = total_of(&c[i]);
+		uint64_t *seq = sequence(o, n, 1000);
+		uint64_t h = 1469598103934665603ULL;
+		for (uint64_t k = 0; k < n; k++)
+			h = (h ^ seq[k]) * 1099511628211ULL;
+		got_hash[i] = h;
+		memcpy(got_first[i], seq, sizeof(got_first[i]));
+		free(seq);
+		mf_order_free(o);
+	}
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(got_hash[i], want_hash[i]);
+		for (int k = 0; k < 4; k++)
+			assert_int_equal(got_first[i][k], want_first[i][k]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_every_record_once),
+	    cmocka_unit_test(test_golden_sequences),
 	    cmocka_unit_test(test_views_slice_one_sequence),
 	    cmocka_unit_test(test_epoch_seed_fingerprint),
 	    cmocka_unit_test(test_batches_mix_shards),
