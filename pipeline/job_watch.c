@@ -12,11 +12,15 @@
  * added beside an input) do not.
  *
  * One inotify instance serves the process while any job watches (a user
- * has 128 by default, a job would use one each): the watches of every running job, a table
- * from (watch, name) to the jobs that walked it, and a reference count
- * per watch. Whoever drains the queue (each job's poll loop, and each
- * job at its check) hands every event to the jobs it concerns, under one
- * lock. A lost event (the queue overflowed) fails every watching job.
+ * has 128 by default, a job would use one each): the watches of every
+ * running job, a table from (watch, name) to the jobs that walked it,
+ * and a reference count per watch. Whoever drains the queue (each job's
+ * poll loop, and each job at its check) hands every event to the jobs it
+ * concerns, under one lock. A lost event (the queue overflowed) fails
+ * every watching job. The walk itself runs without the lock (a path on a
+ * hung filesystem holds up its own job only): an entry is looked at
+ * again after it is in the table, so an event before then changes
+ * nothing the walk goes on from.
  *
  * Not for: the input files' own bytes (the feeder and the identity
  * check in job_finish.c guard those) or the spec's dependencies
@@ -63,6 +67,7 @@ static struct watch_ref *refs;
 static size_t n_refs, cap_refs;
 static size_t n_watching; /* jobs between start and end: the descriptor
 			     is closed when none is left */
+static uint64_t rm_count; /* watches given back so far */
 
 static size_t bucket_of(int wd, const char *name)
 {
@@ -154,30 +159,26 @@ int job_watch_fd(void)
 	return __atomic_load_n(&ino_fd, __ATOMIC_ACQUIRE);
 }
 
-/* Under lock: watches dir for name on behalf of w. -errno. */
-static int add_entry(struct job_watch *w, const char *dir, const char *name)
+/* Under lock: enters (wd, name) for w, wd being a live watch on dir.
+ * -ENOMEM. */
+static int enter_locked(struct job_watch *w, int wd, const char *dir,
+			const char *name)
 {
-	int wd = inotify_add_watch(ino_fd, dir, WATCH_MASK);
-	if (wd < 0 && (errno == EACCES || errno == EPERM))
-		return 0; /* a folder this process may not list: one it
-			     cannot write in either, as a rule */
-	if (wd < 0)
-		return -errno;
 	struct watch_ref *r = ref_of(wd);
 	if (!r) {
 		if (n_refs == cap_refs) {
 			size_t cap = cap_refs ? 2 * cap_refs : 16;
 			struct watch_ref *v = realloc(refs, cap * sizeof *v);
 			if (!v)
-				goto no_mem;
+				return -ENOMEM;
 			refs = v;
 			cap_refs = cap;
 		}
-		r = &refs[n_refs];
-		*r = (struct watch_ref){.wd = wd, .dir = strdup(dir)};
-		if (!r->dir)
-			goto no_mem;
-		n_refs++;
+		char *copy = strdup(dir);
+		if (!copy)
+			return -ENOMEM;
+		r = &refs[n_refs++];
+		*r = (struct watch_ref){.wd = wd, .dir = copy};
 	}
 	size_t b = bucket_of(wd, name);
 	for (struct watch_entry *o = buckets[b]; o; o = o->next)
@@ -186,8 +187,12 @@ static int add_entry(struct job_watch *w, const char *dir, const char *name)
 	size_t len = strlen(name);
 	struct watch_entry *e = malloc(sizeof *e + len + 1);
 	if (!e) {
-		if (r->n == 0)
-			goto no_mem_ref;
+		if (r->n == 0) { /* no one's: not kept */
+			(void)inotify_rm_watch(ino_fd, wd);
+			free(r->dir);
+			*r = refs[--n_refs];
+			rm_count++;
+		}
 		return -ENOMEM;
 	}
 	e->owner = w;
@@ -198,12 +203,36 @@ static int add_entry(struct job_watch *w, const char *dir, const char *name)
 	r->n++;
 	w->n_entries++;
 	return 0;
-no_mem_ref:
-	free(r->dir);
-	*r = refs[--n_refs];
-no_mem:
-	(void)inotify_rm_watch(ino_fd, wd);
-	return -ENOMEM;
+}
+
+/*
+ * Watches dir for name on behalf of w. The watch is added without the
+ * lock (a folder on a hung filesystem holds this job only, not every
+ * job's start and end); the lock is taken to enter it. A watch given
+ * back meanwhile by the last other job using it (rm_count moved, and the
+ * table does not hold it) may be dead: it is added again. -errno.
+ */
+static int add_entry(struct job_watch *w, const char *dir, const char *name)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		pthread_mutex_lock(&lock);
+		uint64_t seen = rm_count;
+		pthread_mutex_unlock(&lock);
+		int wd = inotify_add_watch(ino_fd, dir, WATCH_MASK);
+		if (wd < 0 && (errno == EACCES || errno == EPERM))
+			return 0; /* a folder this process may not list: one
+				     it cannot write in either, as a rule */
+		if (wd < 0)
+			return -errno;
+		pthread_mutex_lock(&lock);
+		int rc = -EAGAIN;
+		if (ref_of(wd) || rm_count == seen)
+			rc = enter_locked(w, wd, dir, name);
+		pthread_mutex_unlock(&lock);
+		if (rc != -EAGAIN)
+			return rc;
+	}
+	return -EAGAIN;
 }
 
 /* Under lock: every entry of w given back, and watches no one uses. */
@@ -225,6 +254,7 @@ static void remove_entries(struct job_watch *w)
 				(void)inotify_rm_watch(ino_fd, r->wd);
 				free(r->dir);
 				*r = refs[--n_refs];
+				rm_count++;
 			}
 			free(e);
 		}
@@ -233,7 +263,7 @@ static void remove_entries(struct job_watch *w)
 }
 
 /*
- * Under lock: the walk of path as the kernel resolves it, from "/", each
+ * The walk of path as the kernel resolves it, from "/", each
  * folder watched for the component looked up in it; symlinks followed
  * (WATCH_HOPS at most). A component that is missing ends the walk: the
  * identity check fails such an input already. -errno.
@@ -330,14 +360,35 @@ int job_watch_start(struct job_watch *w, char *const *paths, size_t n,
 		else
 			__atomic_store_n(&ino_fd, fd, __ATOMIC_RELEASE);
 	}
+	bool held = rc == 0;
+	if (held)
+		n_watching++; /* the descriptor stays while this job walks */
+	pthread_mutex_unlock(&lock);
 	for (; rc == 0 && k < n; k++)
 		rc = walk(w, paths[k]);
-	if (rc < 0)
+	/* a path that cannot be walked as it is now (a folder on it turned
+	 * into a symlink meanwhile, a loop): a change; the attempt goes
+	 * again */
+	if (held && rc < 0 && rc != -ENOSPC && rc != -ENOMEM && rc != -EMFILE &&
+	    rc != -ENFILE && rc != -EAGAIN) {
+		pthread_mutex_lock(&lock);
+		if (!w->changed) {
+			w->changed = true;
+			snprintf(w->what, sizeof w->what,
+				 "the path of '%s' (%s)", paths[k - 1],
+				 job_strerror(-rc));
+		}
+		pthread_mutex_unlock(&lock);
+		rc = 0;
+	}
+	if (rc < 0) {
+		pthread_mutex_lock(&lock);
 		remove_entries(w);
-	else
-		n_watching++;
-	close_unused();
-	pthread_mutex_unlock(&lock);
+		if (held)
+			n_watching--;
+		close_unused();
+		pthread_mutex_unlock(&lock);
+	}
 	if (rc < 0 && err &&
 	    asprintf(err,
 		     "cannot watch the path of input '%s' while its stages "
