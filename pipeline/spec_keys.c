@@ -132,6 +132,10 @@ int spec_parse_name(struct spec_ctx *c, const yaml_node_t *v, void *arg)
 				 MF_NAME_MAX);
 	if (!strcmp(s, ".") || !strcmp(s, ".."))
 		return spec_fail(c, v, "'name': must not be '.' or '..'");
+	/* matctl, and every other command given the name, would read it as
+	 * an option */
+	if (s[0] == '-')
+		return spec_fail(c, v, "'name': must not begin with '-'");
 	/* the mount root and matctl take 64 hex digits for a fingerprint:
 	 * a name like one would stand for another pipeline's snapshot */
 	if (len == MF_FP_HEX_LEN && strspn(s, "0123456789abcdefABCDEF") == len)

@@ -531,6 +531,7 @@ static void test_bad_name(void **state)
 	    want);
 	expect("name: ..\n", "a.yaml:1:7: 'name': must not be '.' or '..'");
 	expect("name: .\n", "a.yaml:1:7: 'name': must not be '.' or '..'");
+	expect("name: -x\n", "a.yaml:1:7: 'name': must not begin with '-'");
 	/* 64 hex digits of either case read as a fingerprint */
 	expect(
 	    "name: "
