@@ -276,6 +276,34 @@ static void swap_in(const char *from, const char *to)
 	assert_int_equal(rename(from, to), 0);
 }
 
+/* A spec folder with two folders v1 and v2 and a symlink in -> v1, and
+ * the input in/a ("abc\n"): paths for the tests that swap them. */
+struct swap_paths {
+	char v1[128], v2[128], v1old[128], link[128], link2[128], go[128];
+	const char *input;
+};
+
+static void swap_setup(struct jt *t, struct swap_paths *sp)
+{
+	snprintf(sp->v1, sizeof(sp->v1), "%s/v1", t->dir);
+	snprintf(sp->v2, sizeof(sp->v2), "%s/v2", t->dir);
+	snprintf(sp->v1old, sizeof(sp->v1old), "%s/v1.old", t->dir);
+	snprintf(sp->link, sizeof(sp->link), "%s/in", t->dir);
+	snprintf(sp->link2, sizeof(sp->link2), "%s/in.new", t->dir);
+	snprintf(sp->go, sizeof(sp->go), "%s/go", t->dir);
+	assert_int_equal(mkdir(sp->v1, 0755), 0);
+	assert_int_equal(mkdir(sp->v2, 0755), 0);
+	assert_int_equal(symlink("v1", sp->link), 0);
+	sp->input = jt_input(t, "in/a", "abc\n", 4);
+}
+
+/* Re-points in at target in one step (a new link renamed over it). */
+static void repoint(const struct swap_paths *sp, const char *target)
+{
+	assert_int_equal(symlink(target, sp->link2), 0);
+	assert_int_equal(rename(sp->link2, sp->link), 0);
+}
+
 /* A stage that reads its input by a path through a symlink and a folder:
  * the symlink re-pointed, or the folder swapped, while the stages ran,
  * and set back before the check, fails the job with input_changed,
@@ -283,18 +311,11 @@ static void swap_in(const char *from, const char *to)
 static void test_guarded_path_swapped(void **state)
 {
 	struct jt *t = *state;
-	char v1[128], v2[128], v1old[128], link[128], link2[128], go[128];
+	struct swap_paths sp;
+	swap_setup(t, &sp);
+	const char *v1 = sp.v1, *v2 = sp.v2, *v1old = sp.v1old, *go = sp.go;
+	const char *p = sp.input;
 	char cmd[512], out[64], want[512];
-	snprintf(v1, sizeof(v1), "%s/v1", t->dir);
-	snprintf(v2, sizeof(v2), "%s/v2", t->dir);
-	snprintf(v1old, sizeof(v1old), "%s/v1.old", t->dir);
-	snprintf(link, sizeof(link), "%s/in", t->dir);
-	snprintf(link2, sizeof(link2), "%s/in.new", t->dir);
-	snprintf(go, sizeof(go), "%s/go", t->dir);
-	assert_int_equal(mkdir(v1, 0755), 0);
-	assert_int_equal(mkdir(v2, 0755), 0);
-	assert_int_equal(symlink("v1", link), 0);
-	const char *p = jt_input(t, "in/a", "abc\n", 4);
 	char other[160];
 	snprintf(other, sizeof(other), "%s/a", v2);
 	int fd = open(other, O_WRONLY | O_CREAT, 0644);
@@ -334,8 +355,7 @@ static void test_guarded_path_swapped(void **state)
 			assert_int_equal(close(fd), 0);
 			assert_int_equal(unlink(beside), 0);
 		} else if (how == 1) { /* the symlink to v2 */
-			assert_int_equal(symlink("v2", link2), 0);
-			swap_in(link2, link);
+			repoint(&sp, "v2");
 		} else { /* v2 where v1 was */
 			swap_in(v1, v1old);
 			swap_in(v2, v1);
@@ -350,8 +370,7 @@ static void test_guarded_path_swapped(void **state)
 			len += (size_t)k;
 		out[len] = '\0';
 		if (how == 1) { /* set back */
-			assert_int_equal(symlink("v1", link2), 0);
-			swap_in(link2, link);
+			repoint(&sp, "v1");
 		} else if (how == 2) {
 			swap_in(v1, v2);
 			swap_in(v1old, v1);
@@ -383,16 +402,10 @@ static void test_guarded_path_swapped(void **state)
 static void test_guarded_watch_shared(void **state)
 {
 	struct jt *t = *state;
-	char v1[128], v2[128], link[128], link2[128], go[128], cmd[512];
-	snprintf(v1, sizeof(v1), "%s/v1", t->dir);
-	snprintf(v2, sizeof(v2), "%s/v2", t->dir);
-	snprintf(link, sizeof(link), "%s/in", t->dir);
-	snprintf(link2, sizeof(link2), "%s/in.new", t->dir);
-	snprintf(go, sizeof(go), "%s/go", t->dir);
-	assert_int_equal(mkdir(v1, 0755), 0);
-	assert_int_equal(mkdir(v2, 0755), 0);
-	assert_int_equal(symlink("v1", link), 0);
-	const char *p = jt_input(t, "in/a", "abc\n", 4);
+	struct swap_paths sp;
+	swap_setup(t, &sp);
+	const char *go = sp.go, *p = sp.input;
+	char cmd[512];
 	snprintf(cmd, sizeof(cmd),
 		 "cat >/dev/null; while [ ! -e %s ]; do sleep 0.01; done; "
 		 "echo done",
@@ -417,10 +430,8 @@ static void test_guarded_watch_shared(void **state)
 		;
 	(void)mf_job_finish(a, &ra);
 	assert_true(ra.ok);
-	assert_int_equal(symlink("v2", link2), 0);
-	assert_int_equal(rename(link2, link), 0);
-	assert_int_equal(symlink("v1", link2), 0);
-	assert_int_equal(rename(link2, link), 0);
+	repoint(&sp, "v2");
+	repoint(&sp, "v1");
 	while (mf_job_read(b, out, sizeof(out)) > 0)
 		;
 	(void)mf_job_finish(b, &rb);
