@@ -207,6 +207,24 @@ static void test_guarded_input(void **state)
 	jt_assert_clean(t);
 }
 
+/* Creates an empty file at path (a stage waits for it). */
+static void touch_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(close(fd), 0);
+}
+
+/* All of j's output into out (cap bytes, NUL-terminated). */
+static void read_out(struct mf_job *j, char *out, size_t cap)
+{
+	size_t len = 0;
+	ssize_t k;
+	while ((k = mf_job_read(j, out + len, cap - 1 - len)) > 0)
+		len += (size_t)k;
+	out[len] = '\0';
+}
+
 /* A stage may read an input by its path (MATFS_INPUTS_FILE), after the
  * feeder found it as checked: an input changed while the stages ran, its
  * bytes set back or not and its times set back, fails the job with
@@ -244,15 +262,8 @@ static void test_guarded_by_path(void **state)
 			struct timespec ts[2] = {st.st_atim, st.st_mtim};
 			assert_int_equal(utimensat(AT_FDCWD, p, ts, 0), 0);
 		}
-		int fd = open(go, O_WRONLY | O_CREAT, 0600);
-		assert_true(fd >= 0);
-		assert_int_equal(close(fd), 0);
-		size_t len = 0;
-		ssize_t k;
-		while ((k = mf_job_read(j, out + len, sizeof(out) - 1 - len)) >
-		       0)
-			len += (size_t)k;
-		out[len] = '\0';
+		touch_file(go);
+		read_out(j, out, sizeof(out));
 		(void)mf_job_finish(j, &res);
 		if (!changed) {
 			assert_true(res.ok);
@@ -360,15 +371,8 @@ static void test_guarded_path_swapped(void **state)
 			swap_in(v1, v1old);
 			swap_in(v2, v1);
 		}
-		fd = open(go, O_WRONLY | O_CREAT, 0600);
-		assert_true(fd >= 0);
-		assert_int_equal(close(fd), 0);
-		size_t len = 0;
-		ssize_t k;
-		while ((k = mf_job_read(j, out + len, sizeof(out) - 1 - len)) >
-		       0)
-			len += (size_t)k;
-		out[len] = '\0';
+		touch_file(go);
+		read_out(j, out, sizeof(out));
 		if (how == 1) { /* set back */
 			repoint(&sp, "v1");
 		} else if (how == 2) {
@@ -423,9 +427,7 @@ static void test_guarded_watch_shared(void **state)
 	assert_int_equal(
 	    mf_job_start_guarded(&t->spec, 0, "00ff", &g, 1, &b, &err), 0);
 	free(err);
-	int fd = open(go, O_WRONLY | O_CREAT, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(close(fd), 0);
+	touch_file(go);
 	while (mf_job_read(a, out, sizeof(out)) > 0)
 		;
 	(void)mf_job_finish(a, &ra);
