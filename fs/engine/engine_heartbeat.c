@@ -91,6 +91,15 @@ static void runs_end_idle(struct mf_engine *e)
 	free(ids);
 }
 
+void eng_holds_stale(struct mf_engine *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->holds_stale = true;
+	if (e->hb_started)
+		pthread_cond_signal(&e->hb_cv);
+	pthread_mutex_unlock(&e->lock);
+}
+
 static void *heartbeat_main(void *arg)
 {
 	struct mf_engine *e = arg;

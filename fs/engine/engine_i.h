@@ -475,6 +475,9 @@ void eng_sleep_ns(uint64_t ns);
 /* The heartbeat thread (engine_heartbeat.c): started by mf_engine_open,
  * stopped (joined) by mf_engine_close before its holds are released. */
 int eng_heartbeat_start(struct mf_engine *e);
+/* This engine's holds are to be put back at once (a new catalog): the
+ * heartbeat thread does it (eng_holds_refresh). Takes e->lock. */
+void eng_holds_stale(struct mf_engine *e);
 void eng_heartbeat_stop(struct mf_engine *e);
 /* This process's run for fp, found or made under e->lock, into *me; in
  * use until eng_run_unuse (engine_run_registry.c). */

@@ -43,6 +43,7 @@ const char *mf_engine_catalog_shown(const char *location)
 
 int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out)
 {
+	bool moved = false;
 	for (;;) {
 		struct mf_catalog *c = NULL;
 		pthread_mutex_lock(&e->lock);
@@ -58,8 +59,15 @@ int eng_catalog_get(struct mf_engine *e, struct mf_catalog **out)
 			return 0;
 		}
 		mf_catalog_close(c);
+		moved = true;
 	}
-	return mf_engine_catalog_open(e, out);
+	int rc = mf_engine_catalog_open(e, out);
+	/* a new catalog, whoever indexed it (matctl gc may have): it holds
+	 * none of this engine's holds, which keep the registered specs'
+	 * rows (and names) from another process's expiry */
+	if (rc == 0 && moved)
+		eng_holds_stale(e);
+	return rc;
 }
 
 void eng_catalog_put(struct mf_engine *e, struct mf_catalog *c)

@@ -592,13 +592,8 @@ int eng_catalog_ready(struct mf_engine *e, struct mf_catalog *c)
 		rc = eng_index(e->store, c, NULL, e->opts.indexed,
 			       e->opts.indexed_arg, NULL);
 	pthread_mutex_unlock(&e->index_lock);
-	if (rc == 0 && !indexed) { /* the registered specs' rows and holds */
-		pthread_mutex_lock(&e->lock);
-		e->holds_stale = true;
-		if (e->hb_started)
-			pthread_cond_signal(&e->hb_cv);
-		pthread_mutex_unlock(&e->lock);
-	}
+	if (rc == 0 && !indexed) /* the registered specs' rows and holds */
+		eng_holds_stale(e);
 	return rc;
 }
 

@@ -8,7 +8,10 @@
 # ls and stat make a new one: every shard still reads its exact bytes
 # through the mount (never 0 bytes), with its state and size right, and
 # what matctl then does in the new catalog (rm, warm) is what the mount
-# serves; with the store's files gone too, every shard is computed again.
+# serves; with the store's files gone too, every shard is computed again;
+# (4) a new catalog made by matctl gc while mounted: the daemon holds its
+# registered snapshot there as soon as it uses it, so matctl expire keeps
+# the row and matctl still resolves the name.
 . "$MF_SOURCE_ROOT/tests/mount/lib.sh"
 
 store=$tmp/store pipes=$tmp/p mnt=$tmp/mnt
@@ -112,5 +115,27 @@ for k in 0 1 2; do cmp "$mnt/lc/shard-0000$k.bin" "$tmp/want$k" || fail "read $k
 wait_for 20 all_committed || fail "after recomputing: not all committed"
 all_served "after recomputing"
 pass "shards whose files went with the catalog are computed again, never served empty"
+
+# (4) a new catalog that matctl indexed (gc), not the daemon: the daemon
+# holds its registered snapshot there too once it uses it, so an expiry
+# by matctl keeps the row and its name (before, the hold came back only
+# at the next 60 s refresh, and the name was gone meanwhile)
+rm -f "$store"/catalog.db*
+m gc >/dev/null || fail "matctl gc on a lost catalog"
+cat "$mnt/lc/shard-00000.bin" >/dev/null || fail "read after gc"
+held() {
+  "$py" -c 'import sqlite3, sys
+c = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True)
+sys.exit(0 if c.execute("SELECT COUNT(*) FROM holds").fetchone()[0] else 1)' "$store/catalog.db" 2>/dev/null
+}
+# at once: the daemon's first use of the new catalog puts its holds
+# back (before, they came back only later, after 3 s in every run, and an
+# expiry meanwhile took the row and the name)
+wait_for 3 held || fail "the daemon does not hold lc in the catalog matctl made"
+m expire --older-than 0s >"$tmp/expire.out" 2>&1 || fail "matctl expire: $(cat "$tmp/expire.out")"
+m stat lc >"$tmp/stat4.out" 2>&1 || fail "matctl stat lc after the expiry: $(cat "$tmp/stat4.out")"
+m rm lc >"$tmp/rm4.out" 2>&1 || fail "matctl rm lc after the expiry: $(cat "$tmp/rm4.out")"
+[ -L "$mnt/lc" ] || fail "the mount lost lc"
+pass "a catalog matctl made while mounted: the daemon holds its snapshot there, an expiry keeps its name"
 umount_fs "$mnt" "$mpid"
 echo "all lost-catalog tests passed"
