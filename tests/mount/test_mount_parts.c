@@ -832,6 +832,28 @@ static int started(struct gate *g, int n)
 	return got;
 }
 
+/* Lets the gated jobs end. */
+static void gate_open(struct gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->open = true;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Waits up to 2 s for n jobs to have ended. */
+static void ended(struct gate *g, int n)
+{
+	for (int i = 0; i < 400; i++) {
+		pthread_mutex_lock(&g->lock);
+		bool done = g->n_ended >= n;
+		pthread_mutex_unlock(&g->lock);
+		if (done)
+			return;
+		usleep(5000);
+	}
+}
+
 /* The reserve: with two threads and one kept, a key alone gets both; once
  * two keys were queued within the window, key 1's slow jobs hold one
  * thread only, and key 2's job runs on the other at once, not after them. */
@@ -852,18 +874,8 @@ static void test_pool_reserve(void **state)
 	assert_int_equal(mfs_pool_submit_keyed(p, 1, gated_job, &a[1], NULL),
 			 0);
 	assert_int_equal(started(&g, 2), 2);
-	pthread_mutex_lock(&g.lock);
-	g.open = true;
-	pthread_cond_broadcast(&g.cond);
-	pthread_mutex_unlock(&g.lock);
-	for (int i = 0; i < 400; i++) {
-		pthread_mutex_lock(&g.lock);
-		bool done = g.n_ended == 2;
-		pthread_mutex_unlock(&g.lock);
-		if (done)
-			break;
-		usleep(5000);
-	}
+	gate_open(&g);
+	ended(&g, 2);
 	/* key 2 came: key 1's three slow jobs get one thread */
 	pthread_mutex_lock(&g.lock);
 	g.open = false;
@@ -872,18 +884,8 @@ static void test_pool_reserve(void **state)
 	assert_int_equal(mfs_pool_submit_keyed(p, 2, gated_job, &a[2], NULL),
 			 0);
 	assert_int_equal(started(&g, 1), 1);
-	pthread_mutex_lock(&g.lock);
-	g.open = true; /* key 2's ends */
-	pthread_cond_broadcast(&g.cond);
-	pthread_mutex_unlock(&g.lock);
-	for (int i = 0; i < 400; i++) {
-		pthread_mutex_lock(&g.lock);
-		bool done = g.n_ended == 3;
-		pthread_mutex_unlock(&g.lock);
-		if (done)
-			break;
-		usleep(5000);
-	}
+	gate_open(&g); /* key 2's ends */
+	ended(&g, 3);
 	pthread_mutex_lock(&g.lock);
 	assert_int_equal(g.n_ended, 3);
 	g.open = false;
@@ -900,9 +902,8 @@ static void test_pool_reserve(void **state)
 	pthread_mutex_lock(&g.lock);
 	assert_int_equal(g.started[0], 3);
 	assert_int_equal(g.started[1], 6);
-	g.open = true;
-	pthread_cond_broadcast(&g.cond);
 	pthread_mutex_unlock(&g.lock);
+	gate_open(&g);
 	assert_int_equal(started(&g, 4), 4); /* the rest, once let go */
 	assert_int_equal(mfs_pool_stop(p, 5000), 0);
 	assert_int_equal(g.n_ended, 7);
