@@ -61,6 +61,11 @@
  * turn (a plan costs about 0.2 us a record: a big one would hold a FUSE
  * thread), and not planned ahead (its memory is no reader's). */
 #define INLINE_MAX 16384
+/* A batch planned ahead of at most this many bytes is also assembled
+ * ahead (its bytes copied out of their chunks on the read-ahead thread),
+ * within ASSEMBLED_MAX bytes of such batches in all. */
+#define ASSEMBLE_MAX ((uint64_t)8 << 20)
+#define ASSEMBLED_MAX ((uint64_t)32 << 20)
 #define MAX_PIECES                                                             \
 	1000 /* iovecs of a reply (IOV_MAX less libfuse's
 			  * header); more are copied into one */
@@ -106,6 +111,7 @@ struct mfs_btab {
 	pthread_cond_t ahead_done; /* an ahead slot was filled or let go */
 	struct win_seen wins[WIN_SLOTS]; /* windows read ahead lately */
 	size_t wins_at; /* the next one replaced */
+	uint64_t assembled; /* bytes of handles' flat copies (fh->flat) */
 	/* what the kernel may hold in the pages of a batch inode: the
 	 * computations of the open that last let it keep them (an inode not
 	 * here: unknown, its pages dropped at the next open) */
@@ -135,6 +141,9 @@ struct mfs_bfh {
 	struct bseg *segs;
 	size_t ndatas;
 	struct mfs_data **datas; /* references */
+	/* its bytes, assembled ahead (fh_assemble), or NULL: its reads then
+	 * copy nothing out of the chunk cache */
+	uint8_t *flat;
 };
 
 static void fh_free(struct mfs *m, struct mfs_bfh *fh);
@@ -365,6 +374,13 @@ static void fh_free(struct mfs *m, struct mfs_bfh *fh)
 		mfs_data_put(m, fh->datas[i]);
 	free(fh->datas);
 	free(fh->segs);
+	if (fh->flat) {
+		struct mfs_btab *t = m->btab;
+		free(fh->flat);
+		pthread_mutex_lock(&t->lock);
+		t->assembled -= fh->size;
+		pthread_mutex_unlock(&t->lock);
+	}
 	if (fh->counted) {
 		mfs_user_give_batch(m, fh->uid, fh->units, fh->plan_bytes);
 		mfs_user_give(m, fh->uid, MFS_HANDLE_SHARD);
@@ -481,7 +497,7 @@ static void prefetch(struct mfs *m, const struct mfs_bfh *fh)
 		for (; c <= end && sent < PREFETCH_MAX; c++) {
 			if (s->d == last && c == last_chunk)
 				continue;
-			mfs_ra_submit(m, s->d, c);
+			mfs_ra_submit(m, s->d, c, true);
 			last = s->d;
 			last_chunk = c;
 			sent++;
@@ -490,6 +506,7 @@ static void prefetch(struct mfs *m, const struct mfs_bfh *fh)
 }
 
 static void ahead_plan(struct bopen *o);
+static void fh_assemble(struct mfs *m, struct mfs_bfh *fh);
 
 /* Which computations fh's bytes are: its shards' (sorted by shard) and
  * their generations, and its size. */
@@ -689,7 +706,7 @@ static void win_run(void *arg, bool cancelled)
 			uint32_t c, end;
 			seg_chunks(s, &c, &end);
 			for (; c <= end && room >= cs; c++, room -= cs)
-				mfs_ra_submit_to(m, m->win_pool, s->d, c);
+				mfs_ra_submit_to(m, m->win_pool, s->d, c, true);
 		}
 	}
 	if (cur)
@@ -750,6 +767,7 @@ struct ahead_job {
 	char fp[MF_FP_HEX_LEN + 1];
 	struct mf_engine_batch_view v;
 	uint64_t k;
+	uint64_t behind; /* batches from the open that asked for it to k */
 	int64_t created;
 };
 
@@ -769,9 +787,16 @@ static void ahead_run(void *arg, bool cancelled)
 		struct mf_engine_batch_plan p = {0};
 		char *err = NULL;
 		if (plan(o, &p, &err) == 0 && fh_make(o, &p, &fh) == 0) {
-			win_ahead(m, j->fp, &j->v, p.global, j->created);
+			/* the window after the reader's, once it is in it:
+			 * the one after the planned batch's would have three
+			 * windows' chunks held at a window's end */
+			uint64_t back = j->behind * j->v.world;
+			if (p.global >= back)
+				win_ahead(m, j->fp, &j->v, p.global - back,
+					  j->created);
 			if (fh->ndatas <= AHEAD_DATAS_MAX) {
 				prefetch(m, fh); /* its chunks load */
+				fh_assemble(m, fh);
 			} else { /* the open plans it itself */
 				fh_free(m, fh);
 				fh = NULL;
@@ -825,7 +850,7 @@ static void ahead_one(struct bopen *o, uint64_t k)
 	struct ahead_job *j = malloc(sizeof(*j));
 	if (!j)
 		return;
-	*j = (struct ahead_job){m, "", o->v, k, o->created};
+	*j = (struct ahead_job){m, "", o->v, k, k - o->k, o->created};
 	memcpy(j->fp, o->fp, sizeof(j->fp));
 	struct mfs_bfh *old = NULL;
 	size_t at = 0;
@@ -1130,6 +1155,7 @@ void mfs_batch_fhs_release(struct mfs *m)
 #define MEMO 64 /* a power of 2 */
 struct pieces {
 	size_t n, cap, nref, refcap;
+	bool mapped; /* a piece is in a file mapping (mfs_chunk.mapped) */
 	struct iovec *iov;
 	void **ref;
 	size_t *served; /* bytes of ref[i]'s chunk in the reply */
@@ -1195,8 +1221,10 @@ static int seg_pieces(struct mfs *m, const struct bseg *s, uint64_t off,
 		if (p->memo[i].d == d && p->memo[i].chunk == c) {
 			ch = p->memo[i].ch; /* held by an earlier piece */
 		} else {
-			if ((rc = mfs_cache_read(m->cache, d, c, &ch, &ref)))
+			if ((rc = mfs_cache_read(m->cache, d, c, true, &ch,
+						 &ref)))
 				return rc;
+			p->mapped |= ch.mapped;
 			p->memo[i].d = d;
 			p->memo[i].chunk = c;
 			p->memo[i].ch = ch;
@@ -1301,16 +1329,86 @@ static int gather(struct mfs *m, const struct mfs_bfh *fh, uint64_t pos,
 	return rc;
 }
 
-/* Gives back the chunks p borrowed (served: its bytes went out). */
-static void pieces_release(struct mfs *m, struct pieces *p, bool served)
+/* p's pieces copied into one buffer, out of file mappings that may fail
+ * (mf_map_guard). */
+struct flatten {
+	const struct pieces *p;
+	uint8_t *dst;
+};
+
+static int flatten_run(void *arg)
+{
+	struct flatten *f = arg;
+	size_t at = 0;
+	for (size_t i = 0; i < f->p->n; i++) {
+		memcpy(f->dst + at, f->p->iov[i].iov_base,
+		       f->p->iov[i].iov_len);
+		at += f->p->iov[i].iov_len;
+	}
+	return 0;
+}
+
+/* Copies p's pieces to dst: 0, or -EIO when a mapping failed. */
+static int flatten(const struct pieces *p, uint8_t *dst)
+{
+	struct flatten f = {p, dst};
+	return p->mapped ? mf_map_guard(flatten_run, &f) : flatten_run(&f);
+}
+
+/* Gives back the chunks p borrowed (rc 0: its bytes went out; -EIO from
+ * flatten: a mapping faulted, and which one is not known, so all go). */
+static void pieces_release(struct mfs *m, struct pieces *p, int rc)
 {
 	/* an epoch reads each record once: chunks all read are let go */
 	for (size_t i = 0; i < p->nref; i++)
-		mfs_cache_unref_served(m->cache, p->ref[i],
-				       served ? p->served[i] : 0);
+		if (rc == -EIO && p->mapped)
+			mfs_cache_unref_failed(m->cache, p->ref[i]);
+		else
+			mfs_cache_unref_served(m->cache, p->ref[i],
+					       rc == 0 ? p->served[i] : 0);
 	free(p->iov);
 	free(p->ref);
 	free(p->served);
+}
+
+/*
+ * Copies fh's bytes out of their chunks into fh->flat, on the read-ahead
+ * thread that planned it ahead: its reader's reads then cost the reply
+ * alone, the copy of many small records having been made while the
+ * reader read the batches before. Its chunks count those bytes as served
+ * (an epoch reads each record once). Left undone, with nothing kept, for
+ * a batch past ASSEMBLE_MAX, past the room left (at most ASSEMBLED_MAX,
+ * and an eighth of the chunk cache, for all handles), or when a chunk
+ * fails: its reads then gather it, and report that chunk.
+ */
+static void fh_assemble(struct mfs *m, struct mfs_bfh *fh)
+{
+	struct mfs_btab *t = m->btab;
+	uint64_t cap = m->o.cache_bytes / 8;
+	if (cap > ASSEMBLED_MAX)
+		cap = ASSEMBLED_MAX;
+	if (fh->size == 0 || fh->size > ASSEMBLE_MAX)
+		return;
+	pthread_mutex_lock(&t->lock);
+	bool room = t->assembled + fh->size <= cap;
+	if (room)
+		t->assembled += fh->size;
+	pthread_mutex_unlock(&t->lock);
+	if (!room)
+		return;
+	struct pieces p = {0};
+	const struct bseg *bad = NULL;
+	uint8_t *buf = malloc((size_t)fh->size);
+	int rc = buf ? gather(m, fh, 0, (size_t)fh->size, &p, &bad) : -ENOMEM;
+	if (rc == 0 && (rc = flatten(&p, buf)) == 0) {
+		fh->flat = buf;
+	} else {
+		free(buf);
+		pthread_mutex_lock(&t->lock);
+		t->assembled -= fh->size;
+		pthread_mutex_unlock(&t->lock);
+	}
+	pieces_release(m, &p, rc);
 }
 
 void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
@@ -1325,31 +1423,40 @@ void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
 	uint64_t pos = (uint64_t)off;
 	if (size > fh->size - pos)
 		size = (size_t)(fh->size - pos);
+	if (fh->flat) {
+		if (fuse_reply_buf(req, (const char *)fh->flat + pos, size) ==
+		    0)
+			atomic_fetch_add_explicit(&m->bytes_served, size,
+						  memory_order_relaxed);
+		return;
+	}
 	struct pieces p = {0};
 	const struct bseg *bad = NULL;
 	int rc = gather(m, fh, pos, size, &p, &bad);
 	char *flat = NULL;
-	/* past what one writev takes, or pieces so small that pinning each
-	 * page of them in the kernel costs more than one copy here */
-	if (rc == 0 && (p.n > MAX_PIECES || (p.n > 8 && size / p.n < 4096))) {
+	/* past what one writev takes, pieces so small that pinning each
+	 * page of them in the kernel costs more than one copy here, or
+	 * pieces in file mappings (a failing page is a SIGBUS caught here,
+	 * where in the kernel's copy it would fail the reply itself) */
+	if (rc == 0 &&
+	    (p.n > MAX_PIECES || (p.n > 8 && size / p.n < 4096) || p.mapped)) {
 		if (!(flat = flat_buf(size))) {
 			rc = -ENOMEM;
-		} else {
-			size_t at = 0;
-			for (size_t i = 0; i < p.n; i++) {
-				memcpy(flat + at, p.iov[i].iov_base,
-				       p.iov[i].iov_len);
-				at += p.iov[i].iov_len;
-			}
+		} else if ((rc = flatten(&p, (uint8_t *)flat)) == 0) {
 			p.iov[0] = (struct iovec){flat, size};
 			p.n = 1;
 		}
 	}
-	bool served = false;
+	if (rc == -EIO && p.mapped)
+		mfs_logf(m, MFS_LOG_WARN,
+			 "a batch read failed: a shard file faulted under its "
+			 "mapping (an I/O error, or the file cut short): EIO");
 	if (rc)
 		read_error(m, req, bad, rc);
-	else if ((served = fuse_reply_iov(req, p.iov, (int)p.n) == 0))
+	else if (fuse_reply_iov(req, p.iov, (int)p.n) == 0)
 		atomic_fetch_add_explicit(&m->bytes_served, size,
 					  memory_order_relaxed);
-	pieces_release(m, &p, served);
+	else
+		rc = -ENOTCONN; /* not served: its reader is gone */
+	pieces_release(m, &p, rc);
 }

@@ -6,7 +6,8 @@
 # window 0's until batch 8 asks for window 1); the whole epoch then reads
 # every record once, each chunk decompressed once; with a chunk cache
 # too small for two windows, nothing is read ahead and the epoch still
-# reads right.
+# reads right; the window after next waits for the reader to enter the
+# next (two windows held at most, not three).
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -85,4 +86,28 @@ sleep 1
 [ "$(dec)" -le 8 ] || fail "small cache: $(dec) chunks decompressed after batch 0, want window 0's 8"
 epoch_ok "$view" || fail "epoch 0, small cache"
 pass "a cache too small for two windows: nothing read ahead, the epoch reads right"
+umount_fs "$mnt" "$mpid"
+
+# a fresh mount, another view
+mount_fs "$mnt" "$store" "$tmp/pipes"
+wait_for 10 test -L "$mnt/win" || fail "win did not register"
+view=$mnt/win/batches/64/seed-9/epoch-0/rank-0-of-1
+head -c 1 "$view/batch-000000" >/dev/null || fail "batch 0, seed 9"
+wait_for 20 at_least 16 || fail "seed 9: after batch 0, $(dec) chunks decompressed, want 16"
+# up to batch 6, the reader is still in window 0 (batches 0 to 7): the
+# batches planned ahead of it (7 and 8) reach into window 1, but window 2
+# waits for the reader, so that no more than two windows are held
+"$py" - "$view" <<'PY' || fail "batches 1 to 6"
+import os, sys
+for n in range(1, 7):
+    assert len(open(os.path.join(sys.argv[1], "batch-%06d" % n), "rb").read()) == 64 * 1024
+PY
+sleep 0.5
+[ "$(dec)" -le 16 ] ||
+  fail "in window 0, $(dec) chunks decompressed, want 16 (window 2 read ahead before its reader reached window 1)"
+"$py" -c 'import sys; open(sys.argv[1] + "/batch-000007", "rb").read(); open(sys.argv[1] + "/batch-000008", "rb").read()' "$view" ||
+  fail "batches 7 and 8"
+wait_for 20 at_least 24 ||
+  fail "in window 1, $(dec) chunks decompressed, want 24 (window 2 read ahead)"
+pass "window 2 is read ahead once the reader is in window 1, not before"
 umount_fs "$mnt" "$mpid"
