@@ -513,17 +513,6 @@ ssize_t mf_shard_reader_read_chunk(struct mf_shard_reader *r, uint32_t i,
 				   void *dst, size_t cap);
 
 /*
- * Maps chunk i when it is stored raw (codec none), its pages read in and
- * its checksum checked there: *data is its bytes, *base and *maplen
- * mf_map_free's (mf_util.h: every later read of them within mf_map_guard).
- * Returns 0, -ENOTSUP (a compressed chunk, or no mappings here), -EBADMSG
- * if corrupt, -EINVAL (i out of range), -EIO or -errno.
- */
-int mf_shard_reader_map_chunk(struct mf_shard_reader *r, uint32_t i,
-			      const uint8_t **data, void **base,
-			      size_t *maplen);
-
-/*
  * Reads up to len bytes at uncompressed offset off, touching only the
  * chunks that overlap. Returns the bytes read (short only at the end), 0 at
  * or past the end, or -EBADMSG / -errno. Thread-safe.

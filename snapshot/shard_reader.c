@@ -331,50 +331,6 @@ int snap_load_chunk(struct mf_shard_reader *r, uint32_t i, void *dst)
 			       e->raw);
 }
 
-struct map_sum {
-	const void *p;
-	size_t n;
-	uint64_t seed, sum;
-};
-
-static int map_sum(void *arg)
-{
-	struct map_sum *s = arg;
-	s->sum = snap_chunk_checksum(s->p, s->n, s->seed);
-	return 0;
-}
-
-int mf_shard_reader_map_chunk(struct mf_shard_reader *r, uint32_t i,
-			      const uint8_t **data, void **base, size_t *maplen)
-{
-	if (!r || i >= r->st.chunks)
-		return -EINVAL;
-	const struct snap_entry *e = &r->ent[i];
-	if (e->codec != MF_CODEC_NONE || e->stored != e->raw)
-		return -ENOTSUP;
-	/* a file cut short since its open is corrupt, as a short pread
-	 * finds it (its mapping would fault) */
-	struct stat st;
-	if (fstat(r->fd, &st) != 0)
-		return -errno;
-	if ((uint64_t)st.st_size < e->offset + e->raw)
-		return MF_CORRUPT("file ends early");
-	const void *p = mf_map_file(r->fd, e->offset, e->raw, base, maplen);
-	if (!p)
-		return -errno;
-	struct map_sum s = {p, e->raw, snap_chunk_seed(&r->seeds, i), 0};
-	int rc = mf_map_guard(map_sum, &s);
-	if (rc == 0 && s.sum != e->checksum)
-		rc = MF_CORRUPT("chunk checksum");
-	if (rc) {
-		mf_map_free(*base, *maplen);
-		*base = NULL;
-		return rc;
-	}
-	*data = p;
-	return 0;
-}
-
 ssize_t mf_shard_reader_read_chunk(struct mf_shard_reader *r, uint32_t i,
 				   void *dst, size_t cap)
 {

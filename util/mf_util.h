@@ -168,25 +168,6 @@ ssize_t mf_pread_full(int fd, void *buf, size_t len, off_t off);
 void *mf_buf_alloc(size_t len, size_t *cap);
 void mf_buf_free(void *p, size_t cap);
 
-/*
- * Read-only file mappings (util_map.c). mf_map_file maps bytes [off, off
- * + len) of fd with its pages read in, kept out of forks; it returns
- * where off is, *base and *maplen for mf_map_free, or NULL with errno
- * (ENOTSUP: mf_map_usable is false). Such a mapping may fault later
- * (SIGBUS: an I/O error, the file cut short), so every read of it must
- * run inside mf_map_guard, which returns fn(arg), or -EIO when the
- * calling thread faulted on a mapping meanwhile (fn is abandoned where it
- * was: it must hold no lock and own nothing it has not handed over), or
- * -ENOTSUP. mf_map_usable: whether the guard's SIGBUS handler is in
- * place (installed on first use; a SIGBUS outside a guard keeps its
- * default action).
- */
-const void *mf_map_file(int fd, uint64_t off, size_t len, void **base,
-			size_t *maplen);
-void mf_map_free(void *base, size_t maplen);
-int mf_map_guard(int (*fn)(void *), void *arg);
-bool mf_map_usable(void);
-
 /* fsync(2) of a directory descriptor. */
 int mf_fsync_dir(int dirfd);
 

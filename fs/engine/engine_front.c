@@ -135,12 +135,6 @@ ssize_t mf_engine_read_chunk(struct mf_shard_reader *r, uint32_t i, void *dst,
 	return mf_shard_reader_read_chunk(r, i, dst, cap);
 }
 
-int mf_engine_map_chunk(struct mf_shard_reader *r, uint32_t i,
-			const uint8_t **data, void **base, size_t *maplen)
-{
-	return mf_shard_reader_map_chunk(r, i, data, base, maplen);
-}
-
 int mf_engine_open_shard_rec(struct mf_engine *e, const char *fp,
 			     uint32_t shard, struct mf_shard_reader **out,
 			     struct mf_engine_shard *rec, char **err)

@@ -125,9 +125,6 @@ size_t mf_engine_chunk_len(const struct mf_shard_reader *r, uint32_t i);
  * of range) or -errno. Many threads may read one reader. */
 ssize_t mf_engine_read_chunk(struct mf_shard_reader *r, uint32_t i, void *dst,
 			     size_t cap);
-/* Chunk i mapped where it is stored raw: mf_shard_reader_map_chunk. */
-int mf_engine_map_chunk(struct mf_shard_reader *r, uint32_t i,
-			const uint8_t **data, void **base, size_t *maplen);
 
 /* The store folder when none is given (engine_defaults.c):
  * $XDG_CACHE_HOME/matfs, else ~/.cache/matfs ($HOME, else the password

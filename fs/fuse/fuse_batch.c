@@ -78,6 +78,21 @@ struct bt_ent {
 
 struct mfs_bfh;
 
+/* A batch's bytes assembled ahead: held by its handle and by each read
+ * replying from them (a RELEASE may be answered while the read's writev
+ * has not returned yet: the kernel copied the reply and let the file go). */
+struct bflat {
+	atomic_uint refs;
+	uint8_t bytes[];
+};
+
+static void bflat_put(struct bflat *f)
+{
+	if (f &&
+	    atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1)
+		free(f);
+}
+
 /* A batch planned ahead: the next of a view whose batch was just opened,
  * planned on a read-ahead thread while its reader reads that one. */
 struct ahead {
@@ -111,7 +126,7 @@ struct mfs_btab {
 	pthread_cond_t ahead_done; /* an ahead slot was filled or let go */
 	struct win_seen wins[WIN_SLOTS]; /* windows read ahead lately */
 	size_t wins_at; /* the next one replaced */
-	uint64_t assembled; /* bytes of handles' flat copies (fh->flat) */
+	uint64_t assembled; /* bytes of handles' copies (fh->flat) */
 	/* what the kernel may hold in the pages of a batch inode: the
 	 * computations of the open that last let it keep them (an inode not
 	 * here: unknown, its pages dropped at the next open) */
@@ -143,7 +158,7 @@ struct mfs_bfh {
 	struct mfs_data **datas; /* references */
 	/* its bytes, assembled ahead (fh_assemble), or NULL: its reads then
 	 * copy nothing out of the chunk cache */
-	uint8_t *flat;
+	struct bflat *flat;
 };
 
 static void fh_free(struct mfs *m, struct mfs_bfh *fh);
@@ -376,7 +391,7 @@ static void fh_free(struct mfs *m, struct mfs_bfh *fh)
 	free(fh->segs);
 	if (fh->flat) {
 		struct mfs_btab *t = m->btab;
-		free(fh->flat);
+		bflat_put(fh->flat);
 		pthread_mutex_lock(&t->lock);
 		t->assembled -= fh->size;
 		pthread_mutex_unlock(&t->lock);
@@ -497,7 +512,7 @@ static void prefetch(struct mfs *m, const struct mfs_bfh *fh)
 		for (; c <= end && sent < PREFETCH_MAX; c++) {
 			if (s->d == last && c == last_chunk)
 				continue;
-			mfs_ra_submit(m, s->d, c, true);
+			mfs_ra_submit(m, s->d, c);
 			last = s->d;
 			last_chunk = c;
 			sent++;
@@ -706,7 +721,7 @@ static void win_run(void *arg, bool cancelled)
 			uint32_t c, end;
 			seg_chunks(s, &c, &end);
 			for (; c <= end && room >= cs; c++, room -= cs)
-				mfs_ra_submit_to(m, m->win_pool, s->d, c, true);
+				mfs_ra_submit_to(m, m->win_pool, s->d, c);
 		}
 	}
 	if (cur)
@@ -1155,7 +1170,6 @@ void mfs_batch_fhs_release(struct mfs *m)
 #define MEMO 64 /* a power of 2 */
 struct pieces {
 	size_t n, cap, nref, refcap;
-	bool mapped; /* a piece is in a file mapping (mfs_chunk.mapped) */
 	struct iovec *iov;
 	void **ref;
 	size_t *served; /* bytes of ref[i]'s chunk in the reply */
@@ -1221,10 +1235,8 @@ static int seg_pieces(struct mfs *m, const struct bseg *s, uint64_t off,
 		if (p->memo[i].d == d && p->memo[i].chunk == c) {
 			ch = p->memo[i].ch; /* held by an earlier piece */
 		} else {
-			if ((rc = mfs_cache_read(m->cache, d, c, true, &ch,
-						 &ref)))
+			if ((rc = mfs_cache_read(m->cache, d, c, &ch, &ref)))
 				return rc;
-			p->mapped |= ch.mapped;
 			p->memo[i].d = d;
 			p->memo[i].chunk = c;
 			p->memo[i].ch = ch;
@@ -1329,43 +1341,13 @@ static int gather(struct mfs *m, const struct mfs_bfh *fh, uint64_t pos,
 	return rc;
 }
 
-/* p's pieces copied into one buffer, out of file mappings that may fail
- * (mf_map_guard). */
-struct flatten {
-	const struct pieces *p;
-	uint8_t *dst;
-};
-
-static int flatten_run(void *arg)
-{
-	struct flatten *f = arg;
-	size_t at = 0;
-	for (size_t i = 0; i < f->p->n; i++) {
-		memcpy(f->dst + at, f->p->iov[i].iov_base,
-		       f->p->iov[i].iov_len);
-		at += f->p->iov[i].iov_len;
-	}
-	return 0;
-}
-
-/* Copies p's pieces to dst: 0, or -EIO when a mapping failed. */
-static int flatten(const struct pieces *p, uint8_t *dst)
-{
-	struct flatten f = {p, dst};
-	return p->mapped ? mf_map_guard(flatten_run, &f) : flatten_run(&f);
-}
-
-/* Gives back the chunks p borrowed (rc 0: its bytes went out; -EIO from
- * flatten: a mapping faulted, and which one is not known, so all go). */
-static void pieces_release(struct mfs *m, struct pieces *p, int rc)
+/* Gives back the chunks p borrowed (served: its bytes went out). */
+static void pieces_release(struct mfs *m, struct pieces *p, bool served)
 {
 	/* an epoch reads each record once: chunks all read are let go */
 	for (size_t i = 0; i < p->nref; i++)
-		if (rc == -EIO && p->mapped)
-			mfs_cache_unref_failed(m->cache, p->ref[i]);
-		else
-			mfs_cache_unref_served(m->cache, p->ref[i],
-					       rc == 0 ? p->served[i] : 0);
+		mfs_cache_unref_served(m->cache, p->ref[i],
+				       served ? p->served[i] : 0);
 	free(p->iov);
 	free(p->ref);
 	free(p->served);
@@ -1398,9 +1380,16 @@ static void fh_assemble(struct mfs *m, struct mfs_bfh *fh)
 		return;
 	struct pieces p = {0};
 	const struct bseg *bad = NULL;
-	uint8_t *buf = malloc((size_t)fh->size);
+	struct bflat *buf = malloc(sizeof(*buf) + (size_t)fh->size);
 	int rc = buf ? gather(m, fh, 0, (size_t)fh->size, &p, &bad) : -ENOMEM;
-	if (rc == 0 && (rc = flatten(&p, buf)) == 0) {
+	if (rc == 0) {
+		atomic_init(&buf->refs, 1);
+		size_t at = 0;
+		for (size_t i = 0; i < p.n; i++) {
+			memcpy(buf->bytes + at, p.iov[i].iov_base,
+			       p.iov[i].iov_len);
+			at += p.iov[i].iov_len;
+		}
 		fh->flat = buf;
 	} else {
 		free(buf);
@@ -1408,7 +1397,7 @@ static void fh_assemble(struct mfs *m, struct mfs_bfh *fh)
 		t->assembled -= fh->size;
 		pthread_mutex_unlock(&t->lock);
 	}
-	pieces_release(m, &p, rc);
+	pieces_release(m, &p, rc == 0);
 }
 
 void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
@@ -1424,39 +1413,40 @@ void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
 	if (size > fh->size - pos)
 		size = (size_t)(fh->size - pos);
 	if (fh->flat) {
-		if (fuse_reply_buf(req, (const char *)fh->flat + pos, size) ==
+		struct bflat *f = fh->flat;
+		atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
+		if (fuse_reply_buf(req, (const char *)f->bytes + pos, size) ==
 		    0)
 			atomic_fetch_add_explicit(&m->bytes_served, size,
 						  memory_order_relaxed);
+		bflat_put(f);
 		return;
 	}
 	struct pieces p = {0};
 	const struct bseg *bad = NULL;
 	int rc = gather(m, fh, pos, size, &p, &bad);
 	char *flat = NULL;
-	/* past what one writev takes, pieces so small that pinning each
-	 * page of them in the kernel costs more than one copy here, or
-	 * pieces in file mappings (a failing page is a SIGBUS caught here,
-	 * where in the kernel's copy it would fail the reply itself) */
-	if (rc == 0 &&
-	    (p.n > MAX_PIECES || (p.n > 8 && size / p.n < 4096) || p.mapped)) {
+	/* past what one writev takes, or pieces so small that pinning each
+	 * page of them in the kernel costs more than one copy here */
+	if (rc == 0 && (p.n > MAX_PIECES || (p.n > 8 && size / p.n < 4096))) {
 		if (!(flat = flat_buf(size))) {
 			rc = -ENOMEM;
-		} else if ((rc = flatten(&p, (uint8_t *)flat)) == 0) {
+		} else {
+			size_t at = 0;
+			for (size_t i = 0; i < p.n; i++) {
+				memcpy(flat + at, p.iov[i].iov_base,
+				       p.iov[i].iov_len);
+				at += p.iov[i].iov_len;
+			}
 			p.iov[0] = (struct iovec){flat, size};
 			p.n = 1;
 		}
 	}
-	if (rc == -EIO && p.mapped)
-		mfs_logf(m, MFS_LOG_WARN,
-			 "a batch read failed: a shard file faulted under its "
-			 "mapping (an I/O error, or the file cut short): EIO");
+	bool served = false;
 	if (rc)
 		read_error(m, req, bad, rc);
-	else if (fuse_reply_iov(req, p.iov, (int)p.n) == 0)
+	else if ((served = fuse_reply_iov(req, p.iov, (int)p.n) == 0))
 		atomic_fetch_add_explicit(&m->bytes_served, size,
 					  memory_order_relaxed);
-	else
-		rc = -ENOTCONN; /* not served: its reader is gone */
-	pieces_release(m, &p, rc);
+	pieces_release(m, &p, served);
 }

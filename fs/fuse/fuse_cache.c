@@ -33,12 +33,6 @@ struct centry {
 	struct centry *prev, *next; /* LRU list, most recent first */
 	uint64_t data_id;
 	uint32_t chunk;
-	/* a batch reader's: a chunk stored raw is a mapping of its file
-	 * (map), whose reads its readers guard (mf_map_guard); shard reads,
-	 * whose replies go out of the buffer itself, never get those */
-	bool batch;
-	void *map;
-	size_t maplen;
 	unsigned refs;
 	int state; /* LOADING, READY or a negative errno */
 	struct mf_corrupt_note note; /* why, when state is -EBADMSG */
@@ -61,14 +55,6 @@ struct fbuf {
 #define FREE_MAX (64ULL << 20)
 
 enum { LOADING = 1, READY = 0 };
-
-/* Mappings a cache holds at most: each is a VMA of the process, and
- * vm.max_map_count (65530 by default) bounds every mmap of it, malloc's
- * and thread stacks' included. */
-#define MAP_MAX 8192
-/* Chunks smaller than this are read into buffers: one pread then costs
- * less than an mmap and its munmap. */
-#define MAP_MIN ((size_t)256 << 10)
 
 /* Stage ids: above every data id (mfs.next_data_id counts from 1). */
 #define STAGE_ID_BASE (1ULL << 63)
@@ -96,7 +82,6 @@ struct mfs_cache {
 	uint64_t budget, used;
 	struct fbuf *spare; /* buffers to reuse, at most free_max bytes */
 	uint64_t spare_bytes, free_max;
-	size_t maps; /* entries that are mappings, at most MAP_MAX */
 	struct stage *stages;
 	uint64_t next_stage;
 	/* counters, read without the lock (mfs_cache_counts) */
@@ -162,11 +147,7 @@ static void buf_give(struct mfs_cache *c, uint8_t *buf, size_t cap)
 
 static void entry_free(struct mfs_cache *c, struct centry *e)
 {
-	if (e->map) {
-		mf_map_free(e->map, e->maplen);
-		c->maps--;
-	} else
-		buf_give(c, e->buf, e->cap);
+	buf_give(c, e->buf, e->cap);
 	free(e);
 }
 
@@ -177,10 +158,7 @@ void mfs_cache_free(struct mfs_cache *c)
 	while (c->lru.next != &c->lru) {
 		struct centry *e = c->lru.next;
 		c->lru.next = e->next;
-		if (e->map)
-			mf_map_free(e->map, e->maplen);
-		else
-			mf_buf_free(e->buf, e->cap);
+		mf_buf_free(e->buf, e->cap);
 		free(e);
 	}
 	while (c->spare) {
@@ -206,11 +184,10 @@ static size_t bucket(const struct mfs_cache *c, uint64_t id, uint32_t chunk)
 	return (size_t)(h ^ (h >> 29)) & (c->cap - 1);
 }
 
-static struct centry *find(struct mfs_cache *c, uint64_t id, uint32_t chunk,
-			   bool batch)
+static struct centry *find(struct mfs_cache *c, uint64_t id, uint32_t chunk)
 {
 	for (struct centry *e = c->tab[bucket(c, id, chunk)]; e; e = e->hnext)
-		if (e->data_id == id && e->chunk == chunk && e->batch == batch)
+		if (e->data_id == id && e->chunk == chunk)
 			return e;
 	return NULL;
 }
@@ -342,49 +319,9 @@ static void unref_locked(struct mfs_cache *c, struct centry *e)
 		entry_free(c, e);
 }
 
-/* Decompresses e's chunk with the lock released; e is held. A batch
- * reader's chunk stored raw is mapped instead, within MAP_MIN and
- * MAP_MAX. */
+/* Decompresses e's chunk with the lock released; e is held. */
 static int load(struct mfs_cache *c, struct mfs_data *d, struct centry *e)
 {
-	if (e->batch && e->len >= MAP_MIN && c->maps < MAP_MAX) {
-		const uint8_t *data;
-		void *map = NULL;
-		size_t maplen = 0;
-		c->maps++;
-		pthread_mutex_unlock(&c->lock);
-		int rc =
-		    mf_engine_map_chunk(d->r, e->chunk, &data, &map, &maplen);
-		pthread_mutex_lock(&c->lock);
-		if (rc == 0 &&
-		    maplen - (size_t)(data - (uint8_t *)map) != e->len) {
-			mf_map_free(map, maplen);
-			rc = MF_CORRUPT("chunk length differs from the index");
-		}
-		if (rc == 0) {
-			atomic_fetch_add_explicit(&c->loads, 1,
-						  memory_order_relaxed);
-			e->buf = (uint8_t *)data;
-			e->map = map;
-			e->maplen = maplen;
-			e->state = READY;
-			pthread_cond_broadcast(&c->loaded);
-			return 0;
-		}
-		c->maps--;
-		if (rc == -EBADMSG) {
-			atomic_fetch_add_explicit(&c->loads, 1,
-						  memory_order_relaxed);
-			e->state = rc;
-			mf_corrupt_save(&e->note);
-			unlink_entry(c, e); /* the next reader tries again */
-			pthread_cond_broadcast(&c->loaded);
-			return rc;
-		}
-		/* a compressed chunk, a filesystem that maps nothing, no
-		 * mapping left, a fault while checking it: read it into a
-		 * buffer, which says what is wrong if anything is */
-	}
 	size_t cap;
 	uint8_t *buf = buf_take(c, e->len, &cap);
 	atomic_fetch_add_explicit(&c->loads, 1, memory_order_relaxed);
@@ -411,12 +348,12 @@ static int load(struct mfs_cache *c, struct mfs_data *d, struct centry *e)
 
 /* mfs_cache_get; a reader's ask (count) adds to hits or misses. */
 static int cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
-		     bool batch, struct mfs_chunk *out, void **ref, bool count)
+		     struct mfs_chunk *out, void **ref, bool count)
 {
 	if (chunk >= d->st.chunks)
 		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
-	struct centry *e = find(c, d->id, chunk, batch);
+	struct centry *e = find(c, d->id, chunk);
 	int rc = 0;
 	if (count)
 		atomic_fetch_add_explicit(e ? &c->hits : &c->misses, 1,
@@ -435,7 +372,6 @@ static int cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
 	} else if ((e = calloc(1, sizeof(*e)))) {
 		*e = (struct centry){.data_id = d->id,
 				     .chunk = chunk,
-				     .batch = batch,
 				     .refs = 1,
 				     .state = LOADING,
 				     .len = mf_engine_chunk_len(d->r, chunk)};
@@ -451,22 +387,22 @@ static int cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
 		evict(c);
 	pthread_mutex_unlock(&c->lock);
 	if (rc == 0) {
-		*out = (struct mfs_chunk){e->buf, e->len, e->map != NULL};
+		*out = (struct mfs_chunk){e->buf, e->len};
 		*ref = e;
 	}
 	return rc;
 }
 
 int mfs_cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
-		  bool batch, struct mfs_chunk *out, void **ref)
+		  struct mfs_chunk *out, void **ref)
 {
-	return cache_get(c, d, chunk, batch, out, ref, false);
+	return cache_get(c, d, chunk, out, ref, false);
 }
 
 int mfs_cache_read(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
-		   bool batch, struct mfs_chunk *out, void **ref)
+		   struct mfs_chunk *out, void **ref)
 {
-	return cache_get(c, d, chunk, batch, out, ref, true);
+	return cache_get(c, d, chunk, out, ref, true);
 }
 
 void mfs_cache_unref(struct mfs_cache *c, void *ref)
@@ -495,20 +431,11 @@ void mfs_cache_unref_served(struct mfs_cache *c, void *ref, size_t bytes)
 	pthread_mutex_unlock(&c->lock);
 }
 
-void mfs_cache_unref_failed(struct mfs_cache *c, void *ref)
-{
-	struct centry *e = ref;
-	pthread_mutex_lock(&c->lock);
-	e->spent = true; /* the next reader loads it again */
-	unref_locked(c, e);
-	pthread_mutex_unlock(&c->lock);
-}
-
 bool mfs_cache_has(struct mfs_cache *c, const struct mfs_data *d,
-		   uint32_t chunk, bool batch)
+		   uint32_t chunk)
 {
 	pthread_mutex_lock(&c->lock);
-	bool has = find(c, d->id, chunk, batch) != NULL;
+	bool has = find(c, d->id, chunk) != NULL;
 	pthread_mutex_unlock(&c->lock);
 	return has;
 }

@@ -446,12 +446,10 @@ void mfs_data_put(struct mfs *m, struct mfs_data *d);
 void mfs_data_get(struct mfs_data *d);
 /* Has chunk of d decompressed on the read-ahead threads, unless it is
  * cached or loading, or their backlog is long (fuse_open.c). */
-void mfs_ra_submit(struct mfs *m, struct mfs_data *d, uint32_t chunk,
-		   bool batch);
-/* The same on pool p, whatever its backlog (the caller bounds it). With
- * batch, the chunk as batch reads get it (mfs_cache_get). */
+void mfs_ra_submit(struct mfs *m, struct mfs_data *d, uint32_t chunk);
+/* The same on pool p, whatever its backlog (the caller bounds it). */
 void mfs_ra_submit_to(struct mfs *m, struct mfs_pool *p, struct mfs_data *d,
-		      uint32_t chunk, bool batch);
+		      uint32_t chunk);
 /* Wraps a reader of the computation rec describes (taken over, closed on
  * failure) in a data of refs 1. With adopt, the chunks this thread's
  * materialization of that very file put in the cache become the
@@ -590,18 +588,13 @@ int mfs_pool_stop(struct mfs_pool *p, unsigned timeout_ms);
 struct mfs_chunk {
 	const uint8_t *buf;
 	size_t len;
-	bool mapped; /* buf is a file mapping: read it within mf_map_guard */
 };
 int mfs_cache_new(uint64_t budget, struct mfs_cache **out);
 void mfs_cache_free(struct mfs_cache *c);
 /* A referenced chunk of d, decompressed now or by a read-ahead already
- * under way. Give it back with mfs_cache_unref. -EBADMSG, -errno. For a
- * batch reader (batch), a chunk stored raw is a mapping of its shard file
- * (out->mapped), which shard reads, whose replies are the chunk's memory
- * itself, never get: a mapping that fails would fail the reply's copy
- * in the kernel, where nothing could answer the request any more. */
+ * under way. Give it back with mfs_cache_unref. -EBADMSG, -errno. */
 int mfs_cache_get(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
-		  bool batch, struct mfs_chunk *out, void **ref);
+		  struct mfs_chunk *out, void **ref);
 void mfs_cache_unref(struct mfs_cache *c, void *ref);
 /* mfs_cache_unref for a reader that reads each byte of a chunk once (the
  * batches of an epoch): bytes of it were served. A chunk all of whose
@@ -609,20 +602,16 @@ void mfs_cache_unref(struct mfs_cache *c, void *ref);
  * kept for the next load, instead of waiting for the budget to push it
  * out: an epoch's chunks are dead once its reader passed them. */
 void mfs_cache_unref_served(struct mfs_cache *c, void *ref, size_t bytes);
-/* mfs_cache_unref for a reader whose copy out of the chunk failed (a
- * mapping that faulted): it goes when nobody holds it, and the next
- * reader loads it again (and finds why). */
-void mfs_cache_unref_failed(struct mfs_cache *c, void *ref);
 /* True when the chunk is cached or loading. */
 bool mfs_cache_has(struct mfs_cache *c, const struct mfs_data *d,
-		   uint32_t chunk, bool batch);
+		   uint32_t chunk);
 /* Drops every chunk of data id (no reference may remain). */
 void mfs_cache_drop(struct mfs_cache *c, uint64_t data_id);
 /* mfs_cache_get for a reader's request: also counts a hit (the chunk
  * was cached or loading) or a miss (this call decompresses it). Read-ahead
  * calls mfs_cache_get, which counts neither. */
 int mfs_cache_read(struct mfs_cache *c, struct mfs_data *d, uint32_t chunk,
-		   bool batch, struct mfs_chunk *out, void **ref);
+		   struct mfs_chunk *out, void **ref);
 /* Since the cache was made: chunks decompressed, chunks a tap put in
  * instead, and readers' hits and misses. Atomic reads, no lock. */
 struct mfs_cache_stats {

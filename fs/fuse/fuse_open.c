@@ -562,7 +562,6 @@ struct ra_job {
 	struct mfs *m;
 	struct mfs_data *d; /* a reference */
 	uint32_t chunk;
-	bool batch;
 };
 
 static void ra_run(void *arg, bool cancelled)
@@ -571,8 +570,7 @@ static void ra_run(void *arg, bool cancelled)
 	struct mfs_chunk ch;
 	void *ref;
 	if (!cancelled &&
-	    mfs_cache_get(j->m->cache, j->d, j->chunk, j->batch, &ch, &ref) ==
-		0)
+	    mfs_cache_get(j->m->cache, j->d, j->chunk, &ch, &ref) == 0)
 		mfs_cache_unref(j->m->cache, ref);
 	mfs_data_put(j->m, j->d);
 	free(j);
@@ -589,22 +587,21 @@ static uint32_t ra_window(struct mfs *m, const struct mfs_data *d)
 	return (uint32_t)(n < 1 ? 1 : n > RA_MAX_CHUNKS ? RA_MAX_CHUNKS : n);
 }
 
-void mfs_ra_submit(struct mfs *m, struct mfs_data *d, uint32_t chunk,
-		   bool batch)
+void mfs_ra_submit(struct mfs *m, struct mfs_data *d, uint32_t chunk)
 {
 	if (mfs_pool_backlog(m->ra_pool) <= 4 * RA_MAX_CHUNKS)
-		mfs_ra_submit_to(m, m->ra_pool, d, chunk, batch);
+		mfs_ra_submit_to(m, m->ra_pool, d, chunk);
 }
 
 void mfs_ra_submit_to(struct mfs *m, struct mfs_pool *p, struct mfs_data *d,
-		      uint32_t chunk, bool batch)
+		      uint32_t chunk)
 {
-	if (chunk >= d->st.chunks || mfs_cache_has(m->cache, d, chunk, batch))
+	if (chunk >= d->st.chunks || mfs_cache_has(m->cache, d, chunk))
 		return;
 	struct ra_job *j = malloc(sizeof(*j));
 	if (!j)
 		return;
-	*j = (struct ra_job){m, d, chunk, batch};
+	*j = (struct ra_job){m, d, chunk};
 	mfs_data_get(d);
 	if (mfs_pool_submit(p, ra_run, j) != 0) {
 		mfs_data_put(m, d);
@@ -640,7 +637,7 @@ static void read_ahead(struct mfs *m, struct mfs_fh *fh, uint64_t off,
 	}
 	pthread_mutex_unlock(&fh->lock);
 	for (uint32_t c = from; c <= to && c < d->st.chunks; c++)
-		mfs_ra_submit(m, d, c, false);
+		mfs_ra_submit(m, d, c);
 }
 
 static void read_failed(struct mfs *m, fuse_req_t req, struct mfs_data *d,
@@ -687,8 +684,8 @@ void mfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t got = 0, left = size;
 	for (; rc == 0 && got < n; got++) {
 		struct mfs_chunk ch;
-		rc = mfs_cache_read(m->cache, d, first + (uint32_t)got, false,
-				    &ch, &ref[got]);
+		rc = mfs_cache_read(m->cache, d, first + (uint32_t)got, &ch,
+				    &ref[got]);
 		if (rc)
 			break;
 		size_t in = got == 0 ? (size_t)((uint64_t)off - first * cs) : 0;

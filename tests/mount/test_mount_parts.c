@@ -89,7 +89,7 @@ static void check_chunk(struct fx *f, struct mfs_cache *c, uint32_t i)
 {
 	struct mfs_chunk ch;
 	void *ref;
-	assert_int_equal(mfs_cache_get(c, &f->d, i, false, &ch, &ref), 0);
+	assert_int_equal(mfs_cache_get(c, &f->d, i, &ch, &ref), 0);
 	size_t len = i == CHUNKS - 1 ? CHUNK - 100 : CHUNK;
 	assert_int_equal(ch.len, len);
 	assert_memory_equal(ch.buf, f->want + (size_t)i * CHUNK, len);
@@ -105,17 +105,15 @@ static void test_cache_bytes_and_budget(void **state)
 		check_chunk(f, c, i);
 	unsigned held = 0;
 	for (uint32_t i = 0; i < CHUNKS; i++)
-		held += mfs_cache_has(c, &f->d, i, false);
+		held += mfs_cache_has(c, &f->d, i);
 	assert_true(held <= 4);
-	assert_true(
-	    mfs_cache_has(c, &f->d, CHUNKS - 1, false)); /* most recent */
-	assert_false(mfs_cache_has(c, &f->d, 0, false)); /* evicted */
+	assert_true(mfs_cache_has(c, &f->d, CHUNKS - 1)); /* most recent */
+	assert_false(mfs_cache_has(c, &f->d, 0)); /* evicted */
 	struct mfs_chunk ch;
 	void *ref;
-	assert_int_equal(mfs_cache_get(c, &f->d, CHUNKS, false, &ch, &ref),
-			 -EINVAL);
+	assert_int_equal(mfs_cache_get(c, &f->d, CHUNKS, &ch, &ref), -EINVAL);
 	mfs_cache_drop(c, f->d.id);
-	assert_false(mfs_cache_has(c, &f->d, CHUNKS - 1, false));
+	assert_false(mfs_cache_has(c, &f->d, CHUNKS - 1));
 	mfs_cache_free(c);
 }
 
@@ -129,13 +127,13 @@ static void test_cache_hits_and_misses(void **state)
 	struct mfs_chunk ch;
 	void *ref;
 	struct mfs_cache_stats cs;
-	assert_int_equal(mfs_cache_read(c, &f->d, 0, false, &ch, &ref), 0);
+	assert_int_equal(mfs_cache_read(c, &f->d, 0, &ch, &ref), 0);
 	mfs_cache_unref(c, ref);
-	assert_int_equal(mfs_cache_read(c, &f->d, 0, false, &ch, &ref), 0);
+	assert_int_equal(mfs_cache_read(c, &f->d, 0, &ch, &ref), 0);
 	assert_memory_equal(ch.buf, f->want, CHUNK);
 	mfs_cache_unref(c, ref);
 	check_chunk(f, c, 1); /* as read-ahead does */
-	assert_int_equal(mfs_cache_read(c, &f->d, 1, false, &ch, &ref), 0);
+	assert_int_equal(mfs_cache_read(c, &f->d, 1, &ch, &ref), 0);
 	mfs_cache_unref(c, ref);
 	mfs_cache_counts(c, &cs);
 	assert_int_equal(cs.misses, 1);
@@ -151,16 +149,15 @@ static void test_cache_held_chunk_stays(void **state)
 	assert_int_equal(mfs_cache_new(2 * CHUNK, &c), 0);
 	struct mfs_chunk held;
 	void *ref;
-	assert_int_equal(mfs_cache_get(c, &f->d, 3, false, &held, &ref), 0);
+	assert_int_equal(mfs_cache_get(c, &f->d, 3, &held, &ref), 0);
 	for (uint32_t i = 10; i < 30; i++)
 		check_chunk(f, c, i);
-	assert_true(mfs_cache_has(c, &f->d, 3, false));
+	assert_true(mfs_cache_has(c, &f->d, 3));
 	assert_memory_equal(held.buf, f->want + 3 * CHUNK, CHUNK);
 	mfs_cache_unref(c, ref);
 	for (uint32_t i = 30; i < 34; i++)
 		check_chunk(f, c, i);
-	assert_false(
-	    mfs_cache_has(c, &f->d, 3, false)); /* released: evictable */
+	assert_false(mfs_cache_has(c, &f->d, 3)); /* released: evictable */
 	mfs_cache_free(c);
 }
 
@@ -175,21 +172,21 @@ static void test_cache_served_chunk_goes(void **state)
 	assert_int_equal(mfs_cache_new(64 * CHUNK, &c), 0);
 	struct mfs_chunk ch, again;
 	void *ref, *ref2;
-	assert_int_equal(mfs_cache_read(c, &f->d, 5, false, &ch, &ref), 0);
+	assert_int_equal(mfs_cache_read(c, &f->d, 5, &ch, &ref), 0);
 	mfs_cache_unref_served(c, ref, CHUNK / 2);
-	assert_true(mfs_cache_has(c, &f->d, 5, false)); /* half read: kept */
-	assert_int_equal(mfs_cache_read(c, &f->d, 5, false, &ch, &ref), 0);
-	assert_int_equal(mfs_cache_read(c, &f->d, 5, false, &again, &ref2), 0);
+	assert_true(mfs_cache_has(c, &f->d, 5)); /* half read: kept */
+	assert_int_equal(mfs_cache_read(c, &f->d, 5, &ch, &ref), 0);
+	assert_int_equal(mfs_cache_read(c, &f->d, 5, &again, &ref2), 0);
 	mfs_cache_unref_served(c, ref, CHUNK / 2);
-	assert_true(mfs_cache_has(c, &f->d, 5, false)); /* another holds it */
+	assert_true(mfs_cache_has(c, &f->d, 5)); /* another holds it */
 	mfs_cache_unref(c, ref2);
-	assert_false(mfs_cache_has(c, &f->d, 5, false)); /* the last let go */
-	assert_int_equal(mfs_cache_read(c, &f->d, 5, false, &ch, &ref), 0);
+	assert_false(mfs_cache_has(c, &f->d, 5)); /* the last let go */
+	assert_int_equal(mfs_cache_read(c, &f->d, 5, &ch, &ref), 0);
 	mfs_cache_unref_served(c, ref, CHUNK / 2);
-	assert_true(mfs_cache_has(c, &f->d, 5, false));
-	assert_int_equal(mfs_cache_read(c, &f->d, 5, false, &ch, &ref), 0);
+	assert_true(mfs_cache_has(c, &f->d, 5));
+	assert_int_equal(mfs_cache_read(c, &f->d, 5, &ch, &ref), 0);
 	mfs_cache_unref_served(c, ref, CHUNK / 2);
-	assert_false(mfs_cache_has(c, &f->d, 5, false)); /* every byte read */
+	assert_false(mfs_cache_has(c, &f->d, 5)); /* every byte read */
 	/* the next load gets the right bytes (in the buffer kept) */
 	check_chunk(f, c, 6);
 	mfs_cache_free(c);
@@ -206,7 +203,7 @@ static void *race(void *arg)
 	struct racer *r = arg;
 	struct mfs_chunk ch;
 	void *ref;
-	if (mfs_cache_get(r->c, &r->f->d, 9, false, &ch, &ref) == 0) {
+	if (mfs_cache_get(r->c, &r->f->d, 9, &ch, &ref) == 0) {
 		r->buf = ch.buf;
 		usleep(20000); /* all hold it at once */
 		mfs_cache_unref(r->c, ref);
@@ -252,11 +249,9 @@ static void test_cache_corrupt_not_kept(void **state)
 	assert_int_equal(mfs_cache_new(1 << 20, &c), 0);
 	struct mfs_chunk ch;
 	void *ref;
-	assert_int_equal(mfs_cache_get(c, &f->d, 0, false, &ch, &ref),
-			 -EBADMSG);
-	assert_false(mfs_cache_has(c, &f->d, 0, false));
-	assert_int_equal(mfs_cache_get(c, &f->d, 0, false, &ch, &ref),
-			 -EBADMSG);
+	assert_int_equal(mfs_cache_get(c, &f->d, 0, &ch, &ref), -EBADMSG);
+	assert_false(mfs_cache_has(c, &f->d, 0));
+	assert_int_equal(mfs_cache_get(c, &f->d, 0, &ch, &ref), -EBADMSG);
 	check_chunk(f, c, 1); /* the others still read */
 	mfs_cache_free(c);
 }
@@ -413,12 +408,12 @@ static void test_tap_within_budget(void **state)
 	assert_int_equal(mfs_cache_new(4 * CHUNK, &c), 0);
 	struct mfs_chunk held;
 	void *ref;
-	assert_int_equal(mfs_cache_get(c, &f->d, 40, false, &held, &ref), 0);
+	assert_int_equal(mfs_cache_get(c, &f->d, 40, &held, &ref), 0);
 	assert_counts(c, 1, 0);
 	/* a held chunk stays: room for three, then the rest is left out */
 	tap_all(c, 1, CHUNKS, f->want, MF_CHUNK_COMMITTED, &f->d.st);
 	assert_counts(c, 1, 3);
-	assert_true(mfs_cache_has(c, &f->d, 40, false));
+	assert_true(mfs_cache_has(c, &f->d, 40));
 	mfs_cache_unref(c, ref);
 	struct mf_engine_shard rec = rec_of(f, 1);
 	uint64_t old = f->d.id;
@@ -448,7 +443,7 @@ static void test_tap_evicts_readers_chunks(void **state)
 	tap_all(c, 1, CHUNKS, f->want, MF_CHUNK_COMMITTED, &f->d.st);
 	assert_counts(c, 4, 4);
 	for (uint32_t i = 0; i < 4; i++)
-		assert_false(mfs_cache_has(c, &f->d, i, false));
+		assert_false(mfs_cache_has(c, &f->d, i));
 	/* computation 2 finds only computation 1's chunks: it keeps none */
 	tap_all(c, 2, CHUNKS, f->want, MF_CHUNK_COMMITTED, &f->d.st);
 	assert_counts(c, 4, 4);
@@ -481,7 +476,7 @@ static void test_tap_no_room_evicts_nothing(void **state)
 	struct mf_chunk_event ev = ev_data(2, 0, f->want);
 	mfs_cache_tap(c, &ev);
 	assert_counts(c, 1, 3);
-	assert_true(mfs_cache_has(c, &f->d, CHUNKS - 1, false));
+	assert_true(mfs_cache_has(c, &f->d, CHUNKS - 1));
 	mfs_cache_unstage(c);
 	mfs_cache_free(c);
 }
