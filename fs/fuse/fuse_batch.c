@@ -61,11 +61,6 @@
  * turn (a plan costs about 0.2 us a record: a big one would hold a FUSE
  * thread), and not planned ahead (its memory is no reader's). */
 #define INLINE_MAX 16384
-/* A batch planned ahead of at most this many bytes is also assembled
- * ahead (its bytes copied out of their chunks on the read-ahead thread),
- * within ASSEMBLED_MAX bytes of such batches in all. */
-#define ASSEMBLE_MAX ((uint64_t)8 << 20)
-#define ASSEMBLED_MAX ((uint64_t)32 << 20)
 #define MAX_PIECES                                                             \
 	1000 /* iovecs of a reply (IOV_MAX less libfuse's
 			  * header); more are copied into one */
@@ -77,21 +72,6 @@ struct bt_ent {
 };
 
 struct mfs_bfh;
-
-/* A batch's bytes assembled ahead: held by its handle and by each read
- * replying from them (a RELEASE may be answered while the read's writev
- * has not returned yet: the kernel copied the reply and let the file go). */
-struct bflat {
-	atomic_uint refs;
-	uint8_t bytes[];
-};
-
-static void bflat_put(struct bflat *f)
-{
-	if (f &&
-	    atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1)
-		free(f);
-}
 
 /* A batch planned ahead: the next of a view whose batch was just opened,
  * planned on a read-ahead thread while its reader reads that one. */
@@ -126,7 +106,6 @@ struct mfs_btab {
 	pthread_cond_t ahead_done; /* an ahead slot was filled or let go */
 	struct win_seen wins[WIN_SLOTS]; /* windows read ahead lately */
 	size_t wins_at; /* the next one replaced */
-	uint64_t assembled; /* bytes of handles' copies (fh->flat) */
 	/* what the kernel may hold in the pages of a batch inode: the
 	 * computations of the open that last let it keep them (an inode not
 	 * here: unknown, its pages dropped at the next open) */
@@ -156,9 +135,6 @@ struct mfs_bfh {
 	struct bseg *segs;
 	size_t ndatas;
 	struct mfs_data **datas; /* references */
-	/* its bytes, assembled ahead (fh_assemble), or NULL: its reads then
-	 * copy nothing out of the chunk cache */
-	struct bflat *flat;
 };
 
 static void fh_free(struct mfs *m, struct mfs_bfh *fh);
@@ -389,13 +365,6 @@ static void fh_free(struct mfs *m, struct mfs_bfh *fh)
 		mfs_data_put(m, fh->datas[i]);
 	free(fh->datas);
 	free(fh->segs);
-	if (fh->flat) {
-		struct mfs_btab *t = m->btab;
-		bflat_put(fh->flat);
-		pthread_mutex_lock(&t->lock);
-		t->assembled -= fh->size;
-		pthread_mutex_unlock(&t->lock);
-	}
 	if (fh->counted) {
 		mfs_user_give_batch(m, fh->uid, fh->units, fh->plan_bytes);
 		mfs_user_give(m, fh->uid, MFS_HANDLE_SHARD);
@@ -521,7 +490,6 @@ static void prefetch(struct mfs *m, const struct mfs_bfh *fh)
 }
 
 static void ahead_plan(struct bopen *o);
-static void fh_assemble(struct mfs *m, struct mfs_bfh *fh);
 
 /* Which computations fh's bytes are: its shards' (sorted by shard) and
  * their generations, and its size. */
@@ -811,7 +779,6 @@ static void ahead_run(void *arg, bool cancelled)
 					  j->created);
 			if (fh->ndatas <= AHEAD_DATAS_MAX) {
 				prefetch(m, fh); /* its chunks load */
-				fh_assemble(m, fh);
 			} else { /* the open plans it itself */
 				fh_free(m, fh);
 				fh = NULL;
@@ -1353,53 +1320,6 @@ static void pieces_release(struct mfs *m, struct pieces *p, bool served)
 	free(p->served);
 }
 
-/*
- * Copies fh's bytes out of their chunks into fh->flat, on the read-ahead
- * thread that planned it ahead: its reader's reads then cost the reply
- * alone, the copy of many small records having been made while the
- * reader read the batches before. Its chunks count those bytes as served
- * (an epoch reads each record once). Left undone, with nothing kept, for
- * a batch past ASSEMBLE_MAX, past the room left (at most ASSEMBLED_MAX,
- * and an eighth of the chunk cache, for all handles), or when a chunk
- * fails: its reads then gather it, and report that chunk.
- */
-static void fh_assemble(struct mfs *m, struct mfs_bfh *fh)
-{
-	struct mfs_btab *t = m->btab;
-	uint64_t cap = m->o.cache_bytes / 8;
-	if (cap > ASSEMBLED_MAX)
-		cap = ASSEMBLED_MAX;
-	if (fh->size == 0 || fh->size > ASSEMBLE_MAX)
-		return;
-	pthread_mutex_lock(&t->lock);
-	bool room = t->assembled + fh->size <= cap;
-	if (room)
-		t->assembled += fh->size;
-	pthread_mutex_unlock(&t->lock);
-	if (!room)
-		return;
-	struct pieces p = {0};
-	const struct bseg *bad = NULL;
-	struct bflat *buf = malloc(sizeof(*buf) + (size_t)fh->size);
-	int rc = buf ? gather(m, fh, 0, (size_t)fh->size, &p, &bad) : -ENOMEM;
-	if (rc == 0) {
-		atomic_init(&buf->refs, 1);
-		size_t at = 0;
-		for (size_t i = 0; i < p.n; i++) {
-			memcpy(buf->bytes + at, p.iov[i].iov_base,
-			       p.iov[i].iov_len);
-			at += p.iov[i].iov_len;
-		}
-		fh->flat = buf;
-	} else {
-		free(buf);
-		pthread_mutex_lock(&t->lock);
-		t->assembled -= fh->size;
-		pthread_mutex_unlock(&t->lock);
-	}
-	pieces_release(m, &p, rc == 0);
-}
-
 void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -1412,16 +1332,6 @@ void mfs_batch_read(fuse_req_t req, size_t size, off_t off,
 	uint64_t pos = (uint64_t)off;
 	if (size > fh->size - pos)
 		size = (size_t)(fh->size - pos);
-	if (fh->flat) {
-		struct bflat *f = fh->flat;
-		atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
-		if (fuse_reply_buf(req, (const char *)f->bytes + pos, size) ==
-		    0)
-			atomic_fetch_add_explicit(&m->bytes_served, size,
-						  memory_order_relaxed);
-		bflat_put(f);
-		return;
-	}
 	struct pieces p = {0};
 	const struct bseg *bad = NULL;
 	int rc = gather(m, fh, pos, size, &p, &bad);
