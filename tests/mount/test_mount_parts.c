@@ -163,8 +163,8 @@ static void test_cache_held_chunk_stays(void **state)
 
 /* A chunk all of whose bytes a batch reader was served goes at once,
  * within the budget (its buffer kept for the next load); one served in
- * part stays, and one held by another reader too (a read-ahead, a batch
- * assembled ahead) goes when that one lets it go. */
+ * part stays, and one held by another reader too (a read-ahead, another
+ * view's batch) goes when that one lets it go. */
 static void test_cache_served_chunk_goes(void **state)
 {
 	struct fx *f = *state;
